@@ -1,0 +1,12 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    exclude: ['test/bench/**', 'node_modules/**'],
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    // Integration tests spawn the CLI and a sandbox per file; two cores, so keep the pool small.
+    maxWorkers: 2,
+  },
+});
