@@ -1,0 +1,172 @@
+/**
+ * One error hierarchy for everything the service client can throw, built by one factory from the
+ * response (RFC 9457 problem+json, spec section 7). Messages never carry request headers, so the
+ * API key cannot leak through an error.
+ *
+ * `definitive` is what the money rules hinge on: true when the service itself answered with a
+ * problem document, which by spec 7 rule 2 charged nothing. Anything else (a connection reset, a
+ * timeout, a proxy's HTML 502) leaves the outcome unknown, and a paid retry must reuse its key.
+ */
+export interface Problem {
+  type?: string;
+  title?: string;
+  status?: number;
+  code?: string;
+  detail?: string;
+  requestId?: string;
+  retryAfterSeconds?: number;
+  balance?: number;
+  required?: number;
+  [extra: string]: unknown;
+}
+
+export interface ApiErrorInit {
+  status: number;
+  code: string;
+  message: string;
+  requestId?: string | undefined;
+  problem?: Problem | undefined;
+  definitive: boolean;
+  cause?: unknown;
+}
+
+export class ApiError extends Error {
+  override readonly name: string = 'ApiError';
+  readonly status: number;
+  readonly code: string;
+  readonly requestId: string | undefined;
+  readonly problem: Problem | undefined;
+  readonly definitive: boolean;
+
+  constructor(init: ApiErrorInit) {
+    super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.status = init.status;
+    this.code = init.code;
+    this.requestId = init.requestId;
+    this.problem = init.problem;
+    this.definitive = init.definitive;
+  }
+}
+
+export class InvalidTokenError extends ApiError {
+  override readonly name = 'InvalidTokenError';
+}
+export class InsufficientScopeError extends ApiError {
+  override readonly name = 'InsufficientScopeError';
+}
+export class ValidationError extends ApiError {
+  override readonly name = 'ValidationError';
+}
+export class InternalServerError extends ApiError {
+  override readonly name = 'InternalServerError';
+}
+
+export class InsufficientCreditsError extends ApiError {
+  override readonly name = 'InsufficientCreditsError';
+  get balance(): number | undefined {
+    return this.problem?.balance;
+  }
+  get required(): number | undefined {
+    return this.problem?.required;
+  }
+}
+
+export class RateLimitedError extends ApiError {
+  override readonly name = 'RateLimitedError';
+  constructor(
+    init: ApiErrorInit,
+    /** From the problem's retryAfterSeconds or the Retry-After header; at least 1 by spec 7. */
+    readonly retryAfterSeconds: number,
+  ) {
+    super(init);
+  }
+}
+
+/** No usable answer arrived (refused, reset, timed out): the request may or may not have run. */
+export class ConnectionError extends ApiError {
+  override readonly name = 'ConnectionError';
+}
+
+/** A response that is not the service's contract (a proxy's 502 page, a 200 with a broken body). */
+export class UnexpectedResponseError extends ApiError {
+  override readonly name = 'UnexpectedResponseError';
+}
+
+function parseRetryAfter(header: string | undefined, problem: Problem | undefined): number {
+  const fromBody = problem?.retryAfterSeconds;
+  if (typeof fromBody === 'number' && Number.isFinite(fromBody) && fromBody >= 0) return Math.max(1, Math.ceil(fromBody));
+  if (header !== undefined) {
+    const seconds = Number(header);
+    if (Number.isFinite(seconds) && seconds >= 0) return Math.max(1, Math.ceil(seconds));
+    const date = Date.parse(header);
+    if (!Number.isNaN(date)) return Math.max(1, Math.ceil((date - Date.now()) / 1000));
+  }
+  return 1;
+}
+
+function parseProblem(contentType: string, body: string): Problem | undefined {
+  if (!/^application\/(problem\+)?json\b/i.test(contentType)) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(body);
+    if (parsed !== null && typeof parsed === 'object' && typeof (parsed as Problem).code === 'string') return parsed as Problem;
+  } catch {
+    // fall through: not a problem document
+  }
+  return undefined;
+}
+
+const CODE_CLASSES: Record<string, typeof ApiError> = {
+  invalid_token: InvalidTokenError,
+  insufficient_scope: InsufficientScopeError,
+  insufficient_credits: InsufficientCreditsError,
+  validation_error: ValidationError,
+  internal: InternalServerError,
+};
+
+/** Unknown codes fall back on the status class (spec 7), so a new code never breaks the client. */
+const STATUS_CLASSES: Record<number, typeof ApiError> = {
+  401: InvalidTokenError,
+  402: InsufficientCreditsError,
+  403: InsufficientScopeError,
+  422: ValidationError,
+};
+
+export interface ErrorResponse {
+  status: number;
+  contentType: string;
+  retryAfter: string | undefined;
+  requestId: string | undefined;
+  body: string;
+}
+
+export function apiErrorFromResponse(res: ErrorResponse): ApiError {
+  const problem = parseProblem(res.contentType, res.body);
+  const requestId = problem?.requestId ?? res.requestId;
+  if (problem === undefined) {
+    return new UnexpectedResponseError({
+      status: res.status,
+      code: `http_${res.status}`,
+      message: `unexpected HTTP ${res.status} response that is not a problem document`,
+      requestId,
+      definitive: false,
+    });
+  }
+  const code = problem.code as string;
+  const detail = problem.detail ?? problem.title ?? '';
+  const init: ApiErrorInit = {
+    status: res.status,
+    code,
+    message: `${code} (HTTP ${res.status})${detail === '' ? '' : `: ${detail}`}`,
+    requestId,
+    problem,
+    definitive: true,
+  };
+  if (code === 'rate_limited' || res.status === 429) return new RateLimitedError(init, parseRetryAfter(res.retryAfter, problem));
+  const Class = CODE_CLASSES[code] ?? STATUS_CLASSES[res.status] ?? (res.status >= 500 ? InternalServerError : ApiError);
+  return new Class(init);
+}
+
+export function connectionError(cause: unknown): ConnectionError {
+  const reason = cause instanceof Error ? ((cause as { code?: string }).code ?? cause.message) : String(cause);
+  return new ConnectionError({ status: 0, code: 'network_error', message: `no response from the service (${reason})`, definitive: false, cause });
+}

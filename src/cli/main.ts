@@ -1,0 +1,137 @@
+import { writeFile } from 'node:fs/promises';
+import { runBatch, type RunOptions, type RunResult } from '../commands/run.js';
+import { serveSandbox } from '../commands/sandbox.js';
+import { EnrichError, ExitCode, errorMessage } from '../errors.js';
+import type { Journal } from '../journal/index.js';
+import { plainReporter } from '../ui/plain.js';
+import type { Reporter } from '../ui/reporter.js';
+import { formatSummary, nextStep } from '../ui/summary.js';
+import { generateKey } from '../sandbox/index.js';
+import { resolveRunOptions } from './options.js';
+import { parseCommandLine, type RunFlags } from './program.js';
+import { performance } from 'node:perf_hooks';
+
+export interface CliIO {
+  stdin: NodeJS.ReadableStream;
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
+  env: NodeJS.ProcessEnv;
+  /** Subscribes to SIGINT/SIGTERM; returns the unsubscribe. */
+  onSignal(handler: (signal: NodeJS.Signals) => void): () => void;
+  /** Ends the process now (a second Ctrl-C). */
+  hardExit(code: number): void;
+}
+
+export function processIO(): CliIO {
+  return {
+    stdin: process.stdin,
+    stdout: process.stdout,
+    stderr: process.stderr,
+    env: process.env,
+    onSignal(handler) {
+      const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
+      for (const s of signals) process.on(s, handler);
+      return () => {
+        for (const s of signals) process.off(s, handler);
+      };
+    },
+    hardExit: (code) => process.exit(code),
+  };
+}
+
+/** Hides secrets from anything we print, whatever path a message took to get here. */
+function redactor(secrets: readonly string[]): (text: string) => string {
+  const real = secrets.filter((s) => s.length >= 4);
+  return (text) => real.reduce((t, s) => t.split(s).join('[redacted]'), text);
+}
+
+/** The one place where outcomes and errors become exit codes and messages. */
+export async function main(argv: readonly string[], io: CliIO): Promise<number> {
+  const parsed = parseCommandLine(argv, { writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) }, io.env);
+  let redact = redactor([]);
+  try {
+    switch (parsed.kind) {
+      case 'exit':
+        return parsed.exitCode;
+      case 'sandbox': {
+        const options = parsed.options.keys.length > 0 ? parsed.options : { ...parsed.options, keys: [generateKey()] };
+        const stop = new AbortController();
+        const off = io.onSignal(() => stop.abort());
+        try {
+          await serveSandbox(options, io.stdout, stop.signal);
+        } finally {
+          off();
+        }
+        return ExitCode.OK;
+      }
+      case 'run': {
+        const options = await resolveRunOptions(parsed.flags, io.env);
+        if (options.service.kind === 'remote') redact = redactor([options.service.apiKey]);
+        return await runCommand(parsed.flags, options, io, redact);
+      }
+    }
+  } catch (error) {
+    if (error instanceof EnrichError) {
+      io.stderr.write(`enrich: ${redact(error.message)}\n`);
+      return error.exitCode;
+    }
+    io.stderr.write(`enrich: unexpected error: ${redact(errorMessage(error))}\n`);
+    if (io.env['ENRICH_DEBUG'] !== undefined && error instanceof Error && error.stack !== undefined) io.stderr.write(`${redact(error.stack)}\n`);
+    else io.stderr.write('enrich: (set ENRICH_DEBUG=1 for details; the journal, if any, is intact)\n');
+    return ExitCode.FAILURE;
+  }
+}
+
+function chooseReporter(flags: RunFlags, io: CliIO): Reporter {
+  return plainReporter({ stream: io.stderr, intervalMs: 5_000, quiet: flags.quiet, now: () => performance.now() });
+}
+
+async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redact: (s: string) => string): Promise<number> {
+  const interrupt = new AbortController();
+  let journal: Journal | undefined;
+  const off = io.onSignal((signal) => {
+    if (!interrupt.signal.aborted) {
+      io.stderr.write(`\nenrich: ${signal}: letting requests already sent finish, then saving the journal (press Ctrl-C again to quit at once)\n`);
+      interrupt.abort();
+      return;
+    }
+    journal?.releaseLockSync();
+    io.stderr.write('enrich: quit at once; the journal is valid, run the same command to resume\n');
+    io.hardExit(ExitCode.INTERRUPTED);
+  });
+  const reporter = chooseReporter(flags, io);
+  let result: RunResult;
+  try {
+    result = await runBatch(options, {
+      stdin: io.stdin,
+      stdout: io.stdout,
+      env: io.env,
+      reporter,
+      interrupt: interrupt.signal,
+      onJournal: (j) => (journal = j),
+    });
+  } finally {
+    off();
+  }
+  const { summary, stop } = result;
+  if (result.setAside !== null) reporter.note(`the previous journal was kept as ${result.setAside}`);
+  if (!flags.quiet) io.stderr.write(formatSummary(summary));
+  const next = nextStep(summary, stop);
+  if (next !== null) io.stderr.write(`enrich: ${redact(next)}\n`);
+  if (flags.summaryJson !== undefined) {
+    const json = `${JSON.stringify(summary, null, 2)}\n`;
+    if (flags.summaryJson === '-') io.stdout.write(json);
+    else await writeFile(flags.summaryJson, json, { mode: 0o600 });
+  }
+  switch (stop?.reason) {
+    case 'interrupted':
+      return ExitCode.INTERRUPTED;
+    case 'auth':
+      return ExitCode.AUTH;
+    case 'credits':
+    case 'budget':
+      return ExitCode.CREDITS;
+    case undefined:
+      return summary.errors > 0 ? ExitCode.PARTIAL : ExitCode.OK;
+  }
+}

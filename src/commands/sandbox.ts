@@ -1,0 +1,67 @@
+import { UsageError } from '../errors.js';
+import { startSandbox, type KeyConfig } from '../sandbox/index.js';
+import { num } from '../ui/format.js';
+
+export interface SandboxCommandOptions {
+  host: string;
+  port: number;
+  keys: string[];
+  balance: number;
+  rateLimit: number | null;
+  burst: number | undefined;
+  failRate: number;
+  latencyMs: number;
+  seed: number;
+}
+
+/** `enrich sandbox`: serve the local service until SIGINT/SIGTERM, then close cleanly. */
+export async function serveSandbox(options: SandboxCommandOptions, out: NodeJS.WritableStream, stop: AbortSignal): Promise<void> {
+  const keys: KeyConfig[] = options.keys.map((key) => ({ key }));
+  let sandbox;
+  try {
+    sandbox = await startSandbox({
+      host: options.host,
+      port: options.port,
+      keys,
+      balance: options.balance,
+      rateLimit: options.rateLimit,
+      ...(options.burst === undefined ? {} : { burst: options.burst }),
+      failRate: options.failRate,
+      latencyMs: options.latencyMs,
+      seed: options.seed,
+    });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE') throw new UsageError(`port ${options.port} on ${options.host} is already in use; pass another --port (0 picks a free one)`);
+    if (code === 'EACCES') throw new UsageError(`not allowed to listen on ${options.host}:${options.port}; pick a port above 1024`);
+    throw error;
+  }
+  const limits = [
+    options.rateLimit === null ? 'no rate limit' : `rate limit ${num(options.rateLimit)} req/s per key`,
+    `fail rate ${options.failRate}`,
+    `latency ${options.latencyMs} ms`,
+    `seed ${options.seed}`,
+  ];
+  out.write(
+    [
+      `enrich sandbox listening on ${sandbox.url}`,
+      `  ${num(sandbox.directory.size)} companies · ${limits.join(' · ')}`,
+      ...sandbox.keys.map((k) => `  key ${k} (scope search:read, ${num(options.balance)} credits)`),
+      '',
+      '  Try it:',
+      `    export ENRICH_BASE_URL=${sandbox.url}`,
+      `    export ENRICH_API_KEY=${sandbox.keys[0] ?? ''}`,
+      '    enrich fixtures/companies.csv -o enriched.csv',
+      '',
+      `  Ledger: curl -H "Authorization: Bearer $ENRICH_API_KEY" ${sandbox.url}/_sandbox/ledger`,
+      'Ctrl-C to stop.',
+      '',
+    ].join('\n'),
+  );
+  await new Promise<void>((resolve) => {
+    if (stop.aborted) resolve();
+    else stop.addEventListener('abort', () => resolve(), { once: true });
+  });
+  await sandbox.close();
+  out.write('enrich sandbox stopped\n');
+}

@@ -1,0 +1,68 @@
+import { open } from 'node:fs/promises';
+import type { JournalEntry } from './entries.js';
+
+export class JournalCorruptError extends Error {
+  override readonly name = 'JournalCorruptError';
+}
+
+export interface ReadResult {
+  /** Bytes up to the end of the last whole, parseable line; anything after is a torn tail. */
+  validBytes: number;
+  tornBytes: number;
+  lines: number;
+}
+
+const NEWLINE = 0x0a;
+
+/**
+ * Streams the journal's lines with their byte offsets. A crash can leave the last line partial
+ * (or, after a power loss, garbage at the tail): that tail is reported, not fatal. A bad line
+ * with good lines after it is real corruption and stops the replay.
+ */
+export async function readJournal(
+  path: string,
+  onEntry: (entry: JournalEntry, offset: number, length: number) => void,
+): Promise<ReadResult> {
+  const handle = await open(path, 'r');
+  try {
+    const chunkSize = 4 * 1024 * 1024;
+    let carry: Buffer = Buffer.alloc(0);
+    let fileOffset = 0; // offset of carry[0]
+    let validBytes = 0;
+    let lines = 0;
+    let badLine: { line: number; offset: number } | null = null;
+    const buf = Buffer.allocUnsafe(chunkSize);
+    for (;;) {
+      const { bytesRead } = await handle.read(buf, 0, chunkSize, fileOffset + carry.length);
+      if (bytesRead === 0) break;
+      const data = carry.length === 0 ? buf.subarray(0, bytesRead) : Buffer.concat([carry, buf.subarray(0, bytesRead)]);
+      let start = 0;
+      for (let nl = data.indexOf(NEWLINE, start); nl !== -1; nl = data.indexOf(NEWLINE, start)) {
+        const offset = fileOffset + start;
+        const length = nl + 1 - start;
+        lines++;
+        let entry: JournalEntry | undefined;
+        try {
+          entry = JSON.parse(data.toString('utf8', start, nl)) as JournalEntry;
+        } catch {
+          entry = undefined;
+        }
+        if (entry === undefined || typeof entry !== 'object' || entry === null || typeof entry.t !== 'string') {
+          badLine ??= { line: lines, offset };
+        } else {
+          if (badLine !== null) throw new JournalCorruptError(`line ${badLine.line} is not a journal entry, but later lines are`);
+          onEntry(entry, offset, length);
+          validBytes = offset + length;
+        }
+        start = nl + 1;
+      }
+      // Copy the partial line out: `buf` is reused by the next read.
+      carry = Buffer.from(data.subarray(start));
+      fileOffset += start;
+    }
+    const total = fileOffset + carry.length;
+    return { validBytes, tornBytes: total - validBytes, lines };
+  } finally {
+    await handle.close();
+  }
+}

@@ -1,0 +1,24 @@
+import type { Progress } from '../pipeline/progress.js';
+
+/**
+ * How a run talks to the person (or log) watching it. Data never goes through here: stdout
+ * belongs to the results. Implementations: TTY (spinner and bars), plain (a line every few
+ * seconds, for pipes, CI and cron) and silent (tests, --quiet).
+ */
+export interface Reporter {
+  /** Starts showing `progress`, which the pipeline updates as it goes. */
+  begin(progress: Progress): void;
+  /** A line worth telling: resuming, where the journal is. Suppressed by --quiet. */
+  note(message: string): void;
+  /** Something the user should act on; shown even with --quiet. */
+  warn(message: string): void;
+  /** Stops and clears any live display; called before the summary is printed. */
+  end(): void;
+}
+
+export const silentReporter: Reporter = {
+  begin: () => {},
+  note: () => {},
+  warn: () => {},
+  end: () => {},
+};
