@@ -133,6 +133,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--rate-limit <req/s>', 'requests a second per key, free calls included (0: none)', integer(0, 1_000_000, '--rate-limit'), 0)
     .option('--burst <n>', 'token bucket size (default: one second of --rate-limit)', integer(1, 1_000_000, '--burst'))
     .option('--fail-rate <0..1>', 'share of company calls answered 500', fraction, 0)
+    .option('--drop-rate <0..1>', 'share of answers lost after the call ran (connection reset)', fraction, 0)
     .option('--latency <ms>', 'delay before each answer', integer(0, 60_000, '--latency'), 0)
     .option('--seed <n>', 'seed for the injected faults', integer(0, 2 ** 31, '--seed'), 1)
     .action((opts: Record<string, unknown>) => {
@@ -149,6 +150,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
           rateLimit: (opts['rateLimit'] as number) === 0 ? null : (opts['rateLimit'] as number),
           burst: opts['burst'] as number | undefined,
           failRate: opts['failRate'] as number,
+          dropRate: opts['dropRate'] as number,
           latencyMs: opts['latency'] as number,
           seed: opts['seed'] as number,
         },

@@ -14,7 +14,7 @@ import { execute, type Stop } from '../pipeline/execute.js';
 import { AdaptiveLimiter } from '../pipeline/limiter.js';
 import { Progress } from '../pipeline/progress.js';
 import { resultForRow } from '../pipeline/results.js';
-import { scanRecords, type CsvRecord, type ScanResult } from '../pipeline/scan.js';
+import { scanRecords, type ScanResult } from '../pipeline/scan.js';
 import { Scheduler } from '../pipeline/scheduler.js';
 import { RunState, type Company } from '../pipeline/state.js';
 import { emptyTally, summarise, type Summary } from '../pipeline/summary.js';
@@ -75,7 +75,7 @@ export function defaultJournalPath(options: { input: string; output: string }, s
   return join(stateHome, 'enrich', `stdin-${sha256.slice(0, 16)}.enrich-journal`);
 }
 
-async function* checked(records: AsyncIterable<CsvRecord>, interrupt: AbortSignal, progress: Progress): AsyncGenerator<CsvRecord> {
+async function* checked(records: AsyncIterable<string[]>, interrupt: AbortSignal, progress: Progress): AsyncGenerator<string[]> {
   for await (const record of records) {
     if (interrupt.aborted) throw new InterruptedError('interrupted while reading the input; nothing was sent');
     progress.rows++;
@@ -242,7 +242,7 @@ async function writeResults(
       if ((row & 1023) === 0 && ctx.interrupt.aborted) throw new InterruptedError('interrupted while writing results; the journal is complete, run the same command to write them');
       const result = resultForRow(scan.rowRefs.get(row++), state, (ref) => records.read(ref), { dryRun: false, stop });
       tally[result.status]++;
-      await writer.write(record.fields, result);
+      await writer.write(record, result);
     }
     await writer.finish();
     done = true;

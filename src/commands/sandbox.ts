@@ -10,6 +10,7 @@ export interface SandboxCommandOptions {
   rateLimit: number | null;
   burst: number | undefined;
   failRate: number;
+  dropRate: number;
   latencyMs: number;
   seed: number;
 }
@@ -27,6 +28,7 @@ export async function serveSandbox(options: SandboxCommandOptions, out: NodeJS.W
       rateLimit: options.rateLimit,
       ...(options.burst === undefined ? {} : { burst: options.burst }),
       failRate: options.failRate,
+      dropRate: options.dropRate,
       latencyMs: options.latencyMs,
       seed: options.seed,
     });
@@ -39,6 +41,7 @@ export async function serveSandbox(options: SandboxCommandOptions, out: NodeJS.W
   const limits = [
     options.rateLimit === null ? 'no rate limit' : `rate limit ${num(options.rateLimit)} req/s per key`,
     `fail rate ${options.failRate}`,
+    `drop rate ${options.dropRate}`,
     `latency ${options.latencyMs} ms`,
     `seed ${options.seed}`,
   ];

@@ -3,12 +3,6 @@ import { open } from 'node:fs/promises';
 import { parse, type Options } from 'csv-parse';
 import { InputError } from '../errors.js';
 
-export interface CsvRecord {
-  fields: string[];
-  /** 1-based line on which the record ends (quoted newlines make records span lines). */
-  line: number;
-}
-
 export interface CsvFormat {
   delimiter: string;
   /** The file starts with a UTF-8 byte-order mark (spreadsheet exports do). */
@@ -64,7 +58,6 @@ function parserOptions(format: CsvFormat): Options {
   return {
     bom: true,
     delimiter: format.delimiter,
-    info: true,
     // Real exports put stray quotes inside unquoted fields (Joe's "Bar"); that is not ambiguous.
     relax_quotes: true,
     relax_column_count: false,
@@ -73,21 +66,54 @@ function parserOptions(format: CsvFormat): Options {
   };
 }
 
-function describeCsvError(error: unknown, displayName: string, lastLine: number): InputError {
-  const e = error as { code?: string; lines?: number; message?: string };
-  const line = e.lines ?? lastLine + 1;
+/**
+ * The 1-based line of a byte offset, counting LF bytes before it. With `skipBlank`, blank lines
+ * at the offset are passed first (a row "starts" at its first character). csv-parse's own line
+ * counter counts a CRLF inside a quoted field twice, so messages use this instead.
+ */
+export async function lineAt(path: string, offset: number, skipBlank: boolean): Promise<number> {
+  let line = 1;
+  let pos = 0;
+  for await (const chunk of createReadStream(path, { highWaterMark: 256 * 1024 }) as AsyncIterable<Buffer>) {
+    for (let i = 0; i < chunk.length; i++, pos++) {
+      const byte = chunk[i] as number;
+      if (pos >= offset && !(skipBlank && (byte === 0x0a || byte === 0x0d))) return line;
+      if (byte === 0x0a) line++;
+    }
+  }
+  return line;
+}
+
+async function describeCsvError(error: unknown, path: string, displayName: string): Promise<InputError> {
+  const e = error as { code?: string; bytes?: number; message?: string };
+  const bytes = e.bytes ?? 0;
+  const at = async (): Promise<number> => {
+    // The record ends at `bytes` (its line break included): report the line of its last character.
+    let end = bytes;
+    const tail = Buffer.alloc(2);
+    const handle = await open(path, 'r');
+    try {
+      const { bytesRead } = await handle.read(tail, 0, 2, Math.max(0, end - 2));
+      if (bytesRead === 2 && tail[1] === 0x0a) end -= tail[0] === 0x0d ? 2 : 1;
+      else if (bytesRead >= 1 && tail[bytesRead - 1] === 0x0d) end -= 1;
+    } finally {
+      await handle.close();
+    }
+    return lineAt(path, Math.max(0, end - 1), false);
+  };
   switch (e.code) {
     case 'CSV_RECORD_INCONSISTENT_FIELDS_LENGTH': {
       const m = /expect (\d+), got (\d+)/.exec(e.message ?? '');
       const detail = m === null ? 'has a different number of fields than the header' : `has ${m[2]} fields where the header has ${m[1]}`;
-      return new InputError(`${displayName}:${line}: malformed CSV: the row ${detail}`, { cause: error });
+      return new InputError(`${displayName}:${await at()}: malformed CSV: the row ${detail}`, { cause: error });
     }
     case 'CSV_QUOTE_NOT_CLOSED':
-      return new InputError(`${displayName}:${lastLine + 1}: malformed CSV: a quoted field opened here is never closed`, { cause: error });
+      // `bytes` is where the last complete row ended: the unclosed quote is in the next row.
+      return new InputError(`${displayName}:${await lineAt(path, bytes, true)}: malformed CSV: a quoted field in the row starting here is never closed`, { cause: error });
     case 'CSV_INVALID_CLOSING_QUOTE':
-      return new InputError(`${displayName}:${line}: malformed CSV: unexpected character after a closing quote`, { cause: error });
+      return new InputError(`${displayName}:${await at()}: malformed CSV: unexpected character after a closing quote`, { cause: error });
     default:
-      return new InputError(`${displayName}:${line}: malformed CSV: ${e.message ?? String(error)}`, { cause: error });
+      return new InputError(`${displayName}:${await at()}: malformed CSV: ${e.message ?? String(error)}`, { cause: error });
   }
 }
 
@@ -100,19 +126,15 @@ export async function* readCsv(
   displayName: string,
   format: CsvFormat,
   onChunk?: (chunk: Buffer) => void,
-): AsyncGenerator<CsvRecord> {
+): AsyncGenerator<string[]> {
   const source = createReadStream(path, { highWaterMark: 256 * 1024 });
   if (onChunk !== undefined) source.on('data', (chunk) => onChunk(chunk as Buffer));
   const parser = source.pipe(parse(parserOptions(format)));
   source.on('error', (err) => parser.destroy(err));
-  let lastLine = 0;
   try {
-    for await (const item of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
-      lastLine = item.info.lines;
-      yield { fields: item.record, line: lastLine };
-    }
+    for await (const record of parser as AsyncIterable<string[]>) yield record;
   } catch (error) {
-    if ((error as { code?: string }).code?.startsWith('CSV_') === true) throw describeCsvError(error, displayName, lastLine);
+    if ((error as { code?: string }).code?.startsWith('CSV_') === true) throw await describeCsvError(error, path, displayName);
     throw new InputError(`cannot read ${displayName}: ${(error as Error).message}`, { cause: error });
   } finally {
     source.destroy();

@@ -62,9 +62,16 @@ export interface EnrichEntry {
   charged?: number;
   remaining?: number;
   company?: CompanyRecord;
+  /** error: the problem code (network_error when no answer came), and the answer's requestId. */
   code?: string;
-  /** The service answered with a problem document: nothing was charged, the key is spent. */
-  definitive?: boolean;
+  rid?: string;
+  /**
+   * error: what the answer proves about key version v. "retired": no attempt under it can have
+   * been charged, so the next attempt takes v+1. "kept": an attempt under it may have been
+   * charged unseen, so every retry must reuse it until the service replays its outcome.
+   */
+  key?: 'retired' | 'kept';
+  /** error: asking again cannot help (422). */
   final?: boolean;
 }
 

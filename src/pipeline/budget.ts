@@ -1,23 +1,45 @@
 /**
  * --max-credits: a paid call may start only if, were it and every call still in flight to be
- * charged, this invocation would stay within the cap. Calls whose answer was lost count as
- * charged, since the service may have charged them.
+ * charged, this invocation would stay within the cap. While the cap is taken up by calls in
+ * flight, a caller waits (a miss costs nothing and frees its place); once credits actually spent
+ * reach the cap, every caller is told no. Calls whose answer was lost count as charged.
  */
 export class CreditBudget {
   private spent = 0;
   private reserved = 0;
+  private waiters: (() => void)[] = [];
 
   constructor(private readonly limit: number | null) {}
 
-  reserve(): boolean {
-    if (this.limit !== null && this.spent + this.reserved + 1 > this.limit) return false;
-    this.reserved++;
-    return true;
+  get exhausted(): boolean {
+    return this.limit !== null && this.spent >= this.limit;
   }
 
-  /** Ends a reservation with what the call cost (0 for a miss or a call never sent). */
+  /** True when a call may start (and holds a place until settle), false when the cap is spent. */
+  async acquire(signal: AbortSignal): Promise<boolean> {
+    for (;;) {
+      if (signal.aborted || this.exhausted) return false;
+      if (this.limit === null || this.spent + this.reserved < this.limit) {
+        this.reserved++;
+        return true;
+      }
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          signal.removeEventListener('abort', done);
+          resolve();
+        };
+        this.waiters.push(done);
+        signal.addEventListener('abort', done, { once: true });
+      });
+    }
+  }
+
+  /** Ends a place with what the call cost (0 for a miss or a call never sent). */
   settle(charged: number): void {
     this.reserved = Math.max(0, this.reserved - 1);
     this.spent += charged;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const wake of waiters) wake();
   }
 }

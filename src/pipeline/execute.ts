@@ -15,6 +15,7 @@ import { CreditBudget } from './budget.js';
 import type { Clock } from './clock.js';
 import type { Progress } from './progress.js';
 import { StoppedError, type Lane, type Scheduler } from './scheduler.js';
+import { keyVerdict } from './keys.js';
 import type { Company, RunState } from './state.js';
 
 /** Why a run ended early. Each maps to an exit code and a "what now" message. */
@@ -207,14 +208,11 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   }
 
   async function enrichCompany(company: Company): Promise<void> {
-    if (stops.paid.signal.aborted) return;
-    if (!budget.reserve()) {
-      stops.stopPaid({ reason: 'budget', limit: options.maxCredits ?? 0 });
+    if (!(await budget.acquire(stops.paid.signal))) {
+      if (budget.exhausted) stops.stopPaid({ reason: 'budget', limit: options.maxCredits ?? 0 });
       return;
     }
     let charged = 0;
-    // Set while the last attempt's answer was lost: it may have been charged.
-    let maybeCharged = false;
     try {
       const result = await attempt(
         'enrich',
@@ -228,10 +226,19 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
             await record({ t: 'intent', c: company.domain, v: company.keyVersion, key: deps.idempotencyKey(company, company.keyVersion) }, true).written;
           },
           failed: (error) => {
-            maybeCharged = !(error instanceof ApiError && error.definitive);
-            if (maybeCharged) return;
-            const answer = error as ApiError;
-            record({ t: 'enrich', c: company.domain, v: company.keyVersion, s: 'error', code: answer.code, definitive: true, final: answer instanceof ValidationError });
+            const verdict = keyVerdict(company, error);
+            if (verdict === null) return;
+            const answer = error instanceof ApiError ? error : undefined;
+            record({
+              t: 'enrich',
+              c: company.domain,
+              v: company.keyVersion,
+              s: 'error',
+              code: answer?.code ?? 'error',
+              ...(answer?.requestId === undefined ? {} : { rid: answer.requestId }),
+              key: verdict,
+              ...(answer instanceof ValidationError ? { final: true } : {}),
+            });
           },
         },
       );
@@ -239,16 +246,9 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
       progress.enrichDone++;
       if (result.kind === 'error') {
         stopFor(result.error, 'enrich');
-        const error = result.error;
-        // Definitive answers were journaled by `failed`; a lost answer is recorded here, keeping its key.
-        if (!(error instanceof ApiError && error.definitive)) {
-          const code = error instanceof ApiError ? error.code : 'error';
-          record({ t: 'enrich', c: company.domain, v: company.keyVersion, s: 'error', code, definitive: false });
-        }
         return;
       }
       const answer = result.value;
-      maybeCharged = false;
       charged = answer.credits_charged;
       progress.credits += charged;
       const remaining = Number.isFinite(answer.credits_remaining) ? { remaining: answer.credits_remaining } : {};
@@ -258,7 +258,8 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
         record({ t: 'enrich', c: company.domain, v: company.keyVersion, s: 'miss', charged, ...remaining });
       }
     } finally {
-      budget.settle(maybeCharged ? Math.max(charged, 1) : charged);
+      // A key left uncertain may have been charged: --max-credits counts it as spent.
+      budget.settle(company.keyUncertain && company.status !== 'hit' && company.status !== 'miss' ? Math.max(charged, 1) : charged);
     }
   }
 

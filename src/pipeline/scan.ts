@@ -4,11 +4,6 @@ import { normaliseDomain, type InvalidReason } from './normalise.js';
 import type { RunState } from './state.js';
 import { IntVector } from './vector.js';
 
-export interface CsvRecord {
-  fields: string[];
-  line: number;
-}
-
 export const INVALID_REASONS: readonly InvalidReason[] = ['empty', 'not_a_domain', 'ip_address', 'public_suffix', 'unknown_suffix'];
 
 /**
@@ -32,7 +27,7 @@ export const invalidReasonOf = (ref: number): InvalidReason => INVALID_REASONS[-
  * The first pass over the input: validate the whole file (a malformed line stops the run before
  * anything is billed), normalise every value and register each registrable domain once.
  */
-export async function scanRecords(records: AsyncIterable<CsvRecord>, state: RunState, column: string | undefined): Promise<ScanResult> {
+export async function scanRecords(records: AsyncIterable<string[]>, state: RunState, column: string | undefined): Promise<ScanResult> {
   const rowRefs = new IntVector(Int32Array, 4096);
   let header: string[] | undefined;
   let headerless = false;
@@ -50,7 +45,7 @@ export async function scanRecords(records: AsyncIterable<CsvRecord>, state: RunS
 
   for await (const record of records) {
     if (header === undefined) {
-      header = record.fields;
+      header = record;
       try {
         columnIndex = findDomainColumn(header, column);
       } catch (error) {
@@ -67,9 +62,8 @@ export async function scanRecords(records: AsyncIterable<CsvRecord>, state: RunS
       }
       continue;
     }
-    const value = record.fields[columnIndex];
-    if (value === undefined) throw new InputError(`line ${record.line}: the row has no field ${columnIndex + 1}`);
-    add(value);
+    // The reader refuses ragged rows, so every row has the column.
+    add(record[columnIndex] ?? '');
   }
   if (header === undefined) throw new InputError('the input is empty: expected a header row and at least one row');
   return { header, headerless, columnIndex, rows: rowRefs.length, invalidRows, rowRefs };

@@ -18,8 +18,15 @@ export interface Company {
   status: 'pending' | 'hit' | 'miss' | 'error';
   /** Version of the Idempotency-Key the next (or the unanswered) attempt uses. */
   keyVersion: number;
-  /** An intent at keyVersion is on disk with no answer: its outcome is unknown. */
+  /** An intent at keyVersion is on disk: attempts under this key may go without writing another. */
   intentOpen: boolean;
+  /**
+   * An attempt under keyVersion may have been charged without us seeing the answer (a lost
+   * answer, or a crash after the intent). Such a key is never retired on an error's word alone.
+   */
+  keyUncertain: boolean;
+  /** requestIds of error answers seen under keyVersion: the same one again is a replay. */
+  errorIds: Set<string>;
   /** The journal line holding the enrich answer, read back when results are written. */
   record: RecordRef | null;
   errorCode: string | null;
@@ -106,8 +113,11 @@ export class RunState {
       case 'intent': {
         const c = this.company(entry.c);
         if (c === undefined) return;
+        if (c.keyVersion !== entry.v) c.errorIds.clear();
         c.keyVersion = entry.v;
         c.intentOpen = true;
+        // Replayed, an intent may have been sent before the crash; live, nothing is sent yet.
+        c.keyUncertain = this.replaying;
         return;
       }
       case 'enrich':
@@ -145,6 +155,8 @@ export class RunState {
       status: 'pending',
       keyVersion: 1,
       intentOpen: false,
+      keyUncertain: false,
+      errorIds: new Set(),
       record: null,
       errorCode: null,
       errorFinal: false,
@@ -176,11 +188,16 @@ export class RunState {
       c.status = 'error';
       c.errorCode = entry.code ?? 'error';
       c.errorFinal = entry.final === true;
-      if (entry.definitive === true) {
-        // The service answered, so this key has served its purpose: the next attempt gets a new
-        // one, or a service that stored the error under it would replay the error forever.
+      if (entry.key === 'retired') {
+        // Proven uncharged: a service that stored this error under the key would replay it
+        // forever, so the next attempt gets a new one.
         c.keyVersion = entry.v + 1;
         c.intentOpen = false;
+        c.keyUncertain = false;
+        c.errorIds.clear();
+      } else {
+        c.keyUncertain = true;
+        if (entry.rid !== undefined) c.errorIds.add(entry.rid);
       }
     }
   }

@@ -12,6 +12,11 @@ export interface HandlerConfig {
   failRate: number;
   /** Delay before each company-endpoint answer; an enrich is charged before the delay. */
   latencyMs: number;
+  /**
+   * Share of company-endpoint answers lost after the call executed (and, for an enrich, was
+   * charged): the connection is reset instead. What a network failure looks like to a client.
+   */
+  dropRate: number;
   random: () => number;
   /** Monotonic milliseconds, for the token buckets. */
   now: () => number;
@@ -24,7 +29,16 @@ export interface SandboxStats {
   requests: number;
   byStatus: Record<number, number>;
   replays: number;
+  /** Answers lost on purpose (dropRate). */
+  dropped: number;
+  /** Calls that passed auth, rate limit and validation, per endpoint and normalised domain. */
+  matchCalls: Map<string, number>;
+  enrichCalls: Map<string, number>;
 }
+
+const bump = (counts: Map<string, number>, key: string): void => {
+  counts.set(key, (counts.get(key) ?? 0) + 1);
+};
 
 const MATCH = `${API_PREFIX}/company/match`;
 const ENRICH = `${API_PREFIX}/company/enrich`;
@@ -54,9 +68,15 @@ export function createHandler(config: HandlerConfig): (req: IncomingMessage, res
   const { accounts, directory, typeBase, stats } = config;
 
   const send = (res: ServerResponse, requestId: string, a: Answer): void => {
-    stats.byStatus[a.status] = (stats.byStatus[a.status] ?? 0) + 1;
+    const dropped = a.delay === true && config.dropRate > 0 && config.random() < config.dropRate;
+    if (dropped) stats.dropped++;
+    else stats.byStatus[a.status] = (stats.byStatus[a.status] ?? 0) + 1;
     const write = (): void => {
       if (res.destroyed) return;
+      if (dropped) {
+        res.socket?.destroy();
+        return;
+      }
       res.writeHead(a.status, { 'content-type': a.contentType, 'x-request-id': requestId, ...a.headers });
       res.end(a.body);
     };
@@ -91,6 +111,7 @@ export function createHandler(config: HandlerConfig): (req: IncomingMessage, res
     if (raw === null || raw.trim() === '') return fail(422, 'validation_error', requestId, 'the query parameter domain is required');
     const normalised = normaliseDomain(raw);
     if (!normalised.ok) return fail(422, 'validation_error', requestId, `domain is not a registrable domain (${normalised.reason})`);
+    bump(stats.matchCalls, normalised.domain);
     if (faulted()) return fail(500, 'internal', requestId, 'injected fault');
     const company = directory.lookup(normalised.domain);
     const body = company === undefined
@@ -115,6 +136,7 @@ export function createHandler(config: HandlerConfig): (req: IncomingMessage, res
     const normalised = normaliseDomain(domainValue);
     if (!normalised.ok) return fail(422, 'validation_error', requestId, `domain is not a registrable domain (${normalised.reason})`);
 
+    bump(stats.enrichCalls, normalised.domain);
     const header = req.headers['idempotency-key'];
     const idempotencyKey = typeof header === 'string' ? header : null;
     if (idempotencyKey !== null && (idempotencyKey.length === 0 || idempotencyKey.length > 255)) {

@@ -26,6 +26,8 @@ export interface SandboxOptions {
   /** Share of company calls answered 500, 0..1. Default 0. */
   failRate?: number;
   latencyMs?: number;
+  /** Share of company answers lost after executing (connection reset), 0..1. Default 0. */
+  dropRate?: number;
   /** Seeds the fault injection so a failing run can be replayed. Default 1. */
   seed?: number;
   directory?: CompanyDirectory;
@@ -46,6 +48,7 @@ export interface Sandbox {
   balance(key: string): number;
   topUp(key: string, credits: number): number;
   setFailRate(rate: number): void;
+  setDropRate(rate: number): void;
   close(): Promise<void>;
 }
 
@@ -67,7 +70,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
   const keys = options.keys ?? [{ key: generateKey() }];
   const directory = options.directory ?? defaultDirectory();
   const accounts = new Accounts(keys, options.balance ?? 10_000, { rate: options.rateLimit ?? null, burst: options.burst }, now());
-  const stats: SandboxStats = { requests: 0, byStatus: {}, replays: 0 };
+  const stats: SandboxStats = { requests: 0, byStatus: {}, replays: 0, dropped: 0, matchCalls: new Map(), enrichCalls: new Map() };
   let url = '';
   let openapi: string | undefined;
   const config = {
@@ -75,6 +78,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     accounts,
     failRate: options.failRate ?? 0,
     latencyMs: options.latencyMs ?? 0,
+    dropRate: options.dropRate ?? 0,
     random: mulberry32(options.seed ?? 1),
     now,
     typeBase: options.typeBase ?? DEFAULT_TYPE_BASE,
@@ -110,6 +114,9 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     topUp: (key, credits) => (accounts.get(key).balance += credits),
     setFailRate: (rate) => {
       config.failRate = rate;
+    },
+    setDropRate: (rate) => {
+      config.dropRate = rate;
     },
     close: () =>
       new Promise<void>((resolve) => {

@@ -1,0 +1,230 @@
+import { copyFileSync, existsSync, readFileSync } from 'node:fs';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
+import { csvText, readCsvFile, readCsvRows, runCli, tempDir } from './helpers/cli.js';
+
+const KEY = 'sk_test_batch';
+let sb: Sandbox;
+let dir: ReturnType<typeof tempDir>;
+
+async function sandbox(options: SandboxOptions = {}): Promise<Sandbox> {
+  sb = await startSandbox({ keys: [{ key: KEY }], ...options });
+  return sb;
+}
+const env = (extra: Record<string, string> = {}): Record<string, string> => ({ ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY, ...extra });
+const companies = (n: number, skip = 0) => [...sb.directory].slice(skip, skip + n);
+
+beforeEach(() => {
+  dir = tempDir();
+});
+afterEach(async () => {
+  await sb?.close();
+  dir.cleanup();
+});
+
+describe('a batch against the sandbox', () => {
+  it('keeps every row of a messy export, in order, original columns untouched, and buys each company once', async () => {
+    await sandbox();
+    const input = dir.file('companies.csv');
+    copyFileSync('fixtures/companies.csv', input);
+    const out = dir.file('out.csv');
+    const run = await runCli([input, '-o', out], { env: env() });
+    expect(run.stderr).toContain('enrich: done');
+    expect(run.code).toBe(0);
+
+    const inRows = readCsvRows(input);
+    const outRows = readCsvRows(out);
+    expect(outRows).toHaveLength(inRows.length);
+    const width = (inRows[0] as string[]).length;
+    outRows.forEach((row, i) => expect(row.slice(0, width)).toStrictEqual(inRows[i]));
+    expect(outRows[0]?.slice(width, width + 4)).toStrictEqual(['enrich_status', 'enrich_error', 'company_domain', 'company_name']);
+    // The output mirrors the input's byte-order mark, so a spreadsheet reads it as UTF-8.
+    expect(readFileSync(out).subarray(0, 3)).toStrictEqual(Buffer.from([0xef, 0xbb, 0xbf]));
+
+    const results = readCsvFile(out);
+    const byStatus = (s: string) => results.filter((r) => r['enrich_status'] === s);
+    expect(byStatus('invalid').map((r) => r[' Company Website '])).toEqual(
+      expect.arrayContaining(['', 'N/A', 'localhost', 'co.uk', '192.168.0.10', 'not a website', 'tbd', 'https://']),
+    );
+    expect(byStatus('no_match').length).toBeGreaterThanOrEqual(5);
+    expect(byStatus('error')).toHaveLength(0);
+    for (const r of byStatus('matched')) {
+      expect(r['company_domain']).not.toBe('');
+      expect(r['company_last_updated']).toMatch(/^\d{4}-\d\d-\d\dT/);
+    }
+
+    // Every canonical company charged exactly once; nothing that missed was ever sent to enrich.
+    const charged = sb.chargesByDomain(KEY);
+    const matchedDomains = new Set(byStatus('matched').map((r) => r['company_domain']));
+    expect(new Set(charged.keys())).toStrictEqual(matchedDomains);
+    for (const n of charged.values()) expect(n).toBe(1);
+    for (const domain of sb.stats.enrichCalls.keys()) expect(matchedDomains.has(domain)).toBe(true);
+    for (const n of sb.stats.matchCalls.values()) expect(n).toBe(1);
+  });
+
+  it('matches each registrable domain once and enriches each canonical company once, across spellings and aliases', async () => {
+    await sandbox();
+    const c = [...sb.directory].find((x) => x.aliases.length > 0);
+    if (c === undefined) throw new Error('no alias in fixtures');
+    const alias = c.aliases[0] as string;
+    const spellings = [c.domain, `https://www.${c.domain}/about`, c.domain.toUpperCase(), `shop.${c.domain}`, alias, `http://www.${alias}/x`, ` ${c.domain}. `];
+    const input = dir.file('in.csv', csvText([['Website'], ...spellings.map((s) => [s])]));
+    const out = dir.file('out.csv');
+    expect((await runCli([input, '-o', out], { env: env() })).code).toBe(0);
+    const rows = readCsvFile(out);
+    expect(rows.map((r) => r['enrich_status'])).toStrictEqual(spellings.map(() => 'matched'));
+    expect(new Set(rows.map((r) => r['company_domain']))).toStrictEqual(new Set([c.domain]));
+    expect(rows.map((r) => r['Website'])).toStrictEqual(spellings);
+    expect([...sb.stats.matchCalls.entries()].sort()).toStrictEqual([[alias, 1], [c.domain, 1]].sort());
+    expect([...sb.chargesByDomain(KEY)]).toStrictEqual([[c.domain, 1]]);
+  });
+
+  it('dry-run spends nothing and estimates exactly what the real run then spends', async () => {
+    await sandbox();
+    const input = dir.file('companies.csv');
+    copyFileSync('fixtures/companies.csv', input);
+    const summaryPath = dir.file('dry.json');
+    const dry = await runCli([input, '--dry-run', '--summary-json', summaryPath], { env: env() });
+    expect(dry.code).toBe(0);
+    expect(dry.stdout).toBe('');
+    expect(sb.ledger(KEY)).toHaveLength(0);
+    expect(sb.stats.enrichCalls.size).toBe(0);
+    const estimate = JSON.parse(readFileSync(summaryPath, 'utf8')) as Record<string, unknown>;
+    expect(estimate).toMatchObject({ dry_run: true, rows: 166, invalid_rows: 9, credits_charged: 0 });
+    const credits = estimate['estimated_credits'] as number;
+    expect(credits).toBeGreaterThan(100);
+    expect(estimate['estimated_cost_usd']).toStrictEqual({
+      starter: Math.round(credits * 5) / 100,
+      growth: Math.round(credits * 4.2) / 100,
+      scale: Math.round(credits * 3.3) / 100,
+    });
+    expect(dry.stderr).toContain(`a real run would spend exactly ${credits} credits`);
+
+    const real = await runCli([input, '-o', dir.file('out.csv'), '--summary-json', summaryPath], { env: env() });
+    expect(real.code).toBe(0);
+    expect(sb.ledger(KEY)).toHaveLength(credits);
+    const totals = JSON.parse(readFileSync(summaryPath, 'utf8')) as Record<string, unknown>;
+    expect(totals).toMatchObject({ dry_run: false, credits_charged: credits, credits_charged_total: credits, estimated_credits: 0, errors: 0, skipped: 0 });
+    // The dry run's free matches were journaled, so the real run did not ask again.
+    for (const n of sb.stats.matchCalls.values()) expect(n).toBe(1);
+  });
+
+  it('stops at 402 with exit 4 and resumes after a top-up, each company charged once', async () => {
+    await sandbox({ keys: [{ key: KEY, balance: 3 }] });
+    const domains = companies(10).map((c) => c.domain);
+    const input = dir.file('in.csv', csvText([['domain'], ...domains.map((d) => [d])]));
+    const out = dir.file('out.csv');
+    const first = await runCli([input, '-o', out], { env: env() });
+    expect(first.code).toBe(4);
+    expect(first.stderr).toMatch(/stopped: balance 0, needs 7 more credits; top up and run the same command to resume/);
+    const partial = readCsvFile(out);
+    expect(partial.filter((r) => r['enrich_status'] === 'matched')).toHaveLength(3);
+    expect(partial.filter((r) => r['enrich_status'] === 'skipped').map((r) => r['enrich_error'])).toStrictEqual(Array(7).fill('insufficient_credits'));
+    expect(sb.ledger(KEY)).toHaveLength(3);
+
+    sb.topUp(KEY, 100);
+    const second = await runCli([input, '-o', out], { env: env() });
+    expect(second.code).toBe(0);
+    expect(readCsvFile(out).every((r) => r['enrich_status'] === 'matched')).toBe(true);
+    const charged = sb.chargesByDomain(KEY);
+    expect([...charged.keys()].sort()).toStrictEqual([...domains].sort());
+    for (const n of charged.values()) expect(n).toBe(1);
+  });
+
+  it('never spends past --max-credits, exits 4, and resumes with a higher cap', async () => {
+    await sandbox();
+    const domains = companies(12).map((c) => c.domain);
+    const input = dir.file('in.csv', csvText([['domain'], ...domains.map((d) => [d])]));
+    const out = dir.file('out.csv');
+    const first = await runCli([input, '-o', out, '--max-credits', '5', '--concurrency', '8'], { env: env() });
+    expect(first.code).toBe(4);
+    expect(first.stderr).toContain('stopped at --max-credits 5: 7 more credits would finish the job');
+    expect(sb.ledger(KEY)).toHaveLength(5);
+
+    const second = await runCli([input, '-o', out, '--max-credits', '100'], { env: env() });
+    expect(second.code).toBe(0);
+    expect(sb.ledger(KEY)).toHaveLength(12);
+    for (const n of sb.chargesByDomain(KEY).values()) expect(n).toBe(1);
+  });
+
+  it('exits 5 when the key is refused (401) or lacks the scope (403), writing no results', async () => {
+    await sandbox({ keys: [{ key: KEY }, { key: 'sk_noscope', scopes: [] }] });
+    const input = dir.file('in.csv', csvText([['domain'], ...companies(3).map((c) => [c.domain])]));
+    const out = dir.file('out.csv');
+    const bad = await runCli([input, '-o', out], { env: env({ ENRICH_API_KEY: 'sk_wrong_key_123' }) });
+    expect(bad.code).toBe(5);
+    expect(bad.stderr).toContain('the service refused the API key (invalid_token)');
+    expect(bad.stderr).not.toContain('sk_wrong_key_123');
+    expect(existsSync(out)).toBe(false);
+    const scope = await runCli([input, '-o', out, '--fresh'], { env: env({ ENRICH_API_KEY: 'sk_noscope' }) });
+    expect(scope.code).toBe(5);
+    expect(scope.stderr).toContain('lacks the search:read scope');
+  });
+
+  it('stops with exit 2 and the line number on malformed CSV, before sending anything', async () => {
+    await sandbox();
+    const rows = companies(5).map((c) => `${c.domain},x`);
+    const input = dir.file('bad.csv', ['domain,note', ...rows.slice(0, 3), 'broken.com', ...rows.slice(3)].join('\n'));
+    const run = await runCli([input, '-o', dir.file('out.csv')], { env: env() });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe(`enrich: ${input}:5: malformed CSV: the row has 1 fields where the header has 2\n`);
+    expect(sb.stats.requests).toBe(0);
+    const unterminated = dir.file('q.csv', 'domain,note\na.com,"fine"\nb.com,"never closed\nc.com,x\n');
+    const q = await runCli([unterminated], { env: env() });
+    expect(q.code).toBe(2);
+    expect(q.stderr).toContain(':3: malformed CSV: a quoted field in the row starting here is never closed');
+    expect(sb.stats.requests).toBe(0);
+  });
+
+  it('exits 2 naming the headers when no column holds domains', async () => {
+    await sandbox();
+    const input = dir.file('in.csv', csvText([['Name', 'Owner'], ['Acme', 'Ana']]));
+    const run = await runCli([input], { env: env() });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe('enrich: cannot tell which column holds the domains; pass --column <name>. The header has: "Name", "Owner"\n');
+    expect(sb.stats.requests).toBe(0);
+  });
+
+  it('reads stdin, writes JSONL to stdout, and a plain list of domains needs no header', async () => {
+    await sandbox();
+    const [a, b] = companies(2).map((c) => c.domain);
+    const run = await runCli(['-', '--format', 'jsonl', '--quiet', '--journal', dir.file('j')], { env: env(), stdin: `${a}\nhttps://${b}/\nnowhere-at-all.com\n` });
+    expect(run.code).toBe(0);
+    const lines = run.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.map((l) => [l['domain'], l['enrich_status']])).toStrictEqual([
+      [a, 'matched'],
+      [`https://${b}/`, 'matched'],
+      ['nowhere-at-all.com', 'no_match'],
+    ]);
+    expect(Array.isArray(lines[0]?.['company_specialties'])).toBe(true);
+    expect(run.stderr).toBe('');
+  });
+
+  it('writes the summary JSON with the contract keys', async () => {
+    await sandbox();
+    const input = dir.file('in.csv', csvText([['domain'], ...companies(4).map((c) => [c.domain]), ['co.uk'], ['nobody-here.io']]));
+    const run = await runCli([input, '-o', dir.file('out.csv'), '--summary-json', '-'], { env: env() });
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({
+      rows: 6,
+      invalid_rows: 1,
+      unique_domains: 5,
+      matched: 4,
+      no_match: 1,
+      errors: 0,
+      skipped: 0,
+      credits_charged: 4,
+      credits_charged_total: 4,
+      credits_remaining: 10_000 - 4,
+      estimated_credits: 0,
+    });
+  });
+
+  it('refuses to send the key over plain http to another host', async () => {
+    await sandbox();
+    const input = dir.file('in.csv', csvText([['domain'], ['a.com']]));
+    const run = await runCli([input], { env: env({ ENRICH_BASE_URL: 'http://data.example.com' }) });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe('enrich: refusing to send the API key over plain http to data.example.com; use https:// (plain http is allowed only to this machine)\n');
+  });
+});

@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import type {
+  RateLimitedError} from '../../src/api/errors.js';
+import {
+  ApiError,
+  InsufficientCreditsError,
+  InsufficientScopeError,
+  InternalServerError,
+  InvalidTokenError,
+  UnexpectedResponseError,
+  ValidationError,
+  apiErrorFromResponse,
+} from '../../src/api/errors.js';
+
+const problem = (status: number, body: Record<string, unknown>, retryAfter?: string) =>
+  apiErrorFromResponse({ status, contentType: 'application/problem+json', retryAfter, requestId: 'hdr_1', body: JSON.stringify(body) });
+
+describe('apiErrorFromResponse', () => {
+  it.each([
+    [401, 'invalid_token', InvalidTokenError],
+    [403, 'insufficient_scope', InsufficientScopeError],
+    [402, 'insufficient_credits', InsufficientCreditsError],
+    [422, 'validation_error', ValidationError],
+    [500, 'internal', InternalServerError],
+  ])('%i %s -> its class, definitive', (status, code, Class) => {
+    const e = problem(status, { type: `x/${code}`, title: 't', status, code, requestId: 'req_9' });
+    expect(e).toBeInstanceOf(Class);
+    expect(e).toMatchObject({ status, code, requestId: 'req_9', definitive: true });
+  });
+
+  it('reads retryAfterSeconds, else the Retry-After header, and never less than 1', () => {
+    expect((problem(429, { code: 'rate_limited', retryAfterSeconds: 3 }) as RateLimitedError).retryAfterSeconds).toBe(3);
+    expect((problem(429, { code: 'rate_limited' }, '7') as RateLimitedError).retryAfterSeconds).toBe(7);
+    expect((problem(429, { code: 'rate_limited' }, '0') as RateLimitedError).retryAfterSeconds).toBe(1);
+    expect((problem(429, { code: 'rate_limited' }) as RateLimitedError).retryAfterSeconds).toBe(1);
+  });
+
+  it('carries balance and required on 402', () => {
+    const e = problem(402, { code: 'insufficient_credits', balance: 3, required: 1 }) as InsufficientCreditsError;
+    expect([e.balance, e.required]).toStrictEqual([3, 1]);
+  });
+
+  it('falls back on the status class for codes it does not know', () => {
+    expect(problem(403, { code: 'key_suspended' })).toBeInstanceOf(InsufficientScopeError);
+    expect(problem(503, { code: 'maintenance' })).toBeInstanceOf(InternalServerError);
+    const teapot = problem(418, { code: 'teapot' });
+    expect(teapot.constructor).toBe(ApiError);
+    expect(teapot.definitive).toBe(true);
+  });
+
+  it('treats an answer that is not a problem document as an unknown outcome', () => {
+    const e = apiErrorFromResponse({ status: 502, contentType: 'text/html', retryAfter: undefined, requestId: undefined, body: '<h1>Bad gateway</h1>' });
+    expect(e).toBeInstanceOf(UnexpectedResponseError);
+    expect(e.definitive).toBe(false);
+  });
+});

@@ -1,0 +1,167 @@
+import { describe, expect, it } from 'vitest';
+import { apiErrorFromResponse, connectionError } from '../../src/api/errors.js';
+import type { ServiceClient } from '../../src/api/client.js';
+import type { EnrichResponse } from '../../src/api/types.js';
+import type { EventEntry } from '../../src/journal/entries.js';
+import { systemClock } from '../../src/pipeline/clock.js';
+import { execute } from '../../src/pipeline/execute.js';
+import { keyVerdict } from '../../src/pipeline/keys.js';
+import { AdaptiveLimiter } from '../../src/pipeline/limiter.js';
+import { Progress } from '../../src/pipeline/progress.js';
+import { Scheduler } from '../../src/pipeline/scheduler.js';
+import { RunState } from '../../src/pipeline/state.js';
+
+const problem = (status: number, code: string, rid: string) =>
+  apiErrorFromResponse({ status, contentType: 'application/problem+json', retryAfter: '0', requestId: undefined, body: JSON.stringify({ code, status, requestId: rid, retryAfterSeconds: 0 }) });
+const lost = () => connectionError(new Error('ECONNRESET'));
+
+describe('keyVerdict', () => {
+  const fresh = { keyUncertain: false, errorIds: new Set<string>() };
+  const uncertain = { keyUncertain: true, errorIds: new Set(['req_1']) };
+  it('retires a key whose every attempt was answered with an error', () => {
+    expect(keyVerdict(fresh, problem(500, 'internal', 'req_9'))).toBe('retired');
+    expect(keyVerdict(fresh, problem(402, 'insufficient_credits', 'req_9'))).toBe('retired');
+  });
+  it('keeps a key whose answer was lost', () => {
+    expect(keyVerdict(fresh, lost())).toBe('kept');
+  });
+  it('keeps an uncertain key on a fresh error, retires it on a replayed one', () => {
+    expect(keyVerdict(uncertain, problem(500, 'internal', 'req_2'))).toBe('kept');
+    expect(keyVerdict(uncertain, problem(500, 'internal', 'req_1'))).toBe('retired');
+    expect(keyVerdict(uncertain, problem(402, 'insufficient_credits', 'req_3'))).toBe('kept');
+  });
+  it('records nothing for a 429, which proves nothing about the key', () => {
+    expect(keyVerdict(uncertain, problem(429, 'rate_limited', 'req_1'))).toBeNull();
+    expect(keyVerdict(fresh, problem(429, 'rate_limited', 'req_1'))).toBeNull();
+  });
+});
+
+type ErrorStep = { status: number; code: string; rid: string; beforeLookup?: boolean };
+type Step = 'ok' | 'lost-after-charge' | 'lost-before' | '429' | ErrorStep | 'replay-last-error';
+
+/**
+ * A scripted idempotent service for one company: each attempt takes the next step. It charges
+ * and stores like the real thing, so a double charge shows up in `charges`.
+ */
+function scripted(steps: Step[]) {
+  const stored = new Map<string, { ok: true } | { error: ReturnType<typeof problem> }>();
+  const keys: string[] = [];
+  let charges = 0;
+  let last: ReturnType<typeof problem> | undefined;
+  const record = (domain: string): EnrichResponse => ({
+    matched: true,
+    credits_charged: 1,
+    credits_remaining: 100 - charges,
+    company: { domain, name: domain, website_url: null, description: null, industry: null, employee_count: null, revenue_range: null, ownership_type: null, year_founded: null, specialties: [], hq_country: null, hq_city: null, last_updated: '2026-01-01T00:00:00.000Z' },
+  });
+  const client: ServiceClient = {
+    match: async (domain) => ({ matched: true, credits_charged: 0, company: { domain, name: domain } }),
+    enrich: async (domain, { idempotencyKey }) => {
+      keys.push(idempotencyKey);
+      const step = steps.shift() ?? 'ok';
+      if (step === '429') throw problem(429, 'rate_limited', `rl_${keys.length}`);
+      if (step === 'lost-before') throw lost();
+      // A failure in front of the idempotency store: the service never looked the key up.
+      if (typeof step === 'object' && step.beforeLookup === true) throw problem(step.status, step.code, step.rid);
+      const prior = stored.get(idempotencyKey);
+      if (prior !== undefined) {
+        if ('ok' in prior) return record(domain);
+        throw prior.error;
+      }
+      if (step === 'replay-last-error') throw last;
+      if (typeof step === 'object') {
+        last = problem(step.status, step.code, step.rid);
+        stored.set(idempotencyKey, { error: last });
+        throw last;
+      }
+      charges++;
+      stored.set(idempotencyKey, { ok: true });
+      if (step === 'lost-after-charge') throw lost();
+      return record(domain);
+    },
+  };
+  return { client, keys, charges: () => charges };
+}
+
+async function run(steps: Step[]) {
+  const svc = scripted(steps);
+  const state = new RunState();
+  state.addDomain('acme.com');
+  state.startSession();
+  const journal: EventEntry[] = [];
+  const stop = await execute(
+    state,
+    { dryRun: false, maxCredits: null, retry: { maxAttempts: 8, maxRateLimitedAttempts: 8, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100 },
+    {
+      client: svc.client,
+      scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, 2),
+      journal: { append: (e) => (journal.push(e), { offset: 0, length: 0, written: Promise.resolve() }) },
+      clock: { now: systemClock.now, sleep: () => Promise.resolve() },
+      random: () => 0,
+      idempotencyKey: (c, v) => `${c.domain}#${v}`,
+      progress: new Progress(),
+    },
+    new AbortController().signal,
+  );
+  return { stop, keys: svc.keys, charges: svc.charges(), state, journal };
+}
+
+describe('paid attempts and their keys', () => {
+  it('a lost answer, then a 429, then the replay: one charge, one key throughout', async () => {
+    const r = await run(['lost-after-charge', '429', 'ok']);
+    expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#1', 'acme.com#1']);
+    expect(r.charges).toBe(1);
+    expect(r.state.company('acme.com')?.status).toBe('hit');
+  });
+
+  it('a lost answer, then fresh 500s: the key is kept until a replay proves it uncharged', async () => {
+    const r = await run(['lost-before', { status: 500, code: 'internal', rid: 'r1' }, 'replay-last-error', 'ok']);
+    expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#1', 'acme.com#1', 'acme.com#2']);
+    expect(r.charges).toBe(1);
+    expect(r.journal.filter((e) => e.t === 'enrich').map((e) => (e.t === 'enrich' ? e.key ?? e.s : ''))).toStrictEqual(['kept', 'kept', 'retired', 'hit']);
+  });
+
+  it('a lost answer that was charged, then a 500 before the service looked the key up: still one charge', async () => {
+    const r = await run(['lost-after-charge', { status: 500, code: 'internal', rid: 'r1', beforeLookup: true }, 'ok']);
+    // The 500 is fresh (new requestId), so it proves nothing: the key is reused and replays the charge.
+    expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#1', 'acme.com#1']);
+    expect(r.charges).toBe(1);
+  });
+
+  it('a 500 on a key whose attempts were all answered retires it: the stored 500 is never replayed forever', async () => {
+    const r = await run([{ status: 500, code: 'internal', rid: 'r1' }, { status: 500, code: 'internal', rid: 'r2' }, 'ok']);
+    expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#2', 'acme.com#3']);
+    expect(r.charges).toBe(1);
+  });
+
+  it('a 402 stops paid calls and retires a clean key, so the resume after a top-up is not refused forever', async () => {
+    const r = await run([{ status: 402, code: 'insufficient_credits', rid: 'r1' }]);
+    expect(r.stop?.reason).toBe('credits');
+    const c = r.state.company('acme.com');
+    expect([c?.keyVersion, c?.status, c?.errorCode]).toStrictEqual([2, 'error', 'insufficient_credits']);
+  });
+});
+
+describe('RunState replay', () => {
+  it('treats an intent with no outcome as uncertain: a resume keeps its key', () => {
+    const s = new RunState();
+    s.addDomain('acme.com');
+    s.apply({ t: 'match', d: 'acme.com', s: 'hit', c: 'acme.com', n: 'Acme' }, 0, 1);
+    s.apply({ t: 'intent', c: 'acme.com', v: 3, key: 'k3' }, 0, 1);
+    const c = s.company('acme.com');
+    expect([c?.keyVersion, c?.intentOpen, c?.keyUncertain]).toStrictEqual([3, true, true]);
+    expect(keyVerdict(c as NonNullable<typeof c>, problem(402, 'insufficient_credits', 'x'))).toBe('kept');
+  });
+
+  it('carries requestIds of kept errors across a resume, so a replayed error is recognised', () => {
+    const s = new RunState();
+    s.addDomain('acme.com');
+    s.apply({ t: 'match', d: 'acme.com', s: 'hit', c: 'acme.com', n: 'Acme' }, 0, 1);
+    s.apply({ t: 'intent', c: 'acme.com', v: 1, key: 'k1' }, 0, 1);
+    s.apply({ t: 'enrich', c: 'acme.com', v: 1, s: 'error', code: 'insufficient_credits', rid: 'req_7', key: 'kept' }, 0, 1);
+    const c = s.company('acme.com') as NonNullable<ReturnType<RunState['company']>>;
+    expect(keyVerdict(c, problem(402, 'insufficient_credits', 'req_7'))).toBe('retired');
+    s.apply({ t: 'enrich', c: 'acme.com', v: 1, s: 'error', code: 'insufficient_credits', rid: 'req_7', key: 'retired' }, 0, 1);
+    expect([c.keyVersion, c.intentOpen, c.keyUncertain, c.errorIds.size]).toStrictEqual([2, false, false, 0]);
+  });
+});
