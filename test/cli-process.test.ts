@@ -1,0 +1,65 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { call, MATCH } from './helpers/http.js';
+import { readCsvFile, tempDir } from './helpers/cli.js';
+import { runProcess, spawnCli } from './helpers/spawn.js';
+
+const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+
+describe('the built CLI', () => {
+  it('prints its version and a help with examples for the three uses', async () => {
+    expect(await runProcess(['--version'])).toMatchObject({ code: 0, stdout: `${pkg.version}\n` });
+    const help = await runProcess(['--help']);
+    expect(help.code).toBe(0);
+    for (const text of ['enrich companies.csv -o enriched.csv', 'enrich - --format jsonl', '--dry-run', 'Exit codes:', 'ENRICH_API_KEY']) {
+      expect(help.stdout).toContain(text);
+    }
+    const sandboxHelp = await runProcess(['sandbox', '--help']);
+    expect(sandboxHelp.code).toBe(0);
+    expect(sandboxHelp.stdout).toContain('--rate-limit <req/s>');
+  });
+
+  it('answers usage errors with one line and exit 2, never a stack trace', async () => {
+    const none = await runProcess([]);
+    expect(none.code).toBe(2);
+    expect(none.stderr.split('\n')[0]).toBe('enrich: missing input: give a CSV file, or - to read stdin');
+    const flag = await runProcess(['x.csv', '--concurrency', 'lots']);
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toContain("enrich: option '--concurrency <n>' argument 'lots' is invalid. --concurrency must be a whole number from 1 to 256");
+    const missing = await runProcess(['does-not-exist.csv', '--sandbox']);
+    expect(missing).toMatchObject({ code: 2, stderr: 'enrich: no such file: does-not-exist.csv\n' });
+    const noUrl = await runProcess(['x.csv'], { env: { ENRICH_API_KEY: 'k' } });
+    expect(noUrl.code).toBe(2);
+    expect(noUrl.stderr).toMatch(/^enrich: no service address: set ENRICH_BASE_URL or pass --base-url <url>/);
+    for (const r of [none, flag, missing, noUrl]) expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('serves the sandbox, prints its URL and key, and stops cleanly on SIGTERM and SIGINT', async () => {
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      const p = spawnCli(['sandbox', '--port', '0', '--key', 'sk_proc_test', '--balance', '7']);
+      await p.waitFor('Ctrl-C to stop.');
+      const url = /listening on (http:\/\/\S+)/.exec(p.stdout())?.[1] as string;
+      expect(p.stdout()).toContain('key sk_proc_test (scope search:read, 7 credits)');
+      const r = await call(url, 'GET', `${MATCH}?domain=example.com`, { key: 'sk_proc_test' });
+      expect(r.status).toBe(200);
+      p.child.kill(signal);
+      expect(await p.exited).toBe(0);
+      expect(p.stdout()).toContain('enrich sandbox stopped');
+    }
+  });
+
+  it('runs the README demo: a real batch against the embedded sandbox', async () => {
+    const dir = tempDir();
+    try {
+      const out = dir.file('enriched.csv');
+      const r = await runProcess(['fixtures/companies.csv', '--sandbox', '-o', out, '--journal', dir.file('demo.journal')]);
+      expect(r.code).toBe(0);
+      expect(r.stderr).toContain('enrich: done');
+      const rows = readCsvFile(out);
+      expect(rows).toHaveLength(166);
+      expect(rows.filter((x) => x['enrich_status'] === 'matched').length).toBeGreaterThan(140);
+    } finally {
+      dir.cleanup();
+    }
+  });
+});
