@@ -1,10 +1,12 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { rename, rm } from 'node:fs/promises';
+import { readdir, rename, rm } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { stringify, type Stringifier } from 'csv-stringify';
 import type { CompanyRecord } from '../api/types.js';
 import type { RowResult } from '../pipeline/results.js';
+import { isProcessAlive } from '../process-alive.js';
 
 export type OutputFormat = 'csv' | 'jsonl';
 
@@ -80,6 +82,20 @@ function jsonKeys(header: readonly string[]): string[] {
   return [...header.map((h) => unique(h)), ...RESULT_COLUMNS.map((c) => unique(c))];
 }
 
+/** Hidden, and named after the output, so an unfinished file never passes for the real one. */
+const tempPrefix = (destination: string): string => `.${basename(destination)}.enrich-tmp-`;
+
+/** Temp files left by runs killed mid-write (kill -9 skips every cleanup) go once a run finishes. */
+async function removeOrphans(destination: string): Promise<void> {
+  const prefix = tempPrefix(destination);
+  const dir = dirname(destination);
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    if (!name.startsWith(prefix)) continue;
+    const pid = Number(name.slice(prefix.length).split('-')[0]);
+    if (Number.isInteger(pid) && pid !== process.pid && !isProcessAlive(pid)) await rm(join(dir, name), { force: true });
+  }
+}
+
 /**
  * Streams result rows as CSV or JSONL with backpressure. A file is written to a private temp
  * file beside it and renamed into place at the end, so a crash never leaves a half-written
@@ -87,7 +103,7 @@ function jsonKeys(header: readonly string[]): string[] {
  */
 export async function openResultWriter(options: OutputOptions): Promise<ResultWriter> {
   const toFile = options.destination !== '-';
-  const tempPath = toFile ? `${options.destination}.tmp-${process.pid}-${randomBytes(4).toString('hex')}` : '';
+  const tempPath = toFile ? join(dirname(options.destination), `${tempPrefix(options.destination)}${process.pid}-${randomBytes(4).toString('hex')}`) : '';
   const sink: NodeJS.WritableStream = toFile ? createWriteStream(tempPath, { mode: 0o600 }) : options.stdout;
   if (toFile) await once(sink as WriteStream, 'open');
 
@@ -135,7 +151,10 @@ export async function openResultWriter(options: OutputOptions): Promise<ResultWr
         await ended;
       }
       await endSink();
-      if (toFile) await rename(tempPath, options.destination);
+      if (toFile) {
+        await rename(tempPath, options.destination);
+        await removeOrphans(options.destination);
+      }
     },
     async abort() {
       if (!toFile) return;

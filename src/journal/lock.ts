@@ -1,6 +1,7 @@
 import { closeSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { UsageError } from '../errors.js';
+import { isProcessAlive } from '../process-alive.js';
 
 export interface Lock {
   readonly path: string;
@@ -11,15 +12,6 @@ interface Owner {
   pid: number;
   host: string;
   started: string;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 function readOwner(path: string): Owner | null {
@@ -46,7 +38,7 @@ export function acquireLock(journalPath: string, now: () => number = Date.now): 
       const owner = readOwner(path);
       const stale = owner === null
         ? now() - statMtime(path) > 5_000
-        : owner.host === hostname() && owner.pid !== process.pid && !alive(owner.pid);
+        : owner.host === hostname() && owner.pid !== process.pid && !isProcessAlive(owner.pid);
       if (stale) {
         try {
           unlinkSync(path);

@@ -26,6 +26,8 @@ export class JournalWriter {
   private draining: Promise<void> | null = null;
   private failure: Error | null = null;
   private closed = false;
+  /** fdatasync calls so far: one per batch that held a durable line, not one per line. */
+  syncs = 0;
 
   private constructor(
     private readonly handle: FileHandle,
@@ -84,7 +86,10 @@ export class JournalWriter {
       this.waiters = [];
       try {
         await this.handle.write(lines.length === 1 ? (lines[0] as string) : lines.join(''));
-        if (waiters.some((w) => w.durable)) await this.handle.datasync();
+        if (waiters.some((w) => w.durable)) {
+          await this.handle.datasync();
+          this.syncs++;
+        }
         for (const w of waiters) w.resolve();
       } catch (error) {
         this.failure = error instanceof Error ? error : new Error(String(error));

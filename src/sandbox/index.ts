@@ -49,6 +49,7 @@ export interface Sandbox {
   topUp(key: string, credits: number): number;
   setFailRate(rate: number): void;
   setDropRate(rate: number): void;
+  setLatency(ms: number): void;
   close(): Promise<void>;
 }
 
@@ -117,6 +118,9 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     },
     setDropRate: (rate) => {
       config.dropRate = rate;
+    },
+    setLatency: (ms) => {
+      config.latencyMs = ms;
     },
     close: () =>
       new Promise<void>((resolve) => {
