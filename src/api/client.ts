@@ -1,6 +1,7 @@
 import { Pool, type Dispatcher } from 'undici';
 import { apiErrorFromResponse, connectionError, UnexpectedResponseError } from './errors.js';
-import { API_PREFIX, type CompanyRecord, type CompanySummary, type EnrichResponse, type MatchResponse } from './types.js';
+import { serviceEndpoint } from './endpoint.js';
+import type { CompanyRecord, CompanySummary, EnrichResponse, MatchResponse } from './types.js';
 
 export interface ClientOptions {
   /** The service address, with or without the /api/v1/public prefix. */
@@ -19,14 +20,6 @@ export interface CallOptions {
 export interface ServiceClient {
   match(domain: string, options?: CallOptions): Promise<MatchResponse>;
   enrich(domain: string, options: CallOptions & { idempotencyKey: string }): Promise<EnrichResponse>;
-}
-
-/** `https://host[:port][/prefix]` -> origin and the path prefix the endpoints live under. */
-export function serviceEndpoint(baseUrl: string): { origin: string; prefix: string } {
-  const url = new URL(baseUrl);
-  let path = url.pathname.replace(/\/+$/, '');
-  if (!path.endsWith(API_PREFIX)) path = `${path}${API_PREFIX}`;
-  return { origin: url.origin, prefix: path };
 }
 
 /** A keep-alive pool sized to the concurrency the batch may use. */

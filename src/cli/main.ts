@@ -1,12 +1,10 @@
 import { writeFile } from 'node:fs/promises';
 import { runBatch, type RunOptions, type RunResult } from '../commands/run.js';
-import { serveSandbox } from '../commands/sandbox.js';
 import { EnrichError, ExitCode, errorMessage } from '../errors.js';
 import type { Journal } from '../journal/index.js';
 import { plainReporter } from '../ui/plain.js';
 import type { Reporter } from '../ui/reporter.js';
 import { formatSummary, nextStep } from '../ui/summary.js';
-import { generateKey } from '../sandbox/index.js';
 import { resolveRunOptions } from './options.js';
 import { parseCommandLine, type RunFlags } from './program.js';
 import { performance } from 'node:perf_hooks';
@@ -54,6 +52,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
       case 'exit':
         return parsed.exitCode;
       case 'sandbox': {
+        const [{ serveSandbox }, { generateKey }] = await Promise.all([import('../commands/sandbox.js'), import('../sandbox/index.js')]);
         const options = parsed.options.keys.length > 0 ? parsed.options : { ...parsed.options, keys: [generateKey()] };
         const stop = new AbortController();
         const off = io.onSignal(() => stop.abort());

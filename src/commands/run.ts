@@ -1,24 +1,28 @@
 import { createHash } from 'node:crypto';
 import { homedir } from 'node:os';
 import { basename, join } from 'node:path';
-import { createClient, createDispatcher, serviceEndpoint, type ServiceClient } from '../api/client.js';
+import type { ServiceClient } from '../api/client.js';
+import { serviceEndpoint } from '../api/endpoint.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../api/retry.js';
 import { InterruptedError } from '../errors.js';
-import { detectFormat, readCsv } from '../io/csv-reader.js';
-import { resolveInput } from '../io/input.js';
-import { openResultWriter, type OutputFormat } from '../io/output.js';
+import { detectFormat, readCsv, type CsvBatch, type CsvFormat } from '../io/csv-reader.js';
+import { hashFile, resolveInput, type InputSource } from '../io/input.js';
+import { loadScan, saveScan, type ScanKey } from '../io/scan-cache.js';
+import { copyCsvWithResults, csvResultSuffix, writeJsonlResults, type OutputFormat } from '../io/output.js';
+import { openSink } from '../io/sink.js';
 import { openJournal, type Journal } from '../journal/index.js';
 import { RecordReader } from '../journal/records.js';
 import { systemClock, type Clock } from '../pipeline/clock.js';
 import { execute, type Stop } from '../pipeline/execute.js';
 import { AdaptiveLimiter } from '../pipeline/limiter.js';
 import { Progress } from '../pipeline/progress.js';
-import { resultForRow } from '../pipeline/results.js';
+import { resultForRow, resultKey, type RowResult } from '../pipeline/results.js';
 import { scanRecords, type ScanResult } from '../pipeline/scan.js';
 import { Scheduler } from '../pipeline/scheduler.js';
-import { RunState, type Company } from '../pipeline/state.js';
-import { emptyTally, summarise, type Summary } from '../pipeline/summary.js';
-import { startSandbox, type Sandbox, type SandboxOptions } from '../sandbox/index.js';
+import { RunState, type Company, type RecordRef } from '../pipeline/state.js';
+import type { CompanyRecord } from '../api/types.js';
+import { emptyTally, summarise, type RowTally, type Summary } from '../pipeline/summary.js';
+import type { SandboxOptions } from '../sandbox/index.js';
 import type { Reporter } from '../ui/reporter.js';
 import { VERSION } from '../version.js';
 
@@ -75,11 +79,11 @@ export function defaultJournalPath(options: { input: string; output: string }, s
   return join(stateHome, 'enrich', `stdin-${sha256.slice(0, 16)}.enrich-journal`);
 }
 
-async function* checked(records: AsyncIterable<string[]>, interrupt: AbortSignal, progress: Progress): AsyncGenerator<string[]> {
-  for await (const record of records) {
+async function* checked(batches: AsyncIterable<CsvBatch>, interrupt: AbortSignal, progress: Progress): AsyncGenerator<CsvBatch> {
+  for await (const batch of batches) {
     if (interrupt.aborted) throw new InterruptedError('interrupted while reading the input; nothing was sent');
-    progress.rows++;
-    yield record;
+    progress.rows += batch.records.length;
+    yield batch;
   }
 }
 
@@ -94,18 +98,22 @@ export async function runBatch(options: RunOptions, ctx: RunContext): Promise<Ru
     const input = await resolveInput(options.input, ctx.stdin);
     cleanups.push(() => input.cleanup());
     const format = await detectFormat(input.path, input.displayName);
-    const hash = createHash('sha256');
+    const sha256 = await hashFile(input.path);
+    const journalPath = options.journal ?? defaultJournalPath(options, sha256, ctx.env);
     const state = new RunState();
-    const scan = await scanRecords(
-      checked(readCsv(input.path, input.displayName, format, (chunk) => hash.update(chunk)), ctx.interrupt, progress),
-      state,
-      options.column,
-    );
-    const sha256 = hash.digest('hex');
+    const scanKey: ScanKey = { sha256, bytes: input.bytes, column: options.column ?? null, format };
+    const cachePath = `${journalPath}.scan`;
+    let scan = await loadScan(cachePath, scanKey, state);
+    if (scan === null) {
+      scan = await scanRecords(checked(readCsv(input.path, input.displayName, format), ctx.interrupt, progress), state, options.column, input.bytes);
+      // Only a cache: a run that cannot write it is slower to resume, nothing worse.
+      await saveScan(cachePath, scanKey, scan, state.domains).catch(() => {});
+    } else {
+      progress.rows = scan.rows;
+    }
 
     // 2. The journal: refuse one that belongs to other work, replay one that is ours.
     const service = options.service.kind === 'sandbox' ? EMBEDDED_SERVICE : serviceName(options.service.baseUrl);
-    const journalPath = options.journal ?? defaultJournalPath(options, sha256, ctx.env);
     const journal = await openJournal(journalPath, {
       identity: {
         input: { sha256, bytes: input.bytes, name: input.fromStdin ? 'stdin' : basename(input.path) },
@@ -160,7 +168,7 @@ export async function runBatch(options: RunOptions, ctx: RunContext): Promise<Ru
     progress.phase = 'write';
     const writeOutput = !options.dryRun && stop?.reason !== 'interrupted' && stop?.reason !== 'auth';
     const tally = writeOutput
-      ? await writeResults(options, scan, state, input.path, input.displayName, format, journal.path, stop, ctx)
+      ? await writeResults(options, scan, state, input, format, journal.path, stop, ctx)
       : countResults(scan, state, options.dryRun, stop);
     progress.phase = 'done';
     const summary = summarise({
@@ -194,11 +202,14 @@ export function idempotencyKey(run: string, domain: string, version: number): st
   return `enrich-${run}-${digest}-v${version}`;
 }
 
+/** The network stack and the sandbox load only when there is work for them (not on a resume that is already done). */
 async function connect(options: RunOptions, cleanups: (() => Promise<void> | void)[]): Promise<ServiceClient> {
+  const { createClient, createDispatcher } = await import('../api/client.js');
   let baseUrl: string;
   let apiKey: string;
   if (options.service.kind === 'sandbox') {
-    const sandbox: Sandbox = await startSandbox(options.service.options);
+    const { startSandbox } = await import('../sandbox/index.js');
+    const sandbox = await startSandbox(options.service.options);
     cleanups.push(() => sandbox.close());
     baseUrl = sandbox.url;
     apiKey = sandbox.keys[0] as string;
@@ -210,7 +221,7 @@ async function connect(options: RunOptions, cleanups: (() => Promise<void> | voi
   return createClient({ baseUrl, apiKey, dispatcher, userAgent: `enrich/${VERSION} node/${process.versions.node}` });
 }
 
-function countResults(scan: ScanResult, state: RunState, dryRun: boolean, stop: Stop | null): ReturnType<typeof emptyTally> {
+function countResults(scan: ScanResult, state: RunState, dryRun: boolean, stop: Stop | null): RowTally {
   const tally = emptyTally();
   for (let i = 0; i < scan.rows; i++) tally[resultForRow(scan.rowRefs.get(i), state, null, { dryRun, stop }).status]++;
   return tally;
@@ -220,35 +231,70 @@ async function writeResults(
   options: RunOptions,
   scan: ScanResult,
   state: RunState,
-  inputPath: string,
-  displayName: string,
-  format: Awaited<ReturnType<typeof detectFormat>>,
+  input: InputSource,
+  format: CsvFormat,
   journalPath: string,
   stop: Stop | null,
   ctx: RunContext,
-): Promise<ReturnType<typeof emptyTally>> {
+): Promise<RowTally> {
   const tally = emptyTally();
   const records = new RecordReader(journalPath);
-  const writer = await openResultWriter({ destination: options.output, format: options.format, header: scan.header, stdout: ctx.stdout, bom: format.bom });
+  const sink = await openSink(options.output, ctx.stdout);
+  const read = (ref: RecordRef): CompanyRecord => records.read(ref);
+  const result = (row: number): RowResult => resultForRow(scan.rowRefs.get(row), state, read, { dryRun: false, stop });
+  const checkpoint = (): void => {
+    if (ctx.interrupt.aborted) throw new InterruptedError('interrupted while writing results; the journal is complete, run the same command to write them');
+  };
+  // One formatted result per distinct key (a company, a miss, an invalid reason), not per row.
+  const cache = new Map<string, { status: RowResult['status']; text: Buffer }>();
+  const cached = (row: number, make: (r: RowResult) => Buffer): Buffer => {
+    const key = resultKey(scan.rowRefs.get(row), state);
+    let hit = cache.get(key);
+    if (hit === undefined) {
+      const r = result(row);
+      hit = { status: r.status, text: make(r) };
+      if (cache.size >= 100_000) cache.clear();
+      cache.set(key, hit);
+    }
+    tally[hit.status]++;
+    return hit.text;
+  };
   let done = false;
   try {
-    let row = 0;
-    let first = !scan.headerless;
-    for await (const record of readCsv(inputPath, displayName, format)) {
-      if (first) {
-        first = false;
-        continue;
-      }
-      if ((row & 1023) === 0 && ctx.interrupt.aborted) throw new InterruptedError('interrupted while writing results; the journal is complete, run the same command to write them');
-      const result = resultForRow(scan.rowRefs.get(row++), state, (ref) => records.read(ref), { dryRun: false, stop });
-      tally[result.status]++;
-      await writer.write(record, result);
+    if (options.format === 'csv') {
+      await copyCsvWithResults({
+        inputPath: input.path,
+        sink,
+        format,
+        header: scan.header,
+        headerRange: scan.headerRange,
+        rows: scan.rows,
+        rowEnds: scan.rowEnds,
+        rowStarts: scan.rowStarts,
+        suffix: (row) => cached(row, (r) => csvResultSuffix(r, format)),
+        checkpoint,
+      });
+    } else {
+      await writeJsonlResults({
+        inputPath: input.path,
+        displayName: input.displayName,
+        sink,
+        format,
+        header: scan.header,
+        headerless: scan.headerless,
+        result: (row) => {
+          const ref = scan.rowRefs.get(row);
+          tally[resultForRow(ref, state, null, { dryRun: false, stop }).status]++;
+          return { key: resultKey(ref, state), result: () => result(row) };
+        },
+        checkpoint,
+      });
     }
-    await writer.finish();
+    await sink.finish();
     done = true;
   } finally {
     records.close();
-    if (!done) await writer.abort();
+    if (!done) await sink.abort();
   }
   return tally;
 }

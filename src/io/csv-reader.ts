@@ -7,6 +7,19 @@ export interface CsvFormat {
   delimiter: string;
   /** The file starts with a UTF-8 byte-order mark (spreadsheet exports do). */
   bom: boolean;
+  /** The header line ends in CRLF: output rows end the same way. */
+  crlf: boolean;
+}
+
+/**
+ * Records as parsed, with where each sits in the file: from the end of the previous record (so
+ * blank lines before it are included) to the end of its own line break. Rows whose every field
+ * is empty are dropped here, as spreadsheets pad exports with them.
+ */
+export interface CsvBatch {
+  records: string[][];
+  starts: number[];
+  ends: number[];
 }
 
 const DELIMITERS = [',', ';', '\t', '|'] as const;
@@ -48,23 +61,33 @@ export async function detectFormat(path: string, displayName: string): Promise<C
     const bom = text.charCodeAt(0) === 0xfeff;
     if (bom) text = text.slice(1);
     const end = text.search(/\r?\n/);
-    return { delimiter: sniffDelimiter(end === -1 ? text : text.slice(0, end)), bom };
+    return { delimiter: sniffDelimiter(end === -1 ? text : text.slice(0, end)), bom, crlf: end !== -1 && text[end] === '\r' };
   } finally {
     await handle.close();
   }
 }
 
-function parserOptions(format: CsvFormat): Options {
+function parserOptions(format: CsvFormat, onRecord: (record: string[], end: number) => void): Options {
   return {
     bom: true,
     delimiter: format.delimiter,
     // Real exports put stray quotes inside unquoted fields (Joe's "Bar"); that is not ambiguous.
     relax_quotes: true,
-    relax_column_count: false,
+    // Column counts are checked by the reader, which must drop short all-empty padding rows
+    // (",,") rather than refuse them.
+    relax_column_count: true,
     skip_empty_lines: true,
-    skip_records_with_empty_values: true,
+    // Records are taken inside the parse loop, a chunk's worth at a time: no stream object,
+    // promise or microtask per record (returning null keeps them out of the stream). The
+    // context's byte count is where the record ends, its line break included.
+    on_record: (record, context) => {
+      onRecord(record, context.bytes);
+      return null;
+    },
   };
 }
+
+const allEmpty = (record: string[]): boolean => record.every((f) => f === '');
 
 /**
  * The 1-based line of a byte offset, counting LF bytes before it. With `skipBlank`, blank lines
@@ -118,25 +141,68 @@ async function describeCsvError(error: unknown, path: string, displayName: strin
 }
 
 /**
- * Streams the records of a CSV file, header included, in bounded memory. A malformed file
- * fails with an InputError that names the line; `onChunk` sees every raw byte (for hashing).
+ * Streams the records of a CSV file, header included, in bounded memory: one batch per chunk
+ * read (about a megabyte of input). A malformed file fails with an InputError naming the line;
+ * `onChunk` sees every raw byte (for hashing).
  */
 export async function* readCsv(
   path: string,
   displayName: string,
   format: CsvFormat,
   onChunk?: (chunk: Buffer) => void,
-): AsyncGenerator<string[]> {
-  const source = createReadStream(path, { highWaterMark: 256 * 1024 });
-  if (onChunk !== undefined) source.on('data', (chunk) => onChunk(chunk as Buffer));
-  const parser = source.pipe(parse(parserOptions(format)));
-  source.on('error', (err) => parser.destroy(err));
-  try {
-    for await (const record of parser as AsyncIterable<string[]>) yield record;
-  } catch (error) {
+): AsyncGenerator<CsvBatch> {
+  let batch: CsvBatch = { records: [], starts: [], ends: [] };
+  let lastEnd = 0;
+  let width: number | undefined;
+  let ragged: { code: string; bytes: number; message: string } | undefined;
+  const parser = parse(
+    parserOptions(format, (record, end) => {
+      if (ragged !== undefined) return;
+      if (!allEmpty(record)) {
+        width ??= record.length;
+        if (record.length !== width) {
+          ragged = { code: 'CSV_RECORD_INCONSISTENT_FIELDS_LENGTH', bytes: end, message: `expect ${width}, got ${record.length}` };
+          return;
+        }
+        batch.records.push(record);
+        batch.starts.push(lastEnd);
+        batch.ends.push(end);
+      }
+      lastEnd = end;
+    }),
+  );
+  // Errors are read from `parser.errored` right after each write; this only keeps them handled.
+  parser.on('error', () => {});
+  const fail = async (error: unknown): Promise<never> => {
     if ((error as { code?: string }).code?.startsWith('CSV_') === true) throw await describeCsvError(error, path, displayName);
     throw new InputError(`cannot read ${displayName}: ${(error as Error).message}`, { cause: error });
+  };
+  const source = createReadStream(path, { highWaterMark: 256 * 1024 });
+  try {
+    for await (const chunk of source as AsyncIterable<Buffer>) {
+      onChunk?.(chunk);
+      parser.write(chunk);
+      if (parser.errored !== null) await fail(parser.errored);
+      if (ragged !== undefined) await fail(ragged);
+      if (batch.records.length > 0) {
+        const full = batch;
+        batch = { records: [], starts: [], ends: [] };
+        yield full;
+      }
+    }
+  } catch (error) {
+    if (error instanceof InputError) throw error;
+    await fail(error);
   } finally {
     source.destroy();
   }
+  // The last record may have no line break after it, and an unclosed quote shows only at the end.
+  parser.end();
+  await new Promise<void>((resolve) => {
+    parser.once('error', () => resolve());
+    parser.once('finish', () => resolve());
+  });
+  if (parser.errored !== null) await fail(parser.errored);
+  if (ragged !== undefined) await fail(ragged);
+  if (batch.records.length > 0) yield batch;
 }

@@ -1,12 +1,10 @@
-import { createWriteStream, type WriteStream } from 'node:fs';
-import { readdir, rename, rm } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
-import { once } from 'node:events';
-import { randomBytes } from 'node:crypto';
-import { stringify, type Stringifier } from 'csv-stringify';
+import { createReadStream } from 'node:fs';
+import { stringify } from 'csv-stringify/sync';
 import type { CompanyRecord } from '../api/types.js';
 import type { RowResult } from '../pipeline/results.js';
-import { isProcessAlive } from '../process-alive.js';
+import type { IntVector } from '../pipeline/vector.js';
+import { readCsv, type CsvFormat } from './csv-reader.js';
+import type { Sink } from './sink.js';
 
 export type OutputFormat = 'csv' | 'jsonl';
 
@@ -52,22 +50,103 @@ function resultValues(r: RowResult): Value[] {
 
 const csvCell = (v: Value): string => (v === null ? '' : Array.isArray(v) ? v.join('; ') : String(v));
 
-export interface ResultWriter {
-  write(fields: readonly string[], result: RowResult): Promise<void>;
-  /** Completes the output; for a file, only now does it appear under its name. */
-  finish(): Promise<void>;
-  /** Drops a file output that was never finished. */
-  abort(): Promise<void>;
+/**
+ * The text that follows a row's own bytes: a delimiter, the result columns, the line break, all
+ * in the input's dialect (csv-stringify does the quoting).
+ */
+export function csvSuffix(values: readonly string[], format: CsvFormat): string {
+  return stringify([['', ...values]], { delimiter: format.delimiter, record_delimiter: format.crlf ? 'windows' : 'unix' });
 }
 
-export interface OutputOptions {
-  /** A path, or "-" for stdout. */
-  destination: string;
-  format: OutputFormat;
+export const csvResultSuffix = (result: RowResult, format: CsvFormat): Buffer => Buffer.from(csvSuffix(resultValues(result).map(csvCell), format));
+
+export interface CopyOptions {
+  inputPath: string;
+  sink: Sink;
+  format: CsvFormat;
   header: readonly string[];
-  stdout: NodeJS.WritableStream;
-  /** Mirror the input's byte-order mark, so a spreadsheet that needed it still reads the output. */
-  bom: boolean;
+  headerRange: { start: number; end: number } | null;
+  rows: number;
+  rowEnds: IntVector;
+  /** Starts that are not the previous row's end (see ScanResult). */
+  rowStarts: ReadonlyMap<number, number>;
+  /** The result columns for data row i, as `csvResultSuffix` makes them (callers cache them). */
+  suffix(row: number): Buffer;
+  /** Checked between chunks; throwing from it stops the copy. */
+  checkpoint(): void;
+}
+
+const CR = 0x0d;
+const LF = 0x0a;
+const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+
+/** A row's bytes without the blank lines before it, its line break, or the file's BOM. */
+function rowBytes(buf: Buffer, from: number, to: number): Buffer {
+  let a = from;
+  let b = to;
+  if (buf.subarray(a, a + 3).equals(BOM)) a += 3;
+  while (a < b && (buf[a] === CR || buf[a] === LF)) a++;
+  while (b > a && (buf[b - 1] === LF || buf[b - 1] === CR)) b--;
+  return buf.subarray(a, b);
+}
+
+/**
+ * CSV results: every input row copied byte for byte (its quoting, spacing and encoding exactly
+ * as it was), followed by the result columns. The input is read once more, sequentially, but not
+ * parsed: the scan recorded where each row lies.
+ */
+export async function copyCsvWithResults(o: CopyOptions): Promise<void> {
+  const parts: Buffer[] = [];
+  let size = 0;
+  const emit = async (force: boolean): Promise<void> => {
+    if (size === 0 || (!force && size < 1024 * 1024)) return;
+    const chunk = parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, size);
+    parts.length = 0;
+    size = 0;
+    await o.sink.write(chunk);
+  };
+  const add = (b: Buffer): void => {
+    parts.push(b);
+    size += b.length;
+  };
+
+  if (o.format.bom) add(Buffer.from(BOM));
+  const headerSuffix = Buffer.from(csvSuffix(RESULT_COLUMNS, o.format));
+  if (o.headerRange === null) {
+    add(Buffer.from(stringify([o.header], { delimiter: o.format.delimiter, eof: false })));
+    add(headerSuffix);
+  }
+
+  let pending: Buffer = Buffer.alloc(0);
+  let pendingStart = 0; // file offset of pending[0]
+  let row = 0;
+  let headerDone = o.headerRange === null;
+  const startOf = (i: number): number => o.rowStarts.get(i) ?? (i === 0 ? (o.headerRange?.end ?? 0) : o.rowEnds.get(i - 1));
+  for await (const chunk of createReadStream(o.inputPath, { highWaterMark: 1024 * 1024 }) as AsyncIterable<Buffer>) {
+    o.checkpoint();
+    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+    const available = pendingStart + pending.length;
+    if (!headerDone && o.headerRange !== null && o.headerRange.end <= available) {
+      add(rowBytes(pending, o.headerRange.start - pendingStart, o.headerRange.end - pendingStart));
+      add(headerSuffix);
+      headerDone = true;
+    }
+    while (headerDone && row < o.rows && o.rowEnds.get(row) <= available) {
+      // A view, not a copy: `pending` is replaced, never overwritten, so the view stays valid
+      // until the next emit joins it into the output.
+      add(rowBytes(pending, startOf(row) - pendingStart, o.rowEnds.get(row) - pendingStart));
+      add(o.suffix(row));
+      row++;
+    }
+    const keepFrom = row < o.rows ? startOf(row) : available;
+    if (headerDone && keepFrom > pendingStart) {
+      pending = pending.subarray(keepFrom - pendingStart);
+      pendingStart = keepFrom;
+    }
+    await emit(false);
+  }
+  if (row !== o.rows) throw new Error(`the input changed while results were written (${row} of ${o.rows} rows found)`);
+  await emit(true);
 }
 
 /** JSONL keys: the input's headers, made unique, then the result columns. */
@@ -82,84 +161,49 @@ function jsonKeys(header: readonly string[]): string[] {
   return [...header.map((h) => unique(h)), ...RESULT_COLUMNS.map((c) => unique(c))];
 }
 
-/** Hidden, and named after the output, so an unfinished file never passes for the real one. */
-const tempPrefix = (destination: string): string => `.${basename(destination)}.enrich-tmp-`;
-
-/** Temp files left by runs killed mid-write (kill -9 skips every cleanup) go once a run finishes. */
-async function removeOrphans(destination: string): Promise<void> {
-  const prefix = tempPrefix(destination);
-  const dir = dirname(destination);
-  for (const name of await readdir(dir).catch(() => [] as string[])) {
-    if (!name.startsWith(prefix)) continue;
-    const pid = Number(name.slice(prefix.length).split('-')[0]);
-    if (Number.isInteger(pid) && pid !== process.pid && !isProcessAlive(pid)) await rm(join(dir, name), { force: true });
-  }
+export interface JsonlOptions {
+  inputPath: string;
+  displayName: string;
+  sink: Sink;
+  format: CsvFormat;
+  header: readonly string[];
+  headerless: boolean;
+  result(row: number): { key: string; result: () => RowResult };
+  checkpoint(): void;
 }
 
 /**
- * Streams result rows as CSV or JSONL with backpressure. A file is written to a private temp
- * file beside it and renamed into place at the end, so a crash never leaves a half-written
- * output that looks finished.
+ * JSONL results: one object a row, the input's columns by header name (made unique), then the
+ * result columns with their JSON types (numbers, null, an array of specialties). The input is
+ * parsed again for its fields; each distinct result is serialised once.
  */
-export async function openResultWriter(options: OutputOptions): Promise<ResultWriter> {
-  const toFile = options.destination !== '-';
-  const tempPath = toFile ? join(dirname(options.destination), `${tempPrefix(options.destination)}${process.pid}-${randomBytes(4).toString('hex')}`) : '';
-  const sink: NodeJS.WritableStream = toFile ? createWriteStream(tempPath, { mode: 0o600 }) : options.stdout;
-  if (toFile) await once(sink as WriteStream, 'open');
-
-  const push = async (chunk: string): Promise<void> => {
-    if (!sink.write(chunk)) await once(sink, 'drain');
-  };
-
-  let csv: Stringifier | null = null;
-  const keys = jsonKeys(options.header);
-  if (options.bom && options.format === 'csv') await push('\ufeff');
-  if (options.format === 'csv') {
-    csv = stringify({ eof: true });
-    csv.pipe(sink, { end: false });
-    csv.write([...options.header, ...RESULT_COLUMNS]);
-  }
-
-  const writeCsv = async (row: string[]): Promise<void> => {
-    const stringifier = csv as Stringifier;
-    if (!stringifier.write(row)) await once(stringifier, 'drain');
-  };
-
-  const endSink = async (): Promise<void> => {
-    if (toFile) {
-      (sink as WriteStream).end();
-      await once(sink as WriteStream, 'finish');
-    }
-  };
-
-  return {
-    async write(fields, result) {
-      const values = resultValues(result);
-      if (csv !== null) {
-        await writeCsv([...fields, ...values.map(csvCell)]);
-        return;
-      }
+export async function writeJsonlResults(o: JsonlOptions): Promise<void> {
+  const keys = jsonKeys(o.header);
+  const resultKeys = keys.slice(o.header.length);
+  const cache = new Map<string, string>();
+  const resultJson = (row: number): string => {
+    const { key, result } = o.result(row);
+    let text = cache.get(key);
+    if (text === undefined) {
       const obj: Record<string, Value> = {};
-      fields.forEach((f, i) => (obj[keys[i] as string] = f));
-      values.forEach((v, i) => (obj[keys[fields.length + i] as string] = v));
-      await push(`${JSON.stringify(obj)}\n`);
-    },
-    async finish() {
-      if (csv !== null) {
-        const ended = once(csv, 'end');
-        csv.end();
-        await ended;
-      }
-      await endSink();
-      if (toFile) {
-        await rename(tempPath, options.destination);
-        await removeOrphans(options.destination);
-      }
-    },
-    async abort() {
-      if (!toFile) return;
-      (sink as WriteStream).destroy();
-      await rm(tempPath, { force: true });
-    },
+      resultValues(result()).forEach((v, i) => (obj[resultKeys[i] as string] = v));
+      text = JSON.stringify(obj).slice(1, -1);
+      if (cache.size >= 100_000) cache.clear();
+      cache.set(key, text);
+    }
+    return text;
   };
+  let row = 0;
+  let first = !o.headerless;
+  for await (const { records } of readCsv(o.inputPath, o.displayName, o.format)) {
+    o.checkpoint();
+    const lines: string[] = [];
+    for (let i = first ? 1 : 0; i < records.length; i++) {
+      const fields: Record<string, string> = {};
+      (records[i] as string[]).forEach((f, j) => (fields[keys[j] as string] = f));
+      lines.push(`${JSON.stringify(fields).slice(0, -1)},${resultJson(row++)}}\n`);
+    }
+    first = false;
+    await o.sink.write(lines.join(''));
+  }
 }

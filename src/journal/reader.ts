@@ -25,7 +25,7 @@ export async function readJournal(
 ): Promise<ReadResult> {
   const handle = await open(path, 'r');
   try {
-    const chunkSize = 4 * 1024 * 1024;
+    const chunkSize = 1024 * 1024;
     let carry: Buffer = Buffer.alloc(0);
     let fileOffset = 0; // offset of carry[0]
     let validBytes = 0;

@@ -28,6 +28,9 @@ export const canonicalHeader = (name: string): string =>
   name
     .replace(/^\ufeff/, '')
     .trim()
+    // `Name, "Web"`: a space before the quote leaves the quotes in the field.
+    .replace(/^"(.*)"$/, '$1')
+    .trim()
     .toLowerCase()
     .replace(/[\s_\-.]+/g, ' ');
 

@@ -16,7 +16,10 @@ const SCHEME = /^[a-z][a-z0-9+.-]*:\/\//i;
  * IDNs come back in their ASCII (punycode) form, which is what goes on the wire.
  */
 export function normaliseDomain(raw: string): Normalised {
-  let value = raw.trim();
+  // Quotes left in a field (`, "acme.com"`) and link brackets (`<https://acme.com>`) are not part of it.
+  let value = raw.trim().replace(/^(["'<])(.*)(["'>])$/s, (whole, open: string, inner: string, close: string) =>
+    (open === '<' ? close === '>' : open === close) ? inner.trim() : whole,
+  );
   if (value === '') return { ok: false, reason: 'empty' };
   if (PLACEHOLDERS.has(value.toLowerCase())) return { ok: false, reason: 'not_a_domain' };
   // A contact address in the website column still names the company's domain.
@@ -33,7 +36,8 @@ export function normaliseDomain(raw: string): Normalised {
   // A suffix outside the list (the "*" fallback) is a typo or an internal name, not a company.
   if (parsed.isIcann !== true && parsed.isPrivate !== true) return { ok: false, reason: 'unknown_suffix' };
 
-  const ascii = domainToASCII(parsed.domain);
+  // tldts lowercases; only an IDN needs converting to its punycode form.
+  const ascii = /^[\x21-\x7e]*$/.test(parsed.domain) ? parsed.domain : domainToASCII(parsed.domain);
   if (ascii === '' || ascii.length > 253) return { ok: false, reason: 'not_a_domain' };
   return { ok: true, domain: ascii };
 }

@@ -75,3 +75,21 @@ export function resultForRow(
       return failed(company.errorCode ?? 'error', domain, name);
   }
 }
+
+/**
+ * A key under which rows share one result, for a given state and stop: the invalid reason, the
+ * domain's match outcome, or for a hit the company. Writers cache a row's formatted result under
+ * it, so a company repeated on many rows is read from the journal and formatted once.
+ */
+export function resultKey(ref: number, state: RunState): string {
+  if (ref < 0) return `i${ref}`;
+  switch (state.matchOf(ref)) {
+    case Match.PENDING:
+      return 'p';
+    case Match.MISS:
+      return 'x';
+    case Match.ERROR:
+      return `e:${state.matchError(ref)?.code ?? 'error'}`;
+  }
+  return `c${state.companyOf(ref)?.index ?? -1}`;
+}

@@ -18,6 +18,22 @@ export interface ScanResult {
   rows: number;
   invalidRows: number;
   rowRefs: IntVector;
+  /**
+   * Where each data row sits in the file, so results can copy it byte for byte: it ends at
+   * rowEnds[i] and starts where the row before it ended (the header, for the first), except for
+   * the few rows after a dropped all-empty row, whose start is in rowStarts.
+   */
+  rowEnds: IntVector;
+  rowStarts: Map<number, number>;
+  /** Where the header row sits; null for a headerless input. */
+  headerRange: { start: number; end: number } | null;
+}
+
+/** A batch of parsed records with their byte ranges (see io/csv-reader). */
+export interface RecordBatch {
+  records: string[][];
+  starts: number[];
+  ends: number[];
 }
 
 export const invalidRef = (reason: InvalidReason): number => -1 - INVALID_REASONS.indexOf(reason);
@@ -27,8 +43,20 @@ export const invalidReasonOf = (ref: number): InvalidReason => INVALID_REASONS[-
  * The first pass over the input: validate the whole file (a malformed line stops the run before
  * anything is billed), normalise every value and register each registrable domain once.
  */
-export async function scanRecords(records: AsyncIterable<string[]>, state: RunState, column: string | undefined): Promise<ScanResult> {
+export async function scanRecords(
+  batches: AsyncIterable<RecordBatch>,
+  state: RunState,
+  column: string | undefined,
+  /** The input's size: sizes the row arrays from the first batch's rows, once. */
+  inputBytes = 0,
+): Promise<ScanResult> {
   const rowRefs = new IntVector(Int32Array, 4096);
+  // Byte offsets fit 32 bits below 4 GiB: half the memory of doubles for the common case.
+  const rowEnds = new IntVector(inputBytes < 2 ** 32 ? Uint32Array : Float64Array, 4096);
+  let sized = false;
+  const rowStarts = new Map<number, number>();
+  let lastEnd = 0;
+  let headerRange: ScanResult['headerRange'] = null;
   let header: string[] | undefined;
   let headerless = false;
   let columnIndex = 0;
@@ -43,28 +71,46 @@ export async function scanRecords(records: AsyncIterable<string[]>, state: RunSt
     }
   };
 
-  for await (const record of records) {
+  for await (const { records, starts, ends } of batches) {
+    let i = 0;
+    const last = ends[ends.length - 1];
+    if (!sized && last !== undefined && records.length > 1) {
+      // Rows are much alike in an export: the first batch's average predicts the count well.
+      sized = true;
+      const estimate = Math.ceil((inputBytes / (last / records.length)) * 1.05) + 16;
+      rowRefs.reserve(estimate);
+      rowEnds.reserve(estimate);
+    }
     if (header === undefined) {
-      header = record;
+      const first = records[0];
+      if (first === undefined) continue;
+      header = first;
       try {
         columnIndex = findDomainColumn(header, column);
+        headerRange = { start: starts[0] as number, end: ends[0] as number };
+        lastEnd = headerRange.end;
+        i = 1;
       } catch (error) {
         // `printf 'a.com\nb.io\n' | enrich -`: one column whose first value is itself a domain.
         const only = header[0];
         if (column === undefined && header.length === 1 && only !== undefined && normaliseDomain(only).ok) {
           headerless = true;
           columnIndex = 0;
-          add(only);
           header = ['domain'];
-          continue;
+        } else {
+          throw error;
         }
-        throw error;
       }
-      continue;
     }
     // The reader refuses ragged rows, so every row has the column.
-    add(record[columnIndex] ?? '');
+    for (; i < records.length; i++) {
+      add((records[i] as string[])[columnIndex] ?? '');
+      const start = starts[i] as number;
+      if (start !== lastEnd) rowStarts.set(rowEnds.length, start);
+      lastEnd = ends[i] as number;
+      rowEnds.push(lastEnd);
+    }
   }
   if (header === undefined) throw new InputError('the input is empty: expected a header row and at least one row');
-  return { header, headerless, columnIndex, rows: rowRefs.length, invalidRows, rowRefs };
+  return { header, headerless, columnIndex, rows: rowRefs.length, invalidRows, rowRefs, rowStarts, rowEnds, headerRange };
 }

@@ -1,7 +1,10 @@
-type IntArray = Uint8Array | Int32Array;
-type IntArrayConstructor = Uint8ArrayConstructor | Int32ArrayConstructor;
+type IntArray = Uint8Array | Int32Array | Uint32Array | Float64Array;
+type IntArrayConstructor = Uint8ArrayConstructor | Int32ArrayConstructor | Uint32ArrayConstructor | Float64ArrayConstructor;
 
-/** A growable typed array: a million entries cost 1-4 MB instead of a million boxed numbers. */
+/**
+ * A growable typed array of whole numbers: a million entries cost 1-8 MB instead of a million
+ * boxed numbers (Float64Array holds byte offsets past 4 GB exactly).
+ */
 export class IntVector {
   private data: IntArray;
   private size = 0;
@@ -15,6 +18,27 @@ export class IntVector {
 
   get length(): number {
     return this.size;
+  }
+
+  /** The entries as a typed array (a view: copy it to keep it past the next push). */
+  view(): IntArray {
+    return this.data.subarray(0, this.size);
+  }
+
+  /** A vector holding exactly these entries (the array is adopted, not copied). */
+  static of(data: IntArray): IntVector {
+    const v = new IntVector(data.constructor as IntArrayConstructor, 1);
+    v.data = data;
+    v.size = data.length;
+    return v;
+  }
+
+  /** Makes room for `n` entries in all, at once (no doubling past what is needed). */
+  reserve(n: number): void {
+    if (n <= this.data.length) return;
+    const next = new this.Type(Math.ceil(n));
+    next.set(this.data.subarray(0, this.size));
+    this.data = next;
   }
 
   push(value: number): void {

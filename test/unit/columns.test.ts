@@ -11,6 +11,7 @@ describe('findDomainColumn', () => {
     [['id', 'Company-URL'], 1],
     [['\ufeffDomain', 'x'], 0],
     [['url', 'domain'], 1],
+    [['Name', ' "Web Site" '], 1],
   ])('%j -> %i', (header, index) => {
     expect(findDomainColumn(header, undefined)).toBe(index);
   });

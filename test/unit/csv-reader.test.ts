@@ -15,7 +15,7 @@ function file(content: string | Buffer): string {
 async function records(content: string | Buffer): Promise<string[][]> {
   const path = file(content);
   const out = [];
-  for await (const r of readCsv(path, 'in.csv', await detectFormat(path, 'in.csv'))) out.push(r);
+  for await (const batch of readCsv(path, 'in.csv', await detectFormat(path, 'in.csv'))) out.push(...batch.records);
   return out;
 }
 

@@ -18,6 +18,9 @@ describe('normaliseDomain', () => {
     ['https://www.bücher.de/', 'xn--bcher-kva.de'],
     ['xn--mnchen-3ya.de', 'xn--mnchen-3ya.de'],
     ['acme.myshopify.com', 'acme.myshopify.com'],
+    ['  "example.com"  ', 'example.com'],
+    ["'www.example.com'", 'example.com'],
+    ['<https://example.com/>', 'example.com'],
   ])('%s -> %s', (input, expected) => {
     expect(normaliseDomain(input)).toStrictEqual({ ok: true, domain: expected });
   });

@@ -1,0 +1,89 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { runCli, tempDir } from './helpers/cli.js';
+
+const KEY = 'sk_test_output';
+let sb: Sandbox;
+let dir: ReturnType<typeof tempDir>;
+let known: string;
+let n = 0;
+
+beforeAll(async () => {
+  sb = await startSandbox({ keys: [{ key: KEY }] });
+  dir = tempDir();
+  known = [...sb.directory][0]?.domain as string;
+});
+afterAll(async () => {
+  await sb.close();
+  dir.cleanup();
+});
+
+/** Runs a batch over `input` and returns the output as text. */
+async function enrich(input: string | Buffer, extra: string[] = []): Promise<string> {
+  const i = n++;
+  const path = dir.file(`in${i}.csv`);
+  writeFileSync(path, input);
+  const out = dir.file(`out${i}.csv`);
+  const run = await runCli([path, '-o', out, ...extra], { env: { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY } });
+  expect(run.code, run.stderr).toBe(0);
+  return readFileSync(out, 'utf8');
+}
+
+const RESULT_HEADER = 'enrich_status,enrich_error,company_domain,company_name,company_website_url,company_description,company_industry,company_employee_count,company_revenue_range,company_ownership_type,company_year_founded,company_specialties,company_hq_country,company_hq_city,company_last_updated';
+const miss = `no_match${','.repeat(14)}`;
+
+describe('CSV results copy every row byte for byte', () => {
+  it('keeps quoting, spacing and case exactly as they were, and the line breaks of the input', async () => {
+    const text = await enrich(`Name , "Web"\r\n"Joe ""J"" Bloggs",  "nobody-here-1.com"  \r\n`);
+    expect(text).toBe(`Name , "Web",${RESULT_HEADER}\r\n"Joe ""J"" Bloggs",  "nobody-here-1.com"  ,${miss}\r\n`);
+  });
+
+  it('drops blank lines and all-empty padding rows, keeps quoted line breaks, and ends the last row', async () => {
+    const text = await enrich('domain,note\n\nnobody-a.com,"line one\nline two"\n,\n,,\n\nnobody-b.com,x');
+    expect(text).toBe(`domain,note,${RESULT_HEADER}\nnobody-a.com,"line one\nline two",${miss}\nnobody-b.com,x,${miss}\n`);
+  });
+
+  it('answers in the input dialect: semicolons stay semicolons, a BOM stays', async () => {
+    const text = await enrich(`\ufeffNaam;Website\r\nA;nobody-c.nl\r\n`);
+    expect(text).toBe(`\ufeffNaam;Website;${RESULT_HEADER.replace(/,/g, ';')}\r\nA;nobody-c.nl;${miss.replace(/,/g, ';')}\r\n`);
+  });
+
+  it('gives a headerless list of domains a header', async () => {
+    const text = await enrich(`nobody-d.com\nco.uk\n`);
+    expect(text).toBe(`domain,${RESULT_HEADER}\nnobody-d.com,${miss}\nco.uk,invalid,public_suffix${','.repeat(13)}\n`);
+  });
+
+  it('quotes result values that need it (commas in a description, a newline-free specialties list)', async () => {
+    const c = [...sb.directory].find((x) => x.description?.includes(',') !== true && x.specialties.length > 1 && x.description !== null);
+    if (c === undefined) throw new Error('fixture');
+    const text = await enrich(`domain\n${c.domain}\n`);
+    const row = text.split('\n')[1] as string;
+    expect(row.startsWith(`${c.domain},matched,,${c.domain},`)).toBe(true);
+    expect(row).toContain(c.specialties.join('; '));
+  });
+});
+
+describe('the scan cache', () => {
+  it('is used on a resume, and ignored (then rebuilt) when damaged or for another --column', async () => {
+    const path = dir.file('cache.csv');
+    writeFileSync(path, `Website,Other\n${known},nobody-e.com\nhttps://www.${known}/x,nobody-f.com\n`);
+    const env = { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY };
+    const run = (extra: string[] = []) => runCli([path, '-o', dir.file('cache.out.csv'), ...extra], { env });
+    expect((await run()).code).toBe(0);
+    const expected = readFileSync(dir.file('cache.out.csv'), 'utf8');
+    const cache = `${path}.enrich-journal.scan`;
+    expect(readFileSync(cache).length).toBeGreaterThan(0);
+    expect((await run()).code).toBe(0);
+    expect(readFileSync(dir.file('cache.out.csv'), 'utf8')).toBe(expected);
+    // Damaged: ignored and rebuilt, same output.
+    writeFileSync(cache, readFileSync(cache).subarray(0, 40));
+    expect((await run()).code).toBe(0);
+    expect(readFileSync(dir.file('cache.out.csv'), 'utf8')).toBe(expected);
+    expect(readFileSync(cache).length).toBeGreaterThan(40);
+    // Another column: the cache does not apply (and the journal refuses, as it pins the column).
+    const other = await run(['--column', 'Other']);
+    expect(other.code).toBe(2);
+    expect(other.stderr).toContain('was written reading the column "Website", this run reads "Other"');
+  });
+});
