@@ -87,3 +87,34 @@ describe('the scan cache', () => {
     expect(other.stderr).toContain('was written reading the column "Website", this run reads "Other"');
   });
 });
+
+describe('output destinations', () => {
+  it('writes into a pipe or device in place, follows a symlink, and refuses a directory', async () => {
+    const { execFileSync } = await import('node:child_process');
+    const { lstatSync, mkdirSync, readlinkSync, symlinkSync, statSync } = await import('node:fs');
+    const env = { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY };
+    const input = dir.file('dest.csv', 'domain\nnobody-g.com\n');
+
+    // A FIFO stands in for /dev/null or >(gzip): renaming over it would replace it with a file.
+    const fifo = dir.file('out.fifo');
+    execFileSync('mkfifo', [fifo]);
+    const reader = import('node:fs/promises').then((fs) => fs.readFile(fifo, 'utf8'));
+    const toFifo = await runCli([input, '-o', fifo], { env });
+    expect(toFifo.code).toBe(0);
+    expect(await reader).toContain('nobody-g.com,no_match');
+    expect(statSync(fifo).isFIFO()).toBe(true);
+
+    const real = dir.file('real.csv');
+    const link = dir.file('link.csv');
+    symlinkSync(real, link);
+    expect((await runCli([input, '-o', link], { env })).code).toBe(0);
+    expect(lstatSync(link).isSymbolicLink()).toBe(true);
+    expect(readlinkSync(link)).toBe(real);
+    expect(readFileSync(real, 'utf8')).toContain('nobody-g.com,no_match');
+
+    const folder = dir.file('folder');
+    mkdirSync(folder);
+    const refused = await runCli([input, '-o', folder], { env });
+    expect(refused).toMatchObject({ code: 2, stderr: `enrich: ${folder} is a directory; -o takes a file path, or - for stdout\n` });
+  });
+});

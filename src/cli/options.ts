@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
@@ -71,6 +71,9 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
   }
   if (flags.output !== '-' && flags.input !== '-' && resolve(flags.output) === resolve(flags.input)) {
     throw new UsageError('refusing to write the results over the input; pick another -o');
+  }
+  if (flags.output !== '-' && (await stat(flags.output).catch(() => null))?.isDirectory() === true) {
+    throw new UsageError(`${flags.output} is a directory; -o takes a file path, or - for stdout`);
   }
   if (flags.summaryJson === '-' && flags.output === '-' && !flags.dryRun) {
     throw new UsageError('--summary-json - needs -o <file> (or --dry-run): stdout already carries the results');

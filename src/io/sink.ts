@@ -1,9 +1,40 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
-import { readdir, rename, rm } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { lstat, readdir, readlink, realpath, rename, rm, stat } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import { EnrichError, ExitCode, UsageError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
+
+/** Whoever read our stdout stopped reading (`| head`): the journal holds everything, so nothing is lost. */
+export class OutputClosedError extends EnrichError {
+  override readonly name = 'OutputClosedError';
+  constructor(cause: unknown) {
+    super('stdout was closed before all results were written; the journal is complete, run the same command to write them again', ExitCode.FAILURE, { cause });
+  }
+}
+
+/** Writes with backpressure, and fails (rather than waits forever) once the stream is broken. */
+async function writeTo(stream: NodeJS.WritableStream, chunk: string | Buffer): Promise<void> {
+  const w = stream as NodeJS.WritableStream & { destroyed?: boolean; errored?: Error | null };
+  if (w.destroyed === true || (w.errored ?? null) !== null) throw new OutputClosedError(w.errored);
+  if (stream.write(chunk)) return;
+  await new Promise<void>((resolve, reject) => {
+    const done = (error?: unknown): void => {
+      stream.off('drain', onDrain);
+      stream.off('error', onError);
+      stream.off('close', onClose);
+      if (error === undefined) resolve();
+      else reject(new OutputClosedError(error));
+    };
+    const onDrain = (): void => done();
+    const onError = (error: unknown): void => done(error);
+    const onClose = (): void => done(new Error('closed'));
+    stream.on('drain', onDrain);
+    stream.on('error', onError);
+    stream.on('close', onClose);
+  });
+}
 
 /** Where results go: stdout, or a file that appears under its name only when complete. */
 export interface Sink {
@@ -29,30 +60,48 @@ async function removeOrphans(destination: string): Promise<void> {
 
 /**
  * A file is written to a private (0600) temp file beside it and renamed into place at the end,
- * so a crash never leaves a half-written output that looks finished. Writes respect backpressure.
+ * so a crash never leaves a half-written output that looks finished. A symlink is followed (the
+ * link stays a link); a device or pipe (`-o /dev/null`, `-o >(gzip ...)`) is written in place,
+ * since renaming over it would replace it. Writes respect backpressure.
  */
 export async function openSink(destination: string, stdout: NodeJS.WritableStream): Promise<Sink> {
   if (destination === '-') {
     return {
-      write: async (chunk) => {
-        if (!stdout.write(chunk)) await once(stdout, 'drain');
-      },
+      write: (chunk) => writeTo(stdout, chunk),
       finish: async () => {},
       abort: async () => {},
     };
   }
-  const tempPath = join(dirname(destination), `${tempPrefix(destination)}${process.pid}-${randomBytes(4).toString('hex')}`);
+  let target = destination;
+  const link = await lstat(destination).catch(() => null);
+  // realpath needs the target to exist; a link to a file not written yet resolves by readlink.
+  if (link?.isSymbolicLink() === true) target = await realpath(destination).catch(async () => resolve(dirname(destination), await readlink(destination)));
+  const existing = await stat(target).catch(() => null);
+  if (existing?.isDirectory() === true) throw new UsageError(`${destination} is a directory; -o takes a file path, or - for stdout`);
+  if (existing !== null && !existing.isFile()) {
+    const direct: WriteStream = createWriteStream(target, { flags: 'w' });
+    await once(direct, 'open');
+    return {
+      write: (chunk) => writeTo(direct, chunk),
+      finish: async () => {
+        direct.end();
+        await once(direct, 'finish');
+      },
+      abort: async () => {
+        direct.destroy();
+      },
+    };
+  }
+  const tempPath = join(dirname(target), `${tempPrefix(target)}${process.pid}-${randomBytes(4).toString('hex')}`);
   const file: WriteStream = createWriteStream(tempPath, { mode: 0o600 });
   await once(file, 'open');
   return {
-    write: async (chunk) => {
-      if (!file.write(chunk)) await once(file, 'drain');
-    },
+    write: (chunk) => writeTo(file, chunk),
     finish: async () => {
       file.end();
       await once(file, 'finish');
-      await rename(tempPath, destination);
-      await removeOrphans(destination);
+      await rename(tempPath, target);
+      await removeOrphans(target);
     },
     abort: async () => {
       file.destroy();
