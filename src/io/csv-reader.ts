@@ -1,6 +1,6 @@
 import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
-import { parse, type Options } from 'csv-parse';
+import { Parser, type Options } from 'csv-parse';
 import { InputError } from '../errors.js';
 
 export interface CsvFormat {
@@ -67,7 +67,7 @@ export async function detectFormat(path: string, displayName: string): Promise<C
   }
 }
 
-function parserOptions(format: CsvFormat, onRecord: (record: string[], end: number) => void): Options {
+function parserOptions(format: CsvFormat): Options {
   return {
     bom: true,
     delimiter: format.delimiter,
@@ -77,14 +77,28 @@ function parserOptions(format: CsvFormat, onRecord: (record: string[], end: numb
     // (",,") rather than refuse them.
     relax_column_count: true,
     skip_empty_lines: true,
-    // Records are taken inside the parse loop, a chunk's worth at a time: no stream object,
-    // promise or microtask per record (returning null keeps them out of the stream). The
-    // context's byte count is where the record ends, its line break included.
-    on_record: (record, context) => {
-      onRecord(record, context.bytes);
-      return null;
-    },
   };
+}
+
+/**
+ * csv-parse's stream, taking each record as the parser hands it over instead of through the
+ * object stream: no stream buffering, promise or microtask per record. At that moment the
+ * parser's documented live counters (`info`) say where the record ended, its line break
+ * included. (on_record's context says the same, but builds two objects per record to say it.)
+ */
+class RangedParser extends Parser {
+  constructor(
+    options: Options,
+    private readonly onRecord: (record: string[], end: number) => void,
+  ) {
+    super(options);
+  }
+
+  override push(chunk: unknown, encoding?: BufferEncoding): boolean {
+    if (chunk === null) return super.push(null, encoding);
+    this.onRecord(chunk as string[], this.info.bytes);
+    return true;
+  }
 }
 
 const allEmpty = (record: string[]): boolean => record.every((f) => f === '');
@@ -155,8 +169,9 @@ export async function* readCsv(
   let lastEnd = 0;
   let width: number | undefined;
   let ragged: { code: string; bytes: number; message: string } | undefined;
-  const parser = parse(
-    parserOptions(format, (record, end) => {
+  const parser = new RangedParser(
+    parserOptions(format),
+    (record, end) => {
       if (ragged !== undefined) return;
       if (!allEmpty(record)) {
         width ??= record.length;
@@ -169,7 +184,7 @@ export async function* readCsv(
         batch.ends.push(end);
       }
       lastEnd = end;
-    }),
+    },
   );
   // Errors are read from `parser.errored` right after each write; this only keeps them handled.
   parser.on('error', () => {});

@@ -1,6 +1,8 @@
 import type { EnrichEntry, EventEntry, MatchEntry } from '../journal/entries.js';
 import { IntVector } from './vector.js';
 
+const NO_IDS: ReadonlySet<string> = new Set();
+
 /** Where a domain's free match stands. */
 export const Match = { PENDING: 0, HIT: 1, MISS: 2, ERROR: 3 } as const;
 export type MatchStatus = (typeof Match)[keyof typeof Match];
@@ -26,7 +28,7 @@ export interface Company {
    */
   keyUncertain: boolean;
   /** requestIds of error answers seen under keyVersion: the same one again is a replay. */
-  errorIds: Set<string>;
+  errorIds: ReadonlySet<string>;
   /** The journal line holding the enrich answer, read back when results are written. */
   record: RecordRef | null;
   errorCode: string | null;
@@ -113,7 +115,7 @@ export class RunState {
       case 'intent': {
         const c = this.company(entry.c);
         if (c === undefined) return;
-        if (c.keyVersion !== entry.v) c.errorIds.clear();
+        if (c.keyVersion !== entry.v) c.errorIds = NO_IDS;
         c.keyVersion = entry.v;
         c.intentOpen = true;
         // Replayed, an intent may have been sent before the crash; live, nothing is sent yet.
@@ -156,7 +158,7 @@ export class RunState {
       keyVersion: 1,
       intentOpen: false,
       keyUncertain: false,
-      errorIds: new Set(),
+      errorIds: NO_IDS,
       record: null,
       errorCode: null,
       errorFinal: false,
@@ -194,10 +196,11 @@ export class RunState {
         c.keyVersion = entry.v + 1;
         c.intentOpen = false;
         c.keyUncertain = false;
-        c.errorIds.clear();
+        c.errorIds = NO_IDS;
       } else {
         c.keyUncertain = true;
-        if (entry.rid !== undefined) c.errorIds.add(entry.rid);
+        // Errors are rare: a company gets a set of its own only when it has one to remember.
+        if (entry.rid !== undefined) c.errorIds = new Set([...c.errorIds, entry.rid]);
       }
     }
   }

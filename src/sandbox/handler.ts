@@ -31,6 +31,9 @@ export interface SandboxStats {
   replays: number;
   /** Answers lost on purpose (dropRate). */
   dropped: number;
+  /** Wall-clock ms of the first and the latest company-endpoint request (0: none yet). */
+  firstAt: number;
+  lastAt: number;
   /** Calls that passed auth, rate limit and validation, per endpoint and normalised domain. */
   matchCalls: Map<string, number>;
   enrichCalls: Map<string, number>;
@@ -89,6 +92,8 @@ export function createHandler(config: HandlerConfig): (req: IncomingMessage, res
 
   /** Auth then the key's token bucket; undefined means the request may proceed. */
   const admit = (req: IncomingMessage, requestId: string): { account: Account } | { answer: Answer } => {
+    stats.lastAt = Date.now();
+    if (stats.firstAt === 0) stats.firstAt = stats.lastAt;
     const account = accounts.authenticate(req.headers.authorization);
     if (account === undefined) return { answer: fail(401, 'invalid_token', requestId) };
     if (!account.scopes.has(SCOPE)) return { answer: fail(403, 'insufficient_scope', requestId, `this endpoint needs the scope ${SCOPE}`) };
@@ -185,6 +190,10 @@ export function createHandler(config: HandlerConfig): (req: IncomingMessage, res
     if (path === '/_sandbox/ledger' && req.method === 'GET') {
       const charged = account.ledger.reduce((n, e) => n + e.credits, 0);
       return { status: 200, contentType: JSON_TYPE, body: JSON.stringify({ balance: account.balance, charged, entries: account.ledger }) };
+    }
+    if (path === '/_sandbox/stats' && req.method === 'GET') {
+      const { matchCalls, enrichCalls, ...counters } = stats;
+      return { status: 200, contentType: JSON_TYPE, body: JSON.stringify({ ...counters, matchDomains: matchCalls.size, enrichDomains: enrichCalls.size }) };
     }
     if (path === '/_sandbox/topup' && req.method === 'POST') {
       let credits: unknown;

@@ -71,7 +71,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
   const keys = options.keys ?? [{ key: generateKey() }];
   const directory = options.directory ?? defaultDirectory();
   const accounts = new Accounts(keys, options.balance ?? 10_000, { rate: options.rateLimit ?? null, burst: options.burst }, now());
-  const stats: SandboxStats = { requests: 0, byStatus: {}, replays: 0, dropped: 0, matchCalls: new Map(), enrichCalls: new Map() };
+  const stats: SandboxStats = { requests: 0, byStatus: {}, replays: 0, dropped: 0, firstAt: 0, lastAt: 0, matchCalls: new Map(), enrichCalls: new Map() };
   let url = '';
   let openapi: string | undefined;
   const config = {

@@ -13,10 +13,10 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
 }
 
-/** Peak resident set (VmHWM) of a live process, MB. */
-export function peakRssMb(pid: number): number {
+/** Peak resident set (VmHWM) of a live process, MiB. */
+export function peakRssMiB(pid: number): number {
   const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m === null ? Number.NaN : Number(m[1]) / 1024;
+  return m === null ? 0 : Number(m[1]) / 1024;
 }
 
 export interface Server {
@@ -25,9 +25,17 @@ export interface Server {
   stop(): Promise<void>;
 }
 
+const children = new Set<ChildProcess>();
+// A bench that dies must not leave servers behind holding ports (and the terminal's pipes).
+process.on('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
 /** Starts `node <args>` and waits for it to print a URL. */
 export async function startServer(args: string[]): Promise<Server> {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+  children.add(child);
+  child.on('exit', () => children.delete(child));
   const url = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout?.on('data', (c: Buffer) => {
@@ -121,3 +129,54 @@ export async function load(
 }
 
 export const fmt = (n: number, digits = 0): string => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+
+export interface Measured {
+  code: number;
+  wallMs: number;
+  peakMiB: number;
+  stderr: string;
+}
+
+/**
+ * Runs a command to completion, timing it from spawn to exit and tracking its peak resident set
+ * (VmHWM, polled; the high-water mark only grows, so the last poll is within a poll of the peak).
+ */
+export function runMeasured(command: string, args: string[], env: Record<string, string>): Promise<Measured> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+    let peak = 0;
+    const poll = setInterval(() => {
+      try {
+        peak = Math.max(peak, peakRssMiB(child.pid as number));
+      } catch {
+        // exited between polls
+      }
+    }, 10);
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      clearInterval(poll);
+      resolve({ code: code ?? -1, wallMs: performance.now() - t0, peakMiB: peak, stderr });
+    });
+  });
+}
+
+export const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+};
+
+export interface SandboxStats {
+  requests: number;
+  byStatus: Record<string, number>;
+  firstAt: number;
+  lastAt: number;
+}
+
+export async function sandboxStats(server: Server, key = 'sk_bench'): Promise<SandboxStats> {
+  const res = await fetch(`${server.url}/_sandbox/stats`, { headers: { authorization: `Bearer ${key}` } });
+  return (await res.json()) as SandboxStats;
+}
