@@ -4,6 +4,7 @@ import { runBatch, type RunOptions, type RunResult } from '../commands/run.js';
 import { EnrichError, ExitCode, errorMessage } from '../errors.js';
 import type { Journal } from '../journal/index.js';
 import { plainReporter } from '../ui/plain.js';
+import { ttyReporter } from '../ui/tty.js';
 import type { Reporter } from '../ui/reporter.js';
 import { formatSummary, nextStep } from '../ui/summary.js';
 import { resolveRunOptions } from './options.js';
@@ -31,7 +32,10 @@ export interface CliIO {
  */
 function tuneHeap(env: NodeJS.ProcessEnv): void {
   const percent = Number(env['ENRICH_HEAP_GROWTH'] ?? 25);
-  if (Number.isInteger(percent) && percent > 0) v8.setFlagsFromString(`--heap-growing-percent=${percent}`);
+  // V8 prints an unknown flag's error to stdout (our data): set it only on the V8s of Node 20
+  // to 24 (11 to 13), where it is known to exist; a later V8 runs untuned until checked.
+  const major = Number(process.versions.v8.split('.')[0]);
+  if (Number.isInteger(percent) && percent > 0 && major >= 11 && major <= 13) v8.setFlagsFromString(`--heap-growing-percent=${percent}`);
 }
 
 export function processIO(): CliIO {
@@ -99,8 +103,22 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
   }
 }
 
-function chooseReporter(flags: RunFlags, io: CliIO): Reporter {
-  return plainReporter({ stream: io.stderr, intervalMs: 5_000, quiet: flags.quiet, now: () => performance.now() });
+const setTo = (value: string | undefined): boolean => value !== undefined && value !== '' && value !== '0' && value.toLowerCase() !== 'false';
+
+/**
+ * A live display only for a person at a terminal: stderr is a TTY, and neither CI, NO_COLOR
+ * (no-color.org), TERM=dumb, --quiet nor --no-progress says otherwise. Everything else gets
+ * plain lines at most every few seconds (none with --quiet), with no escape sequences.
+ */
+export function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'output'>, io: Pick<CliIO, 'stderr' | 'stdout' | 'env'>): Reporter {
+  const now = (): number => performance.now();
+  const interactive =
+    io.stderr.isTTY === true && !flags.quiet && flags.progress && !setTo(io.env['CI']) && (io.env['NO_COLOR'] ?? '') === '' && io.env['TERM'] !== 'dumb';
+  if (interactive) {
+    const outputToTerminal = flags.output === '-' && (io.stdout as { isTTY?: boolean }).isTTY === true;
+    return ttyReporter({ stream: io.stderr, now, outputToTerminal });
+  }
+  return plainReporter({ stream: io.stderr, intervalMs: 5_000, quiet: flags.quiet, now });
 }
 
 async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redact: (s: string) => string): Promise<number> {

@@ -137,6 +137,7 @@ export async function runBatch(options: RunOptions, ctx: RunContext): Promise<Ru
     const owesEnrich = !options.dryRun && state.companies.some((c) => state.needsEnrich(c));
     if (progress.matchTotal > 0 || owesEnrich) {
       progress.phase = 'match';
+      ctx.reporter.refresh();
       const client = await connect(options, cleanups);
       const limiter = new AdaptiveLimiter({ clock });
       const scheduler = new Scheduler(limiter, clock, options.concurrency);
@@ -166,11 +167,13 @@ export async function runBatch(options: RunOptions, ctx: RunContext): Promise<Ru
 
     // 4. Results, in input order, rebuilt from the state (and so identical after a resume).
     progress.phase = 'write';
+    ctx.reporter.refresh();
     const writeOutput = !options.dryRun && stop?.reason !== 'interrupted' && stop?.reason !== 'auth';
     const tally = writeOutput
       ? await writeResults(options, scan, state, input, format, journal.path, stop, ctx)
       : countResults(scan, state, options.dryRun, stop);
     progress.phase = 'done';
+    ctx.reporter.refresh();
     const summary = summarise({
       state,
       tally,

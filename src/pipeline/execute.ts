@@ -137,6 +137,8 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
         if (error instanceof RateLimitedError) {
           attempts.rateLimited++;
           progress.rateLimited++;
+          // Shown as a pause by the UI, so a wait on the service never looks like a hang.
+          progress.pausedUntil = Math.max(progress.pausedUntil, clock.now() + error.retryAfterSeconds * 1000);
         } else attempts.failures++;
         if (!decision.retry) return { kind: 'error', error };
         progress.retries++;

@@ -22,6 +22,7 @@ export function plainReporter(options: PlainOptions): Reporter {
       timer = setInterval(() => write(progressLine(progress, options.now())), options.intervalMs);
       timer.unref();
     },
+    refresh() {},
     note(message) {
       if (!options.quiet) write(message);
     },

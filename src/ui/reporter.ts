@@ -8,6 +8,11 @@ import type { Progress } from '../pipeline/progress.js';
 export interface Reporter {
   /** Starts showing `progress`, which the pipeline updates as it goes. */
   begin(progress: Progress): void;
+  /**
+   * Redraw now, not at the next tick: the phase changed. Called before results are written, so
+   * a live display is gone before the first byte reaches a terminal.
+   */
+  refresh(): void;
   /** A line worth telling: resuming, where the journal is. Suppressed by --quiet. */
   note(message: string): void;
   /** Something the user should act on; shown even with --quiet. */
@@ -18,6 +23,7 @@ export interface Reporter {
 
 export const silentReporter: Reporter = {
   begin: () => {},
+  refresh: () => {},
   note: () => {},
   warn: () => {},
   end: () => {},
