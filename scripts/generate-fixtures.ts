@@ -8,6 +8,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { domainToASCII } from 'node:url';
+import type { FixtureCompany } from '../src/sandbox/directory.js';
 import { mulberry32 } from '../src/sandbox/random.js';
 
 const SEED = 20261121;
@@ -83,22 +84,7 @@ function weightedCountry(): Country {
   return COUNTRIES[0] as Country;
 }
 
-interface Company {
-  domain: string;
-  aliases: string[];
-  name: string;
-  website_url: string | null;
-  description: string | null;
-  industry: string | null;
-  employee_count: number | null;
-  revenue_range: string | null;
-  ownership_type: string | null;
-  year_founded: number | null;
-  specialties: string[];
-  hq_country: string | null;
-  hq_city: string | null;
-  last_updated: string;
-}
+type Company = FixtureCompany;
 
 const taken = new Set<string>();
 const companies: Company[] = [];

@@ -58,6 +58,29 @@ async function removeOrphans(destination: string): Promise<void> {
   }
 }
 
+/** A sink over a file stream, with what to do once it is complete or abandoned. */
+async function streamSink(
+  path: string,
+  options: { flags?: string; mode?: number },
+  afterFinish: () => Promise<void> = async () => {},
+  afterAbort: () => Promise<void> = async () => {},
+): Promise<Sink> {
+  const stream: WriteStream = createWriteStream(path, options);
+  await once(stream, 'open');
+  return {
+    write: (chunk) => writeTo(stream, chunk),
+    finish: async () => {
+      stream.end();
+      await once(stream, 'finish');
+      await afterFinish();
+    },
+    abort: async () => {
+      stream.destroy();
+      await afterAbort();
+    },
+  };
+}
+
 /**
  * A file is written to a private (0600) temp file beside it and renamed into place at the end,
  * so a crash never leaves a half-written output that looks finished. A symlink is followed (the
@@ -78,34 +101,15 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
   if (link?.isSymbolicLink() === true) target = await realpath(destination).catch(async () => resolve(dirname(destination), await readlink(destination)));
   const existing = await stat(target).catch(() => null);
   if (existing?.isDirectory() === true) throw new UsageError(`${destination} is a directory; -o takes a file path, or - for stdout`);
-  if (existing !== null && !existing.isFile()) {
-    const direct: WriteStream = createWriteStream(target, { flags: 'w' });
-    await once(direct, 'open');
-    return {
-      write: (chunk) => writeTo(direct, chunk),
-      finish: async () => {
-        direct.end();
-        await once(direct, 'finish');
-      },
-      abort: async () => {
-        direct.destroy();
-      },
-    };
-  }
+  if (existing !== null && !existing.isFile()) return streamSink(target, { flags: 'w' });
   const tempPath = join(dirname(target), `${tempPrefix(target)}${process.pid}-${randomBytes(4).toString('hex')}`);
-  const file: WriteStream = createWriteStream(tempPath, { mode: 0o600 });
-  await once(file, 'open');
-  return {
-    write: (chunk) => writeTo(file, chunk),
-    finish: async () => {
-      file.end();
-      await once(file, 'finish');
+  return streamSink(
+    tempPath,
+    { mode: 0o600 },
+    async () => {
       await rename(tempPath, target);
       await removeOrphans(target);
     },
-    abort: async () => {
-      file.destroy();
-      await rm(tempPath, { force: true });
-    },
-  };
+    () => rm(tempPath, { force: true }),
+  );
 }
