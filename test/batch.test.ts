@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync, readFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
 import { csvText, readCsvFile, readCsvRows, runCli, tempDir } from './helpers/cli.js';
@@ -226,5 +226,82 @@ describe('a batch against the sandbox', () => {
     const run = await runCli([input], { env: env({ ENRICH_BASE_URL: 'http://data.example.com' }) });
     expect(run.code).toBe(2);
     expect(run.stderr).toBe('enrich: refusing to send the API key over plain http to data.example.com; use https:// (plain http is allowed only to this machine)\n');
+  });
+});
+
+describe('refused before any work', () => {
+  it('names a missing folder for -o or --summary-json, with exit 2', async () => {
+    await sandbox();
+    const input = dir.file('in.csv', csvText([['domain'], ['a.com']]));
+    const noOut = await runCli([input, '-o', `${dir.path}/missing/out.csv`], { env: env() });
+    expect(noOut).toMatchObject({ code: 2, stderr: `enrich: -o ${dir.path}/missing/out.csv: the folder ${dir.path}/missing does not exist\n` });
+    const noSummary = await runCli([input, '-o', dir.file('o.csv'), '--summary-json', `${dir.path}/nope/s.json`], { env: env() });
+    expect(noSummary.code).toBe(2);
+    expect(noSummary.stderr).toContain('--summary-json');
+    expect(sb.stats.requests).toBe(0);
+  });
+});
+
+describe('paths that would destroy something are refused up front', () => {
+  it('refuses one file in two roles: results over the journal or the input, a summary over the input', async () => {
+    await sandbox();
+    const input = dir.file('in.csv', csvText([['domain'], ['a.com']]));
+    const same = dir.file('same.csv');
+    const overJournal = await runCli([input, '--journal', same, '-o', same], { env: env() });
+    expect(overJournal).toMatchObject({ code: 2, stderr: `enrich: the journal and -o are the same file (${same}); give each its own path\n` });
+    const overInput = await runCli([input, '-o', dir.file('o.csv'), '--summary-json', input], { env: env() });
+    expect(overInput.code).toBe(2);
+    expect(overInput.stderr).toContain('--summary-json and the input are the same file');
+    const defaultJournal = await runCli([input, '-o', `${input}.enrich-journal`], { env: env() });
+    expect(defaultJournal.stderr).toContain('are the same file');
+    expect(sb.stats.requests).toBe(0);
+  });
+
+  it('refuses a directory as --journal', async () => {
+    await sandbox();
+    const input = dir.file('in.csv', csvText([['domain'], ['a.com']]));
+    const run = await runCli([input, '--journal', dir.path], { env: env() });
+    expect(run).toMatchObject({ code: 2, stderr: `enrich: --journal ${dir.path} is a directory; give a file path\n` });
+  });
+});
+
+describe('dry runs and their output', () => {
+  it('writes what matched to -o when asked (names, no records), and nothing to stdout when not', async () => {
+    await sandbox();
+    const c = companies(1)[0] as { domain: string; name: string };
+    const input = dir.file('in.csv', csvText([['domain'], [c.domain], ['nobody-here.io'], ['co.uk']]));
+    const quiet = await runCli([input, '--dry-run'], { env: env() });
+    expect(quiet.code).toBe(0);
+    expect(quiet.stdout).toBe('');
+    const out = dir.file('dry.csv');
+    expect((await runCli([input, '--dry-run', '-o', out], { env: env() })).code).toBe(0);
+    const rows = readCsvFile(out);
+    expect(rows.map((r) => [r['enrich_status'], r['company_domain'], r['company_name'], r['company_industry']])).toStrictEqual([
+      ['matched', c.domain, c.name, ''],
+      ['no_match', '', '', ''],
+      ['invalid', '', '', ''],
+    ]);
+    expect(sb.ledger(KEY)).toHaveLength(0);
+  });
+});
+
+describe('odd inputs', () => {
+  it('warns about a file that is not UTF-8, and still copies its rows unchanged', async () => {
+    await sandbox();
+    const input = dir.file('latin1.csv');
+    writeFileSync(input, Buffer.from('name,domain\nCaf\xe9 Ren\xe9,nobody-x.fr\n', 'latin1'));
+    const out = dir.file('latin1.out.csv');
+    const run = await runCli([input, '-o', out], { env: env() });
+    expect(run.code).toBe(0);
+    expect(run.stderr).toMatch(/latin1\.csv is not UTF-8 \(Latin-1 or Windows-1252\?\)/);
+    expect(readFileSync(out).includes(Buffer.from('Caf\xe9 Ren\xe9,nobody-x.fr,no_match', 'latin1'))).toBe(true);
+  });
+
+  it('takes --column with a headerless list of domains', async () => {
+    await sandbox();
+    const [a] = companies(1).map((c) => c.domain);
+    const run = await runCli(['-', '--column', 'website', '--journal', dir.file('j'), '--quiet'], { env: env(), stdin: `${a}\nnobody-y.com\n` });
+    expect(run.code).toBe(0);
+    expect(run.stdout.split('\n')[0]).toMatch(/^website,enrich_status/);
   });
 });

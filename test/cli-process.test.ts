@@ -48,6 +48,17 @@ describe('the built CLI', () => {
     }
   });
 
+  it('never prints a key it took from ENRICH_API_KEY, which may be a real one', async () => {
+    const p = spawnCli(['sandbox', '--port', '0'], { env: { ENRICH_API_KEY: 'sk_live_do_not_print_me' } });
+    await p.waitFor('Ctrl-C to stop.');
+    expect(p.stdout()).not.toContain('sk_live_do_not_print_me');
+    expect(p.stdout()).toContain('key: the value of $ENRICH_API_KEY, not shown');
+    const url = /listening on (http:\/\/\S+)/.exec(p.stdout())?.[1] as string;
+    expect((await call(url, 'GET', `${MATCH}?domain=example.com`, { key: 'sk_live_do_not_print_me' })).status).toBe(200);
+    p.child.kill('SIGTERM');
+    expect(await p.exited).toBe(0);
+  });
+
   it('runs the README demo: a real batch against the embedded sandbox', async () => {
     const dir = tempDir();
     try {

@@ -115,6 +115,6 @@ describe('output destinations', () => {
     const folder = dir.file('folder');
     mkdirSync(folder);
     const refused = await runCli([input, '-o', folder], { env });
-    expect(refused).toMatchObject({ code: 2, stderr: `enrich: ${folder} is a directory; -o takes a file path, or - for stdout\n` });
+    expect(refused).toMatchObject({ code: 2, stderr: `enrich: -o ${folder} is a directory; give a file path, or - for stdout\n` });
   });
 });

@@ -28,6 +28,7 @@ async function batch(options: SandboxOptions, companies: number, extra: Partial<
     {
       input,
       output: out,
+      writesOutput: true,
       format: 'csv',
       column: undefined,
       dryRun: false,

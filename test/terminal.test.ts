@@ -23,8 +23,8 @@ afterAll(async () => {
 });
 
 /** Runs the CLI inside a pseudo-terminal (util-linux `script`), returning everything it drew. */
-function inTerminal(args: string[], env: Record<string, string> = {}): Promise<{ code: number; output: string }> {
-  const command = `stty cols 120 rows 40 2>/dev/null; exec ${JSON.stringify(process.execPath)} ${[BIN, ...args].map((a) => JSON.stringify(a)).join(' ')}`;
+function inTerminal(args: string[], env: Record<string, string> = {}, columns = 120): Promise<{ code: number; output: string }> {
+  const command = `stty cols ${columns} rows 40 2>/dev/null; exec ${JSON.stringify(process.execPath)} ${[BIN, ...args].map((a) => JSON.stringify(a)).join(' ')}`;
   return new Promise((resolve, reject) => {
     const child = spawn('script', ['-qfec', command, '/dev/null'], {
       env: { PATH: process.env['PATH'], HOME: process.env['HOME'], TERM: 'xterm-256color', ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY, ...env },
@@ -76,6 +76,13 @@ describe('the terminal experience', () => {
     expect(screen[0]).toMatch(/^domain,enrich_status,/);
     expect(screen.filter((l) => /,matched,/.test(l))).toHaveLength(60);
     expect(screen.join('\n')).not.toMatch(/[█░]/);
+  });
+
+  it('falls back to plain lines on a terminal that reports no width (it cannot be redrawn in place)', async () => {
+    const { code, output } = await inTerminal([input, '-o', dir.file('zero.csv'), '--fresh'], {}, 0);
+    expect(code).toBe(0);
+    expect(output).not.toContain('\x1b');
+    expect(output.length).toBeLessThan(10_000);
   });
 
   it('--quiet prints nothing but what needs acting on', async () => {

@@ -139,9 +139,27 @@ export interface ErrorResponse {
   body: string;
 }
 
+/**
+ * Definitive means the service itself refused the request, so by spec 7 rule 2 nothing was
+ * charged: a problem document (application/problem+json, as every service error is) with a 4xx
+ * or a 500. A 502, 503 or 504, even with a JSON body, may come from a gateway in front of a
+ * service that did run the call: its outcome is unknown.
+ */
+const isDefinitive = (status: number, contentType: string): boolean =>
+  /^application\/problem\+json\b/i.test(contentType) && (status < 500 || status === 500);
+
 export function apiErrorFromResponse(res: ErrorResponse): ApiError {
   const problem = parseProblem(res.contentType, res.body);
   const requestId = problem?.requestId ?? res.requestId;
+  if (res.status === 429) {
+    // A 429 is a refusal to run the call, whoever sent it (the service or a gateway): retry later.
+    const code = problem?.code ?? 'rate_limited';
+    const detail = problem?.detail ?? problem?.title ?? '';
+    return new RateLimitedError(
+      { status: 429, code, message: `${code} (HTTP 429)${detail === '' ? '' : `: ${detail}`}`, requestId, problem, definitive: true },
+      parseRetryAfter(res.retryAfter, problem),
+    );
+  }
   if (problem === undefined) {
     return new UnexpectedResponseError({
       status: res.status,
@@ -159,9 +177,8 @@ export function apiErrorFromResponse(res: ErrorResponse): ApiError {
     message: `${code} (HTTP ${res.status})${detail === '' ? '' : `: ${detail}`}`,
     requestId,
     problem,
-    definitive: true,
+    definitive: isDefinitive(res.status, res.contentType),
   };
-  if (code === 'rate_limited' || res.status === 429) return new RateLimitedError(init, parseRetryAfter(res.retryAfter, problem));
   const Class = CODE_CLASSES[code] ?? STATUS_CLASSES[res.status] ?? (res.status >= 500 ? InternalServerError : ApiError);
   return new Class(init);
 }

@@ -22,23 +22,13 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
   maxDelayMs: 10_000,
 };
 
-export type RetryDecision =
-  | { retry: false }
-  | {
-      retry: true;
-      delayMs: number;
-      /**
-       * Whether the next paid attempt must keep its Idempotency-Key. True when the outcome is
-       * unknown (no answer, or an answer that is not the service's): the first attempt may have
-       * been charged, and only the same key makes the service replay instead of charging again.
-       */
-      sameKey: boolean;
-    };
+/** Whether and when to try again. Which Idempotency-Key the next try uses is pipeline/keys.ts's call. */
+export type RetryDecision = { retry: false } | { retry: true; delayMs: number };
 
 export interface Attempts {
-  /** Attempts so far that failed with a server error or no answer. */
+  /** Attempts so far, this one included, that failed with a server error or no answer. */
   failures: number;
-  /** Attempts so far answered 429. */
+  /** Attempts so far, this one included, answered 429. */
   rateLimited: number;
 }
 
@@ -56,8 +46,8 @@ export function backoffDelay(failures: number, policy: RetryPolicy, random: () =
 export function decideRetry(error: unknown, attempts: Attempts, policy: RetryPolicy, random: () => number): RetryDecision {
   if (error instanceof RateLimitedError) {
     if (attempts.rateLimited >= policy.maxRateLimitedAttempts) return { retry: false };
-    const jitter = Math.floor(random() * Math.min(1000, policy.baseDelayMs * 2 ** Math.min(attempts.rateLimited, 4)));
-    return { retry: true, delayMs: error.retryAfterSeconds * 1000 + jitter, sameKey: false };
+    const jitter = Math.floor(random() * Math.min(1000, policy.baseDelayMs * 2 ** Math.min(attempts.rateLimited - 1, 4)));
+    return { retry: true, delayMs: error.retryAfterSeconds * 1000 + jitter };
   }
   const retryable =
     error instanceof ConnectionError ||
@@ -66,6 +56,5 @@ export function decideRetry(error: unknown, attempts: Attempts, policy: RetryPol
     (error instanceof UnexpectedResponseError && !(error.status >= 400 && error.status < 500 && error.status !== 408)) ||
     (error instanceof ApiError && error.status >= 500);
   if (!retryable || attempts.failures >= policy.maxAttempts) return { retry: false };
-  const definitive = error instanceof ApiError && error.definitive;
-  return { retry: true, delayMs: backoffDelay(attempts.failures, policy, random), sameKey: !definitive };
+  return { retry: true, delayMs: backoffDelay(attempts.failures, policy, random) };
 }

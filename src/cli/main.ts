@@ -30,7 +30,7 @@ export interface CliIO {
  * unlimited service (measured), nothing in a run bound by the service's rate. The flag is read
  * on every collection, so setting it here, before any work, takes effect.
  */
-function tuneHeap(env: NodeJS.ProcessEnv): void {
+export function tuneProcess(env: NodeJS.ProcessEnv = process.env): void {
   const percent = Number(env['ENRICH_HEAP_GROWTH'] ?? 25);
   // V8 prints an unknown flag's error to stdout (our data): set it only on the V8s of Node 20
   // to 24 (11 to 13), where it is known to exist; a later V8 runs untuned until checked.
@@ -39,7 +39,6 @@ function tuneHeap(env: NodeJS.ProcessEnv): void {
 }
 
 export function processIO(): CliIO {
-  tuneHeap(process.env);
   // A reader that goes away (`enrich x.csv | head`, a closed terminal) is not a crash: writers
   // see the stream's state and stop; nothing else needs the error event.
   for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
@@ -112,10 +111,17 @@ const setTo = (value: string | undefined): boolean => value !== undefined && val
  */
 export function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'output'>, io: Pick<CliIO, 'stderr' | 'stdout' | 'env'>): Reporter {
   const now = (): number => performance.now();
+  // A terminal that reports no width (0 columns) cannot be redrawn in place.
   const interactive =
-    io.stderr.isTTY === true && !flags.quiet && flags.progress && !setTo(io.env['CI']) && (io.env['NO_COLOR'] ?? '') === '' && io.env['TERM'] !== 'dumb';
+    io.stderr.isTTY === true &&
+    (io.stderr.columns ?? 0) > 0 &&
+    !flags.quiet &&
+    flags.progress &&
+    !setTo(io.env['CI']) &&
+    (io.env['NO_COLOR'] ?? '') === '' &&
+    io.env['TERM'] !== 'dumb';
   if (interactive) {
-    const outputToTerminal = flags.output === '-' && (io.stdout as { isTTY?: boolean }).isTTY === true;
+    const outputToTerminal = (flags.output ?? '-') === '-' && (io.stdout as { isTTY?: boolean }).isTTY === true;
     return ttyReporter({ stream: io.stderr, now, outputToTerminal });
   }
   return plainReporter({ stream: io.stderr, intervalMs: 5_000, quiet: flags.quiet, now });

@@ -1,4 +1,5 @@
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, realpath, stat } from 'node:fs/promises';
+import { unwritableReason } from '../io/sink.js';
 import { resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
@@ -56,6 +57,38 @@ export function formatFor(output: string, requested: OutputFormat | undefined): 
   return /\.(jsonl|ndjson)$/i.test(output) ? 'jsonl' : 'csv';
 }
 
+/**
+ * Refuses, before any work, paths that would fail or destroy something only once the work is
+ * done: two roles on one file (results over the input, or over the journal that holds what was
+ * paid for), a directory where a file goes, a folder that does not exist.
+ */
+async function checkPaths(flags: RunFlags): Promise<void> {
+  const output = flags.output ?? '-';
+  const journal = flags.journal ?? (flags.input !== '-' ? `${flags.input}.enrich-journal` : output !== '-' ? `${output}.enrich-journal` : undefined);
+  const files: [string, string][] = [];
+  if (flags.input !== '-') files.push(['the input', flags.input]);
+  if (output !== '-') files.push(['-o', output]);
+  if (journal !== undefined) {
+    files.push(['the journal', journal], ['the journal lock', `${journal}.lock`], ['the scan cache', `${journal}.scan`]);
+  }
+  if (flags.summaryJson !== undefined && flags.summaryJson !== '-') files.push(['--summary-json', flags.summaryJson]);
+  const seen = new Map<string, string>();
+  for (const [role, path] of files) {
+    const key = await realpath(path).catch(() => resolve(path));
+    const other = seen.get(key);
+    if (other !== undefined) throw new UsageError(`${role} and ${other} are the same file (${path}); give each its own path`);
+    seen.set(key, role);
+  }
+  if (journal !== undefined && (await stat(journal).catch(() => null))?.isDirectory() === true) {
+    throw new UsageError(`--journal ${journal} is a directory; give a file path`);
+  }
+  for (const [flag, path] of [['-o', output], ['--summary-json', flags.summaryJson]] as const) {
+    if (path === undefined || path === '-') continue;
+    const reason = await unwritableReason(path);
+    if (reason !== null) throw new UsageError(`${flag} ${reason}`);
+  }
+}
+
 /** Flags and environment -> the batch's options. Every refusal is a one-line UsageError (exit 2). */
 export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv): Promise<RunOptions> {
   if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
@@ -69,19 +102,17 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     }
     service = { kind: 'remote', baseUrl: checkBaseUrl(raw.trim()), apiKey: await readApiKey(flags, env) };
   }
-  if (flags.output !== '-' && flags.input !== '-' && resolve(flags.output) === resolve(flags.input)) {
-    throw new UsageError('refusing to write the results over the input; pick another -o');
-  }
-  if (flags.output !== '-' && (await stat(flags.output).catch(() => null))?.isDirectory() === true) {
-    throw new UsageError(`${flags.output} is a directory; -o takes a file path, or - for stdout`);
-  }
-  if (flags.summaryJson === '-' && flags.output === '-' && !flags.dryRun) {
+  await checkPaths(flags);
+  const output = flags.output ?? '-';
+  const writesOutput = !flags.dryRun || flags.output !== undefined;
+  if (flags.summaryJson === '-' && output === '-' && writesOutput) {
     throw new UsageError('--summary-json - needs -o <file> (or --dry-run): stdout already carries the results');
   }
   return {
     input: flags.input,
-    output: flags.output,
-    format: formatFor(flags.output, flags.format),
+    output,
+    writesOutput,
+    format: formatFor(output, flags.format),
     column: flags.column,
     dryRun: flags.dryRun,
     maxCredits: flags.maxCredits ?? null,

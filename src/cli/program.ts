@@ -5,7 +5,8 @@ import type { SandboxCommandOptions } from '../commands/sandbox.js';
 /** The batch's flags as typed values; cli/options.ts turns them into RunOptions. */
 export interface RunFlags {
   input: string;
-  output: string;
+  /** Unset means stdout; a dry run writes results only when -o is given. */
+  output: string | undefined;
   format: 'csv' | 'jsonl' | undefined;
   column: string | undefined;
   dryRun: boolean;
@@ -23,7 +24,7 @@ export interface RunFlags {
 
 export type ParsedCommand =
   | { kind: 'run'; flags: RunFlags }
-  | { kind: 'sandbox'; options: SandboxCommandOptions; keyFromEnv: boolean }
+  | { kind: 'sandbox'; options: SandboxCommandOptions }
   /** Help or version was printed, or the arguments were refused (commander said why). */
   | { kind: 'exit'; exitCode: number };
 
@@ -81,7 +82,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .version(VERSION, '-V, --version', 'print the version')
     .helpOption('-h, --help', 'show this help')
     .argument('[input]', 'CSV file to read, or - for stdin')
-    .option('-o, --output <path>', 'where results go, - for stdout', '-')
+    .option('-o, --output <path>', 'where results go, - for stdout (the default; a dry run writes none unless given)')
     .addOption(new Option('--format <format>', 'results format (default: from the output extension, else csv)').choices(['csv', 'jsonl']))
     .option('--column <name>', 'the column holding domains (default: detected from the header)')
     .option('--dry-run', 'run the free matches only and report the exact cost; spends nothing', false)
@@ -105,7 +106,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
         kind: 'run',
         flags: {
           input: input as string,
-          output: opts['output'] as string,
+          output: opts['output'] as string | undefined,
           format: opts['format'] as RunFlags['format'],
           column: opts['column'] as string | undefined,
           dryRun: opts['dryRun'] as boolean,
@@ -141,8 +142,8 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
       const fromEnv = env['ENRICH_API_KEY'];
       parsed = {
         kind: 'sandbox',
-        keyFromEnv: fromFlag === undefined && fromEnv !== undefined && fromEnv !== '',
         options: {
+          keyFromEnv: fromFlag === undefined && fromEnv !== undefined && fromEnv !== '',
           host: opts['host'] as string,
           port: opts['port'] as number,
           keys: fromFlag ?? (fromEnv !== undefined && fromEnv !== '' ? [fromEnv] : []),

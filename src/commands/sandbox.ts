@@ -3,6 +3,8 @@ import { startSandbox, type KeyConfig } from '../sandbox/index.js';
 import { num } from '../ui/format.js';
 
 export interface SandboxCommandOptions {
+  /** The key came from $ENRICH_API_KEY, which may be a real one: never print it. */
+  keyFromEnv?: boolean;
   host: string;
   port: number;
   keys: string[];
@@ -49,11 +51,13 @@ export async function serveSandbox(options: SandboxCommandOptions, out: NodeJS.W
     [
       `enrich sandbox listening on ${sandbox.url}`,
       `  ${num(sandbox.directory.size)} companies · ${limits.join(' · ')}`,
-      ...sandbox.keys.map((k) => `  key ${k} (scope search:read, ${num(options.balance)} credits)`),
+      ...(options.keyFromEnv === true
+        ? [`  key: the value of $ENRICH_API_KEY, not shown (scope search:read, ${num(options.balance)} credits)`]
+        : sandbox.keys.map((k) => `  key ${k} (scope search:read, ${num(options.balance)} credits)`)),
       '',
       '  Try it:',
       `    export ENRICH_BASE_URL=${sandbox.url}`,
-      `    export ENRICH_API_KEY=${sandbox.keys[0] ?? ''}`,
+      ...(options.keyFromEnv === true ? [] : [`    export ENRICH_API_KEY=${sandbox.keys[0] ?? ''}`]),
       '    enrich fixtures/companies.csv -o enriched.csv',
       '',
       `  Ledger: curl -H "Authorization: Bearer $ENRICH_API_KEY" ${sandbox.url}/_sandbox/ledger`,

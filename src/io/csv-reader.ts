@@ -9,6 +9,8 @@ export interface CsvFormat {
   bom: boolean;
   /** The header line ends in CRLF: output rows end the same way. */
   crlf: boolean;
+  /** The start of the file is valid UTF-8 (else: most likely Latin-1 or Windows-1252). */
+  utf8: boolean;
 }
 
 /**
@@ -57,11 +59,18 @@ export async function detectFormat(path: string, displayName: string): Promise<C
       throw new InputError(`${displayName} is UTF-16 encoded; save it as UTF-8 CSV and run again`);
     }
     if (head.includes(0)) throw new InputError(`${displayName} is not a text file (it contains NUL bytes)`);
+    let utf8 = true;
+    try {
+      // Streaming: a character cut at the end of the sample is not an error.
+      new TextDecoder('utf-8', { fatal: true }).decode(head, { stream: true });
+    } catch {
+      utf8 = false;
+    }
     let text = head.toString('utf8');
     const bom = text.charCodeAt(0) === 0xfeff;
     if (bom) text = text.slice(1);
     const end = text.search(/\r?\n/);
-    return { delimiter: sniffDelimiter(end === -1 ? text : text.slice(0, end)), bom, crlf: end !== -1 && text[end] === '\r' };
+    return { delimiter: sniffDelimiter(end === -1 ? text : text.slice(0, end)), bom, crlf: end !== -1 && text[end] === '\r', utf8 };
   } finally {
     await handle.close();
   }
@@ -156,15 +165,9 @@ async function describeCsvError(error: unknown, path: string, displayName: strin
 
 /**
  * Streams the records of a CSV file, header included, in bounded memory: one batch per chunk
- * read (about a megabyte of input). A malformed file fails with an InputError naming the line;
- * `onChunk` sees every raw byte (for hashing).
+ * read. A malformed file fails with an InputError naming the line.
  */
-export async function* readCsv(
-  path: string,
-  displayName: string,
-  format: CsvFormat,
-  onChunk?: (chunk: Buffer) => void,
-): AsyncGenerator<CsvBatch> {
+export async function* readCsv(path: string, displayName: string, format: CsvFormat): AsyncGenerator<CsvBatch> {
   let batch: CsvBatch = { records: [], starts: [], ends: [] };
   let lastEnd = 0;
   let width: number | undefined;
@@ -195,7 +198,6 @@ export async function* readCsv(
   const source = createReadStream(path, { highWaterMark: 256 * 1024 });
   try {
     for await (const chunk of source as AsyncIterable<Buffer>) {
-      onChunk?.(chunk);
       parser.write(chunk);
       if (parser.errored !== null) await fail(parser.errored);
       if (ragged !== undefined) await fail(ragged);

@@ -161,6 +161,16 @@ function jsonKeys(header: readonly string[]): string[] {
   return [...header.map((h) => unique(h)), ...RESULT_COLUMNS.map((c) => unique(c))];
 }
 
+/** The result part of a JSONL row (no braces), with the keys this header gives the result columns. */
+export function jsonlResultFormatter(header: readonly string[]): (result: RowResult) => string {
+  const resultKeys = jsonKeys(header).slice(header.length);
+  return (result) => {
+    const obj: Record<string, Value> = {};
+    resultValues(result).forEach((v, i) => (obj[resultKeys[i] as string] = v));
+    return JSON.stringify(obj).slice(1, -1);
+  };
+}
+
 export interface JsonlOptions {
   inputPath: string;
   displayName: string;
@@ -168,31 +178,18 @@ export interface JsonlOptions {
   format: CsvFormat;
   header: readonly string[];
   headerless: boolean;
-  result(row: number): { key: string; result: () => RowResult };
+  /** The result part of data row i, as `jsonlResultFormatter` makes it (callers cache it). */
+  result(row: number): string;
   checkpoint(): void;
 }
 
 /**
  * JSONL results: one object a row, the input's columns by header name (made unique), then the
  * result columns with their JSON types (numbers, null, an array of specialties). The input is
- * parsed again for its fields; each distinct result is serialised once.
+ * parsed again for its fields.
  */
 export async function writeJsonlResults(o: JsonlOptions): Promise<void> {
   const keys = jsonKeys(o.header);
-  const resultKeys = keys.slice(o.header.length);
-  const cache = new Map<string, string>();
-  const resultJson = (row: number): string => {
-    const { key, result } = o.result(row);
-    let text = cache.get(key);
-    if (text === undefined) {
-      const obj: Record<string, Value> = {};
-      resultValues(result()).forEach((v, i) => (obj[resultKeys[i] as string] = v));
-      text = JSON.stringify(obj).slice(1, -1);
-      if (cache.size >= 100_000) cache.clear();
-      cache.set(key, text);
-    }
-    return text;
-  };
   let row = 0;
   let first = !o.headerless;
   for await (const { records } of readCsv(o.inputPath, o.displayName, o.format)) {
@@ -201,7 +198,7 @@ export async function writeJsonlResults(o: JsonlOptions): Promise<void> {
     for (let i = first ? 1 : 0; i < records.length; i++) {
       const fields: Record<string, string> = {};
       (records[i] as string[]).forEach((f, j) => (fields[keys[j] as string] = f));
-      lines.push(`${JSON.stringify(fields).slice(0, -1)},${resultJson(row++)}}\n`);
+      lines.push(`${JSON.stringify(fields).slice(0, -1)},${o.result(row++)}}\n`);
     }
     first = false;
     await o.sink.write(lines.join(''));

@@ -17,6 +17,8 @@ import type { CsvFormat } from './csv-reader.js';
 const FORMAT = 1;
 
 export interface ScanKey {
+  /** The tool version: normalisation or the row encoding may change between releases. */
+  tool: string;
   sha256: string;
   bytes: number;
   column: string | null;

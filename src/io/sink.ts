@@ -1,7 +1,8 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
-import { lstat, readdir, readlink, realpath, rename, rm, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, lstat, readdir, readlink, realpath, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { EnrichError, ExitCode, UsageError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
@@ -58,6 +59,26 @@ async function removeOrphans(destination: string): Promise<void> {
   }
 }
 
+/**
+ * Why `path` cannot take results, or null if it can: a directory, a folder that does not exist or
+ * cannot be written. Checked before a run starts, and again when the output is opened.
+ */
+export async function unwritableReason(path: string): Promise<string | null> {
+  const existing = await stat(path).catch(() => null);
+  if (existing?.isDirectory() === true) return `${path} is a directory; give a file path, or - for stdout`;
+  if (existing !== null && !existing.isFile()) return null; // a device or pipe: written in place
+  const folder = dirname(resolve(path));
+  const info = await stat(folder).catch(() => null);
+  if (info?.isDirectory() !== true) return `${path}: the folder ${folder} does not exist`;
+  try {
+    // The result is written beside the file and renamed over it: the folder must take writes.
+    await access(folder, constants.W_OK);
+  } catch {
+    return `${path}: not allowed to write in ${folder}`;
+  }
+  return null;
+}
+
 /** A sink over a file stream, with what to do once it is complete or abandoned. */
 async function streamSink(
   path: string,
@@ -99,8 +120,9 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
   const link = await lstat(destination).catch(() => null);
   // realpath needs the target to exist; a link to a file not written yet resolves by readlink.
   if (link?.isSymbolicLink() === true) target = await realpath(destination).catch(async () => resolve(dirname(destination), await readlink(destination)));
+  const unusable = await unwritableReason(target);
+  if (unusable !== null) throw new UsageError(unusable);
   const existing = await stat(target).catch(() => null);
-  if (existing?.isDirectory() === true) throw new UsageError(`${destination} is a directory; -o takes a file path, or - for stdout`);
   if (existing !== null && !existing.isFile()) return streamSink(target, { flags: 'w' });
   const tempPath = join(dirname(target), `${tempPrefix(target)}${process.pid}-${randomBytes(4).toString('hex')}`);
   return streamSink(

@@ -44,6 +44,18 @@ export interface Journal {
   releaseLockSync(): void;
 }
 
+/** A new or renamed file survives a power loss only once its directory entry is synced too. */
+async function syncDirectory(path: string): Promise<void> {
+  const dir = await open(dirname(path), 'r');
+  try {
+    await dir.sync();
+  } catch {
+    // some filesystems refuse fsync on a directory; the file itself is synced regardless
+  } finally {
+    await dir.close();
+  }
+}
+
 async function exists(path: string): Promise<boolean> {
   try {
     await stat(path);
@@ -91,6 +103,7 @@ export async function openJournal(path: string, options: OpenOptions): Promise<J
       // Paid records are never deleted: --fresh moves the old journal aside.
       setAside = `${path}.replaced-${now().toISOString().replace(/[:.]/g, '-')}`;
       renameSync(path, setAside);
+      await syncDirectory(path);
     }
 
     let header: HeaderEntry | undefined;
@@ -114,6 +127,7 @@ export async function openJournal(path: string, options: OpenOptions): Promise<J
       await handle.write(line);
       await handle.datasync();
       await handle.close();
+      await syncDirectory(path);
       size = Buffer.byteLength(line);
     } else {
       let result;

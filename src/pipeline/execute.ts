@@ -59,13 +59,16 @@ function sharedController(): AbortController {
   return controller;
 }
 
+/** When several reasons stop a run, the exit code reports the one that needs acting on first. */
+const PRECEDENCE: Record<Stop['reason'], number> = { interrupted: 4, auth: 3, credits: 2, budget: 1 };
+
 class Stops {
   first: Stop | null = null;
   readonly paid = sharedController();
   readonly all = sharedController();
 
   stopPaid(stop: Stop): void {
-    this.first ??= stop;
+    if (this.first === null || PRECEDENCE[stop.reason] > PRECEDENCE[this.first.reason]) this.first = stop;
     this.paid.abort(new StoppedError(stop.reason));
   }
 
@@ -117,10 +120,14 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     return false;
   };
 
-  /** One logical call with retries; each attempt is one scheduled request. */
+  /**
+   * One logical call with retries; each attempt is one scheduled request. `failed` sees every
+   * failure first, and may answer "again": the failure describes the past (a replay), so the
+   * next attempt goes at once, and it neither counts against the retries nor stops the run.
+   */
   async function attempt<T>(lane: Lane, signal: AbortSignal, call: (s: AbortSignal) => Promise<T>, hooks: {
     before?: () => Promise<void>;
-    failed?: (error: unknown) => void;
+    failed?: (error: unknown) => 'again' | undefined;
   } = {}): Promise<Attempt<T>> {
     const attempts = { failures: 0, rateLimited: 0 };
     for (;;) {
@@ -132,14 +139,14 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
         if (error instanceof StoppedError || (inflight.signal.aborted && !(error instanceof ApiError && error.definitive))) {
           return { kind: 'stopped' };
         }
-        hooks.failed?.(error);
-        const decision = decideRetry(error, attempts, options.retry, deps.random);
+        if (hooks.failed?.(error) === 'again') continue;
         if (error instanceof RateLimitedError) {
           attempts.rateLimited++;
           progress.rateLimited++;
           // Shown as a pause by the UI, so a wait on the service never looks like a hang.
           progress.pausedUntil = Math.max(progress.pausedUntil, clock.now() + error.retryAfterSeconds * 1000);
         } else attempts.failures++;
+        const decision = decideRetry(error, attempts, options.retry, deps.random);
         if (!decision.retry) return { kind: 'error', error };
         progress.retries++;
         try {
@@ -215,38 +222,48 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
       return;
     }
     let charged = 0;
+    // The key an attempt goes under: the open intent's as written (a resume must not recompute
+    // it, in case the derivation ever changes), else a new one for the current version.
+    const key = (): string => (company.intentOpen && company.intentKey !== null ? company.intentKey : deps.idempotencyKey(company, company.keyVersion));
+    const failure = (error: unknown, verdict: 'retired' | 'replayed' | 'kept'): void => {
+      const answer = error instanceof ApiError ? error : undefined;
+      record({
+        t: 'enrich',
+        c: company.domain,
+        v: company.keyVersion,
+        s: 'error',
+        code: answer?.code ?? 'error',
+        ...(answer?.requestId === undefined ? {} : { rid: answer.requestId }),
+        key: verdict === 'kept' ? 'kept' : 'retired',
+        ...(answer instanceof ValidationError ? { final: true } : {}),
+      });
+    };
     try {
       const result = await attempt(
         'enrich',
         stops.paid.signal,
-        (signal) => client.enrich(company.domain, { idempotencyKey: deps.idempotencyKey(company, company.keyVersion), signal }),
+        (signal) => client.enrich(company.domain, { idempotencyKey: key(), signal }),
         {
           // The intent is on disk before the paid request leaves: a crash after this point
           // resumes with the same key, and the service replays instead of charging again.
           before: async () => {
             if (company.intentOpen) return;
-            await record({ t: 'intent', c: company.domain, v: company.keyVersion, key: deps.idempotencyKey(company, company.keyVersion) }, true).written;
+            await record({ t: 'intent', c: company.domain, v: company.keyVersion, key: key() }, true).written;
           },
           failed: (error) => {
             const verdict = keyVerdict(company, error);
-            if (verdict === null) return;
-            const answer = error instanceof ApiError ? error : undefined;
-            record({
-              t: 'enrich',
-              c: company.domain,
-              v: company.keyVersion,
-              s: 'error',
-              code: answer?.code ?? 'error',
-              ...(answer?.requestId === undefined ? {} : { rid: answer.requestId }),
-              key: verdict,
-              ...(answer instanceof ValidationError ? { final: true } : {}),
-            });
+            if (verdict === null) return undefined;
+            failure(error, verdict);
+            return verdict === 'replayed' ? 'again' : undefined;
           },
         },
       );
       if (result.kind === 'stopped') return;
       progress.enrichDone++;
       if (result.kind === 'error') {
+        // 429s are not journaled one by one; when they exhaust the retries the company must still
+        // end as an error (so the run exits 3 and a rerun retries it), and a 429 never charges.
+        if (result.error instanceof RateLimitedError) failure(result.error, company.keyUncertain ? 'kept' : 'retired');
         stopFor(result.error, 'enrich');
         return;
       }

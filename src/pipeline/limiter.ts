@@ -88,8 +88,11 @@ export class AdaptiveLimiter {
       const waiter: Waiter = { resolve, reject, signal, onAbort: undefined };
       if (signal !== undefined) {
         waiter.onAbort = () => {
-          // Left in the array (the pump skips it), but no longer counted as demand.
+          // Left in the array (the pump skips it), but no longer counted as demand. With nobody
+          // left, the pump must not sleep out a long pause: that would hold the process open
+          // for up to a Retry-After after Ctrl-C.
           this.waiting--;
+          if (this.waiting === 0) this.kick();
           reject(signal.reason);
         };
         signal.addEventListener('abort', waiter.onAbort, { once: true });

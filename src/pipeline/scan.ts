@@ -93,10 +93,10 @@ export async function scanRecords(
       } catch (error) {
         // `printf 'a.com\nb.io\n' | enrich -`: one column whose first value is itself a domain.
         const only = header[0];
-        if (column === undefined && header.length === 1 && only !== undefined && normaliseDomain(only).ok) {
+        if (header.length === 1 && only !== undefined && normaliseDomain(only).ok) {
           headerless = true;
           columnIndex = 0;
-          header = ['domain'];
+          header = [column ?? 'domain'];
         } else {
           throw error;
         }
@@ -111,6 +111,6 @@ export async function scanRecords(
       rowEnds.push(lastEnd);
     }
   }
-  if (header === undefined) throw new InputError('the input is empty: expected a header row and at least one row');
+  if (header === undefined) throw new InputError('the input is empty: expected a header row (or a list of domains)');
   return { header, headerless, columnIndex, rows: rowRefs.length, invalidRows, rowRefs, rowStarts, rowEnds, headerRange };
 }

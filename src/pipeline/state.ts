@@ -22,6 +22,8 @@ export interface Company {
   keyVersion: number;
   /** An intent at keyVersion is on disk: attempts under this key may go without writing another. */
   intentOpen: boolean;
+  /** The Idempotency-Key that intent names, as written: what every retry and resume sends. */
+  intentKey: string | null;
   /**
    * An attempt under keyVersion may have been charged without us seeing the answer (a lost
    * answer, or a crash after the intent). Such a key is never retired on an error's word alone.
@@ -118,6 +120,7 @@ export class RunState {
         if (c.keyVersion !== entry.v) c.errorIds = NO_IDS;
         c.keyVersion = entry.v;
         c.intentOpen = true;
+        c.intentKey = entry.key;
         // Replayed, an intent may have been sent before the crash; live, nothing is sent yet.
         c.keyUncertain = this.replaying;
         return;
@@ -157,6 +160,7 @@ export class RunState {
       status: 'pending',
       keyVersion: 1,
       intentOpen: false,
+      intentKey: null,
       keyUncertain: false,
       errorIds: NO_IDS,
       record: null,
@@ -181,10 +185,12 @@ export class RunState {
       c.status = 'hit';
       c.record = { offset, length };
       c.intentOpen = false;
+      c.intentKey = null;
       c.errorCode = null;
     } else if (entry.s === 'miss') {
       c.status = 'miss';
       c.intentOpen = false;
+      c.intentKey = null;
       c.errorCode = null;
     } else {
       c.status = 'error';
@@ -195,6 +201,7 @@ export class RunState {
         // forever, so the next attempt gets a new one.
         c.keyVersion = entry.v + 1;
         c.intentOpen = false;
+        c.intentKey = null;
         c.keyUncertain = false;
         c.errorIds = NO_IDS;
       } else {

@@ -3,7 +3,7 @@ import type { Progress } from '../pipeline/progress.js';
 /**
  * How a run talks to the person (or log) watching it. Data never goes through here: stdout
  * belongs to the results. Implementations: TTY (spinner and bars), plain (a line every few
- * seconds, for pipes, CI and cron) and silent (tests, --quiet).
+ * seconds, for pipes, CI and cron; with --quiet only warnings) and silent (tests).
  */
 export interface Reporter {
   /** Starts showing `progress`, which the pipeline updates as it goes. */

@@ -60,7 +60,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
 
   const startBars = (p: Progress): void => {
     stopSpinner();
-    const width = Math.max(10, Math.min(30, (stream.columns ?? 80) - 70));
+    const width = Math.max(10, Math.min(30, (stream.columns || 80) - 70));
     bars = new MultiBar(
       {
         stream,

@@ -43,9 +43,19 @@ describe('apiErrorFromResponse', () => {
   it('falls back on the status class for codes it does not know', () => {
     expect(problem(403, { code: 'key_suspended' })).toBeInstanceOf(InsufficientScopeError);
     expect(problem(503, { code: 'maintenance' })).toBeInstanceOf(InternalServerError);
+    expect(problem(503, { code: 'maintenance' }).definitive).toBe(false);
     const teapot = problem(418, { code: 'teapot' });
     expect(teapot.constructor).toBe(ApiError);
     expect(teapot.definitive).toBe(true);
+  });
+
+  it('treats a 502, 503 or 504 as an unknown outcome even with a problem body: a gateway may stand in front of a service that ran the call', () => {
+    for (const status of [502, 503, 504]) {
+      const e = apiErrorFromResponse({ status, contentType: 'application/problem+json', retryAfter: undefined, requestId: undefined, body: JSON.stringify({ code: 'upstream_timeout', status }) });
+      expect(e.definitive, String(status)).toBe(false);
+    }
+    const json = apiErrorFromResponse({ status: 500, contentType: 'application/json', retryAfter: undefined, requestId: undefined, body: JSON.stringify({ code: 'internal', status: 500 }) });
+    expect(json.definitive).toBe(false);
   });
 
   it('treats an answer that is not a problem document as an unknown outcome', () => {

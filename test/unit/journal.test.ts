@@ -139,3 +139,52 @@ describe('journal', () => {
     expect(readFileSync(path, 'utf8').trim().split('\n')).toHaveLength(2 + 200);
   });
 });
+
+describe('journal writer failures', () => {
+  it('fails every waiting line with a clear error on a full disk, and accepts nothing after', async () => {
+    const { JournalWriter, JournalWriteError } = await import('../../src/journal/writer.js');
+    const writer = await JournalWriter.open('/dev/full', 0);
+    const first = writer.append({ t: 'intent', c: 'acme.com', v: 1, key: 'k' }, true);
+    await expect(first.written).rejects.toThrow(JournalWriteError);
+    await expect(first.written).rejects.toThrow(/cannot write the journal \/dev\/full \(ENOSPC\); no further paid call was made/);
+    expect(() => writer.append({ t: 'match', d: 'b.com', s: 'miss' })).toThrow(JournalWriteError);
+    await expect(writer.close()).rejects.toThrow(JournalWriteError);
+  });
+});
+
+describe('journal lock', () => {
+  it('takes over a lock naming our own pid when this process does not hold it (a restarted container reuses pids)', async () => {
+    const { acquireLock } = await import('../../src/journal/lock.js');
+    const { tempDir: td } = await import('../helpers/cli.js');
+    const d = td();
+    try {
+      const journal = d.file('j');
+      writeFileSync(`${journal}.lock`, JSON.stringify({ pid: process.pid, host: hostname(), started: '2026-01-01T00:00:00Z' }));
+      const lock = acquireLock(journal);
+      expect(JSON.parse(readFileSync(lock.path, 'utf8')).started).not.toBe('2026-01-01T00:00:00Z');
+      // Held now: a second acquire in this process is refused.
+      expect(() => acquireLock(journal)).toThrow(/in use by another enrich/);
+      lock.release();
+    } finally {
+      d.cleanup();
+    }
+  });
+
+  it('clears a takeover token abandoned by a run killed mid-takeover', async () => {
+    const { acquireLock } = await import('../../src/journal/lock.js');
+    const { tempDir: td } = await import('../helpers/cli.js');
+    const d = td();
+    try {
+      const journal = d.file('j');
+      writeFileSync(`${journal}.lock`, JSON.stringify({ pid: 2 ** 22 + 77, host: hostname(), started: 'x' }));
+      writeFileSync(`${journal}.lock.takeover`, '');
+      const old = new Date(Date.now() - 60_000);
+      utimesSync(`${journal}.lock.takeover`, old, old);
+      const lock = acquireLock(journal);
+      expect(existsSync(`${journal}.lock.takeover`)).toBe(false);
+      lock.release();
+    } finally {
+      d.cleanup();
+    }
+  });
+});

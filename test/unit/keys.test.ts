@@ -27,7 +27,7 @@ describe('keyVerdict', () => {
   });
   it('keeps an uncertain key on a fresh error, retires it on a replayed one', () => {
     expect(keyVerdict(uncertain, problem(500, 'internal', 'req_2'))).toBe('kept');
-    expect(keyVerdict(uncertain, problem(500, 'internal', 'req_1'))).toBe('retired');
+    expect(keyVerdict(uncertain, problem(500, 'internal', 'req_1'))).toBe('replayed');
     expect(keyVerdict(uncertain, problem(402, 'insufficient_credits', 'req_3'))).toBe('kept');
   });
   it('records nothing for a 429, which proves nothing about the key', () => {
@@ -83,15 +83,16 @@ function scripted(steps: Step[]) {
   return { client, keys, charges: () => charges };
 }
 
-async function run(steps: Step[]) {
+async function run(steps: Step[], options: { seed?: (state: RunState) => void; maxRateLimited?: number } = {}) {
   const svc = scripted(steps);
   const state = new RunState();
   state.addDomain('acme.com');
+  options.seed?.(state);
   state.startSession();
   const journal: EventEntry[] = [];
   const stop = await execute(
     state,
-    { dryRun: false, maxCredits: null, retry: { maxAttempts: 8, maxRateLimitedAttempts: 8, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100 },
+    { dryRun: false, maxCredits: null, retry: { maxAttempts: 8, maxRateLimitedAttempts: options.maxRateLimited ?? 8, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100 },
     {
       client: svc.client,
       scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, 2),
@@ -142,6 +143,40 @@ describe('paid attempts and their keys', () => {
   });
 });
 
+describe('paid attempts that end without an answer', () => {
+  it('ends a company whose 429s run out as an error (exit 3, retried by a rerun), not silently skipped', async () => {
+    const r = await run(['429', '429', '429'], { maxRateLimited: 3 });
+    expect(r.stop).toBeNull();
+    const c = r.state.company('acme.com');
+    expect([c?.status, c?.errorCode, c?.errorFinal, c?.keyVersion]).toStrictEqual(['error', 'rate_limited', false, 2]);
+    expect(r.state.needsEnrich(c as NonNullable<typeof c>)).toBe(true);
+    expect(r.charges).toBe(0);
+  });
+
+  it('on resume, a replayed 402 retires its key and goes on: it says nothing of today\'s balance', async () => {
+    // The last run lost the answer to key #1; its retry got a 402 (req_old), journaled as kept.
+    const seed = (state: RunState): void => {
+      state.apply({ t: 'match', d: 'acme.com', s: 'hit', c: 'acme.com', n: 'Acme' }, 0, 1);
+      state.apply({ t: 'intent', c: 'acme.com', v: 1, key: 'acme.com#1' }, 0, 1);
+      state.apply({ t: 'enrich', c: 'acme.com', v: 1, s: 'error', code: 'insufficient_credits', rid: 'req_old', key: 'kept' }, 0, 1);
+    };
+    // The service replays the stored 402 under #1 (same requestId), then, under #2, has credits.
+    const r = await run([{ status: 402, code: 'insufficient_credits', rid: 'req_old' }, 'ok'], { seed });
+    expect(r.stop).toBeNull();
+    expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#2']);
+    expect(r.state.company('acme.com')?.status).toBe('hit');
+  });
+
+  it('resumes an open intent under the key it wrote, not a recomputed one', async () => {
+    const seed = (state: RunState): void => {
+      state.apply({ t: 'match', d: 'acme.com', s: 'hit', c: 'acme.com', n: 'Acme' }, 0, 1);
+      state.apply({ t: 'intent', c: 'acme.com', v: 1, key: 'written-by-an-older-version' }, 0, 1);
+    };
+    const r = await run(['ok'], { seed });
+    expect(r.keys).toStrictEqual(['written-by-an-older-version']);
+  });
+});
+
 describe('RunState replay', () => {
   it('treats an intent with no outcome as uncertain: a resume keeps its key', () => {
     const s = new RunState();
@@ -160,7 +195,7 @@ describe('RunState replay', () => {
     s.apply({ t: 'intent', c: 'acme.com', v: 1, key: 'k1' }, 0, 1);
     s.apply({ t: 'enrich', c: 'acme.com', v: 1, s: 'error', code: 'insufficient_credits', rid: 'req_7', key: 'kept' }, 0, 1);
     const c = s.company('acme.com') as NonNullable<ReturnType<RunState['company']>>;
-    expect(keyVerdict(c, problem(402, 'insufficient_credits', 'req_7'))).toBe('retired');
+    expect(keyVerdict(c, problem(402, 'insufficient_credits', 'req_7'))).toBe('replayed');
     s.apply({ t: 'enrich', c: 'acme.com', v: 1, s: 'error', code: 'insufficient_credits', rid: 'req_7', key: 'retired' }, 0, 1);
     expect([c.keyVersion, c.intentOpen, c.keyUncertain, c.errorIds.size]).toStrictEqual([2, false, false, 0]);
   });

@@ -28,6 +28,22 @@ describe('AdaptiveLimiter', () => {
     expect(after).toBeCloseTo(90, 5);
   });
 
+  it('does not hold the process open through a long pause once every caller has given up', async () => {
+    const { systemClock } = await import('../../src/pipeline/clock.js');
+    const timers = (): number => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const before = timers();
+    const limiter = new AdaptiveLimiter({ clock: systemClock, initialRate: 10 });
+    limiter.onRateLimited(systemClock.now() - 1, 30); // a 30 s pause
+    const quit = new AbortController();
+    const waiting = limiter.acquire(quit.signal);
+    await new Promise((r) => setImmediate(r));
+    expect(timers()).toBeGreaterThan(before);
+    quit.abort(new Error('interrupted'));
+    await expect(waiting).rejects.toThrow('interrupted');
+    await new Promise((r) => setImmediate(r));
+    expect(timers()).toBe(before);
+  });
+
   it('lets a caller that gives up leave the queue', async () => {
     const clock = new SimClock();
     const limiter = new AdaptiveLimiter({ clock, initialRate: 1 });

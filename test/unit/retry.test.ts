@@ -1,30 +1,41 @@
 import { describe, expect, it } from 'vitest';
 import { backoffDelay, decideRetry, DEFAULT_RETRY_POLICY as P } from '../../src/api/retry.js';
-import { apiErrorFromResponse, connectionError } from '../../src/api/errors.js';
+import { apiErrorFromResponse, connectionError, RateLimitedError } from '../../src/api/errors.js';
 
 const problem = (status: number, code: string, extra: Record<string, unknown> = {}) =>
   apiErrorFromResponse({ status, contentType: 'application/problem+json', retryAfter: undefined, requestId: undefined, body: JSON.stringify({ code, status, ...extra }) });
-const fresh = { failures: 0, rateLimited: 0 };
 const max = () => 0.999999;
 const min = () => 0;
+// Counts include the failure being decided on.
+const first = { failures: 1, rateLimited: 0 };
+const first429 = { failures: 0, rateLimited: 1 };
 
 describe('decideRetry', () => {
-  it('waits at least Retry-After on 429, with bounded jitter, under a new key', () => {
+  it('waits at least Retry-After on 429, with bounded jitter', () => {
     const e = problem(429, 'rate_limited', { retryAfterSeconds: 2 });
-    expect(decideRetry(e, fresh, P, min)).toStrictEqual({ retry: true, delayMs: 2000, sameKey: false });
+    expect(decideRetry(e, first429, P, min)).toStrictEqual({ retry: true, delayMs: 2000 });
     const d = decideRetry(e, { failures: 0, rateLimited: 10 }, P, max);
     expect(d.retry && d.delayMs >= 2000 && d.delayMs < 3000).toBe(true);
   });
 
-  it('gives up on 429 after its own budget', () => {
-    expect(decideRetry(problem(429, 'rate_limited'), { failures: 0, rateLimited: P.maxRateLimitedAttempts }, P, min)).toStrictEqual({ retry: false });
+  it('treats a 429 without a problem document (a gateway) as a 429 too', () => {
+    const e = apiErrorFromResponse({ status: 429, contentType: 'text/html', retryAfter: '3', requestId: undefined, body: '<h1>slow down</h1>' });
+    expect(e).toBeInstanceOf(RateLimitedError);
+    expect(decideRetry(e, first429, P, min)).toStrictEqual({ retry: true, delayMs: 3000 });
   });
 
-  it('retries a 500 problem with a new key, a lost answer or a proxy 502 page with the same key', () => {
-    expect(decideRetry(problem(500, 'internal'), fresh, P, min)).toMatchObject({ retry: true, sameKey: false });
-    expect(decideRetry(connectionError(new Error('ECONNRESET')), fresh, P, min)).toMatchObject({ retry: true, sameKey: true });
+  it('allows exactly maxRateLimitedAttempts 429s and maxAttempts failures, no more', () => {
+    expect(decideRetry(problem(429, 'rate_limited'), { failures: 0, rateLimited: P.maxRateLimitedAttempts - 1 }, P, min).retry).toBe(true);
+    expect(decideRetry(problem(429, 'rate_limited'), { failures: 0, rateLimited: P.maxRateLimitedAttempts }, P, min)).toStrictEqual({ retry: false });
+    expect(decideRetry(problem(500, 'internal'), { failures: P.maxAttempts - 1, rateLimited: 0 }, P, min).retry).toBe(true);
+    expect(decideRetry(problem(500, 'internal'), { failures: P.maxAttempts, rateLimited: 0 }, P, min)).toStrictEqual({ retry: false });
+  });
+
+  it('retries a 500, a lost answer and a proxy 502 page', () => {
+    expect(decideRetry(problem(500, 'internal'), first, P, min)).toMatchObject({ retry: true });
+    expect(decideRetry(connectionError(new Error('ECONNRESET')), first, P, min)).toMatchObject({ retry: true });
     const page = apiErrorFromResponse({ status: 502, contentType: 'text/html', retryAfter: undefined, requestId: undefined, body: '' });
-    expect(decideRetry(page, fresh, P, min)).toMatchObject({ retry: true, sameKey: true });
+    expect(decideRetry(page, first, P, min)).toMatchObject({ retry: true });
   });
 
   it.each([
@@ -34,11 +45,7 @@ describe('decideRetry', () => {
     [422, 'validation_error'],
     [404, 'not_found'],
   ])('never retries %i %s', (status, code) => {
-    expect(decideRetry(problem(status, code), fresh, P, min)).toStrictEqual({ retry: false });
-  });
-
-  it('stops after maxAttempts failures', () => {
-    expect(decideRetry(problem(500, 'internal'), { failures: P.maxAttempts, rateLimited: 0 }, P, min)).toStrictEqual({ retry: false });
+    expect(decideRetry(problem(status, code), first, P, min)).toStrictEqual({ retry: false });
   });
 });
 
