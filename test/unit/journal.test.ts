@@ -2,7 +2,9 @@ import { appendFileSync, existsSync, readFileSync, statSync, utimesSync, writeFi
 import { hostname } from 'node:os';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openJournal, type EventEntry, type JournalIdentity } from '../../src/journal/index.js';
+import { acquireLock } from '../../src/journal/lock.js';
 import { RecordReader } from '../../src/journal/records.js';
+import { JournalWriteError, JournalWriter } from '../../src/journal/writer.js';
 import { UsageError } from '../../src/errors.js';
 import { tempDir } from '../helpers/cli.js';
 
@@ -142,7 +144,6 @@ describe('journal', () => {
 
 describe('journal writer failures', () => {
   it('fails every waiting line with a clear error on a full disk, and accepts nothing after', async () => {
-    const { JournalWriter, JournalWriteError } = await import('../../src/journal/writer.js');
     const writer = await JournalWriter.open('/dev/full', 0);
     const first = writer.append({ t: 'intent', c: 'acme.com', v: 1, key: 'k' }, true);
     await expect(first.written).rejects.toThrow(JournalWriteError);
@@ -154,9 +155,7 @@ describe('journal writer failures', () => {
 
 describe('journal lock', () => {
   it('takes over a lock naming our own pid when this process does not hold it (a restarted container reuses pids)', async () => {
-    const { acquireLock } = await import('../../src/journal/lock.js');
-    const { tempDir: td } = await import('../helpers/cli.js');
-    const d = td();
+    const d = tempDir();
     try {
       const journal = d.file('j');
       writeFileSync(`${journal}.lock`, JSON.stringify({ pid: process.pid, host: hostname(), started: '2026-01-01T00:00:00Z' }));
@@ -171,9 +170,7 @@ describe('journal lock', () => {
   });
 
   it('clears a takeover token abandoned by a run killed mid-takeover', async () => {
-    const { acquireLock } = await import('../../src/journal/lock.js');
-    const { tempDir: td } = await import('../helpers/cli.js');
-    const d = td();
+    const d = tempDir();
     try {
       const journal = d.file('j');
       writeFileSync(`${journal}.lock`, JSON.stringify({ pid: 2 ** 22 + 77, host: hostname(), started: 'x' }));
