@@ -1,4 +1,5 @@
 import type { Clock } from './clock.js';
+import { Queue } from './queue.js';
 
 export interface LimiterOptions {
   clock: Clock;
@@ -41,8 +42,7 @@ export class AdaptiveLimiter {
   rate: number;
   pausedUntil = 0;
   private lastRelease = Number.NEGATIVE_INFINITY;
-  private readonly queue: Waiter[] = [];
-  private queueHead = 0;
+  private readonly queue = new Queue<Waiter>();
   private waiting = 0;
   private pumping = false;
   private wakePump: AbortController | null = null;
@@ -103,14 +103,6 @@ export class AdaptiveLimiter {
     });
   }
 
-  private dequeue(): void {
-    this.queue[this.queueHead++] = undefined as unknown as Waiter;
-    if (this.queueHead > 1024 && this.queueHead * 2 > this.queue.length) {
-      this.queue.splice(0, this.queueHead);
-      this.queueHead = 0;
-    }
-  }
-
   /** Re-evaluates the queue now (the pace or the pause changed). */
   private kick(): void {
     this.wakePump?.abort();
@@ -121,10 +113,9 @@ export class AdaptiveLimiter {
     this.pumping = true;
     const { clock } = this.options;
     try {
-      while (this.queueHead < this.queue.length) {
-        const waiter = this.queue[this.queueHead] as Waiter;
+      for (let waiter = this.queue.peek(); waiter !== undefined; waiter = this.queue.peek()) {
         if (waiter.signal?.aborted === true) {
-          this.dequeue(); // already rejected and uncounted
+          this.queue.shift(); // already rejected and uncounted
           continue;
         }
         const now = clock.now();
@@ -139,7 +130,7 @@ export class AdaptiveLimiter {
           this.wakePump = null;
           continue;
         }
-        this.dequeue();
+        this.queue.shift();
         if (waiter.signal !== undefined && waiter.onAbort !== undefined) waiter.signal.removeEventListener('abort', waiter.onAbort);
         this.waiting--;
         // Catch up at most one interval after an idle spell: no banked burst.

@@ -2,6 +2,7 @@ import pLimit, { type LimitFunction } from 'p-limit';
 import { ConnectionError, RateLimitedError } from '../api/errors.js';
 import type { Clock } from './clock.js';
 import type { AdaptiveLimiter } from './limiter.js';
+import { Queue } from './queue.js';
 
 /** Paid enriches go before free matches, so a long match phase never starves spending. */
 export type Lane = 'enrich' | 'match';
@@ -11,28 +12,6 @@ interface Job {
   resolve: (value: unknown) => void;
   reject: (reason: unknown) => void;
   signal: AbortSignal | undefined;
-}
-
-/** A FIFO that does not shift arrays: a million queued matches stay O(1) each. */
-class Queue<T> {
-  private items: (T | undefined)[] = [];
-  private head = 0;
-  get length(): number {
-    return this.items.length - this.head;
-  }
-  push(item: T): void {
-    this.items.push(item);
-  }
-  shift(): T | undefined {
-    if (this.head >= this.items.length) return undefined;
-    const item = this.items[this.head];
-    this.items[this.head++] = undefined;
-    if (this.head > 1024 && this.head * 2 > this.items.length) {
-      this.items = this.items.slice(this.head);
-      this.head = 0;
-    }
-    return item;
-  }
 }
 
 export class StoppedError extends Error {
