@@ -142,7 +142,6 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
         if (hooks.failed?.(error) === 'again') continue;
         if (error instanceof RateLimitedError) {
           attempts.rateLimited++;
-          progress.rateLimited++;
           // Shown as a pause by the UI, so a wait on the service never looks like a hang.
           progress.pausedUntil = Math.max(progress.pausedUntil, clock.now() + error.retryAfterSeconds * 1000);
         } else attempts.failures++;
@@ -209,7 +208,6 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
       record({ t: 'match', d: domain, s: 'miss' });
       return;
     }
-    progress.matchHits++;
     const canonical = company.domain.trim().toLowerCase().replace(/\.$/, '');
     record({ t: 'match', d: domain, s: 'hit', c: canonical, n: company.name });
     const target = state.company(canonical);

@@ -3,18 +3,14 @@
  * terminal, and a plain object costs nothing to update.
  */
 export class Progress {
-  phase: 'scan' | 'match' | 'enrich' | 'write' | 'done' = 'scan';
+  phase: 'scan' | 'match' | 'write' | 'done' = 'scan';
   rows = 0;
   matchTotal = 0;
   matchDone = 0;
-  matchHits = 0;
   enrichTotal = 0;
   enrichDone = 0;
   credits = 0;
   retries = 0;
-  rateLimited = 0;
   /** Monotonic ms until which a 429 holds every request back (0: not paused). */
   pausedUntil = 0;
-  /** The request rate the limiter currently allows (Infinity: not yet limited). */
-  rate = Number.POSITIVE_INFINITY;
 }

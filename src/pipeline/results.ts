@@ -19,7 +19,7 @@ export interface RowResult {
 /** Answers about the account, not the company: rows they touch are skipped, not failed. */
 const STOPPING_CODES = new Set(['invalid_token', 'insufficient_scope', 'insufficient_credits']);
 
-export function stopCode(stop: Stop | null): string | null {
+function stopCode(stop: Stop | null): string | null {
   if (stop === null) return null;
   switch (stop.reason) {
     case 'credits':

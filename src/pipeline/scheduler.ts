@@ -35,14 +35,6 @@ export class Scheduler {
     this.limit = pLimit(concurrency);
   }
 
-  get active(): number {
-    return this.limit.activeCount;
-  }
-
-  queued(lane: Lane): number {
-    return this.queues[lane].length;
-  }
-
   /** Runs `call` as one request. Rejects with StoppedError if `signal` aborts before it starts. */
   run<T>(lane: Lane, call: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     return new Promise<T>((resolve, reject) => {

@@ -78,10 +78,6 @@ export class RunState {
     return i;
   }
 
-  domainId(domain: string): number | undefined {
-    return this.domainIndex.get(domain);
-  }
-
   get domainCount(): number {
     return this.domains.length;
   }

@@ -87,8 +87,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
       case 'scan':
         if (spinner !== undefined) spinner.text = p.rows > 0 ? `reading input: ${num(p.rows)} rows` : 'reading input';
         return;
-      case 'match':
-      case 'enrich': {
+      case 'match': {
         if (bars === undefined) {
           // The spinner covers the first moments, until there is a rate worth showing.
           matchingSince ||= t;
