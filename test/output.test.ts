@@ -49,6 +49,11 @@ describe('CSV results copy every row byte for byte', () => {
     expect(text).toBe(`\ufeffNaam;Website;${RESULT_HEADER.replace(/,/g, ';')}\r\nA;nobody-c.nl;${miss.replace(/,/g, ';')}\r\n`);
   });
 
+  it('strips a byte-order mark only at the start of the file, never from a row that begins with U+FEFF', async () => {
+    const text = await enrich(`\ufeffdomain,note\n\ufeffnobody-h.com,x\n`);
+    expect(text).toBe(`\ufeffdomain,note,${RESULT_HEADER}\n\ufeffnobody-h.com,x,${miss}\n`);
+  });
+
   it('gives a headerless list of domains a header', async () => {
     const text = await enrich(`nobody-d.com\nco.uk\n`);
     expect(text).toBe(`domain,${RESULT_HEADER}\nnobody-d.com,${miss}\nco.uk,invalid,public_suffix${','.repeat(13)}\n`);

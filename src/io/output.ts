@@ -80,11 +80,14 @@ const CR = 0x0d;
 const LF = 0x0a;
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 
-/** A row's bytes without the blank lines before it, its line break, or the file's BOM. */
-function rowBytes(buf: Buffer, from: number, to: number): Buffer {
+/**
+ * A row's bytes without the blank lines before it or its line break; the file's BOM is dropped
+ * only where it can be, at the start of the file (a row may well begin with U+FEFF).
+ */
+function rowBytes(buf: Buffer, from: number, to: number, atFileStart: boolean): Buffer {
   let a = from;
   let b = to;
-  if (buf.subarray(a, a + 3).equals(BOM)) a += 3;
+  if (atFileStart && buf.subarray(a, a + 3).equals(BOM)) a += 3;
   while (a < b && (buf[a] === CR || buf[a] === LF)) a++;
   while (b > a && (buf[b - 1] === LF || buf[b - 1] === CR)) b--;
   return buf.subarray(a, b);
@@ -127,14 +130,15 @@ export async function copyCsvWithResults(o: CopyOptions): Promise<void> {
     pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
     const available = pendingStart + pending.length;
     if (!headerDone && o.headerRange !== null && o.headerRange.end <= available) {
-      add(rowBytes(pending, o.headerRange.start - pendingStart, o.headerRange.end - pendingStart));
+      add(rowBytes(pending, o.headerRange.start - pendingStart, o.headerRange.end - pendingStart, o.headerRange.start === 0));
       add(headerSuffix);
       headerDone = true;
     }
     while (headerDone && row < o.rows && o.rowEnds.get(row) <= available) {
       // A view, not a copy: `pending` is replaced, never overwritten, so the view stays valid
       // until the next emit joins it into the output.
-      add(rowBytes(pending, startOf(row) - pendingStart, o.rowEnds.get(row) - pendingStart));
+      const start = startOf(row);
+      add(rowBytes(pending, start - pendingStart, o.rowEnds.get(row) - pendingStart, start === 0));
       add(o.suffix(row));
       row++;
     }
