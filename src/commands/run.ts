@@ -225,8 +225,9 @@ function serviceName(baseUrl: string): string {
 }
 
 /**
- * Stable per company within a journal: the run id, the company, and the key version that moves
- * on only after a definitive error answer. The domain is hashed to keep keys short and uniform.
+ * Stable per company within a journal: the run id, the company, and the key version, which moves
+ * on only when the service's answers prove the current key uncharged (pipeline/keys.ts). The
+ * domain is hashed to keep keys short and uniform.
  */
 export function idempotencyKey(run: string, domain: string, version: number): string {
   const digest = createHash('sha256').update(domain).digest('hex').slice(0, 24);

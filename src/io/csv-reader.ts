@@ -133,20 +133,9 @@ export async function lineAt(path: string, offset: number, skipBlank: boolean): 
 async function describeCsvError(error: unknown, path: string, displayName: string): Promise<InputError> {
   const e = error as { code?: string; bytes?: number; message?: string };
   const bytes = e.bytes ?? 0;
-  const at = async (): Promise<number> => {
-    // The record ends at `bytes` (its line break included): report the line of its last character.
-    let end = bytes;
-    const tail = Buffer.alloc(2);
-    const handle = await open(path, 'r');
-    try {
-      const { bytesRead } = await handle.read(tail, 0, 2, Math.max(0, end - 2));
-      if (bytesRead === 2 && tail[1] === 0x0a) end -= tail[0] === 0x0d ? 2 : 1;
-      else if (bytesRead >= 1 && tail[bytesRead - 1] === 0x0d) end -= 1;
-    } finally {
-      await handle.close();
-    }
-    return lineAt(path, Math.max(0, end - 1), false);
-  };
+  // The record ends at `bytes`, its line break included: the LFs before its last byte count the
+  // lines before the record's last line (at the end of a file with no final break, the same).
+  const at = (): Promise<number> => lineAt(path, Math.max(0, bytes - 1), false);
   switch (e.code) {
     case 'CSV_RECORD_INCONSISTENT_FIELDS_LENGTH': {
       const m = /expect (\d+), got (\d+)/.exec(e.message ?? '');

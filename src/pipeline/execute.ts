@@ -223,7 +223,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     // The key an attempt goes under: the open intent's as written (a resume must not recompute
     // it, in case the derivation ever changes), else a new one for the current version.
     const key = (): string => (company.intentOpen && company.intentKey !== null ? company.intentKey : deps.idempotencyKey(company, company.keyVersion));
-    const failure = (error: unknown, verdict: 'retired' | 'replayed' | 'kept'): void => {
+    const recordFailure = (error: unknown, verdict: 'retired' | 'replayed' | 'kept'): void => {
       const answer = error instanceof ApiError ? error : undefined;
       record({
         t: 'enrich',
@@ -251,7 +251,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
           failed: (error) => {
             const verdict = keyVerdict(company, error);
             if (verdict === null) return undefined;
-            failure(error, verdict);
+            recordFailure(error, verdict);
             return verdict === 'replayed' ? 'again' : undefined;
           },
         },
@@ -261,7 +261,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
       if (result.kind === 'error') {
         // 429s are not journaled one by one; when they exhaust the retries the company must still
         // end as an error (so the run exits 3 and a rerun retries it), and a 429 never charges.
-        if (result.error instanceof RateLimitedError) failure(result.error, company.keyUncertain ? 'kept' : 'retired');
+        if (result.error instanceof RateLimitedError) recordFailure(result.error, company.keyUncertain ? 'kept' : 'retired');
         stopFor(result.error, 'enrich');
         return;
       }
