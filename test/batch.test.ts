@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
 import { csvText, readCsvFile, readCsvRows, runCli, tempDir } from './helpers/cli.js';
@@ -37,7 +37,7 @@ describe('a batch against the sandbox', () => {
     expect(outRows).toHaveLength(inRows.length);
     const width = (inRows[0] as string[]).length;
     outRows.forEach((row, i) => expect(row.slice(0, width)).toStrictEqual(inRows[i]));
-    expect(outRows[0]?.slice(width, width + 4)).toStrictEqual(['enrich_status', 'enrich_error', 'company_domain', 'company_name']);
+    expect(outRows[0]?.slice(width, width + 6)).toStrictEqual(['enrich_status', 'enrich_error', 'enrich_source', 'enrich_bought_at', 'company_domain', 'company_name']);
     // The output mirrors the input's byte-order mark, so a spreadsheet reads it as UTF-8.
     expect(readFileSync(out).subarray(0, 3)).toStrictEqual(Buffer.from([0xef, 0xbb, 0xbf]));
 
@@ -104,8 +104,8 @@ describe('a batch against the sandbox', () => {
     expect(real.code).toBe(0);
     expect(sb.ledger(KEY)).toHaveLength(credits);
     const totals = JSON.parse(readFileSync(summaryPath, 'utf8')) as Record<string, unknown>;
-    expect(totals).toMatchObject({ dry_run: false, credits_charged: credits, credits_charged_total: credits, estimated_credits: 0, errors: 0, skipped: 0 });
-    // The dry run's free matches were journaled, so the real run did not ask again.
+    expect(totals).toMatchObject({ dry_run: false, credits_charged: credits, bought: credits, reused: 0, estimated_credits: 0, errors: 0, skipped: 0 });
+    // The dry run's free matches went into the store, so the real run did not ask again.
     for (const n of sb.stats.matchCalls.values()) expect(n).toBe(1);
   });
 
@@ -116,7 +116,7 @@ describe('a batch against the sandbox', () => {
     const out = dir.file('out.csv');
     const first = await runCli([input, '-o', out], { env: env() });
     expect(first.code).toBe(4);
-    expect(first.stderr).toMatch(/stopped: balance 0, needs 7 more credits; top up and run the same command to resume/);
+    expect(first.stderr).toMatch(/stopped: balance 0, needs 7 more credits; top up and run the same command to finish/);
     const partial = readCsvFile(out);
     expect(partial.filter((r) => r['enrich_status'] === 'matched')).toHaveLength(3);
     expect(partial.filter((r) => r['enrich_status'] === 'skipped').map((r) => r['enrich_error'])).toStrictEqual(Array(7).fill('insufficient_credits'));
@@ -138,7 +138,7 @@ describe('a batch against the sandbox', () => {
     const out = dir.file('out.csv');
     const first = await runCli([input, '-o', out, '--max-credits', '5', '--concurrency', '8'], { env: env() });
     expect(first.code).toBe(4);
-    expect(first.stderr).toContain('stopped at --max-credits 5: 7 more credits would finish the job');
+    expect(first.stderr).toContain('stopped at --max-credits 5 (the cap on this invocation): 7 more credits would finish the job');
     expect(sb.ledger(KEY)).toHaveLength(5);
 
     const second = await runCli([input, '-o', out, '--max-credits', '100'], { env: env() });
@@ -188,7 +188,7 @@ describe('a batch against the sandbox', () => {
   it('reads stdin, writes JSONL to stdout, and a plain list of domains needs no header', async () => {
     await sandbox();
     const [a, b] = companies(2).map((c) => c.domain);
-    const run = await runCli(['-', '--format', 'jsonl', '--quiet', '--journal', dir.file('j')], { env: env(), stdin: `${a}\nhttps://${b}/\nnowhere-at-all.com\n` });
+    const run = await runCli(['-', '--format', 'jsonl', '--quiet', '--store', dir.file('j')], { env: env(), stdin: `${a}\nhttps://${b}/\nnowhere-at-all.com\n` });
     expect(run.code).toBe(0);
     const lines = run.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines.map((l) => [l['domain'], l['enrich_status']])).toStrictEqual([
@@ -214,7 +214,9 @@ describe('a batch against the sandbox', () => {
       errors: 0,
       skipped: 0,
       credits_charged: 4,
-      credits_charged_total: 4,
+      bought: 4,
+      reused: 0,
+      credits_saved: 0,
       credits_remaining: 10_000 - 4,
       estimated_credits: 0,
     });
@@ -243,17 +245,22 @@ describe('refused before any work', () => {
 });
 
 describe('paths that would destroy something are refused up front', () => {
-  it('refuses one file in two roles: results over the journal or the input, a summary over the input', async () => {
+  it('refuses one file in two roles: results over the store or the input, a summary over the input', async () => {
     await sandbox();
     const input = dir.file('in.csv', csvText([['domain'], ['a.com']]));
     const same = dir.file('same.csv');
-    const overJournal = await runCli([input, '--journal', same, '-o', same], { env: env() });
-    expect(overJournal).toMatchObject({ code: 2, stderr: `enrich: the journal and -o are the same file (${same}); give each its own path\n` });
+    const overStore = await runCli([input, '--store', same, '-o', same], { env: env() });
+    expect(overStore).toMatchObject({ code: 2, stderr: `enrich: -o and the store are the same file (${same}); give each its own path\n` });
     const overInput = await runCli([input, '-o', dir.file('o.csv'), '--summary-json', input], { env: env() });
     expect(overInput.code).toBe(2);
     expect(overInput.stderr).toContain('--summary-json and the input are the same file');
-    const defaultJournal = await runCli([input, '-o', `${input}.enrich-journal`], { env: env() });
-    expect(defaultJournal.stderr).toContain('are the same file');
+    const storeFromEnv = await runCli([input, '-o', same], { env: env({ ENRICH_STORE: same }) });
+    expect(storeFromEnv.stderr).toContain('are the same file');
+    // A dangling symlink that points at the store is the store too.
+    const link = dir.file('link.csv');
+    symlinkSync(same, link);
+    const overLink = await runCli([input, '-o', link, '--store', same], { env: env() });
+    expect(overLink.stderr).toContain('are the same file');
     expect(sb.stats.requests).toBe(0);
   });
 
@@ -261,7 +268,9 @@ describe('paths that would destroy something are refused up front', () => {
     await sandbox();
     const input = dir.file('in.csv', csvText([['domain'], ['a.com']]));
     const run = await runCli([input, '--journal', dir.path], { env: env() });
-    expect(run).toMatchObject({ code: 2, stderr: `enrich: --journal ${dir.path} is a directory; give a file path\n` });
+    expect(run).toMatchObject({ code: 2, stderr: `enrich: --journal ${dir.path} is a directory; give the path of a journal written by enrich 0.1\n` });
+    const store = await runCli([input, '--store', dir.path], { env: env() });
+    expect(store).toMatchObject({ code: 2, stderr: `enrich: the store ${dir.path} is a directory; give a file path with --store or ENRICH_STORE\n` });
   });
 });
 
@@ -300,7 +309,7 @@ describe('odd inputs', () => {
   it('takes --column with a headerless list of domains', async () => {
     await sandbox();
     const [a] = companies(1).map((c) => c.domain);
-    const run = await runCli(['-', '--column', 'website', '--journal', dir.file('j'), '--quiet'], { env: env(), stdin: `${a}\nnobody-y.com\n` });
+    const run = await runCli(['-', '--column', 'website', '--store', dir.file('j'), '--quiet'], { env: env(), stdin: `${a}\nnobody-y.com\n` });
     expect(run.code).toBe(0);
     expect(run.stdout.split('\n')[0]).toMatch(/^website,enrich_status/);
   });

@@ -63,7 +63,7 @@ describe('the built CLI', () => {
     const dir = tempDir();
     try {
       const out = dir.file('enriched.csv');
-      const r = await runProcess(['fixtures/companies.csv', '--sandbox', '-o', out, '--journal', dir.file('demo.journal')]);
+      const r = await runProcess(['fixtures/companies.csv', '--sandbox', '-o', out]);
       expect(r.code).toBe(0);
       expect(r.stderr).toContain('enrich: done');
       const rows = readCsvFile(out);

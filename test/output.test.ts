@@ -1,7 +1,8 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
-import { runCli, tempDir } from './helpers/cli.js';
+import { readCsvFile, runCli, tempDir } from './helpers/cli.js';
 
 const KEY = 'sk_test_output';
 let sb: Sandbox;
@@ -30,8 +31,8 @@ async function enrich(input: string | Buffer, extra: string[] = []): Promise<str
   return readFileSync(out, 'utf8');
 }
 
-const RESULT_HEADER = 'enrich_status,enrich_error,company_domain,company_name,company_website_url,company_description,company_industry,company_employee_count,company_revenue_range,company_ownership_type,company_year_founded,company_specialties,company_hq_country,company_hq_city,company_last_updated';
-const miss = `no_match${','.repeat(14)}`;
+const RESULT_HEADER = 'enrich_status,enrich_error,enrich_source,enrich_bought_at,company_domain,company_name,company_website_url,company_description,company_industry,company_employee_count,company_revenue_range,company_ownership_type,company_year_founded,company_specialties,company_hq_country,company_hq_city,company_last_updated';
+const miss = `no_match${','.repeat(16)}`;
 
 describe('CSV results copy every row byte for byte', () => {
   it('keeps quoting, spacing and case exactly as they were, and the line breaks of the input', async () => {
@@ -56,7 +57,7 @@ describe('CSV results copy every row byte for byte', () => {
 
   it('gives a headerless list of domains a header', async () => {
     const text = await enrich(`nobody-d.com\nco.uk\n`);
-    expect(text).toBe(`domain,${RESULT_HEADER}\nnobody-d.com,${miss}\nco.uk,invalid,public_suffix${','.repeat(13)}\n`);
+    expect(text).toBe(`domain,${RESULT_HEADER}\nnobody-d.com,${miss}\nco.uk,invalid,public_suffix${','.repeat(15)}\n`);
   });
 
   it('quotes result values that need it (commas in a description, a newline-free specialties list)', async () => {
@@ -64,7 +65,7 @@ describe('CSV results copy every row byte for byte', () => {
     if (c === undefined) throw new Error('fixture');
     const text = await enrich(`domain\n${c.domain}\n`);
     const row = text.split('\n')[1] as string;
-    expect(row.startsWith(`${c.domain},matched,,${c.domain},`)).toBe(true);
+    expect(row).toMatch(new RegExp(`^${c.domain.replace(/\./g, '\\.')},matched,,bought,\\d{4}-\\d\\d-\\d\\dT[^,]+Z,${c.domain.replace(/\./g, '\\.')},`));
     expect(row).toContain(c.specialties.join('; '));
   });
 });
@@ -76,8 +77,10 @@ describe('the scan cache', () => {
     const env = { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY };
     const run = (extra: string[] = []) => runCli([path, '-o', dir.file('cache.out.csv'), ...extra], { env });
     expect((await run()).code).toBe(0);
-    const expected = readFileSync(dir.file('cache.out.csv'), 'utf8');
-    const cache = `${path}.enrich-journal.scan`;
+    // The second run reuses what the first bought: the same rows, now from the store.
+    const expected = readFileSync(dir.file('cache.out.csv'), 'utf8').replaceAll(',matched,,bought,', ',matched,,store,');
+    const scans = join(process.env['XDG_STATE_HOME'] as string, 'enrich', 'scans');
+    const cache = join(scans, readdirSync(scans)[0] as string);
     expect(readFileSync(cache).length).toBeGreaterThan(0);
     expect((await run()).code).toBe(0);
     expect(readFileSync(dir.file('cache.out.csv'), 'utf8')).toBe(expected);
@@ -86,10 +89,10 @@ describe('the scan cache', () => {
     expect((await run()).code).toBe(0);
     expect(readFileSync(dir.file('cache.out.csv'), 'utf8')).toBe(expected);
     expect(readFileSync(cache).length).toBeGreaterThan(40);
-    // Another column: the cache does not apply (and the journal refuses, as it pins the column).
+    // Another column: the cache does not apply; the other column's domains are read.
     const other = await run(['--column', 'Other']);
-    expect(other.code).toBe(2);
-    expect(other.stderr).toContain('was written reading the column "Website", this run reads "Other"');
+    expect(other.code).toBe(0);
+    expect(readCsvFile(dir.file('cache.out.csv')).map((r) => r['enrich_status'])).toStrictEqual(['no_match', 'no_match']);
   });
 });
 

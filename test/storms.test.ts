@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runBatch, type RunOptions, type RunResult } from '../src/commands/run.js';
@@ -33,8 +34,10 @@ async function batch(options: SandboxOptions, companies: number, extra: Partial<
       column: undefined,
       dryRun: false,
       maxCredits: null,
+      store: join(dir.path, 'store.db'),
+      maxAgeMs: null,
+      missMaxAgeMs: 86_400_000,
       journal: undefined,
-      fresh: false,
       concurrency: 8,
       service: { kind: 'remote', baseUrl: sb.url, apiKey: KEY },
       retry: { maxAttempts: 12, maxRateLimitedAttempts: 40, baseDelayMs: 5, maxDelayMs: 40 },

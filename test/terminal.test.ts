@@ -4,6 +4,7 @@ import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { csvText, readCsvFile, tempDir } from './helpers/cli.js';
 import { finalScreen } from './helpers/screen.js';
 import { BIN, runProcess } from './helpers/spawn.js';
+import { baseEnv } from './helpers/setup.js';
 
 const KEY = 'sk_test_terminal';
 let sb: Sandbox;
@@ -27,7 +28,7 @@ function inTerminal(args: string[], env: Record<string, string> = {}, columns = 
   const command = `stty cols ${columns} rows 40 2>/dev/null; exec ${JSON.stringify(process.execPath)} ${[BIN, ...args].map((a) => JSON.stringify(a)).join(' ')}`;
   return new Promise((resolve, reject) => {
     const child = spawn('script', ['-qfec', command, '/dev/null'], {
-      env: { PATH: process.env['PATH'], HOME: process.env['HOME'], TERM: 'xterm-256color', ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY, ...env },
+      env: { ...baseEnv(), TERM: 'xterm-256color', ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY, ...env },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let output = '';

@@ -1,5 +1,11 @@
 import { API_PREFIX } from './types.js';
 
+/** A stable identity for a service, the base URL's origin and prefix (never the key). */
+export function serviceIdentity(baseUrl: string): string {
+  const { origin, prefix } = serviceEndpoint(baseUrl);
+  return `${origin}${prefix}`;
+}
+
 /** `https://host[:port][/prefix]` -> origin and the path prefix the endpoints live under. */
 export function serviceEndpoint(baseUrl: string): { origin: string; prefix: string } {
   const url = new URL(baseUrl);

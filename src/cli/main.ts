@@ -2,7 +2,6 @@ import { writeFile } from 'node:fs/promises';
 import v8 from 'node:v8';
 import { runBatch, type RunOptions, type RunResult } from '../commands/run.js';
 import { EnrichError, ExitCode, errorMessage } from '../errors.js';
-import type { Journal } from '../journal/index.js';
 import { plainReporter } from '../ui/plain.js';
 import { ttyReporter } from '../ui/tty.js';
 import type { Reporter } from '../ui/reporter.js';
@@ -84,6 +83,14 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         }
         return ExitCode.OK;
       }
+      case 'ledger': {
+        const { ledger, checkService } = await import('../commands/ledger.js');
+        const { resolveStorePath } = await import('../store/path.js');
+        const { action } = parsed.options;
+        const checked = action.kind === 'export' ? { ...action, service: checkService(action.service) } : action;
+        await ledger({ store: resolveStorePath(parsed.options.store, io.env), json: parsed.options.json, action: checked }, { stdout: io.stdout });
+        return ExitCode.OK;
+      }
       case 'run': {
         const options = await resolveRunOptions(parsed.flags, io.env);
         if (options.service.kind === 'remote') redact = redactor([options.service.apiKey]);
@@ -97,7 +104,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
     }
     io.stderr.write(`enrich: unexpected error: ${redact(errorMessage(error))}\n`);
     if (io.env['ENRICH_DEBUG'] !== undefined && error instanceof Error && error.stack !== undefined) io.stderr.write(`${redact(error.stack)}\n`);
-    else io.stderr.write('enrich: (set ENRICH_DEBUG=1 for details; the journal, if any, is intact)\n');
+    else io.stderr.write('enrich: (set ENRICH_DEBUG=1 for details; the store, if any, is intact)\n');
     return ExitCode.FAILURE;
   }
 }
@@ -129,15 +136,13 @@ export function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'out
 
 async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redact: (s: string) => string): Promise<number> {
   const interrupt = new AbortController();
-  let journal: Journal | undefined;
   const off = io.onSignal((signal) => {
     if (!interrupt.signal.aborted) {
-      io.stderr.write(`\nenrich: ${signal}: letting requests already sent finish, then saving the journal (press Ctrl-C again to quit at once)\n`);
+      io.stderr.write(`\nenrich: ${signal}: letting requests already sent finish, then saving what they bought (press Ctrl-C again to quit at once)\n`);
       interrupt.abort();
       return;
     }
-    journal?.releaseLockSync();
-    io.stderr.write('enrich: quit at once; the journal is valid, run the same command to resume\n');
+    io.stderr.write('enrich: quit at once; the store is consistent, run the same command to finish\n');
     io.hardExit(ExitCode.INTERRUPTED);
   });
   const reporter = chooseReporter(flags, io);
@@ -149,13 +154,11 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
       env: io.env,
       reporter,
       interrupt: interrupt.signal,
-      onJournal: (j) => (journal = j),
     });
   } finally {
     off();
   }
   const { summary, stop } = result;
-  if (result.setAside !== null) reporter.note(`the previous journal was kept as ${result.setAside}`);
   if (!flags.quiet) io.stderr.write(formatSummary(summary));
   const next = nextStep(summary, stop);
   if (next !== null) io.stderr.write(`enrich: ${redact(next)}\n`);

@@ -1,8 +1,9 @@
-import { readFile, realpath, stat } from 'node:fs/promises';
+import { readFile, readlink, realpath, stat } from 'node:fs/promises';
 import { unwritableReason } from '../io/sink.js';
-import { resolve } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
-import type { RunOptions, ServiceTarget } from '../commands/run.js';
+import { DEFAULT_MISS_MAX_AGE_MS, type RunOptions, type ServiceTarget } from '../commands/run.js';
+import { resolveStorePath } from '../store/path.js';
 import type { OutputFormat } from '../io/output.js';
 import type { RunFlags } from './program.js';
 
@@ -57,30 +58,43 @@ export function formatFor(output: string, requested: OutputFormat | undefined): 
   return /\.(jsonl|ndjson)$/i.test(output) ? 'jsonl' : 'csv';
 }
 
+/** The file a path names: through symlinks, even a dangling one (which a write would create). */
+async function canonicalPath(path: string): Promise<string> {
+  const real = await realpath(path).catch(() => null);
+  if (real !== null) return real;
+  const target = await readlink(path).catch(() => null);
+  if (target !== null) return resolve(dirname(path), target);
+  const dir = await realpath(dirname(path)).catch(() => dirname(path));
+  return resolve(dir, basename(path));
+}
+
 /**
  * Refuses, before any work, paths that would fail or destroy something only once the work is
- * done: two roles on one file (results over the input, or over the journal that holds what was
+ * done: two roles on one file (results over the input, or over the store that holds what was
  * paid for), a directory where a file goes, a folder that does not exist.
  */
-async function checkPaths(flags: RunFlags): Promise<void> {
+async function checkPaths(flags: RunFlags, store: string): Promise<void> {
   const output = flags.output ?? '-';
-  const journal = flags.journal ?? (flags.input !== '-' ? `${flags.input}.enrich-journal` : output !== '-' ? `${output}.enrich-journal` : undefined);
   const files: [string, string][] = [];
   if (flags.input !== '-') files.push(['the input', flags.input]);
+  files.push(['the store', store], ['the store\'s log', `${store}-wal`], ['the store\'s index', `${store}-shm`]);
+  if (flags.journal !== undefined) files.push(['--journal', flags.journal]);
   if (output !== '-') files.push(['-o', output]);
-  if (journal !== undefined) {
-    files.push(['the journal', journal], ['the journal lock', `${journal}.lock`], ['the scan cache', `${journal}.scan`]);
-  }
   if (flags.summaryJson !== undefined && flags.summaryJson !== '-') files.push(['--summary-json', flags.summaryJson]);
   const seen = new Map<string, string>();
   for (const [role, path] of files) {
-    const key = await realpath(path).catch(() => resolve(path));
+    const key = await canonicalPath(path);
     const other = seen.get(key);
     if (other !== undefined) throw new UsageError(`${role} and ${other} are the same file (${path}); give each its own path`);
     seen.set(key, role);
   }
-  if (journal !== undefined && (await stat(journal).catch(() => null))?.isDirectory() === true) {
-    throw new UsageError(`--journal ${journal} is a directory; give a file path`);
+  if (flags.journal !== undefined) {
+    const info = await stat(flags.journal).catch(() => null);
+    if (info === null) throw new UsageError(`--journal ${flags.journal}: no such file`);
+    if (info.isDirectory()) throw new UsageError(`--journal ${flags.journal} is a directory; give the path of a journal written by enrich 0.1`);
+  }
+  if ((await stat(store).catch(() => null))?.isDirectory() === true) {
+    throw new UsageError(`the store ${store} is a directory; give a file path with --store or ENRICH_STORE`);
   }
   for (const [flag, path] of [['-o', output], ['--summary-json', flags.summaryJson]] as const) {
     if (path === undefined || path === '-') continue;
@@ -92,6 +106,7 @@ async function checkPaths(flags: RunFlags): Promise<void> {
 /** Flags and environment -> the batch's options. Every refusal is a one-line UsageError (exit 2). */
 export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv): Promise<RunOptions> {
   if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
+  if (flags.fresh && flags.maxAgeMs !== undefined) throw new UsageError('--fresh and --max-age exclude each other (--fresh is --max-age 0)');
   let service: ServiceTarget;
   if (flags.sandbox) {
     service = { kind: 'sandbox', options: { ...EMBEDDED_SANDBOX } };
@@ -102,7 +117,8 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     }
     service = { kind: 'remote', baseUrl: checkBaseUrl(raw.trim()), apiKey: await readApiKey(flags, env) };
   }
-  await checkPaths(flags);
+  const store = resolveStorePath(flags.store, env);
+  await checkPaths(flags, store);
   const output = flags.output ?? '-';
   const writesOutput = !flags.dryRun || flags.output !== undefined;
   if (flags.summaryJson === '-' && output === '-' && writesOutput) {
@@ -116,8 +132,10 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     column: flags.column,
     dryRun: flags.dryRun,
     maxCredits: flags.maxCredits ?? null,
+    store,
+    maxAgeMs: flags.fresh ? 0 : (flags.maxAgeMs ?? null),
+    missMaxAgeMs: flags.missMaxAgeMs ?? DEFAULT_MISS_MAX_AGE_MS,
     journal: flags.journal,
-    fresh: flags.fresh,
     concurrency: flags.concurrency,
     service,
   };

@@ -1,6 +1,14 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { VERSION } from '../version.js';
+import type { LedgerAction } from '../commands/ledger.js';
 import type { SandboxCommandOptions } from '../commands/sandbox.js';
+
+/** `enrich ledger ...`: the store is resolved from --store / ENRICH_STORE in cli/main.ts. */
+export interface LedgerFlags {
+  store: string | undefined;
+  json: boolean;
+  action: LedgerAction;
+}
 
 /** The batch's flags as typed values; cli/options.ts turns them into RunOptions. */
 export interface RunFlags {
@@ -11,6 +19,9 @@ export interface RunFlags {
   column: string | undefined;
   dryRun: boolean;
   maxCredits: number | undefined;
+  store: string | undefined;
+  maxAgeMs: number | undefined;
+  missMaxAgeMs: number | undefined;
   journal: string | undefined;
   fresh: boolean;
   concurrency: number;
@@ -25,6 +36,7 @@ export interface RunFlags {
 export type ParsedCommand =
   | { kind: 'run'; flags: RunFlags }
   | { kind: 'sandbox'; options: SandboxCommandOptions }
+  | { kind: 'ledger'; options: LedgerFlags }
   /** Help or version was printed, or the arguments were refused (commander said why). */
   | { kind: 'exit'; exitCode: number };
 
@@ -47,11 +59,28 @@ const fraction = (value: string): number => {
   return n;
 };
 
+const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+
+/** "30d", "12h", "90m", "2w", "45s", or a bare 0: a duration in ms. */
+export function parseDuration(value: string, what: string): number {
+  const m = /^\s*(\d+)\s*([smhdw])?\s*$/i.exec(value);
+  const unit = m?.[2]?.toLowerCase();
+  if (m === null || (unit === undefined && m[1] !== '0')) {
+    throw new InvalidArgumentError(`${what} takes a duration such as 30d, 12h or 90m (s, m, h, d, w)`);
+  }
+  return Number(m[1]) * (unit === undefined ? 0 : (UNITS[unit] as number));
+}
+
+const duration = (what: string) => (value: string): number => parseDuration(value, what);
+
 const EXAMPLES = `
 Examples:
-  Analyst, a CSV export in and a file out (resumable: rerun the same command after any stop):
+  Analyst, a CSV export in and a file out (rerun after any stop; what is bought is kept):
     $ export ENRICH_API_KEY=...   # or --api-key-file ~/.config/enrich/key
     $ enrich companies.csv -o enriched.csv
+
+  Next month's export: only new companies, and records older than 90 days, are bought:
+    $ enrich companies-december.csv -o enriched.csv --max-age 90d
 
   Cron, domains piped through, totals for the log:
     $ cut -d, -f3 crm.csv | enrich - --format jsonl --summary-json run.json > enriched.jsonl
@@ -65,11 +94,56 @@ Examples:
 Environment:
   ENRICH_API_KEY     the API key (never pass it as an argument: argv shows in ps)
   ENRICH_BASE_URL    the service address, e.g. https://data.example.com
+  ENRICH_STORE       the purchase store (default: $XDG_STATE_HOME/enrich/store.db)
   NO_COLOR, CI       plain progress lines instead of a live display
 
 Exit codes: 0 done · 1 unexpected failure · 2 usage or input error · 3 finished, some rows failed ·
   4 stopped for credits (402 or --max-credits), resumable · 5 key refused (401/403) · 130 interrupted, resumable
 `;
+
+const LEDGER_EXAMPLES = `
+Examples:
+  What the store holds, per service:       $ enrich ledger
+  The last 20 runs, with credits each:     $ enrich ledger runs
+  Every record bought, for a spreadsheet:  $ enrich ledger export -o companies.csv
+  Forget records older than a year:        $ enrich ledger prune --older-than 365d
+  Import a journal of enrich 0.1:          $ enrich ledger import crm.csv.enrich-journal
+
+The store is SQLite: \`sqlite3 ~/.local/state/enrich/store.db\` reads it too (README "The store").
+`;
+
+/** `enrich ledger [show|runs|export|prune|import]`: inspect and own what the store holds. */
+function addLedgerCommands(program: Command, done: (options: LedgerFlags) => void): void {
+  const ledger = program
+    .command('ledger')
+    .description('show, export and prune what the purchase store holds')
+    .addHelpText('after', LEDGER_EXAMPLES);
+  const common = (c: Command): Command =>
+    c.option('--store <path>', 'the purchase store (env: ENRICH_STORE)').option('--json', 'machine-readable output', false);
+  const finish = (opts: Record<string, unknown>, action: LedgerAction): void =>
+    done({ store: opts['store'] as string | undefined, json: opts['json'] as boolean, action });
+  common(ledger.command('show', { isDefault: true }).description('companies held, credits spent, oldest record, size on disk'))
+    .action((opts: Record<string, unknown>) => finish(opts, { kind: 'show' }));
+  common(ledger.command('runs').description('the most recent runs: input, status, credits, bought and reused'))
+    .option('--limit <n>', 'how many runs', integer(1, 100_000, '--limit'), 20)
+    .action((opts: Record<string, unknown>) => finish(opts, { kind: 'runs', limit: opts['limit'] as number }));
+  common(ledger.command('export').description('every record held, as CSV or JSONL'))
+    .option('-o, --output <path>', 'where to write (- for stdout)', '-')
+    .addOption(new Option('--format <format>', 'csv or jsonl (default: from the extension, else csv)').choices(['csv', 'jsonl']))
+    .option('--service <service>', 'only this service (as `enrich ledger` names it, or a base URL)')
+    .action((opts: Record<string, unknown>) => {
+      const output = opts['output'] as string;
+      const format = (opts['format'] as 'csv' | 'jsonl' | undefined) ?? (/\.(jsonl|ndjson)$/i.test(output) ? 'jsonl' : 'csv');
+      finish(opts, { kind: 'export', output, format, service: opts['service'] as string | undefined });
+    });
+  common(ledger.command('prune').description('forget records bought (and lookups made) longer ago than a duration'))
+    .requiredOption('--older-than <duration>', 'e.g. 365d', duration('--older-than'))
+    .option('--dry-run', 'count what would be forgotten, forget nothing', false)
+    .action((opts: Record<string, unknown>) => finish(opts, { kind: 'prune', olderThanMs: opts['olderThan'] as number, dryRun: opts['dryRun'] as boolean }));
+  common(ledger.command('import').description('import journals written by enrich 0.1, so their companies are not bought again'))
+    .argument('<journal...>', 'journal files (<input>.enrich-journal)')
+    .action((journals: string[], opts: Record<string, unknown>) => finish(opts, { kind: 'import', journals }));
+}
 
 /**
  * The command line: `enrich <input>` (the batch, the default command) and `enrich sandbox`.
@@ -78,7 +152,10 @@ Exit codes: 0 done · 1 unexpected failure · 2 usage or input error · 3 finish
 export function parseCommandLine(argv: readonly string[], out: ProgramOutput, env: NodeJS.ProcessEnv): ParsedCommand {
   let parsed: ParsedCommand | undefined;
   const program = new Command('enrich')
-    .description('Enrich a CSV of company domains: free match first, then pay only for companies found.\nEvery outcome is journaled, so any stop resumes without paying twice.')
+    .enablePositionalOptions()
+    .description(
+      'Enrich a CSV of company domains: free match first, then pay only for companies found.\nEverything bought is kept in a local store: no company is bought twice, across runs and inputs.',
+    )
     .version(VERSION, '-V, --version', 'print the version')
     .helpOption('-h, --help', 'show this help')
     .argument('[input]', 'CSV file to read, or - for stdin')
@@ -87,8 +164,11 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--column <name>', 'the column holding domains (default: detected from the header)')
     .option('--dry-run', 'run the free matches only and report the exact cost; spends nothing', false)
     .option('--max-credits <n>', 'never spend more than n credits in this invocation', integer(0, Number.MAX_SAFE_INTEGER, '--max-credits'))
-    .option('--journal <path>', 'where the run is checkpointed (default: <input>.enrich-journal)')
-    .option('--fresh', 'set an existing journal aside and start over (this buys again)', false)
+    .option('--store <path>', 'the purchase store (env: ENRICH_STORE; default: $XDG_STATE_HOME/enrich/store.db)')
+    .option('--max-age <duration>', 'buy again records bought longer ago than this, e.g. 30d (default: never)', duration('--max-age'))
+    .option('--miss-max-age <duration>', 'ask again about domains that did not match longer ago than this (free)', duration('--miss-max-age'))
+    .option('--fresh', 'buy every held record again (same as --max-age 0; the dry run prices it)', false)
+    .option('--journal <path>', 'import a journal written by enrich 0.1 (one beside the input is found by itself)')
     .option('--concurrency <n>', 'most requests in flight at once', integer(1, 256, '--concurrency'), 16)
     .option('--summary-json <path>', 'also write the totals as JSON (- for stdout)')
     .option('--base-url <url>', 'service address (env: ENRICH_BASE_URL)')
@@ -111,6 +191,9 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
           column: opts['column'] as string | undefined,
           dryRun: opts['dryRun'] as boolean,
           maxCredits: opts['maxCredits'] as number | undefined,
+          store: opts['store'] as string | undefined,
+          maxAgeMs: opts['maxAge'] as number | undefined,
+          missMaxAgeMs: opts['missMaxAge'] as number | undefined,
           journal: opts['journal'] as string | undefined,
           fresh: opts['fresh'] as boolean,
           concurrency: opts['concurrency'] as number,
@@ -157,6 +240,8 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
         },
       };
     });
+
+  addLedgerCommands(program, (options) => (parsed = { kind: 'ledger', options }));
 
   program
     .exitOverride()

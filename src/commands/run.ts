@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
+import { readdir, rm, stat } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import type { ServiceClient } from '../api/client.js';
-import { serviceEndpoint } from '../api/endpoint.js';
+import { serviceIdentity } from '../api/endpoint.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../api/retry.js';
 import { InterruptedError } from '../errors.js';
 import { detectFormat, readCsv, type CsvBatch, type CsvFormat } from '../io/csv-reader.js';
@@ -10,11 +11,10 @@ import { hashFile, resolveInput, type InputSource } from '../io/input.js';
 import { loadScan, saveScan, type ScanKey } from '../io/scan-cache.js';
 import { copyCsvWithResults, csvResultSuffix, jsonlResultFormatter, writeJsonlResults, type OutputFormat } from '../io/output.js';
 import { openSink } from '../io/sink.js';
-import { openJournal, type Journal } from '../journal/index.js';
-import { RecordReader } from '../journal/records.js';
 import { systemClock, type Clock } from '../pipeline/clock.js';
 import { execute, type Stop } from '../pipeline/execute.js';
 import { AdaptiveLimiter } from '../pipeline/limiter.js';
+import { planCompany, planDomain, type Policy } from '../pipeline/plan.js';
 import { Progress } from '../pipeline/progress.js';
 import { resultForRow, resultKey, type RowResult } from '../pipeline/results.js';
 import { scanRecords, type ScanResult } from '../pipeline/scan.js';
@@ -22,6 +22,10 @@ import { Scheduler } from '../pipeline/scheduler.js';
 import { RunState, type Company } from '../pipeline/state.js';
 import { emptyTally, summarise, type RowTally, type Summary } from '../pipeline/summary.js';
 import type { SandboxOptions } from '../sandbox/index.js';
+import { importJournal, type Imported } from '../store/import-journal.js';
+import { scanCacheDir } from '../store/path.js';
+import type { ServiceRecords } from '../store/service.js';
+import { Store } from '../store/sqlite.js';
 import type { Reporter } from '../ui/reporter.js';
 import { VERSION } from '../version.js';
 
@@ -37,8 +41,14 @@ export interface RunOptions {
   column: string | undefined;
   dryRun: boolean;
   maxCredits: number | null;
+  /** The purchase store's path (--store, ENRICH_STORE, or the user's state directory). */
+  store: string;
+  /** Re-buy records bought longer ago than this; null: never. */
+  maxAgeMs: number | null;
+  /** Ask the free match again about a miss older than this. */
+  missMaxAgeMs: number;
+  /** A journal of enrich 0.1 to import (besides the one found beside the input). */
   journal: string | undefined;
-  fresh: boolean;
   concurrency: number;
   service: ServiceTarget;
   retry?: RetryPolicy;
@@ -54,29 +64,27 @@ export interface RunContext {
   interrupt: AbortSignal;
   clock?: Clock;
   random?: () => number;
-  /** Called once the journal is open: the CLI uses it to unlock on a hard exit. */
-  onJournal?: (journal: Journal) => void;
+  /** Wall-clock ms since the epoch, for the freshness policy and the store's timestamps. */
+  now?: () => number;
 }
 
 export interface RunResult {
   summary: Summary;
   stop: Stop | null;
-  /** Set when --fresh moved an older journal aside. */
-  setAside: string | null;
 }
 
-const EMBEDDED_SERVICE = 'sandbox:embedded';
+export const EMBEDDED_SERVICE = 'sandbox:embedded';
+export const DEFAULT_MISS_MAX_AGE_MS = 30 * 86_400_000;
 
-/**
- * Where the journal lives unless --journal says: beside the input file (so a dry run and the real
- * run share it, whatever -o they use), else beside the output file, else for stdin to stdout in
- * the user's state directory, named by the input's hash so the same piped input resumes.
- */
-export function defaultJournalPath(options: { input: string; output: string }, sha256: string, env: NodeJS.ProcessEnv): string {
-  if (options.input !== '-') return `${options.input}.enrich-journal`;
-  if (options.output !== '-') return `${options.output}.enrich-journal`;
+/** Where enrich 0.1 kept the journal of this input, if it ran on it. */
+function legacyJournals(options: RunOptions, sha256: string, env: NodeJS.ProcessEnv): string[] {
+  const paths: string[] = [];
+  if (options.journal !== undefined) paths.push(options.journal);
+  if (options.input !== '-') paths.push(`${options.input}.enrich-journal`);
+  if (options.output !== '-') paths.push(`${options.output}.enrich-journal`);
   const stateHome = env['XDG_STATE_HOME'] ?? join(env['HOME'] ?? homedir(), '.local', 'state');
-  return join(stateHome, 'enrich', `stdin-${sha256.slice(0, 16)}.enrich-journal`);
+  paths.push(join(stateHome, 'enrich', `stdin-${sha256.slice(0, 16)}.enrich-journal`));
+  return paths;
 }
 
 async function* checked(batches: AsyncIterable<CsvBatch>, interrupt: AbortSignal, progress: Progress): AsyncGenerator<CsvBatch> {
@@ -100,7 +108,7 @@ export async function runBatch(options: RunOptions, ctx: RunContext): Promise<Ru
     outcome = { ok: false, error };
   }
   ctx.reporter.end();
-  // Every cleanup runs (the stdin spool must go even if the journal failed to close); a cleanup's
+  // Every cleanup runs (the stdin spool must go even if the store failed to close); a cleanup's
   // failure is reported only when the run itself did not fail with its own error.
   let cleanupError: unknown;
   for (const cleanup of cleanups.reverse()) {
@@ -115,10 +123,50 @@ export async function runBatch(options: RunOptions, ctx: RunContext): Promise<Ru
   return outcome.result;
 }
 
+/** Scan caches beyond the newest few are dropped: each is a pure speed-up for one input. */
+async function pruneScans(dir: string, keep: number): Promise<void> {
+  const names = (await readdir(dir).catch(() => [] as string[])).filter((n) => n.endsWith('.scan'));
+  if (names.length <= keep) return;
+  const dated = await Promise.all(names.map(async (n) => ({ n, t: (await stat(join(dir, n)).catch(() => null))?.mtimeMs ?? 0 })));
+  dated.sort((a, b) => b.t - a.t);
+  await Promise.all(dated.slice(keep).map(({ n }) => rm(join(dir, n), { force: true })));
+}
+
+/** Reads the input once: validate, normalise, dedupe (from the scan cache when it is the same input). */
+async function scanInput(options: RunOptions, ctx: RunContext, progress: Progress, input: InputSource, format: CsvFormat, sha256: string, state: RunState): Promise<ScanResult> {
+  const scanKey: ScanKey = { tool: VERSION, sha256, bytes: input.bytes, column: options.column ?? null, format };
+  const dir = scanCacheDir(options.store);
+  const cachePath = join(dir, `${sha256.slice(0, 32)}.scan`);
+  const cached = await loadScan(cachePath, scanKey, state);
+  if (cached !== null) {
+    progress.rows = cached.rows;
+    return cached;
+  }
+  const scan = await scanRecords(checked(readCsv(input.path, input.displayName, format), ctx.interrupt, progress), state, options.column, input.bytes);
+  // Only a cache: a run that cannot write it is slower next time, nothing worse.
+  await saveScan(cachePath, scanKey, scan, state.domains).catch(() => {});
+  await pruneScans(dir, 16);
+  return scan;
+}
+
+/** Loads what the store knows of the input's domains and their companies, judged by the policy. */
+function loadFromStore(state: RunState, records: ServiceRecords, policy: Policy): void {
+  records.forEachLookup(state.domains, (d) => state.indexOf(d), (i, lookup) => state.loadDomain(i, planDomain(lookup, policy)));
+  records.forEachCompany(
+    state.companies.map((c) => c.domain),
+    (domain, held, purchase) => {
+      const company = state.company(domain);
+      if (company === undefined) return;
+      state.loadCompany(company, planCompany(held, purchase, policy));
+    },
+  );
+}
+
 async function batch(options: RunOptions, ctx: RunContext, progress: Progress, cleanups: Cleanups): Promise<RunResult> {
   const clock = ctx.clock ?? systemClock;
   const random = ctx.random ?? Math.random;
-  // 1. Read the whole input once: validate, normalise, dedupe. Nothing is sent before this ends.
+  const now = ctx.now ?? (() => Date.now());
+  // 1. Read the whole input once. Nothing is sent before this ends.
   if (options.input === '-' && (ctx.stdin as { isTTY?: boolean }).isTTY === true) {
     ctx.reporter.note('reading CSV from the terminal: paste or type it, then press Ctrl-D');
   }
@@ -131,37 +179,28 @@ async function batch(options: RunOptions, ctx: RunContext, progress: Progress, c
     );
   }
   const sha256 = await hashFile(input.path);
-  const journalPath = options.journal ?? defaultJournalPath(options, sha256, ctx.env);
   const state = new RunState();
-  const scanKey: ScanKey = { tool: VERSION, sha256, bytes: input.bytes, column: options.column ?? null, format };
-  const cachePath = `${journalPath}.scan`;
-  let scan = await loadScan(cachePath, scanKey, state);
-  if (scan === null) {
-    scan = await scanRecords(checked(readCsv(input.path, input.displayName, format), ctx.interrupt, progress), state, options.column, input.bytes);
-    // Only a cache: a run that cannot write it is slower to resume, nothing worse.
-    await saveScan(cachePath, scanKey, scan, state.domains).catch(() => {});
-  } else {
-    progress.rows = scan.rows;
-  }
+  const scan = await scanInput(options, ctx, progress, input, format, sha256, state);
 
-  // 2. The journal: refuse one that belongs to other work, replay one that is ours.
-  const service = options.service.kind === 'sandbox' ? EMBEDDED_SERVICE : serviceName(options.service.baseUrl);
-  const journal = await openJournal(journalPath, {
-    identity: {
-      input: { sha256, bytes: input.bytes, name: input.fromStdin ? 'stdin' : basename(input.path) },
-      column: scan.headerless ? '(no header)' : (scan.header[scan.columnIndex] as string),
-      service,
-    },
-    tool: `enrich/${VERSION}`,
-    fresh: options.fresh,
+  // 2. The store: what was bought and learned before, by any run, from any input.
+  const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now });
+  cleanups.push(() => store.close());
+  for (const path of legacyJournals(options, sha256, ctx.env)) reportImport(ctx.reporter, await importJournal(store, path));
+  const service = options.service.kind === 'sandbox' ? EMBEDDED_SERVICE : serviceIdentity(options.service.baseUrl);
+  const records = store.beginRun(service, {
+    inputName: input.fromStdin ? 'stdin' : input.displayName,
+    inputSha256: sha256,
+    rows: scan.rows,
     dryRun: options.dryRun,
-    replay: (entry, offset, length) => state.apply(entry, offset, length),
+    options: { column: options.column ?? null, max_age_ms: options.maxAgeMs, max_credits: options.maxCredits, format: options.format },
   });
-  cleanups.push(() => journal.close());
-  ctx.onJournal?.(journal);
-  state.startSession();
-  if (!journal.created) ctx.reporter.note(`resuming from ${journal.path}`);
-  if (journal.tornBytes > 0) ctx.reporter.note(`dropped a torn last line (${journal.tornBytes} bytes) left by an interrupted run`);
+  let ended = false;
+  cleanups.push(() => {
+    records.releaseClaims();
+    if (!ended) records.endRun({ status: 'failed', credits: state.creditsThisSession, bought: 0, reused: 0 });
+  });
+  const policy: Policy = { now: now(), maxAgeMs: options.maxAgeMs, missMaxAgeMs: options.missMaxAgeMs };
+  loadFromStore(state, records, policy);
 
   // 3. Ask the service for what is still owed.
   let stop: Stop | null = null;
@@ -173,7 +212,6 @@ async function batch(options: RunOptions, ctx: RunContext, progress: Progress, c
     const client = await connect(options, cleanups);
     const limiter = new AdaptiveLimiter({ clock });
     const scheduler = new Scheduler(limiter, clock, options.concurrency);
-    const runKey = journal.header.run;
     stop = await execute(
       state,
       {
@@ -186,52 +224,53 @@ async function batch(options: RunOptions, ctx: RunContext, progress: Progress, c
       {
         client,
         scheduler,
-        journal: journal.writer,
+        store: records,
         clock,
         random,
-        idempotencyKey: (company: Company, version: number) => idempotencyKey(runKey, company.domain, version),
+        idempotencyKey: (company: Company, version: number) => idempotencyKey(records.storeId, company.domain, company.generation, version),
+        planCompany: (company) => {
+          const held = records.held(company.domain);
+          const purchase = records.latestPurchase(company.domain);
+          if (held !== null || purchase !== null) state.loadCompany(company, planCompany(held, purchase, { ...policy, now: now() }));
+        },
         progress,
+        now,
       },
       ctx.interrupt,
     );
-    await journal.writer.flush();
   }
+  await records.flush();
 
-  // 4. Results, in input order, rebuilt from the state (and so identical after a resume).
+  // 4. Results, in input order, rebuilt from the state and the store.
   progress.phase = 'write';
   ctx.reporter.refresh();
   const writeOutput = options.writesOutput && stop?.reason !== 'interrupted' && stop?.reason !== 'auth';
-  const tally = writeOutput
-    ? await writeResults({ options, scan, state, input, format, journalPath: journal.path, stop, ctx })
-    : countResults(scan, state, options.dryRun, stop);
+  const tally = writeOutput ? await writeResults({ options, scan, state, input, format, records, stop, ctx }) : countResults(scan, state, options.dryRun, stop);
   progress.phase = 'done';
   ctx.reporter.refresh();
-  const summary = summarise({
-    state,
-    tally,
-    rows: scan.rows,
-    dryRun: options.dryRun,
-    stop,
-    journal: journal.path,
-    output: writeOutput ? options.output : null,
-  });
-  return { summary, stop, setAside: journal.setAside };
+  const summary = summarise({ state, tally, rows: scan.rows, dryRun: options.dryRun, stop, store: options.store, output: writeOutput ? options.output : null });
+  records.endRun({ status: summary.status, credits: summary.credits_charged, bought: summary.bought, reused: summary.reused });
+  ended = true;
+  return { summary, stop };
 }
 
-/** A stable identity for the service the journal's records came from (not the key: never the key). */
-function serviceName(baseUrl: string): string {
-  const { origin, prefix } = serviceEndpoint(baseUrl);
-  return `${origin}${prefix}`;
+function reportImport(reporter: Reporter, imported: Imported | null): void {
+  if (imported === null) return;
+  const open = imported.open > 0 ? `; ${imported.open} unfinished purchases resume under their own keys` : '';
+  reporter.note(`imported ${imported.companies} companies bought with enrich 0.1 from ${imported.path}${open}`);
+  if (imported.damaged !== null) reporter.warn(`${imported.path} is damaged (${imported.damaged}): what came before the damage was imported`);
 }
 
 /**
- * Stable per company within a journal: the run id, the company, and the key version, which moves
- * on only when the service's answers prove the current key uncharged (pipeline/keys.ts). The
- * domain is hashed to keep keys short and uniform.
+ * Stable per purchase across every run that shares the store: the store's identity, the company,
+ * the purchase generation (a refresh is a new unit of work), and the key version, which moves on
+ * only when the service's answers prove the current key uncharged (pipeline/keys.ts). Two
+ * processes buying the same company at the same moment send the same key. The domain is hashed
+ * to keep keys short and uniform.
  */
-export function idempotencyKey(run: string, domain: string, version: number): string {
+export function idempotencyKey(storeId: string, domain: string, generation: number, version: number): string {
   const digest = createHash('sha256').update(domain).digest('hex').slice(0, 24);
-  return `enrich-${run}-${digest}-v${version}`;
+  return `enrich-${storeId}-${digest}-g${generation}-v${version}`;
 }
 
 /** The network stack and the sandbox load only when there is work for them (not on a resume that is already done). */
@@ -294,18 +333,17 @@ interface Written {
   state: RunState;
   input: InputSource;
   format: CsvFormat;
-  journalPath: string;
+  records: ServiceRecords;
   stop: Stop | null;
   ctx: RunContext;
 }
 
-async function writeResults({ options, scan, state, input, format, journalPath, stop, ctx }: Written): Promise<RowTally> {
+async function writeResults({ options, scan, state, input, format, records, stop, ctx }: Written): Promise<RowTally> {
   const tally = emptyTally();
-  const records = new RecordReader(journalPath);
   const sink = await openSink(options.output, ctx.stdout);
-  const build = (ref: number): RowResult => resultForRow(ref, state, (r) => records.read(r), { dryRun: options.dryRun, stop });
+  const build = (ref: number): RowResult => resultForRow(ref, state, (domain) => records.record(domain), { dryRun: options.dryRun, stop });
   const checkpoint = (): void => {
-    if (ctx.interrupt.aborted) throw new InterruptedError('interrupted while writing results; the journal is complete, run the same command to write them');
+    if (ctx.interrupt.aborted) throw new InterruptedError('interrupted while writing results; everything bought is in the store, run the same command to write them');
   };
   let done = false;
   try {
@@ -337,7 +375,6 @@ async function writeResults({ options, scan, state, input, format, journalPath, 
     await sink.finish();
     done = true;
   } finally {
-    records.close();
     if (!done) await sink.abort();
   }
   return tally;

@@ -12,6 +12,8 @@ export type OutputFormat = 'csv' | 'jsonl';
 export const RESULT_COLUMNS = [
   'enrich_status',
   'enrich_error',
+  'enrich_source',
+  'enrich_bought_at',
   'company_domain',
   'company_name',
   'company_website_url',
@@ -45,7 +47,7 @@ type Value = string | number | string[] | null;
 
 function resultValues(r: RowResult): Value[] {
   const c = r.company;
-  return [r.status, r.error, r.domain, c?.name ?? r.name, ...RECORD_FIELDS.map((f) => (c === null ? null : c[f]))];
+  return [r.status, r.error, r.source, r.boughtAt, r.domain, c?.name ?? r.name, ...RECORD_FIELDS.map((f) => (c === null ? null : c[f]))];
 }
 
 const csvCell = (v: Value): string => (v === null ? '' : Array.isArray(v) ? v.join('; ') : String(v));

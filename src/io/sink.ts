@@ -11,7 +11,7 @@ import { isProcessAlive } from '../process-alive.js';
 export class OutputClosedError extends EnrichError {
   override readonly name = 'OutputClosedError';
   constructor(cause: unknown) {
-    super('stdout was closed before all results were written; the journal is complete, run the same command to write them again', ExitCode.FAILURE, { cause });
+    super('stdout was closed before all results were written; everything bought is kept in the store, run the same command to write them again', ExitCode.FAILURE, { cause });
   }
 }
 

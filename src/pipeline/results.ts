@@ -1,7 +1,7 @@
 import type { CompanyRecord } from '../api/types.js';
-import type { Stop } from './execute.js';
+import type { Stop } from './stops.js';
 import { invalidReasonOf } from './scan.js';
-import { Match, type RecordRef, type RunState } from './state.js';
+import { Match, type Company, type RunState } from './state.js';
 
 export type RowStatus = 'matched' | 'no_match' | 'invalid' | 'error' | 'skipped';
 
@@ -14,7 +14,13 @@ export interface RowResult {
   domain: string | null;
   name: string | null;
   company: CompanyRecord | null;
+  /** Where the record came from: bought by this run, or reused from the store. */
+  source: 'bought' | 'store' | null;
+  /** When the record shown was bought, ISO 8601. */
+  boughtAt: string | null;
 }
+
+const NONE = { domain: null, name: null, company: null, source: null, boughtAt: null } as const;
 
 /** Answers about the account, not the company: rows they touch are skipped, not failed. */
 const STOPPING_CODES = new Set(['invalid_token', 'insufficient_scope', 'insufficient_credits']);
@@ -33,10 +39,17 @@ function stopCode(stop: Stop | null): string | null {
   }
 }
 
-const failed = (code: string, domain: string | null = null, name: string | null = null): RowResult =>
-  STOPPING_CODES.has(code)
-    ? { status: 'skipped', error: code, domain, name, company: null }
-    : { status: 'error', error: code, domain, name, company: null };
+const failed = (code: string): RowResult => ({ ...NONE, status: STOPPING_CODES.has(code) ? 'skipped' : 'error', error: code });
+
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+
+/** A company's row: its record when one is held (a failed refresh still shows the older one). */
+function companyResult(c: Company, status: RowStatus, error: string | null, readRecord: ((domain: string) => CompanyRecord | null) | null): RowResult {
+  const held = c.status === 'hit' || (c.boughtAt !== null && c.status !== 'miss');
+  const company = held && readRecord !== null ? readRecord(c.domain) : null;
+  const source = held ? (c.status === 'hit' && c.source === 'bought' ? 'bought' : 'store') : null;
+  return { status, error, domain: c.domain, name: c.name, company, source, boughtAt: held ? iso(c.boughtAt) : null };
+}
 
 /**
  * Maps a row reference from the scan to its result, from the state alone: a resumed run rebuilds
@@ -47,32 +60,33 @@ export function resultForRow(
   ref: number,
   state: RunState,
   /** Null when only the status is wanted (counting), so no record is read. */
-  readRecord: ((ref: RecordRef) => CompanyRecord) | null,
+  readRecord: ((domain: string) => CompanyRecord | null) | null,
   options: { dryRun: boolean; stop: Stop | null },
 ): RowResult {
   const skipped = stopCode(options.stop);
-  if (ref < 0) return { status: 'invalid', error: invalidReasonOf(ref), domain: null, name: null, company: null };
+  if (ref < 0) return { ...NONE, status: 'invalid', error: invalidReasonOf(ref) };
   switch (state.matchOf(ref)) {
     case Match.PENDING:
-      return { status: 'skipped', error: skipped, domain: null, name: null, company: null };
+      return { ...NONE, status: 'skipped', error: skipped };
     case Match.MISS:
-      return { status: 'no_match', error: null, domain: null, name: null, company: null };
+      return { ...NONE, status: 'no_match', error: null };
     case Match.ERROR:
       return failed(state.matchError(ref)?.code ?? 'error');
   }
   const company = state.companyOf(ref);
-  if (company === undefined) return { status: 'error', error: 'internal', domain: null, name: null, company: null };
-  const { domain, name } = company;
-  if (options.dryRun && company.status !== 'hit') return { status: 'matched', error: null, domain, name, company: null };
+  if (company === undefined) return { ...NONE, status: 'error', error: 'internal' };
+  if (options.dryRun && company.status !== 'hit') return companyResult(company, 'matched', null, readRecord);
   switch (company.status) {
     case 'hit':
-      return { status: 'matched', error: null, domain, name, company: company.record === null || readRecord === null ? null : readRecord(company.record) };
+      return companyResult(company, 'matched', null, readRecord);
     case 'miss':
-      return { status: 'no_match', error: null, domain, name, company: null };
+      return { ...NONE, status: 'no_match', error: null, domain: company.domain, name: company.name };
     case 'pending':
-      return { status: 'skipped', error: skipped, domain, name, company: null };
-    case 'error':
-      return failed(company.errorCode ?? 'error', domain, name);
+      return companyResult(company, 'skipped', skipped, readRecord);
+    case 'error': {
+      const code = company.errorCode ?? 'error';
+      return companyResult(company, STOPPING_CODES.has(code) ? 'skipped' : 'error', code, readRecord);
+    }
   }
 }
 

@@ -1,4 +1,5 @@
-import type { EnrichEntry, EventEntry, MatchEntry } from '../journal/entries.js';
+import type { EnrichEvent, HeldCompany, MatchEvent, Purchase, StoreEvent } from '../store/types.js';
+import type { CompanyPlan, DomainPlan } from './plan.js';
 import { IntVector } from './vector.js';
 
 const NO_IDS: ReadonlySet<string> = new Set();
@@ -7,17 +8,24 @@ const NO_IDS: ReadonlySet<string> = new Set();
 export const Match = { PENDING: 0, HIT: 1, MISS: 2, ERROR: 3 } as const;
 export type MatchStatus = (typeof Match)[keyof typeof Match];
 
-export interface RecordRef {
-  offset: number;
-  length: number;
-}
-
 /** A canonical company the service matched: enriched (and charged) at most once. */
 export interface Company {
   readonly index: number;
   readonly domain: string;
   name: string;
   status: 'pending' | 'hit' | 'miss' | 'error';
+  /** Where a hit's record comes from: bought by this run, or reused from the store. */
+  source: 'bought' | 'store' | null;
+  /** When the record shown was bought (ms since the epoch); null when none is held. */
+  boughtAt: number | null;
+  /** The purchase generation this run buys (or bought) under: 1 at first, +1 per refresh. */
+  generation: number;
+  /** The store holds an older record that this run refreshes. */
+  refresh: boolean;
+  /** This run has written (or confirmed) the intent for the purchase: it owns it. */
+  claimed: boolean;
+  /** Another live run owns the purchase: wait for its outcome before buying. */
+  busy: boolean;
   /** Version of the Idempotency-Key the next (or the unanswered) attempt uses. */
   keyVersion: number;
   /** An intent at keyVersion is on disk: attempts under this key may go without writing another. */
@@ -31,8 +39,6 @@ export interface Company {
   keyUncertain: boolean;
   /** requestIds of error answers seen under keyVersion: the same one again is a replay. */
   errorIds: ReadonlySet<string>;
-  /** The journal line holding the enrich answer, read back when results are written. */
-  record: RecordRef | null;
   errorCode: string | null;
   /** The error cannot be cured by asking again (422); otherwise a later run retries. */
   errorFinal: boolean;
@@ -47,7 +53,8 @@ export interface MatchError {
 /**
  * Everything the batch knows, keyed compactly: the unique input domains in first-seen order with
  * their match state in typed arrays (a million domains cost tens of MB, not hundreds), and the
- * matched companies. Replayed journal entries and live outcomes go through the same `apply`.
+ * matched companies. What the store knew is loaded through the plan; live outcomes go through
+ * `apply`, the same events the store writes.
  */
 export class RunState {
   private readonly domainIndex = new Map<string, number>();
@@ -59,11 +66,9 @@ export class RunState {
   private readonly companyIndex = new Map<string, number>();
   readonly companies: Company[] = [];
 
-  /** Credits charged by every enrich answer in the journal, and by this invocation. */
-  creditsTotal = 0;
+  /** Credits charged by this invocation's answers. */
   creditsThisSession = 0;
   creditsRemaining: number | null = null;
-  private replaying = true;
 
   /** Registers an input domain; returns its index (stable, first-seen order). */
   addDomain(domain: string): number {
@@ -76,6 +81,10 @@ export class RunState {
       this.matchCompany.push(-1);
     }
     return i;
+  }
+
+  indexOf(domain: string): number | undefined {
+    return this.domainIndex.get(domain);
   }
 
   get domainCount(): number {
@@ -100,37 +109,88 @@ export class RunState {
     return c === undefined ? undefined : this.companies[c];
   }
 
-  /** Replay is over: entries applied from now on are this invocation's own. */
-  startSession(): void {
-    this.replaying = false;
+  /** What the store knew of input domain d, as the plan judged it. */
+  loadDomain(d: number, plan: DomainPlan): void {
+    if (plan.action === 'hit') {
+      this.matchStatus.set(d, Match.HIT);
+      this.matchCompany.set(d, this.addCompany(plan.company, plan.name).index);
+    } else if (plan.action === 'miss') {
+      this.matchStatus.set(d, Match.MISS);
+    }
   }
 
-  apply(entry: EventEntry, offset: number, length: number): void {
-    switch (entry.t) {
-      case 'match':
-        this.applyMatch(entry);
+  /** What the store holds of a matched company, as the plan judged it. */
+  loadCompany(c: Company, plan: CompanyPlan): void {
+    switch (plan.action) {
+      case 'reuse':
+        this.reuse(c, plan.held);
         return;
-      case 'intent': {
-        const c = this.company(entry.c);
-        if (c === undefined) return;
-        if (c.keyVersion !== entry.v) c.errorIds = NO_IDS;
-        c.keyVersion = entry.v;
-        c.intentOpen = true;
-        c.intentKey = entry.key;
-        // Replayed, an intent may have been sent before the crash; live, nothing is sent yet.
-        c.keyUncertain = this.replaying;
+      case 'no_match':
+        c.status = plan.code === null ? 'miss' : 'error';
+        c.errorCode = plan.code;
+        c.errorFinal = plan.code !== null;
         return;
-      }
-      case 'enrich':
-        this.applyEnrich(entry, offset, length);
-        return;
-      case 'session':
+      case 'buy':
+        c.generation = plan.generation;
+        c.refresh = plan.refresh;
+        c.boughtAt = plan.held?.boughtAt ?? null;
+        if (plan.resume !== null) this.adopt(c, plan.resume);
         return;
     }
   }
 
-  private applyMatch(entry: MatchEntry): void {
-    // A journal from the same input names only domains of this input; anything else is ignored.
+  /** The store's record will do: nothing to buy. */
+  reuse(c: Company, held: HeldCompany): void {
+    c.status = 'hit';
+    c.source = 'store';
+    c.boughtAt = held.boughtAt;
+    c.generation = held.generation;
+    c.intentOpen = false;
+    c.intentKey = null;
+    c.errorCode = null;
+  }
+
+  /** Takes over a purchase's key state as the store has it (a resume, or another run's move). */
+  adopt(c: Company, p: Purchase): void {
+    c.generation = p.generation;
+    if (p.outcome === 'miss' || p.outcome === 'failed') {
+      c.status = p.outcome === 'miss' ? 'miss' : 'error';
+      c.errorCode = p.outcome === 'failed' ? (p.errorCode ?? 'error') : null;
+      c.errorFinal = p.outcome === 'failed';
+      return;
+    }
+    c.keyVersion = p.keyVersion;
+    c.intentOpen = p.intentKey !== null;
+    c.intentKey = p.intentKey;
+    // An intent written by another invocation may have been sent before it stopped.
+    c.keyUncertain = p.intentKey !== null || p.uncertain;
+    c.errorIds = p.errorIds.length === 0 ? NO_IDS : new Set(p.errorIds);
+    c.claimed = false;
+  }
+
+  /** A live outcome of this run: the same event the store writes. */
+  apply(event: StoreEvent): void {
+    switch (event.t) {
+      case 'match':
+        this.applyMatch(event);
+        return;
+      case 'intent': {
+        const c = this.company(event.c);
+        if (c === undefined) return;
+        if (c.keyVersion !== event.v) c.errorIds = NO_IDS;
+        c.keyVersion = event.v;
+        c.intentOpen = true;
+        c.intentKey = event.key;
+        c.claimed = true;
+        return;
+      }
+      case 'enrich':
+        this.applyEnrich(event);
+        return;
+    }
+  }
+
+  private applyMatch(entry: MatchEvent): void {
     const d = this.domainIndex.get(entry.d);
     if (d === undefined) return;
     if (entry.s === 'hit' && entry.c !== undefined) {
@@ -146,6 +206,11 @@ export class RunState {
     }
   }
 
+  /** True when the company is new to this run: the caller asks the store what it holds of it. */
+  hasCompany(domain: string): boolean {
+    return this.companyIndex.has(domain);
+  }
+
   private addCompany(domain: string, name: string): Company {
     const existing = this.company(domain);
     if (existing !== undefined) return existing;
@@ -154,12 +219,17 @@ export class RunState {
       domain,
       name,
       status: 'pending',
+      source: null,
+      boughtAt: null,
+      generation: 1,
+      refresh: false,
+      claimed: false,
+      busy: false,
       keyVersion: 1,
       intentOpen: false,
       intentKey: null,
       keyUncertain: false,
       errorIds: NO_IDS,
-      record: null,
       errorCode: null,
       errorFinal: false,
       charged: 0,
@@ -169,42 +239,37 @@ export class RunState {
     return company;
   }
 
-  private applyEnrich(entry: EnrichEntry, offset: number, length: number): void {
+  private applyEnrich(entry: EnrichEvent): void {
     const c = this.company(entry.c);
     if (c === undefined) return;
     const charged = entry.charged ?? 0;
     c.charged += charged;
-    this.creditsTotal += charged;
-    if (!this.replaying) this.creditsThisSession += charged;
+    this.creditsThisSession += charged;
     if (entry.remaining !== undefined) this.creditsRemaining = entry.remaining;
-    if (entry.s === 'hit') {
-      c.status = 'hit';
-      c.record = { offset, length };
+    if (entry.s === 'hit' || entry.s === 'miss') {
+      c.status = entry.s;
+      c.source = entry.s === 'hit' ? 'bought' : null;
+      c.boughtAt = entry.s === 'hit' ? (entry.at ?? Date.now()) : c.boughtAt;
       c.intentOpen = false;
       c.intentKey = null;
       c.errorCode = null;
-    } else if (entry.s === 'miss') {
-      c.status = 'miss';
+      return;
+    }
+    c.status = 'error';
+    c.errorCode = entry.code ?? 'error';
+    c.errorFinal = entry.final === true;
+    if (entry.key === 'retired') {
+      // Proven uncharged: a service that stored this error under the key would replay it
+      // forever, so the next attempt gets a new one.
+      c.keyVersion = entry.v + 1;
       c.intentOpen = false;
       c.intentKey = null;
-      c.errorCode = null;
+      c.keyUncertain = false;
+      c.errorIds = NO_IDS;
     } else {
-      c.status = 'error';
-      c.errorCode = entry.code ?? 'error';
-      c.errorFinal = entry.final === true;
-      if (entry.key === 'retired') {
-        // Proven uncharged: a service that stored this error under the key would replay it
-        // forever, so the next attempt gets a new one.
-        c.keyVersion = entry.v + 1;
-        c.intentOpen = false;
-        c.intentKey = null;
-        c.keyUncertain = false;
-        c.errorIds = NO_IDS;
-      } else {
-        c.keyUncertain = true;
-        // Errors are rare: a company gets a set of its own only when it has one to remember.
-        if (entry.rid !== undefined) c.errorIds = new Set([...c.errorIds, entry.rid]);
-      }
+      c.keyUncertain = true;
+      // Errors are rare: a company gets a set of its own only when it has one to remember.
+      if (entry.rid !== undefined) c.errorIds = new Set([...c.errorIds, entry.rid]);
     }
   }
 
@@ -216,5 +281,17 @@ export class RunState {
 
   needsEnrich(c: Company): boolean {
     return c.status === 'pending' || (c.status === 'error' && !c.errorFinal);
+  }
+
+  /** Companies this run still owes a purchase, and how many of those refresh a held record. */
+  owed(): { buy: number; refresh: number } {
+    let buy = 0;
+    let refresh = 0;
+    for (const c of this.companies) {
+      if (!this.needsEnrich(c)) continue;
+      buy++;
+      if (c.refresh) refresh++;
+    }
+    return { buy, refresh };
   }
 }

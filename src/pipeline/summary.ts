@@ -1,4 +1,4 @@
-import type { Stop } from './execute.js';
+import type { Stop } from './stops.js';
 import type { RowStatus } from './results.js';
 import type { RunState } from './state.js';
 
@@ -6,6 +6,10 @@ import type { RunState } from './state.js';
 export const PLAN_RATES = { starter: 0.05, growth: 0.042, scale: 0.033 } as const;
 export type Plan = keyof typeof PLAN_RATES;
 
+/**
+ * The totals (README "Summary"), one vocabulary everywhere: rows are counted by their status
+ * (`matched`, `no_match`, ...); companies by what happened to them (`bought`, `reused`).
+ */
 export interface Summary {
   status: 'done' | 'dry_run' | 'partial' | 'stopped' | 'interrupted';
   dry_run: boolean;
@@ -14,18 +18,24 @@ export interface Summary {
   unique_domains: number;
   /** Canonical companies the service matched (several domains may share one). */
   companies: number;
+  /** Rows by status. */
   matched: number;
   no_match: number;
   errors: number;
   skipped: number;
+  /** Companies bought by this invocation, and served from the store instead of bought. */
+  bought: number;
+  reused: number;
+  /** Credits the store saved: one per company reused rather than bought (spec 8.4). */
+  credits_saved: number;
   credits_charged: number;
-  credits_charged_total: number;
   credits_remaining: number | null;
-  /** Credits still to spend to finish: a dry run's exact estimate, or what a stopped run needs. */
+  /** Companies still to buy to finish (a dry run's estimate), and how many refresh a stale record. */
   estimated_credits: number;
+  stale: number;
   estimated_cost_usd: Record<Plan, number>;
   stopped: Stop['reason'] | null;
-  journal: string;
+  store: string;
   output: string | null;
 }
 
@@ -43,12 +53,18 @@ export function summarise(input: {
   rows: number;
   dryRun: boolean;
   stop: Stop | null;
-  journal: string;
+  store: string;
   output: string | null;
 }): Summary {
   const { state, tally, stop } = input;
-  let owed = 0;
-  for (const c of state.companies) if (state.needsEnrich(c)) owed++;
+  const owed = state.owed();
+  let bought = 0;
+  let reused = 0;
+  for (const c of state.companies) {
+    if (c.status !== 'hit') continue;
+    if (c.source === 'bought') bought++;
+    else reused++;
+  }
   const status: Summary['status'] =
     stop?.reason === 'interrupted' ? 'interrupted' : stop !== null ? 'stopped' : input.dryRun ? 'dry_run' : tally.error > 0 ? 'partial' : 'done';
   return {
@@ -62,13 +78,16 @@ export function summarise(input: {
     no_match: tally.no_match,
     errors: tally.error,
     skipped: tally.skipped,
+    bought,
+    reused,
+    credits_saved: reused,
     credits_charged: state.creditsThisSession,
-    credits_charged_total: state.creditsTotal,
     credits_remaining: state.creditsRemaining,
-    estimated_credits: owed,
-    estimated_cost_usd: costAt(owed),
+    estimated_credits: owed.buy,
+    stale: owed.refresh,
+    estimated_cost_usd: costAt(owed.buy),
     stopped: stop?.reason ?? null,
-    journal: input.journal,
+    store: input.store,
     output: input.output,
   };
 }

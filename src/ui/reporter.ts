@@ -13,7 +13,7 @@ export interface Reporter {
    * a live display is gone before the first byte reaches a terminal.
    */
   refresh(): void;
-  /** A line worth telling: resuming, where the journal is. Suppressed by --quiet. */
+  /** A line worth telling: an import, a resume. Suppressed by --quiet. */
   note(message: string): void;
   /** Something the user should act on; shown even with --quiet. */
   warn(message: string): void;

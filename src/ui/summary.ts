@@ -1,28 +1,29 @@
-import type { Stop } from '../pipeline/execute.js';
+import type { Stop } from '../pipeline/stops.js';
 import type { Summary } from '../pipeline/summary.js';
 import { num } from './format.js';
 
 const usd = (n: number): string => `$${n.toFixed(2)}`;
 
-/** The totals as a small aligned table for stderr. */
+/** The totals as a small aligned table for stderr, in the vocabulary of the summary JSON. */
 export function formatSummary(s: Summary): string {
   const rows: [string, string][] = [
     ['rows', `${num(s.rows)}${s.invalid_rows > 0 ? `   ${num(s.invalid_rows)} invalid` : ''}`],
     ['unique domains', num(s.unique_domains)],
-    ['companies found', num(s.companies)],
-    [s.dry_run ? 'rows matched' : 'matched', num(s.matched)],
-    ['no match', num(s.no_match)],
+    ['companies', num(s.companies)],
+    ['rows matched', num(s.matched)],
+    ['rows no match', num(s.no_match)],
   ];
-  if (s.errors > 0 || !s.dry_run) rows.push(['errors', num(s.errors)]);
-  if (s.skipped > 0 || !s.dry_run) rows.push(['skipped', num(s.skipped)]);
+  if (s.errors > 0 || !s.dry_run) rows.push(['rows errored', num(s.errors)]);
+  if (s.skipped > 0 || !s.dry_run) rows.push(['rows skipped', num(s.skipped)]);
+  if (s.reused > 0 || !s.dry_run) rows.push(['reused', `${num(s.reused)}${s.reused > 0 ? `   companies from the store (${num(s.credits_saved)} credits saved)` : ''}`]);
   if (s.dry_run) {
     const c = s.estimated_cost_usd;
+    const stale = s.stale > 0 ? `   (${num(s.stale)} to refresh stale records)` : '';
+    rows.push(['to buy', `${num(s.estimated_credits)} companies${stale}`]);
     rows.push(['estimated cost', `${num(s.estimated_credits)} credits   ${usd(c.starter)} Starter · ${usd(c.growth)} Growth · ${usd(c.scale)} Scale`]);
   } else {
-    const extra: string[] = [];
-    if (s.credits_charged_total !== s.credits_charged) extra.push(`${num(s.credits_charged_total)} over all runs of this journal`);
-    if (s.credits_remaining !== null) extra.push(`${num(s.credits_remaining)} left`);
-    rows.push(['credits spent', `${num(s.credits_charged)}${extra.length > 0 ? `   (${extra.join('; ')})` : ''}`]);
+    rows.push(['bought', num(s.bought)]);
+    rows.push(['credits spent', `${num(s.credits_charged)}${s.credits_remaining !== null ? `   (${num(s.credits_remaining)} left)` : ''}`]);
   }
   const width = Math.max(...rows.map(([label]) => label.length));
   const valueWidth = Math.max(...rows.map(([, v]) => v.split(' ')[0]?.length ?? 0));
@@ -38,13 +39,13 @@ export function formatSummary(s: Summary): string {
 export function nextStep(s: Summary, stop: Stop | null): string | null {
   switch (stop?.reason) {
     case 'interrupted':
-      return `interrupted: the journal is saved in ${s.journal}; run the same command to resume (nothing paid for is lost)`;
+      return `interrupted: everything bought is kept in the store (${s.store}); run the same command to finish, nothing is bought twice`;
     case 'credits': {
       const balance = stop.balance === null ? '' : `balance ${num(stop.balance)}, `;
-      return `stopped: ${balance}needs ${num(s.estimated_credits)} more credits; top up and run the same command to resume`;
+      return `stopped: ${balance}needs ${num(s.estimated_credits)} more credits; top up and run the same command to finish (what was bought is kept)`;
     }
     case 'budget':
-      return `stopped at --max-credits ${num(stop.limit)}: ${num(s.estimated_credits)} more credits would finish the job; run the same command with a higher --max-credits to resume`;
+      return `stopped at --max-credits ${num(stop.limit)} (the cap on this invocation): ${num(s.estimated_credits)} more credits would finish the job; what was bought is kept, and the next run buys only the rest`;
     case 'auth':
       return stop.code === 'insufficient_scope'
         ? 'the API key lacks the search:read scope (insufficient_scope); use a key that has it, then run the same command'
@@ -52,7 +53,11 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
     case undefined:
       break;
   }
-  if (s.dry_run) return s.estimated_credits > 0 ? `a real run would spend exactly ${num(s.estimated_credits)} credits; drop --dry-run to go ahead` : null;
+  if (s.dry_run) {
+    if (s.estimated_credits === 0) return null;
+    const stale = s.stale > 0 ? ` (${num(s.stale)} of them refresh stale records)` : '';
+    return `a real run would spend exactly ${num(s.estimated_credits)} credits${stale}; drop --dry-run to go ahead`;
+  }
   if (s.errors > 0) return `${num(s.errors)} rows failed (see enrich_error); run the same command to retry them`;
   return null;
 }

@@ -32,7 +32,7 @@ function rate(previous: Rate | undefined, done: number, now: number): Rate {
 const eta = (left: number, perSecond: number): string => (perSecond > 0 && left > 0 ? duration((left / perSecond) * 1000) : '–');
 
 /**
- * For a person at a terminal: a spinner while the input is read and the journal replayed, then
+ * For a person at a terminal: a spinner while the input is read and the store consulted, then
  * a bar per phase with counts, rate, ETA and credits, a 429 wait shown as a pause (never a
  * freeze), all on stderr, redrawn ten times a second from the pipeline's counters.
  */

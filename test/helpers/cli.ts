@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { parse } from 'csv-parse/sync';
 import { main, type CliIO } from '../../src/cli/main.js';
+import { baseEnv } from './setup.js';
 
 export interface CliRun {
   code: number;
@@ -23,7 +24,7 @@ export async function runCli(argv: string[], options: { env?: Record<string, str
     stdin: Readable.from([options.stdin ?? '']),
     stdout,
     stderr,
-    env: { HOME: process.env['HOME'], ...options.env },
+    env: { ...baseEnv(), ...options.env },
     onSignal: () => () => {},
     hardExit: (code) => {
       throw new Error(`hard exit ${code}`);

@@ -2,7 +2,7 @@ import type { RateLimitedError} from '../../src/api/errors.js';
 import { apiErrorFromResponse } from '../../src/api/errors.js';
 import type { ServiceClient } from '../../src/api/client.js';
 import { DEFAULT_RETRY_POLICY } from '../../src/api/retry.js';
-import type { EventEntry } from '../../src/journal/entries.js';
+import { memoryStore } from './memory-store.js';
 import type { Clock } from '../../src/pipeline/clock.js';
 import { execute } from '../../src/pipeline/execute.js';
 import { AdaptiveLimiter } from '../../src/pipeline/limiter.js';
@@ -171,22 +171,13 @@ export async function simulate(server: SimServerOptions, domains: number, concur
 
   const state = new RunState();
   for (let i = 0; i < domains; i++) state.addDomain(`company-${i}.com`);
-  state.startSession();
-  let offset = 0;
-  const journal = {
-    append: (entry: EventEntry) => {
-      const length = JSON.stringify(entry).length + 1;
-      offset += length;
-      return { offset: offset - length, length, written: Promise.resolve() };
-    },
-  };
   const limiter = new AdaptiveLimiter({ clock });
   const progress = new Progress();
   const stop = await clock.run(
     execute(
       state,
       { dryRun: false, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchWindow: concurrency * 4, graceMs: 1000 },
-      { client, scheduler: new Scheduler(limiter, clock, concurrency), journal, clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, progress },
+      { client, scheduler: new Scheduler(limiter, clock, concurrency), store: memoryStore(), clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress },
       new AbortController().signal,
     ),
     3_600_000,

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { baseEnv } from './setup.js';
 
 export const BIN = fileURLToPath(new URL('../../bin/enrich.js', import.meta.url));
 
@@ -19,7 +20,7 @@ const SIGNALS: Record<string, number> = { SIGINT: 2, SIGKILL: 9, SIGTERM: 15 };
 export function spawnCli(args: string[], options: { env?: Record<string, string | undefined>; stdin?: string; cwd?: string } = {}): Spawned {
   const child = spawn(process.execPath, [BIN, ...args], {
     cwd: options.cwd,
-    env: { PATH: process.env['PATH'], HOME: process.env['HOME'], ...options.env },
+    env: { ...baseEnv(), ...options.env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let out = '';

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { apiErrorFromResponse, connectionError } from '../../src/api/errors.js';
 import type { ServiceClient } from '../../src/api/client.js';
 import type { EnrichResponse } from '../../src/api/types.js';
-import type { EventEntry } from '../../src/journal/entries.js';
+import { memoryStore } from '../helpers/memory-store.js';
+import type { Purchase } from '../../src/store/types.js';
 import { systemClock } from '../../src/pipeline/clock.js';
 import { execute } from '../../src/pipeline/execute.js';
 import { keyVerdict } from '../../src/pipeline/keys.js';
@@ -83,20 +84,28 @@ function scripted(steps: Step[]) {
   return { client, keys, charges: () => charges };
 }
 
+/** What the store hands a run that resumes acme.com's open purchase (left by a killed run). */
+function resumeFrom(state: RunState, purchase: Partial<Purchase>): void {
+  const d = state.addDomain('acme.com');
+  state.loadDomain(d, { action: 'hit', company: 'acme.com', name: 'Acme' });
+  const open: Purchase = { domain: 'acme.com', generation: 1, keyVersion: 1, intentKey: null, uncertain: false, errorIds: [], errorCode: null, outcome: 'open', closedAt: null, ...purchase };
+  state.loadCompany(state.company('acme.com') as NonNullable<ReturnType<RunState['company']>>, { action: 'buy', generation: 1, refresh: false, held: null, resume: open });
+}
+
 async function run(steps: Step[], options: { seed?: (state: RunState) => void; maxRateLimited?: number } = {}) {
   const svc = scripted(steps);
   const state = new RunState();
   state.addDomain('acme.com');
   options.seed?.(state);
-  state.startSession();
-  const journal: EventEntry[] = [];
+  const store = memoryStore();
   const stop = await execute(
     state,
     { dryRun: false, maxCredits: null, retry: { maxAttempts: 8, maxRateLimitedAttempts: options.maxRateLimited ?? 8, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100 },
     {
       client: svc.client,
       scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, 2),
-      journal: { append: (e) => (journal.push(e), { offset: 0, length: 0, written: Promise.resolve() }) },
+      store,
+      planCompany: () => {},
       clock: { now: systemClock.now, sleep: () => Promise.resolve() },
       random: () => 0,
       idempotencyKey: (c, v) => `${c.domain}#${v}`,
@@ -104,7 +113,7 @@ async function run(steps: Step[], options: { seed?: (state: RunState) => void; m
     },
     new AbortController().signal,
   );
-  return { stop, keys: svc.keys, charges: svc.charges(), state, journal };
+  return { stop, keys: svc.keys, charges: svc.charges(), state, journal: store.events };
 }
 
 describe('paid attempts and their keys', () => {
@@ -155,11 +164,7 @@ describe('paid attempts that end without an answer', () => {
 
   it('on resume, a replayed 402 retires its key and goes on: it says nothing of today\'s balance', async () => {
     // The last run lost the answer to key #1; its retry got a 402 (req_old), journaled as kept.
-    const seed = (state: RunState): void => {
-      state.apply({ t: 'match', d: 'acme.com', s: 'hit', c: 'acme.com', n: 'Acme' }, 0, 1);
-      state.apply({ t: 'intent', c: 'acme.com', v: 1, key: 'acme.com#1' }, 0, 1);
-      state.apply({ t: 'enrich', c: 'acme.com', v: 1, s: 'error', code: 'insufficient_credits', rid: 'req_old', key: 'kept' }, 0, 1);
-    };
+    const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', errorIds: ['req_old'], errorCode: 'insufficient_credits' });
     // The service replays the stored 402 under #1 (same requestId), then, under #2, has credits.
     const r = await run([{ status: 402, code: 'insufficient_credits', rid: 'req_old' }, 'ok'], { seed });
     expect(r.stop).toBeNull();
@@ -168,21 +173,17 @@ describe('paid attempts that end without an answer', () => {
   });
 
   it('resumes an open intent under the key it wrote, not a recomputed one', async () => {
-    const seed = (state: RunState): void => {
-      state.apply({ t: 'match', d: 'acme.com', s: 'hit', c: 'acme.com', n: 'Acme' }, 0, 1);
-      state.apply({ t: 'intent', c: 'acme.com', v: 1, key: 'written-by-an-older-version' }, 0, 1);
-    };
+    const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'written-by-an-older-version' });
     const r = await run(['ok'], { seed });
     expect(r.keys).toStrictEqual(['written-by-an-older-version']);
   });
 });
 
-describe('RunState replay', () => {
+describe('RunState resume from the store', () => {
   it('treats an intent with no outcome as uncertain: a resume keeps its key', () => {
     const s = new RunState();
     s.addDomain('acme.com');
-    s.apply({ t: 'match', d: 'acme.com', s: 'hit', c: 'acme.com', n: 'Acme' }, 0, 1);
-    s.apply({ t: 'intent', c: 'acme.com', v: 3, key: 'k3' }, 0, 1);
+    resumeFrom(s, { keyVersion: 3, intentKey: 'k3' });
     const c = s.company('acme.com');
     expect([c?.keyVersion, c?.intentOpen, c?.keyUncertain]).toStrictEqual([3, true, true]);
     expect(keyVerdict(c as NonNullable<typeof c>, problem(402, 'insufficient_credits', 'x'))).toBe('kept');
@@ -191,12 +192,10 @@ describe('RunState replay', () => {
   it('carries requestIds of kept errors across a resume, so a replayed error is recognised', () => {
     const s = new RunState();
     s.addDomain('acme.com');
-    s.apply({ t: 'match', d: 'acme.com', s: 'hit', c: 'acme.com', n: 'Acme' }, 0, 1);
-    s.apply({ t: 'intent', c: 'acme.com', v: 1, key: 'k1' }, 0, 1);
-    s.apply({ t: 'enrich', c: 'acme.com', v: 1, s: 'error', code: 'insufficient_credits', rid: 'req_7', key: 'kept' }, 0, 1);
+    resumeFrom(s, { intentKey: 'k1', errorIds: ['req_7'], errorCode: 'insufficient_credits' });
     const c = s.company('acme.com') as NonNullable<ReturnType<RunState['company']>>;
     expect(keyVerdict(c, problem(402, 'insufficient_credits', 'req_7'))).toBe('replayed');
-    s.apply({ t: 'enrich', c: 'acme.com', v: 1, s: 'error', code: 'insufficient_credits', rid: 'req_7', key: 'retired' }, 0, 1);
+    s.apply({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'insufficient_credits', rid: 'req_7', key: 'retired' });
     expect([c.keyVersion, c.intentOpen, c.keyUncertain, c.errorIds.size]).toStrictEqual([2, false, false, 0]);
   });
 });

@@ -1,6 +1,8 @@
-import type { CompanyRecord } from '../api/types.js';
+import type { CompanyRecord } from '../../api/types.js';
 
 /**
+ * The journal of enrich 0.1, kept only so its purchases can be imported into the store.
+ *
  * The journal is JSON Lines, append-only. The first line pins the run; every later line is an
  * event. Field names are short because a 1M-row run writes millions of them, but each is a word.
  */

@@ -1,0 +1,132 @@
+import { stringify } from 'csv-stringify/sync';
+import { serviceIdentity } from '../api/endpoint.js';
+import { UsageError } from '../errors.js';
+import { openSink } from '../io/sink.js';
+import { importJournal } from '../store/import-journal.js';
+import { holdings, prune, records, runs, type HeldRecord } from '../store/ledger.js';
+import { Store } from '../store/sqlite.js';
+import { num } from '../ui/format.js';
+import { VERSION } from '../version.js';
+
+export type LedgerAction =
+  | { kind: 'show' }
+  | { kind: 'runs'; limit: number }
+  | { kind: 'export'; format: 'csv' | 'jsonl'; output: string; service: string | undefined }
+  | { kind: 'prune'; olderThanMs: number; dryRun: boolean }
+  | { kind: 'import'; journals: string[] };
+
+export interface LedgerOptions {
+  store: string;
+  json: boolean;
+  action: LedgerAction;
+}
+
+export interface LedgerIO {
+  stdout: NodeJS.WritableStream;
+  now?: () => number;
+}
+
+const day = (ms: number | null): string => (ms === null ? '-' : new Date(ms).toISOString().slice(0, 10));
+const stamp = (ms: number | null): string => (ms === null ? '-' : new Date(ms).toISOString().slice(0, 16).replace('T', ' '));
+
+function mib(bytes: number): string {
+  return bytes < 1024 * 1024 ? `${num(Math.ceil(bytes / 1024))} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+/** `enrich ledger ...`: what the store holds, its runs, every record, and housekeeping. */
+export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void> {
+  const now = io.now ?? Date.now;
+  const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now });
+  const print = (text: string): void => void io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+  try {
+    const action = options.action;
+    switch (action.kind) {
+      case 'show':
+        return show(store, options.json, print);
+      case 'runs':
+        return listRuns(store, action.limit, options.json, print);
+      case 'export':
+        return await exportRecords(store, action, io.stdout);
+      case 'prune': {
+        const cutoff = now() - action.olderThanMs;
+        const pruned = prune(store, cutoff, action.dryRun);
+        if (options.json) return print(JSON.stringify({ cutoff: new Date(cutoff).toISOString(), dry_run: action.dryRun, ...pruned }));
+        const verb = action.dryRun ? 'would forget' : 'forgot';
+        return print(`${verb} ${num(pruned.companies)} companies bought and ${num(pruned.lookups)} lookups made before ${day(cutoff)}; open purchases are always kept`);
+      }
+      case 'import':
+        for (const path of action.journals) {
+          const imported = await importJournal(store, path);
+          print(imported === null ? `${path}: nothing new to import` : `${path}: imported ${num(imported.companies)} companies for ${imported.service}`);
+        }
+        return;
+    }
+  } finally {
+    store.close();
+  }
+}
+
+function show(store: Store, json: boolean, print: (s: string) => void): void {
+  const services = holdings(store);
+  const size = store.sizeOnDisk();
+  if (json) {
+    print(JSON.stringify({ store: store.path, bytes: size, services: services.map((s) => ({ ...s, oldest: day(s.oldest), newest: day(s.newest) })) }, null, 2));
+    return;
+  }
+  const lines = [`store      ${store.path} (${mib(size)})`];
+  if (services.length === 0) lines.push('           empty: nothing bought yet');
+  for (const s of services) {
+    lines.push(
+      '',
+      `service    ${s.service}`,
+      `companies  ${num(s.companies)} held, bought ${day(s.oldest)} to ${day(s.newest)}`,
+      `lookups    ${num(s.lookups)} domains (${num(s.misses)} no match)`,
+      `credits    ${num(s.credits)} spent over ${num(s.runs)} runs`,
+    );
+    if (s.open > 0) lines.push(`at risk    ${num(s.open)} purchases unfinished (a rerun finishes them under their own keys)`);
+  }
+  print(lines.join('\n'));
+}
+
+function listRuns(store: Store, limit: number, json: boolean, print: (s: string) => void): void {
+  const list = runs(store, limit);
+  if (json) {
+    print(JSON.stringify(list, null, 2));
+    return;
+  }
+  const header = ['run', 'started', 'input', 'rows', 'status', 'credits', 'bought', 'reused'];
+  const table = list.map((r) => [String(r.id), stamp(r.startedAt), r.input ?? '-', r.rows === null ? '-' : num(r.rows), r.dryRun ? `${r.status} (dry run)` : r.status, num(r.credits), num(r.bought), num(r.reused)]);
+  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => (row[i] as string).length)));
+  const line = (cells: string[]): string => cells.map((c, i) => (i === 0 || i >= 3 && i !== 4 ? c.padStart(widths[i] as number) : c.padEnd(widths[i] as number))).join('  ').trimEnd();
+  print([line(header), ...table.map(line)].join('\n'));
+}
+
+const CSV_COLUMNS = ['service', 'bought_at', 'credits', 'generation', 'domain', 'name', 'website_url', 'description', 'industry', 'employee_count', 'revenue_range', 'ownership_type', 'year_founded', 'specialties', 'hq_country', 'hq_city', 'last_updated'] as const;
+
+function csvRow(h: HeldRecord): unknown[] {
+  const r = h.record;
+  return [h.service, new Date(h.boughtAt).toISOString(), h.credits, h.generation, r.domain, r.name, r.website_url, r.description, r.industry, r.employee_count, r.revenue_range, r.ownership_type, r.year_founded, (r.specialties ?? []).join('; '), r.hq_country, r.hq_city, r.last_updated];
+}
+
+async function exportRecords(store: Store, action: Extract<LedgerAction, { kind: 'export' }>, stdout: NodeJS.WritableStream): Promise<void> {
+  const sink = await openSink(action.output, stdout);
+  let done = false;
+  try {
+    if (action.format === 'csv') await sink.write(stringify([[...CSV_COLUMNS]]));
+    for (const h of records(store, action.service)) {
+      const text = action.format === 'csv' ? stringify([csvRow(h)]) : `${JSON.stringify({ service: h.service, bought_at: new Date(h.boughtAt).toISOString(), credits: h.credits, generation: h.generation, company: h.record })}\n`;
+      await sink.write(text);
+    }
+    await sink.finish();
+    done = true;
+  } finally {
+    if (!done) await sink.abort();
+  }
+}
+
+/** `--service` takes the name `enrich ledger` shows, or a base URL as given to --base-url. */
+export function checkService(name: string | undefined): string | undefined {
+  if (name === undefined || name === 'sandbox:embedded') return name;
+  if (/^https?:\/\//.test(name)) return serviceIdentity(name);
+  throw new UsageError(`--service ${name}: give a service as \`enrich ledger\` lists it (https://host/api/v1/public, or sandbox:embedded)`);
+}

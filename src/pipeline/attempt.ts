@@ -1,0 +1,67 @@
+import { ApiError, RateLimitedError } from '../api/errors.js';
+import { decideRetry, type RetryPolicy } from '../api/retry.js';
+import type { Clock } from './clock.js';
+import type { Progress } from './progress.js';
+import { StoppedError, type Lane, type Scheduler } from './scheduler.js';
+
+export type Attempt<T> = { kind: 'ok'; value: T } | { kind: 'error'; error: unknown } | { kind: 'stopped' };
+
+export interface AttemptHooks {
+  /**
+   * Runs before each attempt (the enrich step makes its intent durable here); false ends the
+   * call as stopped. What it throws (the store cannot be written) ends the whole run.
+   */
+  before?: () => Promise<boolean>;
+  /**
+   * Sees every failure first, and may answer "again": the failure describes the past (a
+   * replay), so the next attempt goes at once, neither counting against the retries nor
+   * stopping the run.
+   */
+  failed?: (error: unknown) => 'again' | undefined;
+}
+
+export interface AttemptDeps {
+  scheduler: Scheduler;
+  clock: Clock;
+  random: () => number;
+  retry: RetryPolicy;
+  progress: Progress;
+  /** Aborts requests already sent (once an interrupt's grace period is over). */
+  inflight: AbortSignal;
+}
+
+export type Attempter = <T>(lane: Lane, signal: AbortSignal, call: (s: AbortSignal) => Promise<T>, hooks?: AttemptHooks) => Promise<Attempt<T>>;
+
+/**
+ * One logical call with retries; each attempt is one scheduled request. Whether and when to try
+ * again is the pure decision in api/retry.ts; this only carries it out.
+ */
+export function attempter(deps: AttemptDeps): Attempter {
+  const { scheduler, clock, progress, inflight } = deps;
+  return async function attempt<T>(lane: Lane, signal: AbortSignal, call: (s: AbortSignal) => Promise<T>, hooks: AttemptHooks = {}): Promise<Attempt<T>> {
+    const attempts = { failures: 0, rateLimited: 0 };
+    for (;;) {
+      if (signal.aborted) return { kind: 'stopped' };
+      if (hooks.before !== undefined && !(await hooks.before())) return { kind: 'stopped' };
+      try {
+        return { kind: 'ok', value: await scheduler.run(lane, () => call(inflight), signal) };
+      } catch (error) {
+        if (error instanceof StoppedError || (inflight.aborted && !(error instanceof ApiError && error.definitive))) return { kind: 'stopped' };
+        if (hooks.failed?.(error) === 'again') continue;
+        if (error instanceof RateLimitedError) {
+          attempts.rateLimited++;
+          // Shown as a pause by the UI, so a wait on the service never looks like a hang.
+          progress.pausedUntil = Math.max(progress.pausedUntil, clock.now() + error.retryAfterSeconds * 1000);
+        } else attempts.failures++;
+        const decision = decideRetry(error, attempts, deps.retry, deps.random);
+        if (!decision.retry) return { kind: 'error', error };
+        progress.retries++;
+        try {
+          await clock.sleep(decision.delayMs, signal);
+        } catch {
+          return { kind: 'stopped' };
+        }
+      }
+    }
+  };
+}

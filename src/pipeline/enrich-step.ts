@@ -1,0 +1,135 @@
+import { ApiError, RateLimitedError, ValidationError } from '../api/errors.js';
+import type { ServiceClient } from '../api/client.js';
+import type { Claim, IntentEvent, StoreEvent } from '../store/types.js';
+import type { Attempter } from './attempt.js';
+import type { CreditBudget } from './budget.js';
+import type { Clock } from './clock.js';
+import { keyVerdict } from './keys.js';
+import type { Progress } from './progress.js';
+import type { Company, RunState } from './state.js';
+import type { Stops } from './stops.js';
+
+export interface EnrichStepDeps {
+  state: RunState;
+  client: ServiceClient;
+  attempt: Attempter;
+  stops: Stops;
+  budget: CreditBudget;
+  maxCredits: number | null;
+  clock: Clock;
+  progress: Progress;
+  /** Wall-clock ms since the epoch: when a record was bought. */
+  now: () => number;
+  record(event: StoreEvent): void;
+  /** Writes an intent durably and answers whether this run may buy under it. */
+  claim(intent: IntentEvent): Promise<Claim>;
+  idempotencyKey(company: Company, version: number): string;
+  /** How long to wait before asking again about a purchase another live run holds open. */
+  busyPollMs: number;
+}
+
+/** The paid enrich of one matched company: claim the purchase, buy it once, record the outcome. */
+export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<void> {
+  const { state, stops, progress, record } = deps;
+
+  // The key an attempt goes under: the open intent's as written (a resume must not recompute it,
+  // in case the derivation ever changes), else a new one for the generation and version.
+  const keyOf = (c: Company): string => (c.intentOpen && c.intentKey !== null ? c.intentKey : deps.idempotencyKey(c, c.keyVersion));
+
+  /**
+   * Makes this run the purchase's owner with a durable intent. Another live run may own it (wait
+   * for its outcome), may have bought the company since the plan (reuse that), or may have moved
+   * its key on (adopt where it stands). False when there is nothing left to buy.
+   */
+  async function claimPurchase(c: Company): Promise<boolean> {
+    for (;;) {
+      if (stops.paid.signal.aborted || !state.needsEnrich(c)) return false;
+      const intent: IntentEvent = { t: 'intent', c: c.domain, g: c.generation, v: c.keyVersion, key: keyOf(c) };
+      const claim = await deps.claim(intent);
+      c.busy = claim.kind === 'busy';
+      switch (claim.kind) {
+        case 'ok':
+          state.apply(intent);
+          return true;
+        case 'held':
+          state.reuse(c, claim.held);
+          return false;
+        case 'moved':
+          state.adopt(c, claim.purchase);
+          continue;
+        case 'busy':
+          try {
+            await deps.clock.sleep(deps.busyPollMs, stops.paid.signal);
+          } catch {
+            return false;
+          }
+      }
+    }
+  }
+
+  const recordFailure = (c: Company, error: unknown, verdict: 'retired' | 'replayed' | 'kept'): void => {
+    const answer = error instanceof ApiError ? error : undefined;
+    record({
+      t: 'enrich',
+      c: c.domain,
+      g: c.generation,
+      v: c.keyVersion,
+      s: 'error',
+      code: answer?.code ?? 'error',
+      ...(answer?.requestId === undefined ? {} : { rid: answer.requestId }),
+      key: verdict === 'kept' ? 'kept' : 'retired',
+      ...(answer instanceof ValidationError ? { final: true } : {}),
+    });
+  };
+
+  async function buy(c: Company): Promise<number> {
+    const result = await deps.attempt('enrich', stops.paid.signal, (signal) => deps.client.enrich(c.domain, { idempotencyKey: keyOf(c), signal }), {
+      // The intent is on disk before the paid request leaves: a crash after this point resumes
+      // with the same key, and the service replays instead of charging again. A key retired
+      // since the claim needs an intent of its own.
+      before: async () => (c.intentOpen && c.claimed) || (await claimPurchase(c)),
+      failed: (error) => {
+        const verdict = keyVerdict(c, error);
+        if (verdict === null) return undefined;
+        recordFailure(c, error, verdict);
+        return verdict === 'replayed' ? 'again' : undefined;
+      },
+    });
+    if (result.kind === 'stopped') return 0;
+    progress.enrichDone++;
+    if (result.kind === 'error') {
+      // 429s are not recorded one by one; when they exhaust the retries the company must still
+      // end as an error (so the run exits 3 and a rerun retries it), and a 429 never charges.
+      if (result.error instanceof RateLimitedError) recordFailure(c, result.error, c.keyUncertain ? 'kept' : 'retired');
+      stops.stopFor(result.error, 'enrich');
+      return 0;
+    }
+    const answer = result.value;
+    const charged = answer.credits_charged;
+    progress.credits += charged;
+    const remaining = Number.isFinite(answer.credits_remaining) ? { remaining: answer.credits_remaining } : {};
+    const base = { t: 'enrich', c: c.domain, g: c.generation, v: c.keyVersion, charged, at: deps.now(), key_used: keyOf(c), ...remaining } as const;
+    if (answer.matched && answer.company !== null) record({ ...base, s: 'hit', company: answer.company });
+    else record({ ...base, s: 'miss' });
+    return charged;
+  }
+
+  return async (c) => {
+    // Settled before any credit is reserved: waiting on another run holds nothing of ours.
+    if (!(await claimPurchase(c))) {
+      if (!state.needsEnrich(c)) progress.enrichDone++;
+      return;
+    }
+    if (!(await deps.budget.acquire(stops.paid.signal))) {
+      if (deps.budget.exhausted) stops.stopPaid({ reason: 'budget', limit: deps.maxCredits ?? 0 });
+      return;
+    }
+    let charged = 0;
+    try {
+      charged = await buy(c);
+    } finally {
+      // A key left uncertain may have been charged: --max-credits counts it as spent.
+      deps.budget.settle(c.keyUncertain && c.status !== 'hit' && c.status !== 'miss' ? Math.max(charged, 1) : charged);
+    }
+  };
+}

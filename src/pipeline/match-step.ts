@@ -1,0 +1,50 @@
+import { ApiError, ValidationError } from '../api/errors.js';
+import type { ServiceClient } from '../api/client.js';
+import type { StoreEvent } from '../store/types.js';
+import type { Attempter } from './attempt.js';
+import type { Progress } from './progress.js';
+import type { Company, RunState } from './state.js';
+import type { Stops } from './stops.js';
+
+export interface MatchStepDeps {
+  state: RunState;
+  client: ServiceClient;
+  attempt: Attempter;
+  stops: Stops;
+  progress: Progress;
+  record(event: StoreEvent): void;
+  /** A company first met in this run: load what the store holds of it, and plan. */
+  planCompany(company: Company): void;
+  /** A matched company that may need buying. */
+  enqueueEnrich(company: Company): void;
+}
+
+/** The free match of one input domain; a hit hands its company on to the enrich step. */
+export function matchStep(deps: MatchStepDeps): (d: number) => Promise<void> {
+  const { state, client, stops, progress, record } = deps;
+  return async (d) => {
+    const domain = state.domains[d] as string;
+    const result = await deps.attempt('match', stops.all.signal, (signal) => client.match(domain, { signal }));
+    if (result.kind === 'stopped') return;
+    // A domain whose match was refused for the account stays owed, and shows as skipped.
+    if (result.kind === 'error' && stops.stopFor(result.error, 'match')) return;
+    progress.matchDone++;
+    if (result.kind === 'error') {
+      const code = result.error instanceof ApiError ? result.error.code : 'error';
+      record({ t: 'match', d: domain, s: 'error', code, final: result.error instanceof ValidationError });
+      return;
+    }
+    const company = result.value.company;
+    if (!result.value.matched || company === null) {
+      record({ t: 'match', d: domain, s: 'miss' });
+      return;
+    }
+    const canonical = company.domain.trim().toLowerCase().replace(/\.$/, '');
+    const isNew = !state.hasCompany(canonical);
+    record({ t: 'match', d: domain, s: 'hit', c: canonical, n: company.name });
+    const target = state.company(canonical);
+    if (target === undefined) return;
+    if (isNew) deps.planCompany(target);
+    deps.enqueueEnrich(target);
+  };
+}

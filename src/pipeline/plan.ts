@@ -1,0 +1,58 @@
+import type { HeldCompany, Lookup, Purchase } from '../store/types.js';
+
+/** The user's freshness policy, and the moment it is judged at. */
+export interface Policy {
+  now: number;
+  /** Records bought longer ago than this are bought again; null: never (the default). */
+  maxAgeMs: number | null;
+  /** A miss is asked again (free) once older than this: the service grows. */
+  missMaxAgeMs: number;
+}
+
+/** What to do about one input domain, given what the store knows of it. */
+export type DomainPlan = { action: 'match' } | { action: 'hit'; company: string; name: string } | { action: 'miss' };
+
+/** What to do about one matched company, given what the store holds and its latest purchase. */
+export type CompanyPlan =
+  | { action: 'reuse'; held: HeldCompany }
+  | { action: 'no_match'; code: string | null }
+  | {
+      action: 'buy';
+      generation: number;
+      /** A refresh of a held record the policy calls stale (the dry run prices these apart). */
+      refresh: boolean;
+      /** The held record, if any: shown if the refresh fails. */
+      held: HeldCompany | null;
+      /** An unfinished purchase to resume, exactly where its key stands. */
+      resume: Purchase | null;
+    };
+
+export function planDomain(lookup: Lookup | undefined, policy: Policy): DomainPlan {
+  if (lookup === undefined) return { action: 'match' };
+  if (lookup.status === 'hit' && lookup.company !== null) return { action: 'hit', company: lookup.company, name: lookup.name ?? lookup.company };
+  return policy.now - lookup.checkedAt > policy.missMaxAgeMs ? { action: 'match' } : { action: 'miss' };
+}
+
+const isStale = (held: HeldCompany, policy: Policy): boolean => policy.maxAgeMs !== null && policy.now - held.boughtAt > policy.maxAgeMs;
+
+/**
+ * A pure decision: reuse what is held and fresh; resume an unfinished purchase wherever its key
+ * stands (it may have been charged: only its own key can recover it for free); buy what was
+ * never bought, or is stale by the policy, as a new generation with keys of its own.
+ */
+export function planCompany(held: HeldCompany | null, purchase: Purchase | null, policy: Policy): CompanyPlan {
+  const open = purchase !== null && purchase.outcome === 'open' ? purchase : null;
+  const refresh = held !== null;
+  // Money may be at risk under an open intent: finish it under its own key, whatever the policy.
+  if (open !== null && (open.intentKey !== null || open.uncertain)) return { action: 'buy', generation: open.generation, refresh, held, resume: open };
+  if (held !== null && !isStale(held, policy)) return { action: 'reuse', held };
+  // Nothing was sent under this open purchase's key: continuing it is a clean start.
+  if (open !== null) return { action: 'buy', generation: open.generation, refresh, held, resume: open };
+  if (held === null && purchase !== null && (purchase.outcome === 'miss' || purchase.outcome === 'failed')) {
+    if (policy.now - (purchase.closedAt ?? 0) <= policy.missMaxAgeMs) {
+      return { action: 'no_match', code: purchase.outcome === 'failed' ? (purchase.errorCode ?? 'error') : null };
+    }
+  }
+  const last = Math.max(held?.generation ?? 0, purchase?.generation ?? 0);
+  return { action: 'buy', generation: last + 1, refresh, held, resume: null };
+}

@@ -1,0 +1,56 @@
+import { setMaxListeners } from 'node:events';
+import { InsufficientCreditsError, InsufficientScopeError, InvalidTokenError } from '../api/errors.js';
+import { StoppedError, type Lane } from './scheduler.js';
+
+/** Why a run ended early. Each maps to an exit code and a "what now" message. */
+export type Stop =
+  | { reason: 'credits'; balance: number | null; required: number | null }
+  | { reason: 'budget'; limit: number }
+  | { reason: 'auth'; code: string; message: string }
+  | { reason: 'interrupted' };
+
+/** A controller whose signal every queued request listens to: thousands, by design. */
+export function sharedController(): AbortController {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  return controller;
+}
+
+/** When several reasons stop a run, the exit code reports the one that needs acting on first. */
+const PRECEDENCE: Record<Stop['reason'], number> = { interrupted: 4, auth: 3, credits: 2, budget: 1 };
+
+/**
+ * The run's two brakes: `paid` stops new paid calls (a 402, --max-credits), `all` stops every
+ * call (a refused key, Ctrl-C). The first stop of the highest precedence is the one reported.
+ */
+export class Stops {
+  first: Stop | null = null;
+  readonly paid = sharedController();
+  readonly all = sharedController();
+
+  stopPaid(stop: Stop): void {
+    if (this.first === null || PRECEDENCE[stop.reason] > PRECEDENCE[this.first.reason]) this.first = stop;
+    this.paid.abort(new StoppedError(stop.reason));
+  }
+
+  stopAll(stop: Stop): void {
+    this.stopPaid(stop);
+    this.all.abort(new StoppedError(stop.reason));
+  }
+
+  /** Stops the run for answers about the account rather than the company; true if it did. */
+  stopFor(error: unknown, lane: Lane): boolean {
+    if (error instanceof InvalidTokenError || error instanceof InsufficientScopeError) {
+      this.stopAll({ reason: 'auth', code: error.code, message: error.message });
+      return true;
+    }
+    if (error instanceof InsufficientCreditsError) {
+      const stop: Stop = { reason: 'credits', balance: error.balance ?? null, required: error.required ?? null };
+      // A free call refused for credits means the account can do nothing at all.
+      if (lane === 'match') this.stopAll(stop);
+      else this.stopPaid(stop);
+      return true;
+    }
+    return false;
+  }
+}

@@ -1,0 +1,120 @@
+import { realpath, stat } from 'node:fs/promises';
+import type { CompanyRecord } from '../api/types.js';
+import type { EnrichEntry, JournalEntry } from './legacy/entries.js';
+import { JournalCorruptError, readJournal } from './legacy/journal-reader.js';
+import type { Store } from './sqlite.js';
+import type { StoreEvent } from './types.js';
+
+export interface Imported {
+  path: string;
+  service: string;
+  companies: number;
+  /** Purchases left open by that version: resumed under their own keys. */
+  open: number;
+  /** Why the journal could be read only in part (its lines before the damage were imported). */
+  damaged: string | null;
+}
+
+const str = (v: unknown): v is string => typeof v === 'string' && v !== '';
+const int = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+
+/** One journal line as a store event, or null for lines with nothing to import or wrong types. */
+function toEvent(entry: JournalEntry, lastKey: Map<string, string>): StoreEvent | null {
+  switch (entry.t) {
+    case 'match':
+      if (!str(entry.d) || (entry.s !== 'hit' && entry.s !== 'miss') || (entry.s === 'hit' && !str(entry.c))) return null;
+      return { t: 'match', d: entry.d, s: entry.s, ...(entry.s === 'hit' ? { c: entry.c as string, n: str(entry.n) ? entry.n : (entry.c as string) } : {}) };
+    case 'intent':
+      if (!str(entry.c) || !int(entry.v) || !str(entry.key)) return null;
+      lastKey.set(entry.c, entry.key);
+      return { t: 'intent', c: entry.c, g: 1, v: entry.v, key: entry.key };
+    case 'enrich':
+      return enrichEvent(entry, lastKey);
+    default:
+      return null;
+  }
+}
+
+function enrichEvent(e: EnrichEntry, lastKey: Map<string, string>): StoreEvent | null {
+  if (!str(e.c) || !int(e.v) || (e.s !== 'hit' && e.s !== 'miss' && e.s !== 'error')) return null;
+  const charged = int(e.charged) ? e.charged : 0;
+  const base = { t: 'enrich', c: e.c, g: 1, v: e.v, charged } as const;
+  const key = lastKey.get(e.c);
+  if (e.s === 'hit') {
+    const company = e.company as CompanyRecord | undefined;
+    if (company === undefined || typeof company !== 'object' || !str(company.domain) || !str(company.name)) return null;
+    return { ...base, s: 'hit', company, ...(key === undefined ? {} : { key_used: key }) };
+  }
+  if (e.s === 'miss') return { ...base, s: 'miss' };
+  return {
+    ...base,
+    s: 'error',
+    code: str(e.code) ? e.code : 'error',
+    ...(str(e.rid) ? { rid: e.rid } : {}),
+    key: e.key === 'retired' ? 'retired' : 'kept',
+    ...(e.final === true ? { final: true } : {}),
+  };
+}
+
+/**
+ * Imports a journal written by enrich 0.1 into the store, once (again only if it has grown), so
+ * nothing bought with that version is bought again: its companies become held records, its
+ * lookups are reused, and a purchase it left open resumes under the very key it was sent with.
+ */
+export async function importJournal(store: Store, path: string): Promise<Imported | null> {
+  let real: string;
+  let bytes: number;
+  try {
+    real = await realpath(path);
+    bytes = (await stat(real)).size;
+  } catch {
+    return null;
+  }
+  const done = store.db.prepare('SELECT bytes FROM imports WHERE path = ?').raw(true).get(real) as [number] | undefined;
+  if (done !== undefined && done[0] === bytes) return null;
+
+  let service: string | null = null;
+  let records: ReturnType<Store['records']> | null = null;
+  let at = Date.now();
+  const lastKey = new Map<string, string>();
+  const bought = new Set<string>();
+  let events: { event: StoreEvent; at: number }[] = [];
+  let damaged: string | null = null;
+  try {
+    await readJournal(real, (entry) => {
+      if (entry.t === 'header') {
+        service = str(entry.service) ? entry.service : null;
+        records = service === null ? null : store.records(service);
+        const created = Date.parse(entry.created);
+        if (Number.isFinite(created)) at = created;
+        return;
+      }
+      if (entry.t === 'session') {
+        const started = Date.parse(entry.at);
+        if (Number.isFinite(started)) at = started;
+        return;
+      }
+      const event = toEvent(entry, lastKey);
+      if (event === null || records === null) return;
+      if (event.t === 'enrich' && event.s === 'hit') bought.add(event.c);
+      events.push({ event, at });
+      // In slices: a million-row journal is never held in memory whole.
+      if (events.length >= 10_000) {
+        records.importEvents(events);
+        events = [];
+      }
+    });
+  } catch (error) {
+    // What came before the damage is real and was paid for: keep it, and say so.
+    if (!(error instanceof JournalCorruptError)) throw error;
+    damaged = error.message;
+  }
+  if (service === null || records === null) return null;
+  // TypeScript cannot see the callback's assignment: name the narrowed value.
+  const target: ReturnType<Store['records']> = records;
+  target.importEvents(events);
+  const companies = bought.size;
+  const open = new Set([...lastKey.keys()].filter((c) => target.latestPurchase(c)?.outcome === 'open')).size;
+  store.db.prepare('INSERT OR REPLACE INTO imports (path, bytes, imported_at, companies) VALUES (?, ?, ?, ?)').run(real, bytes, Date.now(), companies);
+  return { path: real, service, companies, open, damaged };
+}

@@ -1,0 +1,147 @@
+import type { CompanyRecord } from '../api/types.js';
+import type { Store } from './sqlite.js';
+
+/** What the store holds for one service: the figures `enrich ledger` shows. */
+export interface ServiceHoldings {
+  service: string;
+  companies: number;
+  lookups: number;
+  misses: number;
+  credits: number;
+  runs: number;
+  /** Purchases whose intent may have been charged without an answer seen (money at risk). */
+  open: number;
+  oldest: number | null;
+  newest: number | null;
+}
+
+export interface RunRow {
+  id: number;
+  service: string;
+  startedAt: number;
+  endedAt: number | null;
+  input: string | null;
+  rows: number | null;
+  dryRun: boolean;
+  status: string;
+  credits: number;
+  bought: number;
+  reused: number;
+}
+
+export interface HeldRecord {
+  service: string;
+  boughtAt: number;
+  credits: number;
+  generation: number;
+  record: CompanyRecord;
+}
+
+const num = (v: unknown): number => Number(v ?? 0);
+
+export function holdings(store: Store): ServiceHoldings[] {
+  const rows = store.db
+    .prepare(
+      `SELECT s.name,
+         (SELECT count(*) FROM companies c WHERE c.service = s.id),
+         (SELECT count(*) FROM lookups l WHERE l.service = s.id),
+         (SELECT count(*) FROM lookups l WHERE l.service = s.id AND l.status = 'miss'),
+         (SELECT coalesce(sum(credits), 0) FROM purchases p WHERE p.service = s.id),
+         (SELECT count(*) FROM runs r WHERE r.service = s.id),
+         (SELECT count(*) FROM purchases p WHERE p.service = s.id AND p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain = 1)),
+         (SELECT min(bought_at) FROM companies c WHERE c.service = s.id),
+         (SELECT max(bought_at) FROM companies c WHERE c.service = s.id)
+       FROM services s ORDER BY s.id`,
+    )
+    .raw(true)
+    .all() as unknown[][];
+  return rows.map((r) => ({
+    service: String(r[0]),
+    companies: num(r[1]),
+    lookups: num(r[2]),
+    misses: num(r[3]),
+    credits: num(r[4]),
+    runs: num(r[5]),
+    open: num(r[6]),
+    oldest: r[7] === null ? null : num(r[7]),
+    newest: r[8] === null ? null : num(r[8]),
+  }));
+}
+
+/**
+ * The most recent runs, newest first. Credits are summed from the purchases each run closed,
+ * so a run killed before it could write its own totals is still counted right.
+ */
+export function runs(store: Store, limit: number): RunRow[] {
+  const rows = store.db
+    .prepare(
+      `SELECT r.id, s.name, r.started_at, r.ended_at, r.input_name, r.rows, r.dry_run, r.status, r.pid, r.host,
+         (SELECT coalesce(sum(credits), 0) FROM purchases p WHERE p.run = r.id),
+         (SELECT count(*) FROM purchases p WHERE p.run = r.id AND p.outcome = 'hit'),
+         r.reused
+       FROM runs r JOIN services s ON s.id = r.service ORDER BY r.id DESC LIMIT ?`,
+    )
+    .raw(true)
+    .all(limit) as unknown[][];
+  return rows.map((r) => ({
+    id: num(r[0]),
+    service: String(r[1]),
+    startedAt: num(r[2]),
+    endedAt: r[3] === null ? null : num(r[3]),
+    input: r[4] === null ? null : String(r[4]),
+    rows: r[5] === null ? null : num(r[5]),
+    dryRun: r[6] === 1,
+    // A run still marked running whose process is gone was killed: say so.
+    status: String(r[7]) === 'running' && r[3] === null ? 'running or killed' : String(r[7]),
+    credits: num(r[10]),
+    bought: num(r[11]),
+    reused: num(r[12]),
+  }));
+}
+
+/** Every record held, service by service, oldest first; a damaged row is passed over. */
+export function* records(store: Store, service: string | undefined): Generator<HeldRecord> {
+  const filter = service === undefined ? '' : 'WHERE s.name = ?';
+  const statement = store.db
+    .prepare(`SELECT s.name, c.bought_at, c.credits, c.generation, c.record FROM companies c JOIN services s ON s.id = c.service ${filter} ORDER BY s.id, c.bought_at, c.domain`)
+    .raw(true);
+  const rows = (service === undefined ? statement.iterate() : statement.iterate(service)) as IterableIterator<[string, number, number, number, string]>;
+  for (const [name, boughtAt, credits, generation, text] of rows) {
+    let record: CompanyRecord;
+    try {
+      record = JSON.parse(text) as CompanyRecord;
+    } catch {
+      continue;
+    }
+    if (record === null || typeof record !== 'object' || typeof record.domain !== 'string') continue;
+    yield { service: name, boughtAt: num(boughtAt), credits: num(credits), generation: num(generation), record };
+  }
+}
+
+export interface Pruned {
+  companies: number;
+  lookups: number;
+  purchases: number;
+}
+
+/**
+ * Forgets records bought, and lookups made, before `cutoff`: those companies are bought again
+ * the next time an input names them. Open purchases are never pruned: an intent may have been
+ * charged, and only its own key can recover it for free.
+ */
+export function prune(store: Store, cutoff: number, dryRun: boolean): Pruned {
+  const count = (sql: string): number => num((store.db.prepare(sql).raw(true).get(cutoff) as [number])[0]);
+  const result = {
+    companies: count('SELECT count(*) FROM companies WHERE bought_at < ?'),
+    lookups: count('SELECT count(*) FROM lookups WHERE checked_at < ?'),
+    purchases: count("SELECT count(*) FROM purchases WHERE outcome != 'open' AND coalesce(closed_at, opened_at) < ?"),
+  };
+  if (dryRun) return result;
+  store.db.transaction(() => {
+    store.db.prepare('DELETE FROM companies WHERE bought_at < ?').run(cutoff);
+    store.db.prepare('DELETE FROM lookups WHERE checked_at < ?').run(cutoff);
+    store.db.prepare("DELETE FROM purchases WHERE outcome != 'open' AND coalesce(closed_at, opened_at) < ?").run(cutoff);
+    if (result.purchases > 0) store.bumpKeyEpoch();
+  })();
+  return result;
+}

@@ -1,0 +1,88 @@
+/**
+ * The store's schema (documented for users in README "The store"). Times are milliseconds since
+ * the epoch; every table but meta and runs is keyed by service, so one store serves any number
+ * of services (a base URL's origin and prefix, or the embedded sandbox) without mixing them.
+ */
+export const SCHEMA_VERSION = 1;
+
+export const SCHEMA = `
+CREATE TABLE IF NOT EXISTS meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS services (
+  id   INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE
+);
+-- Every registrable domain looked up with the free match: a hit names its canonical company.
+CREATE TABLE IF NOT EXISTS lookups (
+  service    INTEGER NOT NULL REFERENCES services(id),
+  domain     TEXT NOT NULL,
+  status     TEXT NOT NULL CHECK (status IN ('hit', 'miss')),
+  company    TEXT,
+  name       TEXT,
+  checked_at INTEGER NOT NULL,
+  PRIMARY KEY (service, domain)
+) WITHOUT ROWID;
+-- Every company bought: the latest record, as the service returned it.
+CREATE TABLE IF NOT EXISTS companies (
+  service         INTEGER NOT NULL REFERENCES services(id),
+  domain          TEXT NOT NULL,
+  name            TEXT NOT NULL,
+  record          TEXT NOT NULL,
+  bought_at       INTEGER NOT NULL,
+  last_updated    TEXT,
+  idempotency_key TEXT,
+  credits         INTEGER NOT NULL,
+  generation      INTEGER NOT NULL,
+  run             INTEGER,
+  PRIMARY KEY (service, domain)
+) WITHOUT ROWID;
+-- Every paid unit of work (a company's first purchase is generation 1, each refresh one more):
+-- the intent made durable before the request, the key's state, and the outcome.
+CREATE TABLE IF NOT EXISTS purchases (
+  service     INTEGER NOT NULL REFERENCES services(id),
+  domain      TEXT NOT NULL,
+  generation  INTEGER NOT NULL,
+  key_version INTEGER NOT NULL,
+  intent_key  TEXT,
+  uncertain   INTEGER NOT NULL DEFAULT 0,
+  error_ids   TEXT,
+  error_code  TEXT,
+  outcome     TEXT NOT NULL CHECK (outcome IN ('open', 'hit', 'miss', 'failed')),
+  credits     INTEGER NOT NULL DEFAULT 0,
+  owner_run   INTEGER,
+  run         INTEGER,
+  opened_at   INTEGER NOT NULL,
+  closed_at   INTEGER,
+  PRIMARY KEY (service, domain, generation)
+) WITHOUT ROWID;
+-- Every invocation: when, which input, the options that matter, how it ended.
+CREATE TABLE IF NOT EXISTS runs (
+  id           INTEGER PRIMARY KEY,
+  service      INTEGER NOT NULL REFERENCES services(id),
+  started_at   INTEGER NOT NULL,
+  ended_at     INTEGER,
+  pid          INTEGER NOT NULL,
+  host         TEXT NOT NULL,
+  tool         TEXT NOT NULL,
+  input_name   TEXT,
+  input_sha256 TEXT,
+  rows         INTEGER,
+  dry_run      INTEGER NOT NULL,
+  options      TEXT,
+  status       TEXT NOT NULL,
+  credits      INTEGER NOT NULL DEFAULT 0,
+  bought       INTEGER NOT NULL DEFAULT 0,
+  reused       INTEGER NOT NULL DEFAULT 0
+);
+-- Journals of enrich 0.1 imported, so none is imported twice.
+CREATE TABLE IF NOT EXISTS imports (
+  path        TEXT PRIMARY KEY,
+  bytes       INTEGER NOT NULL,
+  imported_at INTEGER NOT NULL,
+  companies   INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS purchases_owner ON purchases (owner_run) WHERE owner_run IS NOT NULL;
+CREATE INDEX IF NOT EXISTS purchases_run ON purchases (run);
+`;

@@ -1,0 +1,155 @@
+import { randomBytes } from 'node:crypto';
+import { closeSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { dirname } from 'node:path';
+import Database from 'libsql';
+import { EnrichError, ExitCode, UsageError } from '../errors.js';
+import { SCHEMA, SCHEMA_VERSION } from './schema.js';
+import { ServiceRecords } from './service.js';
+import type { RunInfo } from './types.js';
+
+export type Db = InstanceType<typeof Database>;
+
+/** The store cannot be written: every paid call stops, since none may go unrecorded. */
+export class StoreWriteError extends EnrichError {
+  override readonly name = 'StoreWriteError';
+  constructor(path: string, cause: unknown) {
+    super(`cannot write the store ${path} (${describeSqliteError(cause)}); no further paid call was made. Fix that, then run the same command to resume`, ExitCode.FAILURE, { cause });
+  }
+}
+
+export function describeSqliteError(error: unknown): string {
+  const code = (error as { code?: string }).code ?? '';
+  if (/FULL/.test(code)) return 'the disk is full';
+  if (/READONLY|PERM|CANTOPEN/.test(code)) return 'permission denied or read-only';
+  if (/CORRUPT|NOTADB/.test(code)) return 'the file is damaged or not an enrich store';
+  if (/BUSY|LOCKED/.test(code)) return 'another process holds it locked for too long';
+  return code !== '' ? code : error instanceof Error ? error.message : String(error);
+}
+
+export interface OpenStoreOptions {
+  tool: string;
+  now?: () => number;
+}
+
+/**
+ * The purchase store: one SQLite file in WAL mode, shared by every run on this machine (or a
+ * team share). WAL lets a reader (a dry run, `enrich ledger`) work beside a writer, and writers
+ * from two processes serialise on short transactions, waiting up to busy_timeout for each other.
+ */
+export class Store {
+  readonly storeId: string;
+  private readonly services = new Map<string, number>();
+
+  private constructor(
+    readonly path: string,
+    readonly db: Db,
+    readonly options: Required<OpenStoreOptions>,
+  ) {
+    const id = this.meta('store_id') ?? this.initialise();
+    // Pruning forgets generations: the epoch it bumps keeps later keys from repeating earlier ones.
+    const epoch = Number(this.meta('key_epoch') ?? 0);
+    this.storeId = epoch > 0 ? `${id}.${epoch}` : id;
+  }
+
+  /** After a prune: keys derived from now on can never repeat one sent before it. */
+  bumpKeyEpoch(): void {
+    this.db.prepare("INSERT INTO meta (key, value) VALUES ('key_epoch', '1') ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1").run();
+  }
+
+  static open(path: string, options: OpenStoreOptions): Store {
+    const full = { now: () => Date.now(), ...options };
+    let db: Db;
+    try {
+      mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+      // Create it 0600 ourselves: SQLite would use the umask, and the WAL copies the mode.
+      closeSync(openSync(path, 'a', 0o600));
+      db = new Database(path);
+    } catch (error) {
+      throw new UsageError(`cannot open the store ${path}: ${describeOpenError(error)}; pass --store <path> (or ENRICH_STORE) to use another`, { cause: error });
+    }
+    try {
+      db.pragma('journal_mode = WAL');
+      db.pragma('busy_timeout = 15000');
+      db.pragma('synchronous = FULL');
+      db.pragma('foreign_keys = ON');
+      const version = Number((db.pragma('user_version', { simple: true }) as number | undefined) ?? 0);
+      if (version > SCHEMA_VERSION) {
+        throw new UsageError(`the store ${path} was written by a newer enrich (schema ${version}); upgrade enrich to use it`);
+      }
+      db.exec(SCHEMA);
+      if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+      return new Store(path, db, full);
+    } catch (error) {
+      db.close();
+      if (error instanceof EnrichError) throw error;
+      throw new UsageError(`cannot use the store ${path}: ${describeSqliteError(error)}; pass --store <path> to use another`, { cause: error });
+    }
+  }
+
+  private meta(key: string): string | undefined {
+    const row = this.db.prepare('SELECT value FROM meta WHERE key = ?').raw(true).get(key) as [string] | undefined;
+    return row?.[0];
+  }
+
+  private initialise(): string {
+    const id = randomBytes(8).toString('hex');
+    // Two processes creating one store at once: the first id written wins for both.
+    this.db.prepare('INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)').run('store_id', id);
+    this.db.prepare('INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)').run('created_at', String(this.options.now()));
+    return this.meta('store_id') as string;
+  }
+
+  serviceId(name: string): number {
+    let id = this.services.get(name);
+    if (id === undefined) {
+      this.db.prepare('INSERT OR IGNORE INTO services (name) VALUES (?)').run(name);
+      id = (this.db.prepare('SELECT id FROM services WHERE name = ?').raw(true).get(name) as [number])[0];
+      this.services.set(name, id);
+    }
+    return id;
+  }
+
+  /** Opens a run against one service: its records, and a row in `runs` saying it is under way. */
+  beginRun(service: string, info: RunInfo): ServiceRecords {
+    const serviceId = this.serviceId(service);
+    const result = this.db
+      .prepare(
+        `INSERT INTO runs (service, started_at, pid, host, tool, input_name, input_sha256, rows, dry_run, options, status)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')`,
+      )
+      .run(serviceId, this.options.now(), process.pid, hostname(), this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options));
+    return new ServiceRecords(this, service, serviceId, Number(result.lastInsertRowid));
+  }
+
+  /** Records of one service without a run (the ledger, imports). */
+  records(service: string): ServiceRecords {
+    return new ServiceRecords(this, service, this.serviceId(service), null);
+  }
+
+  sizeOnDisk(): number {
+    let total = 0;
+    for (const suffix of ['', '-wal', '-shm']) {
+      try {
+        total += statSync(this.path + suffix).size;
+      } catch {
+        // absent: nothing to count
+      }
+    }
+    return total;
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+}
+
+function describeOpenError(error: unknown): string {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'EACCES' || code === 'EPERM') return 'permission denied';
+  if (code === 'EROFS') return 'the file system is read-only';
+  if (code === 'ENOSPC') return 'the disk is full';
+  if (code === 'EISDIR') return 'it is a directory';
+  if (code === 'ENOTDIR') return 'a parent is not a directory';
+  return describeSqliteError(error);
+}

@@ -1,0 +1,145 @@
+import type { CompanyRecord } from '../api/types.js';
+
+/**
+ * The store's vocabulary: what the pipeline tells it (events) and what it answers (lookups,
+ * holdings, purchases). The pipeline sees only these types and the ServiceStore interface, so
+ * the SQL behind it (SQLite today) can change, or gain a PostgreSQL twin, without touching it.
+ */
+
+/** The free match's answer for one registrable domain. Errors are kept for this run only. */
+export interface MatchEvent {
+  t: 'match';
+  /** The registrable domain asked about. */
+  d: string;
+  s: 'hit' | 'miss' | 'error';
+  /** hit: the canonical domain and name the service answered. */
+  c?: string;
+  n?: string;
+  /** error: the problem code; final when asking again cannot help (422). */
+  code?: string;
+  final?: boolean;
+}
+
+/**
+ * Made durable before the paid request it announces leaves: a crash after it resumes with the
+ * same key, and the service replays instead of charging again. `g` is the purchase generation
+ * (1 for the first purchase of a company, +1 for each refresh), `v` the key version within it.
+ */
+export interface IntentEvent {
+  t: 'intent';
+  c: string;
+  g: number;
+  v: number;
+  key: string;
+}
+
+export interface EnrichEvent {
+  t: 'enrich';
+  c: string;
+  g: number;
+  v: number;
+  s: 'hit' | 'miss' | 'error';
+  charged?: number;
+  remaining?: number;
+  company?: CompanyRecord;
+  /** hit/miss: when the answer came (ms since the epoch): the record's bought_at. */
+  at?: number;
+  /** hit/miss: the Idempotency-Key the answer came under. */
+  key_used?: string;
+  /** error: the problem code (network_error when no answer came), and the answer's requestId. */
+  code?: string;
+  rid?: string;
+  /**
+   * error: what the answer proves about key version v. "retired": no attempt under it can have
+   * been charged, so the next attempt takes v+1. "kept": an attempt under it may have been
+   * charged unseen, so every retry must reuse it until the service replays its outcome.
+   */
+  key?: 'retired' | 'kept';
+  /** error: asking again cannot help (422). */
+  final?: boolean;
+}
+
+export type StoreEvent = MatchEvent | IntentEvent | EnrichEvent;
+
+/** What an intent found when it was written: go ahead, or another run got there first. */
+export type Claim =
+  /** The intent is durable; the paid call may go. */
+  | { kind: 'ok' }
+  /** Another live run holds an open intent for this purchase: wait for its outcome. */
+  | { kind: 'busy' }
+  /** Another run has bought this company (this generation or later) since the plan was made. */
+  | { kind: 'held'; held: HeldCompany }
+  /** Another run moved this purchase on (a new key version, or an outcome) since it was read. */
+  | { kind: 'moved'; purchase: Purchase };
+
+export interface Lookup {
+  status: 'hit' | 'miss';
+  /** hit: the canonical company domain and name. */
+  company: string | null;
+  name: string | null;
+  /** ms since the epoch. */
+  checkedAt: number;
+}
+
+/** A company the store holds a record of. */
+export interface HeldCompany {
+  domain: string;
+  name: string;
+  boughtAt: number;
+  lastUpdated: string | null;
+  generation: number;
+  credits: number;
+}
+
+/** The latest purchase of a company: where its Idempotency-Key stands. */
+export interface Purchase {
+  domain: string;
+  generation: number;
+  keyVersion: number;
+  /** The key of the open intent under keyVersion, as written; null when none is open. */
+  intentKey: string | null;
+  /** An attempt under keyVersion may have been charged unseen. */
+  uncertain: boolean;
+  /** requestIds of error answers seen under keyVersion: the same one again is a replay. */
+  errorIds: string[];
+  errorCode: string | null;
+  outcome: 'open' | 'hit' | 'miss' | 'failed';
+  closedAt: number | null;
+}
+
+export interface RunInfo {
+  inputName: string;
+  inputSha256: string;
+  rows: number;
+  dryRun: boolean;
+  /** The options that change what is bought (never the key). */
+  options: Record<string, unknown>;
+}
+
+export interface RunEnd {
+  status: string;
+  credits: number;
+  bought: number;
+  reused: number;
+}
+
+/** One service's records in the store: everything the pipeline reads and writes. */
+export interface ServiceStore {
+  readonly service: string;
+  /** The store's identity: part of every Idempotency-Key, so two stores never share keys. */
+  readonly storeId: string;
+  /** Calls visit for each of `domains` the store has looked up. */
+  forEachLookup(domains: readonly string[], indexOf: (domain: string) => number | undefined, visit: (index: number, lookup: Lookup) => void): void;
+  /** Calls visit for each of `companies` with what the store holds and its latest purchase. */
+  forEachCompany(companies: readonly string[], visit: (domain: string, held: HeldCompany | null, purchase: Purchase | null) => void): void;
+  /** The record as the service returned it; null if not held. */
+  record(company: string): CompanyRecord | null;
+  /** Queues an event; written with the next group commit. An intent resolves with its claim. */
+  append(event: StoreEvent, durable?: boolean): Promise<Claim>;
+  /** Writes and syncs everything queued so far. */
+  flush(): Promise<void>;
+  readonly runId: number;
+  endRun(end: RunEnd): void;
+  /** Releases the open intents this run holds, so other runs need not wait for them. */
+  releaseClaims(): void;
+}
