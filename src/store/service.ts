@@ -12,6 +12,9 @@ interface Pending {
 }
 
 const OK: Claim = { kind: 'ok' };
+/** Outcomes gather this long (or this many) before a commit; intents never wait for it. */
+const BATCH_MS = 20;
+const BATCH_ROWS = 2_000;
 /** A run on another host cannot be probed: its open intents are honoured this long. */
 const REMOTE_RUN_TRUST_MS = 6 * 3600_000;
 
@@ -74,6 +77,8 @@ export class ServiceRecords implements ServiceStore {
   private queue: Pending[] = [];
   private draining: Promise<void> | null = null;
   private failure: StoreWriteError | null = null;
+  /** Sends the batch being gathered at once (an intent arrived, or flush was asked). */
+  private hurry: (() => void) | null = null;
   private readonly now: () => number;
   private readonly host = hostname();
   /** Transactions that synced to disk: one per batch holding an intent, not one per intent. */
@@ -105,15 +110,15 @@ export class ServiceRecords implements ServiceStore {
    */
   private visit<R extends unknown[]>(keys: readonly string[], table: string, columns: string, has: (domain: string) => boolean, each: (row: R) => void): void {
     if (keys.length === 0) return;
-    const count = (this.db.prepare(`SELECT count(*) FROM ${table} WHERE service = ?`).raw(true).get(this.serviceId) as [number])[0];
+    const count = (this.store.sql(`SELECT count(*) FROM ${table} WHERE service = ?`).raw(true).get(this.serviceId) as [number])[0];
     if (count === 0) return;
     if (keys.length * 8 > count) {
-      for (const row of this.db.prepare(`SELECT ${columns} FROM ${table} WHERE service = ?`).raw(true).iterate(this.serviceId)) {
+      for (const row of this.store.sql(`SELECT ${columns} FROM ${table} WHERE service = ?`).raw(true).iterate(this.serviceId)) {
         if (has((row as R)[0] as string)) each(row as R);
       }
       return;
     }
-    const point = this.db.prepare(`SELECT ${columns} FROM ${table} WHERE service = ? AND domain = ?`).raw(true);
+    const point = this.store.sql(`SELECT ${columns} FROM ${table} WHERE service = ? AND domain = ?`).raw(true);
     for (const key of keys) for (const row of point.all(this.serviceId, key)) each(row as R);
   }
 
@@ -149,18 +154,17 @@ export class ServiceRecords implements ServiceStore {
   }
 
   record(company: string): CompanyRecord | null {
-    const row = this.db.prepare('SELECT record FROM companies WHERE service = ? AND domain = ?').raw(true).get(this.serviceId, company) as [string] | undefined;
+    const row = this.store.sql('SELECT record FROM companies WHERE service = ? AND domain = ?').raw(true).get(this.serviceId, company) as [string] | undefined;
     return row === undefined ? null : parseRecord(row[0]);
   }
 
   held(company: string): HeldCompany | null {
-    const row = this.db.prepare(`SELECT ${COMPANY_COLUMNS} FROM companies WHERE service = ? AND domain = ?`).raw(true).get(this.serviceId, company) as CompanyRow | undefined;
+    const row = this.store.sql(`SELECT ${COMPANY_COLUMNS} FROM companies WHERE service = ? AND domain = ?`).raw(true).get(this.serviceId, company) as CompanyRow | undefined;
     return row === undefined ? null : toHeld(row);
   }
 
   latestPurchase(company: string): Purchase | null {
-    const row = this.db
-      .prepare(`SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ? AND domain = ? ORDER BY generation DESC LIMIT 1`)
+    const row = this.store.sql(`SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ? AND domain = ? ORDER BY generation DESC LIMIT 1`)
       .raw(true)
       .get(this.serviceId, company) as PurchaseRow | undefined;
     return row === undefined ? null : toPurchase(row);
@@ -173,18 +177,41 @@ export class ServiceRecords implements ServiceStore {
     const written = new Promise<Claim>((resolve, reject) => this.queue.push({ event, durable, resolve, reject }));
     // Callers need not wait on non-durable events; a failure still surfaces on flush.
     written.catch(() => {});
-    this.draining ??= this.drain();
+    if (durable || this.queue.length >= BATCH_ROWS) this.hurry?.();
+    this.draining ??= this.drain(durable);
     return written;
   }
 
   async flush(): Promise<void> {
+    this.hurry?.();
     if (this.draining !== null) await this.draining;
     if (this.failure !== null) throw this.failure;
   }
 
-  private async drain(): Promise<void> {
-    // Let every append of this turn of the event loop join the batch.
-    await new Promise<void>((resolve) => setImmediate(resolve));
+  /**
+   * When the next batch goes: an intent waits only for the rest of this turn of the event loop
+   * (the paid call waits on it); outcomes and lookups wait a little longer, so a commit carries
+   * hundreds of them rather than one (a commit costs far more than a row).
+   */
+  private nextBatch(urgent: boolean): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(go, urgent ? 0 : BATCH_MS);
+      const immediate = urgent ? setImmediate(go) : undefined;
+      function go(): void {
+        clearTimeout(timer);
+        if (immediate !== undefined) clearImmediate(immediate);
+        resolve();
+      }
+      this.hurry = () => {
+        this.hurry = null;
+        setImmediate(go);
+      };
+    });
+  }
+
+  private async drain(urgent: boolean): Promise<void> {
+    await this.nextBatch(urgent);
+    this.hurry = null;
     while (this.queue.length > 0 && this.failure === null) {
       const batch = this.queue;
       this.queue = [];
@@ -224,8 +251,8 @@ export class ServiceRecords implements ServiceStore {
     switch (event.t) {
       case 'match':
         if (event.s === 'error') return OK;
-        this.db
-          .prepare('INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES (?, ?, ?, ?, ?, ?)')
+        this.store
+          .sql('INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES (?, ?, ?, ?, ?, ?)')
           .run(this.serviceId, event.d, event.s, event.c ?? null, event.n ?? null, now);
         return OK;
       case 'intent':
@@ -239,7 +266,7 @@ export class ServiceRecords implements ServiceStore {
   /** Whether the run that owns an open intent may still be sending under it. */
   private runAlive(run: number): boolean {
     if (run === this.run) return true;
-    const row = this.db.prepare('SELECT pid, host, status, started_at FROM runs WHERE id = ?').raw(true).get(run) as [number, string, string, number] | undefined;
+    const row = this.store.sql('SELECT pid, host, status, started_at FROM runs WHERE id = ?').raw(true).get(run) as [number, string, string, number] | undefined;
     if (row === undefined || row[2] !== 'running') return false;
     const [pid, host, , startedAt] = row;
     if (host !== this.host) return this.now() - startedAt < REMOTE_RUN_TRUST_MS;
@@ -255,8 +282,7 @@ export class ServiceRecords implements ServiceStore {
   private claim(event: IntentEvent, now: number): Claim {
     const held = this.held(event.c);
     if (held !== null && held.generation >= event.g) return { kind: 'held', held };
-    const row = this.db
-      .prepare(`SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`)
+    const row = this.store.sql(`SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`)
       .raw(true)
       .get(this.serviceId, event.c, event.g) as PurchaseRow | undefined;
     if (row !== undefined) {
@@ -267,8 +293,7 @@ export class ServiceRecords implements ServiceStore {
         return { kind: 'moved', purchase: current };
       }
     }
-    this.db
-      .prepare(
+    this.store.sql(
         `INSERT INTO purchases (service, domain, generation, key_version, intent_key, outcome, owner_run, opened_at)
          VALUES (?, ?, ?, ?, ?, 'open', ?, ?)
          ON CONFLICT (service, domain, generation) DO UPDATE SET
@@ -282,14 +307,13 @@ export class ServiceRecords implements ServiceStore {
     if (e.at !== undefined) now = e.at;
     const charged = e.charged ?? 0;
     const where = 'WHERE service = ? AND domain = ? AND generation = ?';
-    const ensure = this.db.prepare(
+    const ensure = this.store.sql(
       `INSERT OR IGNORE INTO purchases (service, domain, generation, key_version, outcome, opened_at) VALUES (?, ?, ?, ?, 'open', ?)`,
     );
     ensure.run(this.serviceId, e.c, e.g, e.v, now);
     const id = [this.serviceId, e.c, e.g] as const;
     if (e.s === 'hit' && e.company !== undefined) {
-      this.db
-        .prepare(
+      this.store.sql(
           `INSERT INTO companies (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
            ON CONFLICT (service, domain) DO UPDATE SET name = excluded.name, record = excluded.record, bought_at = excluded.bought_at,
@@ -300,20 +324,18 @@ export class ServiceRecords implements ServiceStore {
         .run(this.serviceId, e.c, e.company.name, JSON.stringify(e.company), now, e.company.last_updated || null, e.key_used ?? null, charged, e.g, this.run);
     }
     if (e.s === 'hit' || e.s === 'miss') {
-      this.db
-        .prepare(`UPDATE purchases SET outcome = ?, intent_key = NULL, owner_run = NULL, credits = credits + ?, run = ?, closed_at = ?, error_code = NULL ${where}`)
+      this.store.sql(`UPDATE purchases SET outcome = ?, intent_key = NULL, owner_run = NULL, credits = credits + ?, run = ?, closed_at = ?, error_code = NULL ${where}`)
         .run(e.s, charged, this.run, now, ...id);
       return;
     }
     if (e.final === true) {
-      this.db.prepare(`UPDATE purchases SET outcome = 'failed', intent_key = NULL, owner_run = NULL, error_code = ?, run = ?, closed_at = ? ${where}`).run(e.code ?? 'error', this.run, now, ...id);
+      this.store.sql(`UPDATE purchases SET outcome = 'failed', intent_key = NULL, owner_run = NULL, error_code = ?, run = ?, closed_at = ? ${where}`).run(e.code ?? 'error', this.run, now, ...id);
     } else if (e.key === 'retired') {
       // Proven uncharged: a service that stored this error under the key would replay it forever.
-      this.db
-        .prepare(`UPDATE purchases SET key_version = ?, intent_key = NULL, uncertain = 0, error_ids = NULL, error_code = ? ${where}`)
+      this.store.sql(`UPDATE purchases SET key_version = ?, intent_key = NULL, uncertain = 0, error_ids = NULL, error_code = ? ${where}`)
         .run(e.v + 1, e.code ?? 'error', ...id);
     } else {
-      const row = this.db.prepare(`SELECT error_ids FROM purchases ${where}`).raw(true).get(...id) as [string | null] | undefined;
+      const row = this.store.sql(`SELECT error_ids FROM purchases ${where}`).raw(true).get(...id) as [string | null] | undefined;
       let ids: string[] = [];
       try {
         ids = row?.[0] == null ? [] : (JSON.parse(row[0]) as string[]);
@@ -321,19 +343,18 @@ export class ServiceRecords implements ServiceStore {
         ids = [];
       }
       if (e.rid !== undefined && !ids.includes(e.rid)) ids.push(e.rid);
-      this.db.prepare(`UPDATE purchases SET uncertain = 1, error_ids = ?, error_code = ? ${where}`).run(JSON.stringify(ids.slice(-50)), e.code ?? 'error', ...id);
+      this.store.sql(`UPDATE purchases SET uncertain = 1, error_ids = ?, error_code = ? ${where}`).run(JSON.stringify(ids.slice(-50)), e.code ?? 'error', ...id);
     }
   }
 
   releaseClaims(): void {
     if (this.run === null || this.failure !== null) return;
-    this.db.prepare('UPDATE purchases SET owner_run = NULL WHERE owner_run = ?').run(this.run);
+    this.store.sql('UPDATE purchases SET owner_run = NULL WHERE owner_run = ?').run(this.run);
   }
 
   endRun(end: RunEnd): void {
     if (this.run === null) return;
-    this.db
-      .prepare('UPDATE runs SET ended_at = ?, status = ?, credits = ?, bought = ?, reused = ? WHERE id = ?')
+    this.store.sql('UPDATE runs SET ended_at = ?, status = ?, credits = ?, bought = ?, reused = ? WHERE id = ?')
       .run(this.now(), end.status, end.credits, end.bought, end.reused, this.run);
   }
 }

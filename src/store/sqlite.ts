@@ -10,6 +10,15 @@ import type { RunInfo } from './types.js';
 
 export type Db = InstanceType<typeof Database>;
 
+/** A prepared statement, as the store uses it (better-sqlite3's API, which libsql follows). */
+export interface Statement {
+  run(...params: unknown[]): { changes: number; lastInsertRowid: number | bigint };
+  get(...params: unknown[]): unknown;
+  all(...params: unknown[]): unknown[];
+  iterate(...params: unknown[]): IterableIterator<unknown>;
+  raw(on?: boolean): Statement;
+}
+
 /** The store cannot be written: every paid call stops, since none may go unrecorded. */
 export class StoreWriteError extends EnrichError {
   override readonly name = 'StoreWriteError';
@@ -98,6 +107,18 @@ export class Store {
     this.db.prepare('INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)').run('store_id', id);
     this.db.prepare('INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)').run('created_at', String(this.options.now()));
     return this.meta('store_id') as string;
+  }
+
+  private readonly statements = new Map<string, Statement>();
+
+  /** A prepared statement, compiled once per text: the hot paths run thousands a second. */
+  sql(text: string): Statement {
+    let statement = this.statements.get(text);
+    if (statement === undefined) {
+      statement = this.db.prepare(text) as unknown as Statement;
+      this.statements.set(text, statement);
+    }
+    return statement;
   }
 
   serviceId(name: string): number {
