@@ -1,0 +1,64 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { resolveRunOptions } from '../../src/cli/options.js';
+import { parseCommandLine, type ParsedCommand } from '../../src/cli/program.js';
+import type { RunOptions } from '../../src/commands/run.js';
+
+const DAY = 86_400_000;
+const ENV = { ENRICH_BASE_URL: 'https://data.example.com', ENRICH_API_KEY: 'sk_table', XDG_STATE_HOME: '/state' };
+
+function parse(argv: string[]): { parsed: ParsedCommand; errors: string } {
+  let errors = '';
+  const parsed = parseCommandLine(argv, { writeOut: () => {}, writeErr: (s) => (errors += s) }, ENV);
+  return { parsed, errors };
+}
+
+async function options(argv: string[], env: Record<string, string> = ENV): Promise<RunOptions> {
+  const { parsed } = parse(argv);
+  if (parsed.kind !== 'run') throw new Error(`not a run: ${JSON.stringify(parsed)}`);
+  return resolveRunOptions(parsed.flags, env);
+}
+
+describe('argv -> options', () => {
+  it.each<[string, string[], Partial<RunOptions>]>([
+    ['defaults', ['in.csv'], { input: 'in.csv', output: '-', format: 'csv', dryRun: false, maxCredits: null, maxAgeMs: null, missMaxAgeMs: 30 * DAY, store: join('/state', 'enrich', 'store.db'), concurrency: 16 }],
+    ['stdin to a JSONL file', ['-', '-o', 'out.jsonl'], { input: '-', output: 'out.jsonl', format: 'jsonl', writesOutput: true }],
+    ['an explicit format wins over the extension', ['in.csv', '-o', 'out.jsonl', '--format', 'csv'], { format: 'csv' }],
+    ['a dry run writes results only when asked', ['in.csv', '--dry-run'], { dryRun: true, writesOutput: false }],
+    ['a cap, an age, a miss age', ['in.csv', '--max-credits', '50', '--max-age', '30d', '--miss-max-age', '12h'], { maxCredits: 50, maxAgeMs: 30 * DAY, missMaxAgeMs: 12 * 3_600_000 }],
+    ['--fresh is --max-age 0', ['in.csv', '--fresh'], { maxAgeMs: 0 }],
+    ['--store names the store', ['in.csv', '--store', '/team/enrich.db'], { store: '/team/enrich.db' }],
+    ['the embedded sandbox', ['in.csv', '--sandbox'], { service: { kind: 'sandbox', options: expect.anything() as never } }],
+    ['the service from the environment', ['in.csv'], { service: { kind: 'remote', baseUrl: 'https://data.example.com/', apiKey: 'sk_table' } }],
+  ])('%s', async (_, argv, expected) => {
+    expect(await options(argv)).toMatchObject(expected);
+  });
+
+  it('takes the store from ENRICH_STORE, and --store over it', async () => {
+    expect((await options(['in.csv'], { ...ENV, ENRICH_STORE: '/env.db' })).store).toBe('/env.db');
+    expect((await options(['in.csv', '--store', '/flag.db'], { ...ENV, ENRICH_STORE: '/env.db' })).store).toBe('/flag.db');
+  });
+
+  it.each([
+    [['in.csv', '--max-age', '30'], '--max-age takes a duration such as 30d'],
+    [['in.csv', '--max-age', 'soon'], '--max-age takes a duration such as 30d'],
+    [['in.csv', '--concurrency', '0'], '--concurrency must be a whole number from 1 to 256'],
+    [['in.csv', '--format', 'xml'], "Allowed choices are csv, jsonl"],
+  ])('refuses %j with one line', (argv, message) => {
+    const { parsed, errors } = parse(argv);
+    expect(parsed).toStrictEqual({ kind: 'exit', exitCode: 2 });
+    expect(errors).toContain(message);
+  });
+
+  it('refuses flags that exclude each other', async () => {
+    await expect(options(['in.csv', '--fresh', '--max-age', '3d'])).rejects.toThrow('--fresh and --max-age exclude each other');
+    await expect(options(['in.csv', '--sandbox', '--base-url', 'https://x.example'])).rejects.toThrow('--sandbox and --base-url exclude each other');
+  });
+
+  it('parses the ledger commands', () => {
+    expect(parse(['ledger']).parsed).toStrictEqual({ kind: 'ledger', options: { store: undefined, json: false, action: { kind: 'show' } } });
+    expect(parse(['ledger', 'runs', '--limit', '5', '--json']).parsed).toMatchObject({ kind: 'ledger', options: { json: true, action: { kind: 'runs', limit: 5 } } });
+    expect(parse(['ledger', 'export', '-o', 'all.jsonl']).parsed).toMatchObject({ options: { action: { kind: 'export', format: 'jsonl', output: 'all.jsonl' } } });
+    expect(parse(['ledger', 'prune', '--older-than', '2w', '--store', '/s.db']).parsed).toMatchObject({ options: { store: '/s.db', action: { kind: 'prune', olderThanMs: 14 * DAY, dryRun: false } } });
+  });
+});

@@ -1,0 +1,111 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { CompanyRecord } from '../../src/api/types.js';
+import { Store } from '../../src/store/sqlite.js';
+import type { StoreEvent } from '../../src/store/types.js';
+import { tempDir } from '../helpers/cli.js';
+
+let dir: ReturnType<typeof tempDir>;
+let stores: Store[] = [];
+beforeEach(() => {
+  dir = tempDir();
+});
+afterEach(() => {
+  for (const s of stores) s.close();
+  stores = [];
+  dir.cleanup();
+});
+
+const open = (path = join(dir.path, 'store.db')): Store => {
+  const s = Store.open(path, { tool: 'test' });
+  stores.push(s);
+  return s;
+};
+const info = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
+const record = (domain: string): CompanyRecord => ({
+  domain,
+  name: domain,
+  website_url: null,
+  description: null,
+  industry: null,
+  employee_count: null,
+  revenue_range: null,
+  ownership_type: null,
+  year_founded: null,
+  specialties: [],
+  hq_country: null,
+  hq_city: null,
+  last_updated: '2026-01-01T00:00:00Z',
+});
+const hit = (c: string, g = 1): StoreEvent => ({ t: 'enrich', c, g, v: 1, s: 'hit', charged: 1, company: record(c), key_used: `k-${c}` });
+
+describe('the SQLite store', () => {
+  it('commits intents in groups: 200 intents at once cost a handful of syncs, not 200', async () => {
+    const run = open().beginRun('svc', info);
+    const claims = await Promise.all(Array.from({ length: 200 }, (_, i) => run.append({ t: 'intent', c: `c${i}.com`, g: 1, v: 1, key: `k${i}` }, true)));
+    expect(claims.every((c) => c.kind === 'ok')).toBe(true);
+    expect(run.syncs).toBeGreaterThanOrEqual(1);
+    expect(run.syncs).toBeLessThan(10);
+  });
+
+  it('lets one run claim a purchase: another live run is told busy, then sees it held', async () => {
+    const path = join(dir.path, 'shared.db');
+    const first = open(path);
+    const a = first.beginRun('svc', info);
+    const b = open(path).beginRun('svc', info);
+    expect(await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).toStrictEqual({ kind: 'ok' });
+    // Run a stands for another live process (our parent): its claim holds.
+    first.db.prepare('UPDATE runs SET pid = ? WHERE id = ?').run(process.ppid, a.runId);
+    expect((await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).kind).toBe('busy');
+    await a.append(hit('acme.com'));
+    await a.flush();
+    const claim = await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    expect(claim.kind).toBe('held');
+    expect(b.record('acme.com')?.name).toBe('acme.com');
+  });
+
+  it('hands back a purchase another run moved on, and takes over one whose run is gone', async () => {
+    const path = join(dir.path, 'moved.db');
+    const store = open(path);
+    const a = store.beginRun('svc', info);
+    await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    await a.append({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired' });
+    await a.flush();
+    // The run ended without releasing its claims: as after a kill -9 of another process.
+    store.db.prepare("UPDATE runs SET status = 'done'").run();
+    const b = open(path).beginRun('svc', info);
+    const stale = await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    expect(stale).toMatchObject({ kind: 'moved', purchase: { keyVersion: 2, intentKey: null } });
+    expect(await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 2, key: 'k2' }, true)).toStrictEqual({ kind: 'ok' });
+  });
+
+  it('keeps a record of an older generation from replacing a newer one', async () => {
+    const run = open().beginRun('svc', info);
+    await run.append(hit('acme.com', 2));
+    await run.append({ ...hit('acme.com', 1), company: { ...record('acme.com'), name: 'Old' } } as StoreEvent);
+    await run.flush();
+    expect(run.record('acme.com')?.name).toBe('acme.com');
+    expect(run.held('acme.com')?.generation).toBe(2);
+  });
+
+  it('treats a tampered record as not held, and refuses a file that is not a store with exit 2', async () => {
+    const store = open();
+    const run = store.beginRun('svc', info);
+    await run.append(hit('acme.com'));
+    await run.flush();
+    store.db.prepare("UPDATE companies SET record = '{\"domain\": 5}'").run();
+    expect(run.record('acme.com')).toBeNull();
+    const junk = join(dir.path, 'junk.db');
+    writeFileSync(junk, 'this is not a database, just some text that is long enough to look like a header. '.repeat(20));
+    expect(() => open(junk)).toThrow(expect.objectContaining({ exitCode: 2, message: expect.stringContaining('damaged or not an enrich store') }));
+  });
+
+  it('stops paid work with a clear error when the store cannot be written', async () => {
+    const store = open();
+    const run = store.beginRun('svc', info);
+    store.db.exec('PRAGMA query_only = ON');
+    await expect(run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).rejects.toThrow(/cannot write the store .*no further paid call was made/);
+    await expect(run.append(hit('b.com'))).rejects.toThrow(/cannot write the store/);
+  });
+});
