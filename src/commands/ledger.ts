@@ -95,7 +95,7 @@ function listRuns(store: Store, limit: number, json: boolean, print: (s: string)
     return;
   }
   const header = ['run', 'started', 'input', 'rows', 'status', 'credits', 'bought', 'reused'];
-  const table = list.map((r) => [String(r.id), stamp(r.startedAt), r.input ?? '-', r.rows === null ? '-' : num(r.rows), r.dryRun ? `${r.status} (dry run)` : r.status, num(r.credits), num(r.bought), num(r.reused)]);
+  const table = list.map((r) => [String(r.id), stamp(r.startedAt), r.input ?? '-', r.rows === null ? '-' : num(r.rows), r.dryRun ? 'dry run' : r.status, num(r.credits), num(r.bought), num(r.reused)]);
   const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => (row[i] as string).length)));
   const line = (cells: string[]): string => cells.map((c, i) => (i === 0 || i >= 3 && i !== 4 ? c.padStart(widths[i] as number) : c.padEnd(widths[i] as number))).join('  ').trimEnd();
   print([line(header), ...table.map(line)].join('\n'));

@@ -164,6 +164,7 @@ function loadFromStore(state: RunState, records: ServiceRecords, policy: Policy)
 
 async function batch(options: RunOptions, ctx: RunContext, progress: Progress, cleanups: Cleanups): Promise<RunResult> {
   const clock = ctx.clock ?? systemClock;
+  const started = clock.now();
   const random = ctx.random ?? Math.random;
   const now = ctx.now ?? (() => Date.now());
   // 1. Read the whole input once. Nothing is sent before this ends.
@@ -248,7 +249,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: Progress, c
   const tally = writeOutput ? await writeResults({ options, scan, state, input, format, records, stop, ctx }) : countResults(scan, state, options.dryRun, stop);
   progress.phase = 'done';
   ctx.reporter.refresh();
-  const summary = summarise({ state, tally, rows: scan.rows, dryRun: options.dryRun, stop, store: options.store, output: writeOutput ? options.output : null });
+  const summary = summarise({ state, tally, rows: scan.rows, dryRun: options.dryRun, stop, store: options.store, output: writeOutput ? options.output : null, elapsedMs: clock.now() - started });
   records.endRun({ status: summary.status, credits: summary.credits_charged, bought: summary.bought, reused: summary.reused });
   ended = true;
   return { summary, stop };

@@ -37,6 +37,8 @@ export interface Summary {
   stopped: Stop['reason'] | null;
   store: string;
   output: string | null;
+  /** Wall time of this invocation, from start to the summary. */
+  elapsed_ms: number;
 }
 
 export type RowTally = Record<RowStatus, number>;
@@ -55,6 +57,7 @@ export function summarise(input: {
   stop: Stop | null;
   store: string;
   output: string | null;
+  elapsedMs: number;
 }): Summary {
   const { state, tally, stop } = input;
   const owed = state.owed();
@@ -89,5 +92,6 @@ export function summarise(input: {
     stopped: stop?.reason ?? null,
     store: input.store,
     output: input.output,
+    elapsed_ms: Math.round(input.elapsedMs),
   };
 }

@@ -78,8 +78,9 @@ export class Store {
       throw new UsageError(`cannot open the store ${path}: ${describeOpenError(error)}; pass --store <path> (or ENRICH_STORE) to use another`, { cause: error });
     }
     try {
-      db.pragma('journal_mode = WAL');
+      // First: every later statement may meet another process's transaction and must wait.
       db.pragma('busy_timeout = 15000');
+      db.pragma('journal_mode = WAL');
       db.pragma('synchronous = FULL');
       db.pragma('foreign_keys = ON');
       const version = Number((db.pragma('user_version', { simple: true }) as number | undefined) ?? 0);

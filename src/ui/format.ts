@@ -4,7 +4,8 @@ const nf = new Intl.NumberFormat('en-US');
 export const num = (n: number): string => nf.format(n);
 
 export function duration(ms: number): string {
-  const s = Math.max(0, Math.round(ms / 1000));
+  if (ms < 10_000) return `${(Math.max(0, ms) / 1000).toFixed(1)}s`;
+  const s = Math.round(ms / 1000);
   if (s < 60) return `${s}s`;
   const m = Math.floor(s / 60);
   if (m < 60) return `${m}m${String(s % 60).padStart(2, '0')}s`;

@@ -1,6 +1,6 @@
 import type { Stop } from '../pipeline/stops.js';
 import type { Summary } from '../pipeline/summary.js';
-import { num } from './format.js';
+import { duration, num } from './format.js';
 
 const usd = (n: number): string => `$${n.toFixed(2)}`;
 
@@ -15,23 +15,29 @@ export function formatSummary(s: Summary): string {
   ];
   if (s.errors > 0 || !s.dry_run) rows.push(['rows errored', num(s.errors)]);
   if (s.skipped > 0 || !s.dry_run) rows.push(['rows skipped', num(s.skipped)]);
-  if (s.reused > 0 || !s.dry_run) rows.push(['reused', `${num(s.reused)}${s.reused > 0 ? `   companies from the store (${num(s.credits_saved)} credits saved)` : ''}`]);
   if (s.dry_run) {
+    if (s.reused > 0) rows.push(['reused', `${num(s.reused)}   companies held in the store, free (${num(s.credits_saved)} credits saved)`]);
     const c = s.estimated_cost_usd;
     const stale = s.stale > 0 ? `   (${num(s.stale)} to refresh stale records)` : '';
     rows.push(['to buy', `${num(s.estimated_credits)} companies${stale}`]);
     rows.push(['estimated cost', `${num(s.estimated_credits)} credits   ${usd(c.starter)} Starter · ${usd(c.growth)} Growth · ${usd(c.scale)} Scale`]);
   } else {
-    rows.push(['bought', num(s.bought)]);
+    rows.push(['bought', `${num(s.bought)}${s.bought > 0 ? '   companies, by this run' : ''}`]);
+    rows.push(['reused', `${num(s.reused)}${s.reused > 0 ? `   companies from the store (${num(s.credits_saved)} credits saved)` : ''}`]);
     rows.push(['credits spent', `${num(s.credits_charged)}${s.credits_remaining !== null ? `   (${num(s.credits_remaining)} left)` : ''}`]);
   }
-  const width = Math.max(...rows.map(([label]) => label.length));
+  // Figures are right-aligned in a column; the trailing text rows are not figures.
+  const text: [string, string][] = [];
+  if (s.output !== null) text.push(['output', s.output === '-' ? 'stdout' : s.output]);
+  text.push(['elapsed', duration(s.elapsed_ms)]);
+  const width = Math.max(...[...rows, ...text].map(([label]) => label.length));
   const valueWidth = Math.max(...rows.map(([, v]) => v.split(' ')[0]?.length ?? 0));
   const title = s.dry_run ? 'dry run: nothing was spent' : s.status === 'done' ? 'done' : s.status;
   const lines = rows.map(([label, value]) => {
     const [head = '', ...rest] = value.split(' ');
     return `  ${label.padEnd(width)}  ${head.padStart(valueWidth)}${rest.length > 0 ? ` ${rest.join(' ')}` : ''}`;
   });
+  for (const [label, value] of text) lines.push(`  ${label.padEnd(width)}  ${value}`);
   return [`enrich: ${title}`, ...lines].join('\n') + '\n';
 }
 
