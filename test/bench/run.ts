@@ -5,21 +5,24 @@
  *   1. rate-limited: the sandbox at 100 req/s; achieved rate over the ceiling, share of 429s,
  *      and the same for the plain fetch baseline.
  *   2. unlimited: rows/s end to end for 20,000 unique domains, CLI (journal on) vs baseline.
- *   3. scale: peak RSS at 100,000 and 1,000,000 rows, vs the process floor (enrich --version).
- *   4. resume: a finished 1,000,000-row journal, vs the full run that wrote it.
+ *   3. scale: wall and peak RSS at 100,000 and 1,000,000 rows, beside enrich 0.1 on the same input.
+ *   4. the store: the 1,000,000-row input again with everything held (0.1: resuming its journal),
+ *      and the store's size per company.
  *   5. sandbox: match/enrich req/s and server CPU per request, vs a bare node:http server.
  *
- * BENCH_ONLY=rate,unlimited,scale,resume,sandbox picks sections; BENCH_QUICK=1 shrinks them.
+ * BENCH_ONLY=rate,unlimited,scale,sandbox picks sections; BENCH_QUICK=1 shrinks them.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { fixtureCompanies, writeInput } from './data.js';
-import { BIN, fmt, median, runMeasured, sandboxServer, sandboxStats, type Server } from './lib.js';
+import { buildBaseline, V01_REF } from './baseline-v01.js';
+import { BIN, fmt, median, runMeasured, sandboxServer, sandboxStats, type Measured, type Server } from './lib.js';
 import { benchSandbox } from './sandbox.js';
 
-const only = new Set((process.env['BENCH_ONLY'] ?? 'rate,unlimited,scale,resume,sandbox').split(','));
+const only = new Set((process.env['BENCH_ONLY'] ?? 'rate,unlimited,scale,sandbox').split(','));
 const quick = process.env['BENCH_QUICK'] === '1';
 const BASELINE = fileURLToPath(new URL('./baseline-fetch.mjs', import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'enrich-bench-'));
@@ -40,7 +43,12 @@ function uniqueDomainsCsv(path: string, count: number, hits: number): void {
   writeFileSync(path, `domain\n${all.join('\n')}\n`);
 }
 
-const cli = (input: string, output: string, extra: string[] = []): [string, string[]] => [process.execPath, [BIN, input, '-o', output, '--quiet', '--fresh', ...extra]];
+/** A run with a store of its own (so it buys everything), unless `extra` names one. */
+let stores = 0;
+const cli = (input: string, output: string, extra: string[] = []): [string, string[]] => [
+  process.execPath,
+  [BIN, input, '-o', output, '--quiet', ...(extra.includes('--store') ? [] : ['--store', join(work, `store-${stores++}.db`)]), ...extra],
+];
 
 async function rateLimited(): Promise<void> {
   const domains = quick ? 600 : 2000;
@@ -48,7 +56,7 @@ async function rateLimited(): Promise<void> {
   uniqueDomainsCsv(input, domains, domains / 2);
   const runs: Record<string, { achieved: number; share: number; wall: number }> = {};
   for (const [label, [cmd, args]] of [
-    ['enrich', cli(input, join(work, 'rate.out.csv'), ['--journal', join(work, 'rate.journal')])],
+    ['enrich', cli(input, join(work, 'rate.out.csv'))],
     ['baseline', [process.execPath, [BASELINE, input, join(work, 'rate.base.csv')]]],
   ] as const) {
     const server = await sandboxServer(['--rate-limit', '100']);
@@ -79,7 +87,7 @@ async function unlimited(): Promise<void> {
   const baseRates: number[] = [];
   for (let i = 0; i < pairs; i++) {
     // A B A B: each pair sees the same machine weather.
-    const [cmd, args] = cli(input, join(work, 'unlimited.out.csv'), ['--journal', join(work, `unlimited-${i}.journal`)]);
+    const [cmd, args] = cli(input, join(work, 'unlimited.out.csv'));
     const a = await runMeasured(cmd, args, env);
     const b = await runMeasured(process.execPath, [BASELINE, input, join(work, 'unlimited.base.csv')], env);
     if (a.code !== 0 || b.code !== 0) throw new Error(`unlimited: exit ${a.code}/${b.code}: ${a.stderr}${b.stderr}`);
@@ -89,56 +97,61 @@ async function unlimited(): Promise<void> {
   }
   await server.stop();
   say(`2. unlimited (${fmt(domains)} unique domains, 6,000 of them held: ${fmt(domains + 6000)} calls; median of ${pairs} A/B pairs):`);
-  say(`   enrich ${fmt(median(cliRates))} rows/s (journal on, fsync'd intents) vs baseline ${fmt(median(baseRates))} rows/s: ${fmt(median(ratios), 2)}x faster (target >= 1.3x; pairs ${ratios.map((r) => fmt(r, 2)).join(', ')})`);
+  say(`   enrich ${fmt(median(cliRates))} rows/s (store on, fsync'd intents) vs baseline ${fmt(median(baseRates))} rows/s: ${fmt(median(ratios), 2)}x faster (target >= 1.3x; pairs ${ratios.map((r) => fmt(r, 2)).join(', ')})`);
 }
 
-let fullRunMs = 0;
-/** Scale and resume share a server: a journal belongs to the service address that wrote it. */
+/** Scale and the store share a server: records are kept per service address. */
 let shared: Server | undefined;
 async function sharedServer(): Promise<Server> {
   shared ??= await sandboxServer();
   return shared;
 }
 
+function bytesOf(path: string): number {
+  return ['', '-wal'].reduce((n, suffix) => n + (existsSync(path + suffix) ? statSync(path + suffix).size : 0), 0);
+}
+
+/**
+ * 3. Scale and 4. the store, each beside enrich 0.1 (a journal per input) measured in the same
+ * run on the same input: the full run (wall, peak RSS), the same input again once everything is
+ * held (0.1: a resume of its finished journal), and what the store costs on disk per company.
+ */
 async function scale(): Promise<void> {
   const sizes = quick ? [10_000, 100_000] : [100_000, 1_000_000];
   const server = await sharedServer();
   const env = { ENRICH_BASE_URL: server.url, ENRICH_API_KEY: 'sk_bench' };
+  const v01 = buildBaseline();
   const floor = await runMeasured(process.execPath, [BIN, '--version'], env);
+  say(`3. scale (rows drawn from 50,000 registrable domains under messy spellings; beside enrich 0.1 (${V01_REF}) on the same input; the floor, enrich --version, peaks at ${fmt(floor.peakMiB, 1)} MiB):`);
   const peaks: number[] = [];
-  say(`3. scale (rows drawn from 50,000 registrable domains under messy spellings; the floor, enrich --version, peaks at ${fmt(floor.peakMiB, 1)} MiB):`);
   for (const rows of sizes) {
     const input = join(work, `scale-${rows}.csv`);
     await writeInput(input, rows, 50_000);
-    const m = await runMeasured(...cli(input, join(work, `scale-${rows}.out.csv`)), env);
-    if (m.code !== 0) throw new Error(`scale ${rows}: exit ${m.code}: ${m.stderr}`);
-    peaks.push(m.peakMiB);
-    if (rows === sizes[1]) fullRunMs = m.wallMs;
-    say(`   ${fmt(rows).padStart(9)} rows: peak RSS ${fmt(m.peakMiB, 1)} MiB (${fmt((m.peakMiB * 1.048576), 0)} MB; ${fmt(m.peakMiB / floor.peakMiB, 2)}x the floor), ${fmt(m.wallMs / 1000, 1)} s, ${fmt(rows / (m.wallMs / 1000))} rows/s`);
+    const store = join(work, `scale-${rows}.db`);
+    const journal = join(work, `scale-${rows}.journal`);
+    const today = (): Promise<Measured> => runMeasured(process.execPath, [BIN, input, '-o', join(work, 'scale.out.csv'), '--quiet', '--store', store], env);
+    const before = (): Promise<Measured> => runMeasured(process.execPath, [v01, input, '-o', join(work, 'scale.v01.csv'), '--quiet', '--journal', journal], env);
+    const a = await today();
+    const b = await before();
+    if (a.code !== 0 || b.code !== 0) throw new Error(`scale ${rows}: exit ${a.code}/${b.code}: ${a.stderr}${b.stderr}`);
+    peaks.push(a.peakMiB);
+    say(`   ${fmt(rows).padStart(9)} rows: ${fmt(a.wallMs / 1000, 1)} s, peak RSS ${fmt(a.peakMiB, 1)} MiB (${fmt(a.peakMiB * 1.048576, 0)} MB; target < 250 MB) vs 0.1 ${fmt(b.wallMs / 1000, 1)} s, ${fmt(b.peakMiB, 1)} MiB: wall ${fmt(a.wallMs / b.wallMs, 2)}x, peak ${fmt(a.peakMiB / b.peakMiB, 2)}x`);
+    if (rows !== sizes[sizes.length - 1]) continue;
+    // The same input again, everything held: A B A B A B.
+    const again: Measured[] = [];
+    const resumed: Measured[] = [];
+    for (let i = 0; i < 3; i++) {
+      again.push(await today());
+      resumed.push(await before());
+    }
+    const held = JSON.parse(execFileSync(process.execPath, [BIN, 'ledger', '--json', '--store', store], { encoding: 'utf8' })) as { services: { companies: number; lookups: number }[] };
+    const companies = held.services[0]?.companies ?? 0;
+    const wall = (ms: Measured[]): number => median(ms.map((m) => m.wallMs));
+    say(`4. the store, ${fmt(rows)} rows again with every company held (median of 3 A/B pairs):`);
+    say(`   ${fmt(wall(again) / 1000, 2)} s, peak ${fmt(median(again.map((m) => m.peakMiB)), 1)} MiB, 0 bought vs 0.1 resuming its finished journal: ${fmt(wall(resumed) / 1000, 2)} s, ${fmt(median(resumed.map((m) => m.peakMiB)), 1)} MiB (${fmt(wall(again) / wall(resumed), 2)}x); ${fmt(wall(again) / a.wallMs, 3)}x the full run`);
+    say(`   on disk: store ${fmt(bytesOf(store) / 1024, 0)} KiB for ${fmt(companies)} companies and ${fmt(held.services[0]?.lookups ?? 0)} lookups = ${fmt(bytesOf(store) / companies / 1024, 2)} KiB per company; 0.1's journal ${fmt(statSync(journal).size / companies / 1024, 2)} KiB per company`);
   }
-  say(`   ${fmt(sizes[1] as number)} rows over ${fmt(sizes[0] as number)}: ${fmt((peaks[1] as number) / (peaks[0] as number), 2)}x the memory for ${fmt((sizes[1] as number) / (sizes[0] as number), 0)}x the rows (target: under 200 MB at 1M, nearly flat)`);
-}
-
-async function resume(): Promise<void> {
-  const rows = quick ? 100_000 : 1_000_000;
-  const input = join(work, `scale-${rows}.csv`);
-  const server = await sharedServer();
-  const env = { ENRICH_BASE_URL: server.url, ENRICH_API_KEY: 'sk_bench' };
-  if (fullRunMs === 0) {
-    await writeInput(input, rows, 50_000);
-    const m = await runMeasured(...cli(input, join(work, 'resume.out.csv')), env);
-    fullRunMs = m.wallMs;
-  }
-  const times: number[] = [];
-  const peaks: number[] = [];
-  for (let i = 0; i < 3; i++) {
-    // The same command again: finds the finished journal, buys nothing, rewrites the output.
-    const m = await runMeasured(process.execPath, [BIN, input, '-o', join(work, 'resume.out.csv'), '--quiet'], env);
-    if (m.code !== 0) throw new Error(`resume: exit ${m.code}: ${m.stderr}`);
-    times.push(m.wallMs);
-    peaks.push(m.peakMiB);
-  }
-  say(`4. resume of a finished ${fmt(rows)}-row journal: ${fmt(median(times) / 1000, 2)} s (median of 3), peak ${fmt(median(peaks), 1)} MiB; ${fmt(median(times) / fullRunMs, 3)}x the full run that wrote it (${fmt(fullRunMs / 1000, 1)} s)`);
+  say(`   ${fmt(sizes[1] as number)} rows over ${fmt(sizes[0] as number)}: ${fmt((peaks[1] as number) / (peaks[0] as number), 2)}x the memory for ${fmt((sizes[1] as number) / (sizes[0] as number), 0)}x the rows (nearly flat)`);
 }
 
 const started = new Date();
@@ -147,7 +160,6 @@ try {
   if (only.has('rate')) await rateLimited();
   if (only.has('unlimited')) await unlimited();
   if (only.has('scale')) await scale();
-  if (only.has('resume')) await resume();
   if (only.has('sandbox')) {
     say('5. sandbox:');
     for (const line of await benchSandbox(quick ? 2 : 5)) say(`   ${line}`);
