@@ -159,8 +159,9 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
     off();
   }
   const { summary, stop } = result;
-  if (!flags.quiet) io.stderr.write(formatSummary(summary));
   const next = nextStep(summary, stop);
+  // A refused key leaves nothing to count: the one line that matters is all there is to say.
+  if (!flags.quiet && stop?.reason !== 'auth') io.stderr.write(formatSummary(summary));
   if (next !== null) io.stderr.write(`enrich: ${redact(next)}\n`);
   if (flags.summaryJson !== undefined) {
     const json = `${JSON.stringify(summary, null, 2)}\n`;

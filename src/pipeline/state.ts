@@ -245,7 +245,9 @@ export class RunState {
     const charged = entry.charged ?? 0;
     c.charged += charged;
     this.creditsThisSession += charged;
-    if (entry.remaining !== undefined) this.creditsRemaining = entry.remaining;
+    // Answers arrive out of order, and a replay carries the balance of its first time: the lowest
+    // balance seen is the freshest (it only falls while a run spends).
+    if (entry.remaining !== undefined) this.creditsRemaining = Math.min(entry.remaining, this.creditsRemaining ?? entry.remaining);
     if (entry.s === 'hit' || entry.s === 'miss') {
       c.status = entry.s;
       c.source = entry.s === 'hit' ? 'bought' : null;
@@ -281,6 +283,16 @@ export class RunState {
 
   needsEnrich(c: Company): boolean {
     return c.status === 'pending' || (c.status === 'error' && !c.errorFinal);
+  }
+
+  /** Domains whose free match has no answer yet (it failed, or the run stopped before it). */
+  unansweredDomains(): number {
+    let n = 0;
+    for (let d = 0; d < this.domainCount; d++) {
+      const s = this.matchOf(d);
+      if (s === Match.PENDING || s === Match.ERROR) n++;
+    }
+    return n;
   }
 
   /** Companies this run still owes a purchase, and how many of those refresh a held record. */

@@ -4,7 +4,8 @@ import { StoppedError, type Lane } from './scheduler.js';
 
 /** Why a run ended early. Each maps to an exit code and a "what now" message. */
 export type Stop =
-  | { reason: 'credits'; balance: number | null; required: number | null }
+  /** `free`: even the free match was refused for credits: the account itself is blocked. */
+  | { reason: 'credits'; balance: number | null; required: number | null; free: boolean }
   | { reason: 'budget'; limit: number }
   | { reason: 'auth'; code: string; message: string }
   | { reason: 'interrupted' };
@@ -45,7 +46,7 @@ export class Stops {
       return true;
     }
     if (error instanceof InsufficientCreditsError) {
-      const stop: Stop = { reason: 'credits', balance: error.balance ?? null, required: error.required ?? null };
+      const stop: Stop = { reason: 'credits', balance: error.balance ?? null, required: error.required ?? null, free: lane === 'match' };
       // A free call refused for credits means the account can do nothing at all.
       if (lane === 'match') this.stopAll(stop);
       else this.stopPaid(stop);

@@ -30,6 +30,8 @@ export interface Summary {
   credits_saved: number;
   credits_charged: number;
   credits_remaining: number | null;
+  /** Domains the free match could not answer: while any remain, the estimate is a lower bound. */
+  unanswered_domains: number;
   /** Companies still to buy to finish (a dry run's estimate), and how many refresh a stale record. */
   estimated_credits: number;
   stale: number;
@@ -86,6 +88,7 @@ export function summarise(input: {
     credits_saved: reused,
     credits_charged: state.creditsThisSession,
     credits_remaining: state.creditsRemaining,
+    unanswered_domains: state.unansweredDomains(),
     estimated_credits: owed.buy,
     stale: owed.refresh,
     estimated_cost_usd: costAt(owed.buy),

@@ -47,6 +47,7 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
     case 'interrupted':
       return `interrupted: everything bought is kept in the store (${s.store}); run the same command to finish, nothing is bought twice`;
     case 'credits': {
+      if (stop.free) return 'the service refused even the free match for credits (insufficient_credits): the account has no credits or is blocked; top up, then run the same command';
       const balance = stop.balance === null ? '' : `balance ${num(stop.balance)}, `;
       return `stopped: ${balance}needs ${num(s.estimated_credits)} more credits; top up and run the same command to finish (what was bought is kept)`;
     }
@@ -60,6 +61,9 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
       break;
   }
   if (s.dry_run) {
+    if (s.unanswered_domains > 0) {
+      return `a real run would spend at least ${num(s.estimated_credits)} credits: ${num(s.unanswered_domains)} domains got no answer from the free match (see enrich_error), so the rest is unknown; run the dry run again`;
+    }
     if (s.estimated_credits === 0) return null;
     const stale = s.stale > 0 ? ` (${num(s.stale)} of them refresh stale records)` : '';
     return `a real run would spend exactly ${num(s.estimated_credits)} credits${stale}; drop --dry-run to go ahead`;

@@ -1,0 +1,90 @@
+import { join } from 'node:path';
+import { PassThrough, Readable } from 'node:stream';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { runBatch, type RunOptions } from '../src/commands/run.js';
+import { RunState } from '../src/pipeline/state.js';
+import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
+import { nextStep } from '../src/ui/summary.js';
+import { silentReporter } from '../src/ui/reporter.js';
+import { csvText, runCli, tempDir } from './helpers/cli.js';
+
+/** What a person is told about money must be true: estimates, balances, and what stopped a run. */
+const KEY = 'sk_test_money';
+let sb: Sandbox | undefined;
+let dir: ReturnType<typeof tempDir>;
+beforeEach(() => {
+  dir = tempDir();
+});
+afterEach(async () => {
+  await sb?.close();
+  sb = undefined;
+  dir.cleanup();
+});
+
+async function batch(sandbox: SandboxOptions, domains: string[], extra: Partial<RunOptions> = {}) {
+  sb ??= await startSandbox({ keys: [{ key: KEY }], ...sandbox });
+  const input = dir.file('in.csv', csvText([['domain'], ...domains.map((d) => [d])]));
+  return runBatch(
+    {
+      input,
+      output: '-',
+      writesOutput: false,
+      format: 'csv',
+      column: undefined,
+      dryRun: false,
+      maxCredits: null,
+      store: join(dir.path, 'store.db'),
+      maxAgeMs: null,
+      missMaxAgeMs: 86_400_000,
+      journal: undefined,
+      concurrency: 4,
+      service: { kind: 'remote', baseUrl: sb.url, apiKey: KEY },
+      retry: { maxAttempts: 2, maxRateLimitedAttempts: 4, baseDelayMs: 1, maxDelayMs: 2 },
+      ...extra,
+    },
+    { stdin: Readable.from([]), stdout: new PassThrough(), env: {}, reporter: silentReporter, interrupt: new AbortController().signal },
+  );
+}
+
+describe('the dry run says "exactly" only when every domain was answered', () => {
+  it('gives the known part and the unanswered count when free matches failed, and a rerun completes it', async () => {
+    sb = await startSandbox({ keys: [{ key: KEY }], failRate: 1 });
+    const domains = [...sb.directory].slice(0, 6).map((c) => c.domain);
+    const failed = await batch({}, domains, { dryRun: true });
+    expect(failed.summary).toMatchObject({ unanswered_domains: 6, errors: 6, estimated_credits: 0 });
+    expect(nextStep(failed.summary, failed.stop)).toBe(
+      'a real run would spend at least 0 credits: 6 domains got no answer from the free match (see enrich_error), so the rest is unknown; run the dry run again',
+    );
+    sb.setFailRate(0);
+    const answered = await batch({}, domains, { dryRun: true });
+    expect(answered.summary).toMatchObject({ unanswered_domains: 0, estimated_credits: 6 });
+    expect(nextStep(answered.summary, answered.stop)).toBe('a real run would spend exactly 6 credits; drop --dry-run to go ahead');
+  });
+});
+
+describe('balances and stops', () => {
+  it('shows the lowest balance seen, not the last one written (answers arrive out of order, replays are old)', () => {
+    const s = new RunState();
+    s.addDomain('a.com');
+    s.loadDomain(0, { action: 'hit', company: 'a.com', name: 'A' });
+    s.apply({ t: 'enrich', c: 'a.com', g: 1, v: 1, s: 'hit', charged: 1, remaining: 9_861 });
+    s.apply({ t: 'enrich', c: 'a.com', g: 1, v: 1, s: 'hit', charged: 0, remaining: 9_873 });
+    expect(s.creditsRemaining).toBe(9_861);
+  });
+
+  it('a 402 on the free match says the account is blocked, not "needs 0 more credits"', async () => {
+    sb = await startSandbox({ keys: [{ key: KEY }] });
+    const run = await batch({}, ['a.com']);
+    const line = nextStep(run.summary, { reason: 'credits', balance: 0, required: 0, free: true });
+    expect(line).toContain('refused even the free match for credits');
+    expect(line).not.toContain('needs 0');
+  });
+
+  it('leads with the one line that matters when the key is refused, not a summary of zeros', async () => {
+    sb = await startSandbox({ keys: [{ key: KEY }] });
+    const input = dir.file('in.csv', csvText([['domain'], ['a.com'], ['b.com']]));
+    const run = await runCli([input, '-o', dir.file('o.csv')], { env: { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: 'sk_wrong_key' } });
+    expect(run.code).toBe(5);
+    expect(run.stderr).toBe('enrich: the service refused the API key (invalid_token); check ENRICH_API_KEY or --api-key-file, then run the same command\n');
+  });
+});
