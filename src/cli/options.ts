@@ -135,6 +135,7 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     store,
     maxAgeMs: flags.fresh ? 0 : (flags.maxAgeMs ?? null),
     missMaxAgeMs: flags.missMaxAgeMs ?? DEFAULT_MISS_MAX_AGE_MS,
+    settleMs: flags.settleMs ?? null,
     journal: flags.journal,
     concurrency: flags.concurrency,
     service,

@@ -22,6 +22,7 @@ export interface RunFlags {
   store: string | undefined;
   maxAgeMs: number | undefined;
   missMaxAgeMs: number | undefined;
+  settleMs: number | undefined;
   journal: string | undefined;
   fresh: boolean;
   concurrency: number;
@@ -107,6 +108,7 @@ Examples:
   The last 20 runs, with credits each:     $ enrich ledger runs
   Every record bought, for a spreadsheet:  $ enrich ledger export -o companies.csv
   Forget records older than a year:        $ enrich ledger prune --older-than 365d
+  Companies stuck on an unanswered call:   $ enrich ledger release
   Import a journal of enrich 0.1:          $ enrich ledger import crm.csv.enrich-journal
 
 The store is SQLite: \`sqlite3 ~/.local/state/enrich/store.db\` reads it too (README "The store").
@@ -140,6 +142,10 @@ function addLedgerCommands(program: Command, done: (options: LedgerFlags) => voi
     .requiredOption('--older-than <duration>', 'e.g. 365d', duration('--older-than'))
     .option('--dry-run', 'count what would be forgotten, forget nothing', false)
     .action((opts: Record<string, unknown>) => finish(opts, { kind: 'prune', olderThanMs: opts['olderThan'] as number, dryRun: opts['dryRun'] as boolean }));
+  common(ledger.command('release').description('list purchases stuck on a paid call that never answered, or release them to be bought again'))
+    .argument('[domain...]', 'companies to release (none: list them)')
+    .option('--all', 'release every one listed', false)
+    .action((domains: string[], opts: Record<string, unknown>) => finish(opts, { kind: 'release', domains, all: opts['all'] as boolean }));
   common(ledger.command('import').description('import journals written by enrich 0.1, so their companies are not bought again'))
     .argument('<journal...>', 'journal files (<input>.enrich-journal)')
     .action((journals: string[], opts: Record<string, unknown>) => finish(opts, { kind: 'import', journals }));
@@ -167,6 +173,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--store <path>', 'the purchase store (env: ENRICH_STORE; default: $XDG_STATE_HOME/enrich/store.db)')
     .option('--max-age <duration>', 'buy again records bought longer ago than this, e.g. 30d (default: never)', duration('--max-age'))
     .option('--miss-max-age <duration>', 'ask again about domains that did not match longer ago than this (free)', duration('--miss-max-age'))
+    .option('--settle <duration>', 'how long a paid call whose answer was lost may still run at the service (default 60s)', duration('--settle'))
     .option('--fresh', 'buy every held record again (same as --max-age 0; the dry run prices it)', false)
     .option('--journal <path>', 'import a journal written by enrich 0.1 (one beside the input is found by itself)')
     .option('--concurrency <n>', 'most requests in flight at once', integer(1, 256, '--concurrency'), 16)
@@ -194,6 +201,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
           store: opts['store'] as string | undefined,
           maxAgeMs: opts['maxAge'] as number | undefined,
           missMaxAgeMs: opts['missMaxAge'] as number | undefined,
+          settleMs: opts['settle'] as number | undefined,
           journal: opts['journal'] as string | undefined,
           fresh: opts['fresh'] as boolean,
           concurrency: opts['concurrency'] as number,

@@ -3,7 +3,7 @@ import { serviceIdentity } from '../api/endpoint.js';
 import { UsageError } from '../errors.js';
 import { openSink } from '../io/sink.js';
 import { importJournal } from '../store/import-journal.js';
-import { holdings, prune, records, runs, type HeldRecord } from '../store/ledger.js';
+import { atRisk, holdings, prune, records, release, runs, type HeldRecord } from '../store/ledger.js';
 import { Store } from '../store/sqlite.js';
 import { num } from '../ui/format.js';
 import { VERSION } from '../version.js';
@@ -13,7 +13,8 @@ export type LedgerAction =
   | { kind: 'runs'; limit: number }
   | { kind: 'export'; format: 'csv' | 'jsonl'; output: string; service: string | undefined }
   | { kind: 'prune'; olderThanMs: number; dryRun: boolean }
-  | { kind: 'import'; journals: string[] };
+  | { kind: 'import'; journals: string[] }
+  | { kind: 'release'; domains: string[]; all: boolean };
 
 export interface LedgerOptions {
   store: string;
@@ -54,6 +55,8 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
         const verb = action.dryRun ? 'would forget' : 'forgot';
         return print(`${verb} ${num(pruned.companies)} companies bought and ${num(pruned.lookups)} lookups made before ${day(cutoff)}; open purchases are always kept`);
       }
+      case 'release':
+        return releaseHeld(store, action, options.json, print);
       case 'import':
         for (const path of action.journals) {
           const imported = await importJournal(store, path);
@@ -64,6 +67,23 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
   } finally {
     store.close();
   }
+}
+
+/** `enrich ledger release`: the one explicit way out for a company whose paid call never answered. */
+function releaseHeld(store: Store, action: Extract<LedgerAction, { kind: 'release' }>, json: boolean, print: (s: string) => void): void {
+  if (!action.all && action.domains.length === 0) {
+    const held = atRisk(store, []);
+    if (json) return print(JSON.stringify(held, null, 2));
+    if (held.length === 0) return print('no purchase is waiting on an unanswered paid call');
+    print(held.map((p) => `${p.domain}  (${p.service}; last error ${p.errorCode ?? 'none'}${p.lostAt === null ? '' : `; unanswered since ${stamp(p.lostAt)}`})`).join('\n'));
+    return print(`${num(held.length)} companies wait on a paid call whose answer never came: at most ${num(held.length)} credits at risk. Rerun first; if the service never answers for them, release them with --all or by name (each may then be charged twice)`);
+  }
+  const held = atRisk(store, action.all ? [] : action.domains);
+  const unknown = action.domains.filter((d) => !held.some((p) => p.domain === d));
+  if (unknown.length > 0) throw new UsageError(`nothing to release for ${unknown.join(', ')}: no unanswered paid call is held for it (see \`enrich ledger release\`)`);
+  release(store, held);
+  if (json) return print(JSON.stringify({ released: held.map((p) => p.domain) }));
+  print(`released ${num(held.length)} companies: the next run buys them under new keys; if a lost call was charged after all, that company is charged twice (at most ${num(held.length)} credits)`);
 }
 
 function show(store: Store, json: boolean, print: (s: string) => void): void {

@@ -47,6 +47,8 @@ export interface RunOptions {
   maxAgeMs: number | null;
   /** Ask the free match again about a miss older than this. */
   missMaxAgeMs: number;
+  /** How long a paid call whose answer was lost may go on at the service; null: the default. */
+  settleMs?: number | null;
   /** A journal of enrich 0.1 to import (besides the one found beside the input). */
   journal: string | undefined;
   concurrency: number;
@@ -221,6 +223,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: Progress, c
         retry: options.retry ?? DEFAULT_RETRY_POLICY,
         matchWindow: Math.max(32, options.concurrency * 4),
         graceMs: options.graceMs ?? 10_000,
+        ...(options.settleMs == null ? {} : { settleMs: options.settleMs }),
       },
       {
         client,

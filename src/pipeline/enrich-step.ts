@@ -1,4 +1,4 @@
-import { ApiError, RateLimitedError, ValidationError } from '../api/errors.js';
+import { ApiError, InsufficientCreditsError, RateLimitedError, ValidationError } from '../api/errors.js';
 import type { ServiceClient } from '../api/client.js';
 import type { Claim, IntentEvent, StoreEvent } from '../store/types.js';
 import type { Attempter } from './attempt.js';
@@ -26,6 +26,8 @@ export interface EnrichStepDeps {
   idempotencyKey(company: Company, version: number): string;
   /** How long to wait before asking again about a purchase another live run holds open. */
   busyPollMs: number;
+  /** How long a paid call whose answer was lost may go on at the service (pipeline/keys.ts). */
+  settleMs: number;
 }
 
 /** The paid enrich of one matched company: claim the purchase, buy it once, record the outcome. */
@@ -44,7 +46,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
   async function claimPurchase(c: Company): Promise<boolean> {
     for (;;) {
       if (stops.paid.signal.aborted || !state.needsEnrich(c)) return false;
-      const intent: IntentEvent = { t: 'intent', c: c.domain, g: c.generation, v: c.keyVersion, key: keyOf(c) };
+      const intent: IntentEvent = { t: 'intent', c: c.domain, g: c.generation, v: c.keyVersion, key: keyOf(c), at: deps.now() };
       const claim = await deps.claim(intent);
       c.busy = claim.kind === 'busy';
       switch (claim.kind) {
@@ -69,6 +71,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
 
   const recordFailure = (c: Company, error: unknown, verdict: 'retired' | 'replayed' | 'kept'): void => {
     const answer = error instanceof ApiError ? error : undefined;
+    const lost = answer === undefined || !answer.definitive;
     record({
       t: 'enrich',
       c: c.domain,
@@ -79,30 +82,38 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       ...(answer?.requestId === undefined ? {} : { rid: answer.requestId }),
       key: verdict === 'kept' ? 'kept' : 'retired',
       ...(answer instanceof ValidationError ? { final: true } : {}),
+      ...(lost ? { lost: true } : {}),
+      at: deps.now(),
     });
   };
 
-  async function buy(c: Company): Promise<number> {
+  const settle = (): { now: number; afterMs: number } => ({ now: deps.now(), afterMs: deps.settleMs });
+
+  /** One purchase attempt, retries included; the charge, and whether the service answered last. */
+  async function buy(c: Company): Promise<{ charged: number; answered: boolean }> {
     const result = await deps.attempt('enrich', stops.paid.signal, (signal) => deps.client.enrich(c.domain, { idempotencyKey: keyOf(c), signal }), {
       // The intent is on disk before the paid request leaves: a crash after this point resumes
       // with the same key, and the service replays instead of charging again. A key retired
       // since the claim needs an intent of its own.
-      before: async () => (c.intentOpen && c.claimed) || (await claimPurchase(c)),
+      // An uncertain key writes its intent again before every attempt: the store then knows when
+      // the last request that might go unanswered was sent, should this run die.
+      before: async () => (c.intentOpen && c.claimed && !c.keyUncertain) || (await claimPurchase(c)),
       failed: (error) => {
-        const verdict = keyVerdict(c, error);
+        const verdict = keyVerdict(c, error, settle());
         if (verdict === null) return undefined;
         recordFailure(c, error, verdict);
         return verdict === 'replayed' ? 'again' : undefined;
       },
     });
-    if (result.kind === 'stopped') return 0;
-    progress.enrichDone++;
+    if (result.kind === 'stopped') return { charged: 0, answered: false };
     if (result.kind === 'error') {
       // 429s are not recorded one by one; when they exhaust the retries the company must still
       // end as an error (so the run exits 3 and a rerun retries it), and a 429 never charges.
       if (result.error instanceof RateLimitedError) recordFailure(c, result.error, c.keyUncertain ? 'kept' : 'retired');
-      stops.stopFor(result.error, 'enrich');
-      return 0;
+      // A 402 under a key that may hold an earlier outcome may be that outcome replayed: it says
+      // nothing of today's balance. A fresh key's 402 will stop the run if the balance is gone.
+      if (!(c.keyUncertain && result.error instanceof InsufficientCreditsError)) stops.stopFor(result.error, 'enrich');
+      return { charged: 0, answered: result.error instanceof ApiError && result.error.definitive };
     }
     const answer = result.value;
     const charged = answer.credits_charged;
@@ -111,25 +122,46 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
     const base = { t: 'enrich', c: c.domain, g: c.generation, v: c.keyVersion, charged, at: deps.now(), key_used: keyOf(c), ...remaining } as const;
     if (answer.matched && answer.company !== null) record({ ...base, s: 'hit', company: answer.company });
     else record({ ...base, s: 'miss' });
-    return charged;
+    return { charged, answered: true };
+  }
+
+  /**
+   * A key kept only because an earlier attempt under it may still be running at the service: once
+   * that attempt must have settled, the service's next error retires the key, so waiting out the
+   * rest of the settle time (never longer than it) lets this run finish the company itself.
+   */
+  async function settleWait(c: Company, answered: boolean): Promise<boolean> {
+    if (!answered || !state.needsEnrich(c) || !c.keyUncertain || c.lostAt === null || stops.paid.signal.aborted) return false;
+    const wait = c.lostAt + deps.settleMs - deps.now();
+    if (wait > deps.settleMs) return false;
+    try {
+      if (wait > 0) await deps.clock.sleep(wait, stops.paid.signal);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   return async (c) => {
-    // Settled before any credit is reserved: waiting on another run holds nothing of ours.
-    if (!(await claimPurchase(c))) {
-      if (!state.needsEnrich(c)) progress.enrichDone++;
-      return;
+    for (let round = 0; round < 2; round++) {
+      // Claimed before any credit is reserved: waiting on another run holds nothing of ours.
+      if (!(await claimPurchase(c))) {
+        if (!state.needsEnrich(c)) progress.enrichDone++;
+        return;
+      }
+      if (!(await deps.budget.acquire(stops.paid.signal))) {
+        if (deps.budget.exhausted) stops.stopPaid({ reason: 'budget', limit: deps.maxCredits ?? 0 });
+        return;
+      }
+      let outcome = { charged: 0, answered: false };
+      try {
+        outcome = await buy(c);
+      } finally {
+        // A key left uncertain may have been charged: --max-credits counts it as spent.
+        deps.budget.settle(c.keyUncertain && c.status !== 'hit' && c.status !== 'miss' ? Math.max(outcome.charged, 1) : outcome.charged);
+      }
+      if (round === 1 || !(await settleWait(c, outcome.answered))) break;
     }
-    if (!(await deps.budget.acquire(stops.paid.signal))) {
-      if (deps.budget.exhausted) stops.stopPaid({ reason: 'budget', limit: deps.maxCredits ?? 0 });
-      return;
-    }
-    let charged = 0;
-    try {
-      charged = await buy(c);
-    } finally {
-      // A key left uncertain may have been charged: --max-credits counts it as spent.
-      deps.budget.settle(c.keyUncertain && c.status !== 'hit' && c.status !== 'miss' ? Math.max(charged, 1) : charged);
-    }
+    if (!state.needsEnrich(c) || c.status === 'error') progress.enrichDone++;
   };
 }

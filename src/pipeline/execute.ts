@@ -14,6 +14,9 @@ import { Window } from './window.js';
 
 export type { Stop } from './stops.js';
 
+/** A paid call whose answer was lost is taken to have finished at the service after this. */
+export const DEFAULT_SETTLE_MS = 60_000;
+
 /** Where outcomes go: the store (or, in tests, anything that keeps them). */
 export interface EventSink {
   /** Queues an event; an intent is made durable and resolves with whether this run may buy. */
@@ -31,6 +34,8 @@ export interface ExecuteOptions {
   graceMs: number;
   /** How long to wait before asking again about a purchase another live run holds open. */
   busyPollMs?: number;
+  /** How long a paid call whose answer was lost may go on at the service (default 60 s). */
+  settleMs?: number;
 }
 
 export interface ExecuteDeps {
@@ -89,6 +94,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     claim: (intent: IntentEvent) => deps.store.append(intent, true),
     idempotencyKey: deps.idempotencyKey,
     busyPollMs: options.busyPollMs ?? 250,
+    settleMs: options.settleMs ?? DEFAULT_SETTLE_MS,
   });
   const queued = new Set<number>();
   const enqueueEnrich = (company: Company): void => {

@@ -12,16 +12,35 @@ import type { Company } from './state.js';
  *   must not stop the run (a replayed 402 says nothing of today's balance), and the next attempt,
  *   under a new key, may go at once.
  * - "kept": an attempt under this key may have been charged unseen (this one lost its answer, or
- *   an earlier one did and this error does not prove otherwise). Every retry, and every resume,
- *   must reuse the key until the service replays or completes it.
+ *   an earlier one did and this error does not prove otherwise, because that attempt may still be
+ *   running at the service). Every retry, and every resume, reuses the key until the service
+ *   replays or completes it, or answers with an error once the lost attempt must have settled.
  * - null: a 429 comes from the rate limiter in front of the service and proves nothing; the key
  *   simply stays, and nothing is worth journaling.
  */
 export type KeyVerdict = 'retired' | 'replayed' | 'kept' | null;
 
-export function keyVerdict(company: Pick<Company, 'keyUncertain' | 'errorIds'>, error: unknown): KeyVerdict {
+export function keyVerdict(company: Pick<Company, 'keyUncertain' | 'errorIds' | 'lostAt'>, error: unknown, settle: Settle = NEVER): KeyVerdict {
   if (error instanceof RateLimitedError) return null;
   if (!(error instanceof ApiError) || !error.definitive) return 'kept';
   if (error.requestId !== undefined && company.errorIds.has(error.requestId)) return 'replayed';
-  return company.keyUncertain ? 'kept' : 'retired';
+  if (!company.keyUncertain) return 'retired';
+  return settled(company, settle) ? 'retired' : 'kept';
+}
+
+/**
+ * When an attempt whose answer was lost must have finished at the service. Until then its fate is
+ * open; after it, the service's own error under the same key proves the key was never charged,
+ * whatever the service stores: one that stores results would have replayed the charged answer,
+ * and one that stores every first outcome would replay that outcome, which was then an error.
+ */
+export interface Settle {
+  now: number;
+  /** How long a paid call may go on at the service after its answer was lost. */
+  afterMs: number;
+}
+const NEVER: Settle = { now: 0, afterMs: Number.POSITIVE_INFINITY };
+
+export function settled(company: Pick<Company, 'lostAt'>, settle: Settle): boolean {
+  return company.lostAt !== null && settle.now - company.lostAt >= settle.afterMs;
 }

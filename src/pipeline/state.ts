@@ -39,6 +39,8 @@ export interface Company {
   keyUncertain: boolean;
   /** requestIds of error answers seen under keyVersion: the same one again is a replay. */
   errorIds: ReadonlySet<string>;
+  /** When an attempt under keyVersion last went unanswered (ms since the epoch); null: none. */
+  lostAt: number | null;
   errorCode: string | null;
   /** The error cannot be cured by asking again (422); otherwise a later run retries. */
   errorFinal: boolean;
@@ -165,6 +167,7 @@ export class RunState {
     // An intent written by another invocation may have been sent before it stopped.
     c.keyUncertain = p.intentKey !== null || p.uncertain;
     c.errorIds = p.errorIds.length === 0 ? NO_IDS : new Set(p.errorIds);
+    c.lostAt = p.lostAt;
     c.claimed = false;
   }
 
@@ -230,6 +233,7 @@ export class RunState {
       intentKey: null,
       keyUncertain: false,
       errorIds: NO_IDS,
+      lostAt: null,
       errorCode: null,
       errorFinal: false,
       charged: 0,
@@ -268,8 +272,10 @@ export class RunState {
       c.intentKey = null;
       c.keyUncertain = false;
       c.errorIds = NO_IDS;
+      c.lostAt = null;
     } else {
       c.keyUncertain = true;
+      if (entry.lost === true && entry.at !== undefined) c.lostAt = entry.at;
       // Errors are rare: a company gets a set of its own only when it has one to remember.
       if (entry.rid !== undefined) c.errorIds = new Set([...c.errorIds, entry.rid]);
     }
@@ -292,6 +298,13 @@ export class RunState {
       const s = this.matchOf(d);
       if (s === Match.PENDING || s === Match.ERROR) n++;
     }
+    return n;
+  }
+
+  /** Companies left waiting on a paid call whose answer never came: a credit each at most. */
+  atRisk(): number {
+    let n = 0;
+    for (const c of this.companies) if (this.needsEnrich(c) && c.keyUncertain) n++;
     return n;
   }
 

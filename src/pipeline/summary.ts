@@ -30,6 +30,8 @@ export interface Summary {
   credits_saved: number;
   credits_charged: number;
   credits_remaining: number | null;
+  /** Companies still waiting on a paid call whose answer was lost (at most a credit each). */
+  at_risk: number;
   /** Domains the free match could not answer: while any remain, the estimate is a lower bound. */
   unanswered_domains: number;
   /** Companies still to buy to finish (a dry run's estimate), and how many refresh a stale record. */
@@ -89,6 +91,7 @@ export function summarise(input: {
     credits_charged: state.creditsThisSession,
     credits_remaining: state.creditsRemaining,
     unanswered_domains: state.unansweredDomains(),
+    at_risk: state.atRisk(),
     estimated_credits: owed.buy,
     stale: owed.refresh,
     estimated_cost_usd: costAt(owed.buy),

@@ -118,6 +118,49 @@ export function* records(store: Store, service: string | undefined): Generator<H
   }
 }
 
+export interface AtRisk {
+  service: string;
+  domain: string;
+  generation: number;
+  keyVersion: number;
+  errorCode: string | null;
+  lostAt: number | null;
+}
+
+const AT_RISK = "p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain = 1)";
+
+/** Purchases whose paid call may have been charged without an answer seen: a credit each at most. */
+export function atRisk(store: Store, domains: readonly string[]): AtRisk[] {
+  const rows = store.db
+    .prepare(`SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at FROM purchases p JOIN services s ON s.id = p.service WHERE ${AT_RISK} ORDER BY s.id, p.domain`)
+    .raw(true)
+    .all() as [string, string, number, number, string | null, number | null][];
+  const wanted = new Set(domains);
+  return rows
+    .filter((r) => wanted.size === 0 || wanted.has(r[1]))
+    .map(([service, domain, generation, keyVersion, errorCode, lostAt]) => ({ service, domain, generation: num(generation), keyVersion: num(keyVersion), errorCode, lostAt: lostAt === null ? null : num(lostAt) }));
+}
+
+/**
+ * Gives up on the keys of these purchases: the next run buys them under new keys. If the lost
+ * call was in fact charged, that company is charged twice; the caller says so before asking.
+ */
+export function release(store: Store, purchases: readonly AtRisk[]): void {
+  const services = new Map<string, number>();
+  store.db.transaction(() => {
+    for (const p of purchases) {
+      let id = services.get(p.service);
+      if (id === undefined) services.set(p.service, (id = store.serviceId(p.service)));
+      store.db
+        .prepare(
+          `UPDATE purchases SET key_version = key_version + 1, intent_key = NULL, uncertain = 0, error_ids = NULL, lost_at = NULL, owner_run = NULL
+           WHERE service = ? AND domain = ? AND generation = ? AND key_version = ? AND outcome = 'open'`,
+        )
+        .run(id, p.domain, p.generation, p.keyVersion);
+    }
+  })();
+}
+
 export interface Pruned {
   companies: number;
   lookups: number;

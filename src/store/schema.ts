@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS purchases (
   uncertain   INTEGER NOT NULL DEFAULT 0,
   error_ids   TEXT,
   error_code  TEXT,
+  lost_at     INTEGER,
   outcome     TEXT NOT NULL CHECK (outcome IN ('open', 'hit', 'miss', 'failed')),
   credits     INTEGER NOT NULL DEFAULT 0,
   owner_run   INTEGER,

@@ -18,9 +18,9 @@ const BATCH_ROWS = 2_000;
 /** A run on another host cannot be probed: its open intents are honoured this long. */
 const REMOTE_RUN_TRUST_MS = 6 * 3600_000;
 
-type PurchaseRow = [string, number, number, string | null, number, string | null, string | null, Purchase['outcome'], number | null, number | null];
+type PurchaseRow = [string, number, number, string | null, number, string | null, string | null, Purchase['outcome'], number | null, number | null, number | null];
 type CompanyRow = [string, string, number, string | null, number, number];
-const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, error_ids, error_code, outcome, closed_at, owner_run';
+const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, error_ids, error_code, outcome, closed_at, owner_run, lost_at';
 const COMPANY_COLUMNS = 'domain, name, bought_at, last_updated, generation, credits';
 
 function toPurchase(r: PurchaseRow): Purchase {
@@ -41,6 +41,7 @@ function toPurchase(r: PurchaseRow): Purchase {
     errorCode: r[6],
     outcome: r[7],
     closedAt: r[8],
+    lostAt: r[10] === null ? null : Number(r[10]),
   };
 }
 
@@ -294,12 +295,13 @@ export class ServiceRecords implements ServiceStore {
       }
     }
     this.store.sql(
-        `INSERT INTO purchases (service, domain, generation, key_version, intent_key, outcome, owner_run, opened_at)
-         VALUES (?, ?, ?, ?, ?, 'open', ?, ?)
+        `INSERT INTO purchases (service, domain, generation, key_version, intent_key, outcome, owner_run, opened_at, lost_at)
+         VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?)
          ON CONFLICT (service, domain, generation) DO UPDATE SET
-           key_version = excluded.key_version, intent_key = excluded.intent_key, outcome = 'open', owner_run = excluded.owner_run`,
+           key_version = excluded.key_version, intent_key = excluded.intent_key, outcome = 'open', owner_run = excluded.owner_run,
+           lost_at = max(coalesce(lost_at, 0), excluded.lost_at)`,
       )
-      .run(this.serviceId, event.c, event.g, event.v, event.key, this.run, now);
+      .run(this.serviceId, event.c, event.g, event.v, event.key, this.run, now, event.at ?? now);
     return OK;
   }
 
@@ -332,7 +334,7 @@ export class ServiceRecords implements ServiceStore {
       this.store.sql(`UPDATE purchases SET outcome = 'failed', intent_key = NULL, owner_run = NULL, error_code = ?, run = ?, closed_at = ? ${where}`).run(e.code ?? 'error', this.run, now, ...id);
     } else if (e.key === 'retired') {
       // Proven uncharged: a service that stored this error under the key would replay it forever.
-      this.store.sql(`UPDATE purchases SET key_version = ?, intent_key = NULL, uncertain = 0, error_ids = NULL, error_code = ? ${where}`)
+      this.store.sql(`UPDATE purchases SET key_version = ?, intent_key = NULL, uncertain = 0, error_ids = NULL, lost_at = NULL, error_code = ? ${where}`)
         .run(e.v + 1, e.code ?? 'error', ...id);
     } else {
       const row = this.store.sql(`SELECT error_ids FROM purchases ${where}`).raw(true).get(...id) as [string | null] | undefined;
@@ -343,7 +345,9 @@ export class ServiceRecords implements ServiceStore {
         ids = [];
       }
       if (e.rid !== undefined && !ids.includes(e.rid)) ids.push(e.rid);
-      this.store.sql(`UPDATE purchases SET uncertain = 1, error_ids = ?, error_code = ? ${where}`).run(JSON.stringify(ids.slice(-50)), e.code ?? 'error', ...id);
+      this.store
+        .sql(`UPDATE purchases SET uncertain = 1, error_ids = ?, error_code = ?, lost_at = CASE WHEN ? THEN ? ELSE lost_at END ${where}`)
+        .run(JSON.stringify(ids.slice(-50)), e.code ?? 'error', e.lost === true ? 1 : 0, now, ...id);
     }
   }
 

@@ -31,6 +31,8 @@ export interface IntentEvent {
   g: number;
   v: number;
   key: string;
+  /** When it was written (ms since the epoch): from then the request may be in flight. */
+  at?: number;
 }
 
 export interface EnrichEvent {
@@ -57,6 +59,8 @@ export interface EnrichEvent {
   key?: 'retired' | 'kept';
   /** error: asking again cannot help (422). */
   final?: boolean;
+  /** error: no answer came (the attempt may be running still, or charged) as of `at`. */
+  lost?: boolean;
 }
 
 export type StoreEvent = MatchEvent | IntentEvent | EnrichEvent;
@@ -102,6 +106,8 @@ export interface Purchase {
   uncertain: boolean;
   /** requestIds of error answers seen under keyVersion: the same one again is a replay. */
   errorIds: string[];
+  /** When an attempt under keyVersion last went unanswered (or its intent was written). */
+  lostAt: number | null;
   errorCode: string | null;
   outcome: 'open' | 'hit' | 'miss' | 'failed';
   closedAt: number | null;

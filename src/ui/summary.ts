@@ -68,6 +68,9 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
     const stale = s.stale > 0 ? ` (${num(s.stale)} of them refresh stale records)` : '';
     return `a real run would spend exactly ${num(s.estimated_credits)} credits${stale}; drop --dry-run to go ahead`;
   }
+  if (s.errors > 0 && s.at_risk > 0) {
+    return `${num(s.errors)} rows failed (see enrich_error); ${num(s.at_risk)} companies wait on a paid call whose answer never came (at most ${num(s.at_risk)} credits at risk): run the same command later to finish them; if the service never answers for them, \`enrich ledger release\` lists them and lets them be bought again`;
+  }
   if (s.errors > 0) return `${num(s.errors)} rows failed (see enrich_error); run the same command to retry them`;
   return null;
 }

@@ -17,8 +17,8 @@ const problem = (status: number, code: string, rid: string) =>
 const lost = () => connectionError(new Error('ECONNRESET'));
 
 describe('keyVerdict', () => {
-  const fresh = { keyUncertain: false, errorIds: new Set<string>() };
-  const uncertain = { keyUncertain: true, errorIds: new Set(['req_1']) };
+  const fresh = { keyUncertain: false, errorIds: new Set<string>(), lostAt: null };
+  const uncertain = { keyUncertain: true, errorIds: new Set(['req_1']), lostAt: 1_000_000 };
   it('retires a key whose every attempt was answered with an error', () => {
     expect(keyVerdict(fresh, problem(500, 'internal', 'req_9'))).toBe('retired');
     expect(keyVerdict(fresh, problem(402, 'insufficient_credits', 'req_9'))).toBe('retired');
@@ -30,6 +30,15 @@ describe('keyVerdict', () => {
     expect(keyVerdict(uncertain, problem(500, 'internal', 'req_2'))).toBe('kept');
     expect(keyVerdict(uncertain, problem(500, 'internal', 'req_1'))).toBe('replayed');
     expect(keyVerdict(uncertain, problem(402, 'insufficient_credits', 'req_3'))).toBe('kept');
+  });
+  it('retires an uncertain key on a fresh error once the lost attempt must have settled at the service', () => {
+    const settle = (now: number) => ({ now, afterMs: 60_000 });
+    expect(keyVerdict(uncertain, problem(500, 'internal', 'req_2'), settle(1_000_000 + 59_999))).toBe('kept');
+    expect(keyVerdict(uncertain, problem(500, 'internal', 'req_2'), settle(1_000_000 + 60_000))).toBe('retired');
+    expect(keyVerdict(uncertain, problem(402, 'insufficient_credits', 'req_4'), settle(1_000_000 + 60_000))).toBe('retired');
+    // A gateway's 503 or a lost answer is not the service's word: the key stays, however late.
+    expect(keyVerdict(uncertain, lost(), settle(9e12))).toBe('kept');
+    expect(keyVerdict({ ...uncertain, lostAt: null }, problem(500, 'internal', 'req_2'), settle(9e12))).toBe('kept');
   });
   it('records nothing for a 429, which proves nothing about the key', () => {
     expect(keyVerdict(uncertain, problem(429, 'rate_limited', 'req_1'))).toBeNull();
@@ -88,7 +97,7 @@ function scripted(steps: Step[]) {
 function resumeFrom(state: RunState, purchase: Partial<Purchase>): void {
   const d = state.addDomain('acme.com');
   state.loadDomain(d, { action: 'hit', company: 'acme.com', name: 'Acme' });
-  const open: Purchase = { domain: 'acme.com', generation: 1, keyVersion: 1, intentKey: null, uncertain: false, errorIds: [], errorCode: null, outcome: 'open', closedAt: null, ...purchase };
+  const open: Purchase = { domain: 'acme.com', generation: 1, keyVersion: 1, intentKey: null, uncertain: false, errorIds: [], lostAt: null, errorCode: null, outcome: 'open', closedAt: null, ...purchase };
   state.loadCompany(state.company('acme.com') as NonNullable<ReturnType<RunState['company']>>, { action: 'buy', generation: 1, refresh: false, held: null, resume: open });
 }
 

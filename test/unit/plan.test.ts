@@ -13,6 +13,7 @@ const purchase = (over: Partial<Purchase>): Purchase => ({
   intentKey: null,
   uncertain: false,
   errorIds: [],
+  lostAt: null,
   errorCode: null,
   outcome: 'open',
   closedAt: null,
