@@ -1,6 +1,7 @@
 import type { Stop } from '../pipeline/execute.js';
 import type { Summary } from '../pipeline/summary.js';
 import { num } from './format.js';
+import { describePlanFit } from './plans.js';
 
 const usd = (n: number): string => `$${n.toFixed(2)}`;
 
@@ -18,6 +19,7 @@ export function formatSummary(s: Summary): string {
   if (s.dry_run) {
     const c = s.estimated_cost_usd;
     rows.push(['estimated cost', `${num(s.estimated_credits)} credits   ${usd(c.starter)} Starter · ${usd(c.growth)} Growth · ${usd(c.scale)} Scale`]);
+    rows.push(['plan', describePlanFit(s.estimated_credits)]);
   } else {
     const extra: string[] = [];
     if (s.credits_charged_total !== s.credits_charged) extra.push(`${num(s.credits_charged_total)} over all runs of this journal`);
