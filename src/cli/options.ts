@@ -4,7 +4,8 @@ import { resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
 import type { OutputFormat } from '../io/output.js';
-import type { RunFlags } from './program.js';
+import { SUBCOMMANDS, type RunFlags } from './program.js';
+import { suggestCommand } from './suggest.js';
 
 /** What `--sandbox` starts: a realistic service (rate limited, a little flaky) with credits to spare. */
 export const EMBEDDED_SANDBOX = { balance: 10_000, rateLimit: 100, latencyMs: 20, failRate: 0.02, seed: 1 } as const;
@@ -89,8 +90,16 @@ async function checkPaths(flags: RunFlags): Promise<void> {
   }
 }
 
+/** `enrich sandox`: a mistyped subcommand reads as an input file; a file that exists wins. */
+async function checkNotACommand(input: string): Promise<void> {
+  const command = suggestCommand(input, SUBCOMMANDS);
+  if (command === null || (await stat(input).catch(() => null)) !== null) return;
+  throw new UsageError(`no such file or command: ${input}; did you mean \`enrich ${command}\`?`);
+}
+
 /** Flags and environment -> the batch's options. Every refusal is a one-line UsageError (exit 2). */
 export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv): Promise<RunOptions> {
+  await checkNotACommand(flags.input);
   if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
   let service: ServiceTarget;
   if (flags.sandbox) {

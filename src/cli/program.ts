@@ -22,6 +22,9 @@ export interface RunFlags {
   progress: boolean;
 }
 
+/** The subcommands, for "did you mean" when an input file is not found. */
+export const SUBCOMMANDS = ['sandbox', 'doctor'] as const;
+
 export type ParsedCommand =
   | { kind: 'run'; flags: RunFlags }
   | { kind: 'sandbox'; options: SandboxCommandOptions }
@@ -36,7 +39,9 @@ export interface ProgramOutput {
 const integer = (min: number, max: number, what: string) => (value: string): number => {
   const n = Number(value);
   if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
-    throw new InvalidArgumentError(`${what} must be a whole number from ${min} to ${max}`);
+    // No limit worth naming is not 9007199254740991 (Number.MAX_SAFE_INTEGER).
+    const range = max === Number.MAX_SAFE_INTEGER ? `, ${min} or more` : ` from ${min} to ${max}`;
+    throw new InvalidArgumentError(`${what} must be a whole number${range}`);
   }
   return n;
 };
@@ -97,7 +102,6 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('-q, --quiet', 'no progress or notes on stderr; warnings and the exit code still tell', false)
     .option('--no-progress', 'no live progress display (plain lines only)')
     .addHelpText('after', EXAMPLES)
-    .showHelpAfterError('(run enrich --help for usage)')
     .action((input: string | undefined, opts: Record<string, unknown>) => {
       if (input === undefined) {
         program.error('missing input: give a CSV file, or - to read stdin', { exitCode: 2, code: 'enrich.missingInput' });
@@ -158,13 +162,16 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
       };
     });
 
-  program
-    .exitOverride()
-    .configureOutput({
+  // Subcommands inherit these only if set before they are created: set them on each, so that
+  // every refusal is one line, `enrich: ...` with the help to read, and exit 2.
+  for (const command of [program, ...program.commands]) {
+    const help = command === program ? 'enrich --help' : `enrich ${command.name()} --help`;
+    command.exitOverride().configureOutput({
       writeOut: (s) => out.writeOut(s),
       writeErr: (s) => out.writeErr(s),
-      outputError: (s, write) => write(`enrich: ${s.replace(/^error: /, '')}`),
+      outputError: (s, write) => write(`enrich: ${s.trim().replace(/^error: /, '')} (see ${help})\n`),
     });
+  }
 
   try {
     program.parse([...argv], { from: 'user' });
