@@ -17,6 +17,8 @@ describe('the built CLI', () => {
     const sandboxHelp = await runProcess(['sandbox', '--help']);
     expect(sandboxHelp.code).toBe(0);
     expect(sandboxHelp.stdout).toContain('--rate-limit <req/s>');
+    expect(sandboxHelp.stdout).toContain('Examples:');
+    expect(sandboxHelp.stdout).toContain('$ enrich sandbox --port 4010 --key sk_demo');
   });
 
   it('answers usage errors with one line and exit 2, never a stack trace', async () => {
@@ -86,6 +88,19 @@ describe('the built CLI', () => {
     expect((await call(url, 'GET', `${MATCH}?domain=example.com`, { key: 'sk_live_do_not_print_me' })).status).toBe(200);
     p.child.kill('SIGTERM');
     expect(await p.exited).toBe(0);
+  });
+
+  it('prices a dry run by plan: the marginal cost at each rate and the plan it fits into', async () => {
+    const dir = tempDir();
+    try {
+      const r = await runProcess(['fixtures/companies.csv', '--sandbox', '--dry-run', '--journal', dir.file('dry.journal')]);
+      expect(r.code, r.stderr).toBe(0);
+      const credits = /estimated cost +(\d+) credits +\$[\d.]+ Starter · \$[\d.]+ Growth · \$[\d.]+ Scale/.exec(r.stderr)?.[1];
+      expect(credits, r.stderr).toBeDefined();
+      expect(r.stderr).toContain(`  plan             ${credits} credits fit in Starter's 2,000 included credits ($99/month; more than the Free plan's 100)\n`);
+    } finally {
+      dir.cleanup();
+    }
   });
 
   it('runs the README demo: a real batch against the embedded sandbox', async () => {

@@ -84,6 +84,12 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         }
         return ExitCode.OK;
       }
+      case 'doctor': {
+        const [{ runDoctor }, { resolveDoctorOptions }] = await Promise.all([import('../commands/doctor.js'), import('./options.js')]);
+        const options = await resolveDoctorOptions(parsed.flags, io.env);
+        if (options.service.kind === 'remote' && options.service.key.ok) redact = redactor([options.service.key.value]);
+        return await runDoctor(options, io.stdout);
+      }
       case 'run': {
         const options = await resolveRunOptions(parsed.flags, io.env);
         if (options.service.kind === 'remote') redact = redactor([options.service.apiKey]);

@@ -4,7 +4,9 @@ import { resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
 import type { OutputFormat } from '../io/output.js';
-import { SUBCOMMANDS, type RunFlags } from './program.js';
+import { SUBCOMMANDS, type DoctorFlags, type RunFlags } from './program.js';
+import type { DoctorOptions } from '../commands/doctor.js';
+import { defaultStorePath } from '../store/path.js';
 import { suggestCommand } from './suggest.js';
 
 /** What `--sandbox` starts: a realistic service (rate limited, a little flaky) with credits to spare. */
@@ -130,4 +132,32 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     concurrency: flags.concurrency,
     service,
   };
+}
+
+const problemOf = (error: unknown): string => {
+  if (error instanceof UsageError) return error.message;
+  throw error;
+};
+
+/** Doctor's flags -> its options. Nothing is refused here: each problem becomes a report line. */
+export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.ProcessEnv): Promise<DoctorOptions> {
+  const storePath = flags.store ?? defaultStorePath(env);
+  const common = { storePath, probeRate: flags.probeRate, timeoutMs: 10_000 };
+  if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
+  if (flags.sandbox) return { ...common, service: { kind: 'sandbox', options: { ...EMBEDDED_SANDBOX, failRate: 0 } } };
+  const raw = (flags.baseUrl ?? env['ENRICH_BASE_URL'] ?? '').trim();
+  let address: Extract<DoctorOptions['service'], { kind: 'remote' }>['address'];
+  if (raw === '') address = { ok: false, problem: 'no service address: set ENRICH_BASE_URL or pass --base-url <url> (or --sandbox)' };
+  else {
+    try {
+      address = { ok: true, url: checkBaseUrl(raw) };
+    } catch (error) {
+      address = { ok: false, problem: problemOf(error) };
+    }
+  }
+  const key = await readApiKey(flags, env).then(
+    (value) => ({ ok: true as const, value }),
+    (error: unknown) => ({ ok: false as const, problem: problemOf(error) }),
+  );
+  return { ...common, service: { kind: 'remote', address, key } };
 }

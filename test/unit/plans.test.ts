@@ -24,9 +24,10 @@ describe('which plan a run fits into (spec 2.6, 8.5-8.6)', () => {
   });
 
   it('says it in one line, naming the Free plan as the yardstick', () => {
-    expect(describePlanFit(42)).toBe("fits in the Free plan's 100 credits ($0)");
-    expect(describePlanFit(138)).toBe("fits in Starter's 2,000 included credits ($99/month; more than the Free plan's 100)");
-    expect(describePlanFit(5_000)).toBe("fits in Growth's 12,000 included credits ($499/month; more than the Free plan's 100)");
-    expect(describePlanFit(70_000)).toBe('more than any plan includes: cheapest is Scale, $1,999/month + 10,000 credits at $0.033 = $2,329 (or Enterprise)');
+    expect(describePlanFit(1)).toBe("1 credit fits in the Free plan's 100 credits ($0)");
+    expect(describePlanFit(42)).toBe("42 credits fit in the Free plan's 100 credits ($0)");
+    expect(describePlanFit(138)).toBe("138 credits fit in Starter's 2,000 included credits ($99/month; more than the Free plan's 100)");
+    expect(describePlanFit(5_000)).toBe("5,000 credits fit in Growth's 12,000 included credits ($499/month; more than the Free plan's 100)");
+    expect(describePlanFit(70_000)).toBe("70,000 credits exceed every plan's included credits: cheapest is Scale, $1,999/month + 10,000 at $0.033 = $2,329 (or Enterprise)");
   });
 });
