@@ -102,8 +102,8 @@ describe('resume', () => {
     await until(() => slow.stats.enrichCalls.size >= 3);
     p.child.kill('SIGINT');
     expect(await p.exited).toBe(130);
-    expect(p.stderr()).toContain('letting requests already sent finish');
-    expect(p.stderr()).toMatch(/interrupted: the journal is saved in .*in\.csv\.enrich-journal; run the same command to resume/);
+    expect(p.stderr()).toContain('requests already sent finish, then the journal is saved');
+    expect(p.stderr()).toMatch(/enrich: interrupted\n[^]*\nenrich: the journal is saved in .*in\.csv\.enrich-journal; run the same command to resume/);
     // Every charge the service made is in the journal: no answer was abandoned.
     const journal = readFileSync(`${inputPath}.enrich-journal`, 'utf8');
     const hits = journal.split('\n').filter((l) => l.includes('"t":"enrich"') && l.includes('"s":"hit"')).length;
@@ -125,7 +125,7 @@ describe('resume', () => {
     await until(() => slow.stats.requests >= 2);
     const t0 = Date.now();
     p.child.kill('SIGINT');
-    await p.waitFor('press Ctrl-C again');
+    await p.waitFor('Ctrl-C again quits at once');
     p.child.kill('SIGINT');
     expect(await p.exited).toBe(130);
     expect(Date.now() - t0).toBeLessThan(3_000);

@@ -7,6 +7,7 @@ import { plainReporter } from '../ui/plain.js';
 import { ttyReporter } from '../ui/tty.js';
 import type { Reporter } from '../ui/reporter.js';
 import { formatSummary, nextStep } from '../ui/summary.js';
+import { wrapWords } from '../ui/format.js';
 import { resolveRunOptions } from './options.js';
 import { parseCommandLine, type RunFlags } from './program.js';
 import { performance } from 'node:perf_hooks';
@@ -136,17 +137,20 @@ export function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'out
 async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redact: (s: string) => string): Promise<number> {
   const interrupt = new AbortController();
   let journal: Journal | undefined;
+  const reporter = chooseReporter(flags, io);
+  // Through the reporter, which erases the live display first (and the ^C the terminal echoed
+  // onto it). "interrupted" is said once, by the summary's last line.
   const off = io.onSignal((signal) => {
     if (!interrupt.signal.aborted) {
-      io.stderr.write(`\nenrich: ${signal}: letting requests already sent finish, then saving the journal (press Ctrl-C again to quit at once)\n`);
+      reporter.warn(`${signal === 'SIGINT' ? 'Ctrl-C' : signal}: stopping; requests already sent finish, then the journal is saved (Ctrl-C again quits at once)`);
       interrupt.abort();
       return;
     }
     journal?.releaseLockSync();
+    reporter.end();
     io.stderr.write('enrich: quit at once; the journal is valid, run the same command to resume\n');
     io.hardExit(ExitCode.INTERRUPTED);
   });
-  const reporter = chooseReporter(flags, io);
   let result: RunResult;
   try {
     result = await runBatch(options, {
@@ -164,7 +168,9 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
   if (result.setAside !== null) reporter.note(`the previous journal was kept as ${result.setAside}`);
   if (!flags.quiet) io.stderr.write(formatSummary(summary));
   const next = nextStep(summary, stop);
-  if (next !== null) io.stderr.write(`enrich: ${redact(next)}\n`);
+  // Broken at spaces on a terminal, which would otherwise cut a word (or a path) in two.
+  const columns = io.stderr.isTTY === true ? (io.stderr.columns ?? 0) - 1 : 0;
+  if (next !== null) io.stderr.write(`${wrapWords(`enrich: ${redact(next)}`, columns)}\n`);
   if (flags.summaryJson !== undefined) {
     const json = `${JSON.stringify(summary, null, 2)}\n`;
     if (flags.summaryJson === '-') io.stdout.write(json);

@@ -11,6 +11,30 @@ export function duration(ms: number): string {
   return `${Math.floor(m / 60)}h${String(m % 60).padStart(2, '0')}m`;
 }
 
+/** Time left on a wait, rounded up: a pause that is still on never reads "0s". */
+export const countdown = (ms: number): string => duration(Math.ceil(Math.max(1, ms) / 1000) * 1000);
+
+/**
+ * Breaks a message at spaces so that no line is wider than `columns` (a terminal would cut it
+ * mid-word). Continuation lines are indented by `indent`; a word longer than a line (a path)
+ * stays whole.
+ */
+export function wrapWords(text: string, columns: number, indent = '  '): string {
+  if (columns <= 0 || text.length <= columns) return text;
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    const candidate = line === '' ? word : `${line} ${word}`;
+    if (candidate.length <= columns || line.trim() === '') line = candidate;
+    else {
+      lines.push(line);
+      line = `${indent}${word}`;
+    }
+  }
+  lines.push(line);
+  return lines.join('\n');
+}
+
 /** One line of where the run is, for logs: `matching 1,200/5,000 · enriching 300/800 · 300 credits`. */
 export function progressLine(p: Progress, now: number): string {
   const parts: string[] = [];
@@ -20,7 +44,7 @@ export function progressLine(p: Progress, now: number): string {
     parts.push(`matched ${num(p.matchDone)}/${num(p.matchTotal)}`);
     if (p.enrichTotal > 0) parts.push(`enriched ${num(p.enrichDone)}/${num(p.enrichTotal)}`);
     parts.push(`${num(p.credits)} credits`);
-    if (p.pausedUntil > now) parts.push(`paused ${duration(p.pausedUntil - now)} (rate limited)`);
+    if (p.pausedUntil > now) parts.push(`paused ${countdown(p.pausedUntil - now)} (rate limited)`);
   }
   return parts.join(' · ');
 }

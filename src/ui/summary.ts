@@ -40,7 +40,8 @@ export function formatSummary(s: Summary): string {
 export function nextStep(s: Summary, stop: Stop | null): string | null {
   switch (stop?.reason) {
     case 'interrupted':
-      return `interrupted: the journal is saved in ${s.journal}; run the same command to resume (nothing paid for is lost)`;
+      // The summary's title already says "interrupted": say it once.
+      return `the journal is saved in ${s.journal}; run the same command to resume (nothing paid for is lost)`;
     case 'credits': {
       const balance = stop.balance === null ? '' : `balance ${num(stop.balance)}, `;
       return `stopped: ${balance}needs ${num(s.estimated_credits)} more credits; top up and run the same command to resume`;
