@@ -103,7 +103,8 @@ export function latencyCheck(samples: readonly number[]): Check {
   const sorted = [...samples].sort((a, b) => a - b);
   const median = sorted[Math.floor((sorted.length - 1) / 2)] as number;
   const ms = (v: number): string => (v < 1000 ? `${Math.max(1, Math.round(v))} ms` : duration(v));
-  return ok('latency', `${ms(median)} median over ${num(samples.length)} requests (slowest ${ms(sorted[sorted.length - 1] as number)})`);
+  const n = samples.length === 1 ? '1 request' : `${num(samples.length)} requests`;
+  return ok('latency', `${ms(median)} median over ${n} (slowest ${ms(sorted[sorted.length - 1] as number)})`);
 }
 
 /**

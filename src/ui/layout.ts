@@ -29,8 +29,8 @@ export function bar(width: number, fraction: number): string {
 
 const SEP = ' · ';
 
-/** ` label [bar] counts · extra · extra`, at most `columns - RIGHT_MARGIN` wide. */
-export function layoutLine(line: BarLine, columns: number): string {
+/** ` label [bar] counts · extra · extra`, at most `columns - RIGHT_MARGIN` wide, the bar at most `maxBar`. */
+export function layoutLine(line: BarLine, columns: number, maxBar = MAX_BAR): string {
   const room = Math.max(0, columns - RIGHT_MARGIN);
   const head = ` ${line.label}`;
   let fixed = `${head} ${line.counts}`.length;
@@ -44,10 +44,19 @@ export function layoutLine(line: BarLine, columns: number): string {
     extras.push(extra);
     fixed += SEP.length + extra.length;
   }
-  const width = withBar ? Math.min(MAX_BAR, MIN_BAR + room - fixed) : 0;
+  const width = withBar ? Math.max(MIN_BAR, Math.min(maxBar, MAX_BAR, MIN_BAR + room - fixed)) : 0;
   const tail = extras.length > 0 ? `${SEP}${extras.join(SEP)}` : '';
   return withBar ? `${head} ${bar(width, line.fraction)} ${line.counts}${tail}` : `${head} ${line.counts}${tail}`;
 }
+
+/** Several lines, their bars one width (the narrowest any line can afford), so they line up. */
+export function layoutLines(lines: readonly BarLine[], columns: number): string[] {
+  const widths = lines.map((l) => barWidth(layoutLine(l, columns))).filter((w) => w > 0);
+  const shared = widths.length > 0 ? Math.min(...widths) : MAX_BAR;
+  return lines.map((l) => layoutLine(l, columns, shared));
+}
+
+const barWidth = (text: string): number => /[█░]+/.exec(text)?.[0].length ?? 0;
 
 /** Rows a line of `length` characters takes at `columns` (a terminal wraps what is longer). */
 export const rowsFor = (length: number, columns: number): number => (columns <= 0 ? 1 : Math.max(1, Math.ceil(length / columns)));

@@ -2,7 +2,7 @@ import ora, { type Ora } from 'ora';
 import type { Progress } from '../pipeline/progress.js';
 import { countdown, duration, num, wrapWords } from './format.js';
 import { LiveFrame } from './frame.js';
-import { layoutLine, type BarLine } from './layout.js';
+import { layoutLines, type BarLine } from './layout.js';
 import type { Reporter } from './reporter.js';
 
 export interface TtyOptions {
@@ -88,7 +88,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
     const pause = p.pausedUntil > t ? `paused ${countdown(p.pausedUntil - t)} (rate limited)` : null;
     const columns = stream.columns || 80;
     const lines = [matchLine(p, matchRate, p.matchDone < p.matchTotal ? pause : null), enrichLine(p, enrichRate, pause)];
-    frame.draw(lines.map((l) => layoutLine(l, columns)));
+    frame.draw(layoutLines(lines, columns));
   };
 
   const render = (p: Progress): void => {

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { Progress } from '../../src/pipeline/progress.js';
 import { countdown, wrapWords } from '../../src/ui/format.js';
 import { LiveFrame } from '../../src/ui/frame.js';
-import { layoutLine, MAX_BAR, MIN_BAR, RIGHT_MARGIN, type BarLine } from '../../src/ui/layout.js';
+import { layoutLine, layoutLines, MAX_BAR, MIN_BAR, RIGHT_MARGIN, type BarLine } from '../../src/ui/layout.js';
 import { enrichLine } from '../../src/ui/tty.js';
 import { finalScreen } from '../helpers/screen.js';
 
@@ -29,6 +29,16 @@ describe('layoutLine', () => {
     for (let columns = 33; columns <= 120; columns++) expect(barOf(layoutLine(line, columns)).length).toBeGreaterThanOrEqual(MIN_BAR);
     // Too narrow for a bar: the counts still show.
     expect(layoutLine(line, 28)).toBe(' enriching 280/284+');
+  });
+});
+
+describe('layoutLines', () => {
+  it('gives every bar the narrowest width any line can afford, so they line up', () => {
+    const match: BarLine = { label: 'matching ', counts: '42/144', fraction: 0.3, extras: ['paused 1s (rate limited)'] };
+    const [a = '', b = ''] = layoutLines([match, line], 60);
+    expect(barOf(a)).toHaveLength(barOf(b).length);
+    expect(a.indexOf(barOf(a))).toBe(b.indexOf(barOf(b)));
+    expect(a).toContain('paused 1s (rate limited)');
   });
 });
 
