@@ -38,7 +38,7 @@ async function gatedRun(columns: number, allowed: number, target = sb.url, free?
 
 const lineOf = (screen: string[], label: string): string | undefined => screen.find((l) => l.startsWith(` ${label}`));
 /** Every field after the counts is one of these, whole: a cut word would match none. */
-const FIELD = /^(\d[\d,]* credits|\d[\d,]* retries|\d[\d,]*\/s|ETA (–|\d+[smh][\dms]*)|done|paused (\d+[smh][\dms]*) \(rate limited\))$/;
+const FIELD = /^(\d[\d,]* credits?|\d[\d,]* retry|\d[\d,]* retries|\d[\d,]*\/s|ETA (–|\d+[smh][\dms]*)|done|paused (\d+[smh][\dms]*) \(rate limited\))$/;
 function expectWholeFields(line: string | undefined, columns: number): void {
   expect(line).toBeDefined();
   expect((line as string).length).toBeLessThan(columns - 2);

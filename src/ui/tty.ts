@@ -49,8 +49,8 @@ export function enrichLine(p: Progress, r: Rate, pause: string | null): BarLine 
   const projected = growing && p.matchDone > 0 ? (p.enrichTotal * p.matchTotal) / p.matchDone : p.enrichTotal;
   const extras = [
     ...(pause !== null && !growing ? [pause] : []),
-    `${num(p.credits)} credits`,
-    ...(p.retries > 0 ? [`${num(p.retries)} retries`] : []),
+    `${num(p.credits)} ${p.credits === 1 ? 'credit' : 'credits'}`,
+    ...(p.retries > 0 ? [`${num(p.retries)} ${p.retries === 1 ? 'retry' : 'retries'}`] : []),
     ...(p.enrichTotal > p.enrichDone ? [perSecond(r)] : []),
   ];
   return {
