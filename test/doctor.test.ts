@@ -1,3 +1,4 @@
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -81,6 +82,19 @@ describe('enrich doctor over real HTTP', () => {
     const nowhere = await doctor([], { ENRICH_BASE_URL: 'https://enrich-doctor.invalid' });
     expect(nowhere.code).toBe(6);
     expect(report(nowhere.stdout).get('reachable')?.[1]).toMatch(/^cannot reach https:\/\/enrich-doctor\.invalid \(/);
+  });
+
+  it('a service that answers 5xx (down behind its gateway) is exit 6 too', async () => {
+    const down = createHttpServer((_req, res) => res.writeHead(503, { 'content-type': 'text/html' }).end('<h1>Service Unavailable</h1>'));
+    await new Promise<void>((resolve) => down.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(down.address() as { port: number }).port}`;
+      const r = await doctor([], { ENRICH_BASE_URL: url });
+      expect(r.code).toBe(6);
+      expect(report(r.stdout).get('reachable')).toEqual(['FIX', `${url} answered HTTP 503: the service is down or failing behind its gateway; try again later`]);
+    } finally {
+      await new Promise<void>((resolve) => down.close(() => resolve()));
+    }
   });
 
   it('usage problems are fixes with exit 2: no address, plain http to another host, no key, a directory as the store', async () => {

@@ -39,6 +39,15 @@ function addressLine(url: string): Check {
   return ok('address', u.protocol === 'https:' ? url : `${url} (plain http: allowed only because ${u.hostname} is this machine)`);
 }
 
+/**
+ * Any answer means something is there; a 5xx means it is not working (a gateway's 502/503 when
+ * the service behind it is down), which a batch would meet as "unavailable" too.
+ */
+function reachableCheck(origin: string, status: number): Check {
+  if (status >= 500) return fail('reachable', `${origin} answered HTTP ${status}: the service is down or failing behind its gateway; try again later`, ExitCode.UNAVAILABLE);
+  return ok('reachable', `${origin} answered (HTTP ${status})`);
+}
+
 /** The service checks, in the order a person would fix them; each stops at the first it cannot pass. */
 async function serviceChecks(url: string, apiKey: string | { problem: string }, options: DoctorOptions): Promise<Check[]> {
   const { createClient, createDispatcher } = await import('../api/client.js');
@@ -55,7 +64,7 @@ async function serviceChecks(url: string, apiKey: string | { problem: string }, 
     } catch (error) {
       return [...checks, unreachable(origin, error)];
     }
-    checks.push(ok('reachable', `${origin} answered (HTTP ${description.status})`));
+    checks.push(reachableCheck(origin, description.status));
     if (typeof apiKey !== 'string') return [...checks, fail('key', apiKey.problem, ExitCode.USAGE), endpointsCheck(description)];
     const client = createClient({ baseUrl: url, apiKey, dispatcher, userAgent: `enrich/${VERSION} doctor`, timeoutMs: options.timeoutMs });
     const key = await keyCheck(client, samples);

@@ -6,12 +6,13 @@ const SHOW_CURSOR = '\x1b[?25h';
 /**
  * A block of lines redrawn in place at the bottom of a terminal. It remembers what it drew, so
  * it can erase exactly that: on a redraw, to print a line above it, and for good at the end.
- * After a resize it counts the rows its lines take at the new width, as terminals that reflow
- * (tmux, VTE, iTerm2, Windows Terminal) rewrap them; a frame counted at the old width would
- * leave rows of itself behind.
+ * It counts the rows its lines take at the terminal's width now, not when they were drawn:
+ * after a shrink, terminals that reflow (tmux, VTE, iTerm2, Windows Terminal) have rewrapped
+ * them, and a frame counted at the old width would leave rows of itself behind.
  */
 export class LiveFrame {
   private drawn: readonly string[] = [];
+  /** The width the frame was drawn at: a new width means a redraw even if the lines are the same. */
   private columns: number;
 
   constructor(private readonly stream: NodeJS.WritableStream & { columns?: number }) {
@@ -25,7 +26,8 @@ export class LiveFrame {
   /** The escape sequence that takes the cursor to the frame's first row and erases to the end. */
   private erase(): string {
     if (this.drawn.length === 0) return '';
-    const rows = this.drawn.reduce((n, line) => n + rowsFor(line.length, this.columns), 0);
+    const width = this.stream.columns || 80;
+    const rows = this.drawn.reduce((n, line) => n + rowsFor(line.length, width), 0);
     return `\r${rows > 1 ? `\x1b[${rows - 1}A` : ''}\x1b[J`;
   }
 
@@ -48,11 +50,6 @@ export class LiveFrame {
     this.stream.write(`${this.erase()}${text}\n`);
     this.drawn = [];
     this.draw(lines, true);
-  }
-
-  /** The terminal's new width: the next erase counts rows at it. */
-  resized(): void {
-    this.columns = this.stream.columns || 80;
   }
 
   clear(): void {

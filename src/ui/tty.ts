@@ -122,7 +122,6 @@ export function ttyReporter(options: TtyOptions): Reporter {
   };
 
   const onResize = (): void => {
-    frame.resized();
     if (current !== undefined && frame.active) render(current);
   };
 

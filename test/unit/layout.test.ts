@@ -101,7 +101,6 @@ describe('LiveFrame', () => {
     frame.draw(['x'.repeat(55), 'y'.repeat(55)]);
     const at = t.text().length;
     t.stream.columns = 40;
-    frame.resized();
     frame.draw(['short', 'lines']);
     expect(finalScreen(t.text(), 60, [{ at, columns: 40 }])).toEqual(['before', 'short', 'lines']);
     frame.clear();
