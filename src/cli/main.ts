@@ -8,7 +8,7 @@ import { ttyReporter } from '../ui/tty.js';
 import type { Reporter } from '../ui/reporter.js';
 import { formatSummary, nextStep } from '../ui/summary.js';
 import { wrapWords } from '../ui/format.js';
-import { resolveRunOptions } from './options.js';
+import { resolveDoctorOptions, resolveRunOptions } from './options.js';
 import { parseCommandLine, type RunFlags } from './program.js';
 import { performance } from 'node:perf_hooks';
 
@@ -86,7 +86,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         return ExitCode.OK;
       }
       case 'doctor': {
-        const [{ runDoctor }, { resolveDoctorOptions }] = await Promise.all([import('../commands/doctor.js'), import('./options.js')]);
+        const { runDoctor } = await import('../commands/doctor.js');
         const options = await resolveDoctorOptions(parsed.flags, io.env);
         if (options.service.kind === 'remote' && options.service.key.ok) redact = redactor([options.service.key.value]);
         return await runDoctor(options, io.stdout);
@@ -139,7 +139,7 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
   let journal: Journal | undefined;
   const reporter = chooseReporter(flags, io);
   // Through the reporter, which erases the live display first (and the ^C the terminal echoed
-  // onto it). "interrupted" is said once, by the summary's last line.
+  // onto it). "interrupted" is said once, by the summary's title.
   const off = io.onSignal((signal) => {
     if (!interrupt.signal.aborted) {
       reporter.warn(`${signal === 'SIGINT' ? 'Ctrl-C' : signal}: stopping; requests already sent finish, then the journal is saved (Ctrl-C again quits at once)`);

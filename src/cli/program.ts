@@ -68,7 +68,7 @@ Examples:
     $ export ENRICH_API_KEY=...   # or --api-key-file ~/.config/enrich/key
     $ enrich companies.csv -o enriched.csv
 
-  Cron, domains piped through, totals for the log:
+  Cron, domains piped through, totals for the log (check the set-up first: enrich doctor):
     $ cut -d, -f3 crm.csv | enrich - --format jsonl --summary-json run.json > enriched.jsonl
 
   Finance, what would it cost? (free: matches only, spends nothing)

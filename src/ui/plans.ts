@@ -11,6 +11,7 @@ const FREE = PLANS[0] as PlanTerms;
  * month's included credits are not used by anything else.
  */
 export function describePlanFit(credits: number): string {
+  if (credits === 0) return '0 credits: nothing to buy, on any plan';
   const fit = planFit(credits);
   const p = fit.plan;
   const n = `${num(credits)} ${credits === 1 ? 'credit fits' : 'credits fit'}`;

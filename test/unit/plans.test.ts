@@ -24,6 +24,7 @@ describe('which plan a run fits into (spec 2.6, 8.5-8.6)', () => {
   });
 
   it('says it in one line, naming the Free plan as the yardstick', () => {
+    expect(describePlanFit(0)).toBe('0 credits: nothing to buy, on any plan');
     expect(describePlanFit(1)).toBe("1 credit fits in the Free plan's 100 credits ($0)");
     expect(describePlanFit(42)).toBe("42 credits fit in the Free plan's 100 credits ($0)");
     expect(describePlanFit(138)).toBe("138 credits fit in Starter's 2,000 included credits ($99/month; more than the Free plan's 100)");
