@@ -76,12 +76,23 @@ describe('resume', () => {
     let code = -1;
     for (let round = 0; round < 60 && code !== 0; round++) {
       const p = spawnCli([inputPath, '-o', out, '--concurrency', '8'], { env });
-      const timer = setTimeout(() => {
+      let exited = false;
+      void p.exited.then(() => (exited = true));
+      // Progress, not a timer, picks the moment (a timer kills every run on a loaded machine):
+      // at start-up, after the service has seen k more requests, or while results are written.
+      const before = chaotic.stats.requests;
+      const atStart = random() < 0.15;
+      const k = 1 + Math.floor(random() * 60);
+      const inWrite = random() < 0.5;
+      const moment = (): boolean =>
+        atStart || chaotic.stats.requests >= before + k || (inWrite && readdirSync(dir.path).some((f) => f.includes('enrich-tmp')));
+      void (async () => {
+        while (!exited && !moment()) await new Promise((r) => setTimeout(r, 2));
+        if (exited) return;
         kills++;
         p.child.kill('SIGKILL');
-      }, 50 + random() * 500); // from start-up (scan, journal replay) to mid-run and the output write
+      })();
       code = await p.exited;
-      clearTimeout(timer);
       expect([0, 137], p.stderr()).toContain(code);
     }
     expect(code).toBe(0);
