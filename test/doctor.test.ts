@@ -126,6 +126,19 @@ describe('enrich doctor over real HTTP', () => {
     }
   });
 
+  it('a rate probe that meets a 500 stops there and says so, without failing the check', async () => {
+    // Seeded faults: the key check's match succeeds, a later one is a 500.
+    const flaky = await startSandbox({ keys: [{ key: KEY }], failRate: 0.5, seed: 3 });
+    try {
+      const r = await doctor(['--probe-rate', '50'], { ENRICH_BASE_URL: flaky.url });
+      expect(report(r.stdout).get('key')?.[0], r.stdout).toBe('ok');
+      expect(report(r.stdout).get('rate')).toEqual(['note', expect.stringMatching(/^stopped after \d+ free matches: the service answered 500 internal$/)]);
+      expect(r.code).toBe(0);
+    } finally {
+      await flaky.close();
+    }
+  });
+
   it('works against the embedded sandbox, as a process, and its help has examples', async () => {
     const r = await runProcess(['doctor', '--sandbox'], { env: { ENRICH_STORE: dir.file('p.sqlite') } });
     expect(r.code, r.stdout + r.stderr).toBe(0);

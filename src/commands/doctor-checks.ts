@@ -116,21 +116,25 @@ export async function rateProbe(client: ServiceClient, limit: number, samples: n
   let sent = 0;
   let answered = 0;
   let limited: RateLimitedError | undefined;
+  let other: ApiError | undefined;
   const start = performance.now();
   const worker = async (): Promise<void> => {
-    while (limited === undefined && sent < limit) {
+    while (limited === undefined && other === undefined && sent < limit) {
       sent++;
       try {
         samples.push((await timed(() => client.match(PROBE_DOMAIN))).ms);
         answered++;
       } catch (error) {
-        if (!(error instanceof RateLimitedError)) throw error;
-        limited ??= error;
+        if (!(error instanceof ApiError)) throw error;
+        if (error instanceof RateLimitedError) limited ??= error;
+        else other ??= error;
       }
     }
   };
   await Promise.all(Array.from({ length: 4 }, worker));
   const elapsed = duration(performance.now() - start).replace(/^0s$/, 'under 1s');
+  if (other instanceof ConnectionError) return fail('rate', `${other.message} after ${num(answered)} free matches: the service stopped answering`, ExitCode.UNAVAILABLE);
+  if (other !== undefined) return note('rate', `stopped after ${num(answered)} free matches: the service answered ${other.status} ${other.code}`);
   if (limited === undefined) return ok('rate', `no 429 in ${num(answered)} free matches (${elapsed}); the ceiling is higher than this probe reached`);
   return ok('rate', `first 429 after ${num(answered)} free matches (${elapsed}), Retry-After ${limited.retryAfterSeconds}s; enrich paces itself under it`);
 }

@@ -69,7 +69,7 @@ async function serviceChecks(url: string, apiKey: string | { problem: string }, 
     const client = createClient({ baseUrl: url, apiKey, dispatcher, userAgent: `enrich/${VERSION} doctor`, timeoutMs: options.timeoutMs });
     const key = await keyCheck(client, samples);
     checks.push(key, endpointsCheck(description));
-    if (key.status === 'ok' && options.probeRate !== null) checks.push(await rateProbe(client, options.probeRate, samples).catch((e: unknown) => unreachable(origin, e)));
+    if (key.status === 'ok' && options.probeRate !== null) checks.push(await rateProbe(client, options.probeRate, samples));
     checks.push(latencyCheck(samples));
     return checks;
   } finally {
