@@ -42,7 +42,8 @@ export function progressLine(p: Progress, now: number): string {
   else if (p.phase === 'write') parts.push('writing results');
   else {
     parts.push(`matched ${num(p.matchDone)}/${num(p.matchTotal)}`);
-    if (p.enrichTotal > 0) parts.push(`enriched ${num(p.enrichDone)}/${num(p.enrichTotal)}`);
+    // `+`: the total grows until every domain is matched (as on the live display).
+    if (p.enrichTotal > 0) parts.push(`enriched ${num(p.enrichDone)}/${num(p.enrichTotal)}${p.matchDone < p.matchTotal ? '+' : ''}`);
     parts.push(`${num(p.credits)} credits`);
     if (p.pausedUntil > now) parts.push(`paused ${countdown(p.pausedUntil - now)} (rate limited)`);
   }

@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { Progress } from '../../src/pipeline/progress.js';
-import { countdown, wrapWords } from '../../src/ui/format.js';
+import { countdown, progressLine, wrapWords } from '../../src/ui/format.js';
 import { LiveFrame } from '../../src/ui/frame.js';
 import { layoutLine, layoutLines, MAX_BAR, MIN_BAR, RIGHT_MARGIN, type BarLine } from '../../src/ui/layout.js';
 import { enrichLine } from '../../src/ui/tty.js';
@@ -52,6 +52,14 @@ describe('enrichLine', () => {
     const done = enrichLine(Object.assign(p, { matchDone: 500, enrichTotal: 290 }), r, null);
     expect(done.counts).toBe('280/290');
     expect(done.fraction).toBeCloseTo(280 / 290, 5);
+  });
+});
+
+describe('progressLine, for logs', () => {
+  it('marks a growing enrich total and rounds a pause up', () => {
+    const p = Object.assign(new Progress(), { phase: 'match', matchTotal: 500, matchDone: 284, enrichTotal: 284, enrichDone: 280, credits: 280, pausedUntil: 1_200 });
+    expect(progressLine(p, 1_000)).toBe('matched 284/500 · enriched 280/284+ · 280 credits · paused 1s (rate limited)');
+    expect(progressLine(Object.assign(p, { matchDone: 500 }), 2_000)).toBe('matched 500/500 · enriched 280/284 · 280 credits');
   });
 });
 
