@@ -9,6 +9,8 @@ export const ExitCode = {
   PARTIAL: 3,
   CREDITS: 4,
   AUTH: 5,
+  /** The service cannot be reached at all (DNS, refused, TLS, timeout): nothing was sent. */
+  UNAVAILABLE: 6,
   INTERRUPTED: 130,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];

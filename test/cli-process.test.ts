@@ -17,12 +17,14 @@ describe('the built CLI', () => {
     const sandboxHelp = await runProcess(['sandbox', '--help']);
     expect(sandboxHelp.code).toBe(0);
     expect(sandboxHelp.stdout).toContain('--rate-limit <req/s>');
+    expect(sandboxHelp.stdout).toContain('Examples:');
+    expect(sandboxHelp.stdout).toContain('$ enrich sandbox --port 4010 --key sk_demo');
   });
 
   it('answers usage errors with one line and exit 2, never a stack trace', async () => {
     const none = await runProcess([]);
     expect(none.code).toBe(2);
-    expect(none.stderr.split('\n')[0]).toBe('enrich: missing input: give a CSV file, or - to read stdin');
+    expect(none.stderr).toBe('enrich: missing input: give a CSV file, or - to read stdin (see enrich --help)\n');
     const flag = await runProcess(['x.csv', '--concurrency', 'lots']);
     expect(flag.code).toBe(2);
     expect(flag.stderr).toContain("enrich: option '--concurrency <n>' argument 'lots' is invalid. --concurrency must be a whole number from 1 to 256");
@@ -32,6 +34,35 @@ describe('the built CLI', () => {
     expect(noUrl.code).toBe(2);
     expect(noUrl.stderr).toMatch(/^enrich: no service address: set ENRICH_BASE_URL or pass --base-url <url>/);
     for (const r of [none, flag, missing, noUrl]) expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('refuses a subcommand flag in one enrich: line with exit 2, and never names 2^53 - 1 as a limit', async () => {
+    const port = await runProcess(['sandbox', '--port', 'abc']);
+    expect(port).toMatchObject({ code: 2, stdout: '' });
+    expect(port.stderr).toBe("enrich: option '--port <n>' argument 'abc' is invalid. --port must be a whole number from 0 to 65535 (see enrich sandbox --help)\n");
+    const credits = await runProcess(['x.csv', '--max-credits', '-1']);
+    expect(credits.code).toBe(2);
+    expect(credits.stderr).toContain('--max-credits must be a whole number, 0 or more');
+    const balance = await runProcess(['sandbox', '--balance', '1.5']);
+    expect(balance.code).toBe(2);
+    expect(balance.stderr).toContain('--balance must be a whole number, 0 or more');
+    for (const r of [port, credits, balance]) {
+      expect(r.stderr).not.toContain('9007199254740991');
+      expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
+    }
+  });
+
+  it('suggests the subcommand for a mistyped one, unless a file of that name exists', async () => {
+    const typo = await runProcess(['sandox'], { env: { ENRICH_BASE_URL: 'https://data.example.invalid', ENRICH_API_KEY: 'k' } });
+    expect(typo).toMatchObject({ code: 2, stderr: 'enrich: no such file or command: sandox; did you mean `enrich sandbox`?\n' });
+    const dir = tempDir();
+    try {
+      dir.file('sandox', 'domain\nnobody-here.com\n');
+      const file = await runProcess(['sandox', '--sandbox', '-o', dir.file('out.csv')], { cwd: dir.path });
+      expect(file.code, file.stderr).toBe(0);
+    } finally {
+      dir.cleanup();
+    }
   });
 
   it('serves the sandbox, prints its URL and key, and stops cleanly on SIGTERM and SIGINT', async () => {
@@ -57,6 +88,19 @@ describe('the built CLI', () => {
     expect((await call(url, 'GET', `${MATCH}?domain=example.com`, { key: 'sk_live_do_not_print_me' })).status).toBe(200);
     p.child.kill('SIGTERM');
     expect(await p.exited).toBe(0);
+  });
+
+  it('prices a dry run by plan: the marginal cost at each rate and the plan it fits into', async () => {
+    const dir = tempDir();
+    try {
+      const r = await runProcess(['fixtures/companies.csv', '--sandbox', '--dry-run']);
+      expect(r.code, r.stderr).toBe(0);
+      const credits = /estimated cost +(\d+) credits +\$[\d.]+ Starter · \$[\d.]+ Growth · \$[\d.]+ Scale/.exec(r.stderr)?.[1];
+      expect(credits, r.stderr).toBeDefined();
+      expect(r.stderr).toContain(`  plan            ${credits} credits fit in Starter's 2,000 included credits ($99/month; more than the Free plan's 100)\n`);
+    } finally {
+      dir.cleanup();
+    }
   });
 
   it('runs the README demo: a real batch against the embedded sandbox', async () => {

@@ -122,8 +122,8 @@ describe('resume', () => {
     await until(() => slow.stats.enrichCalls.size >= 3);
     p.child.kill('SIGINT');
     expect(await p.exited).toBe(130);
-    expect(p.stderr()).toContain('letting requests already sent finish');
-    expect(p.stderr()).toMatch(/interrupted: everything bought is kept in the store \(.*store\.db\); run the same command to finish/);
+    expect(p.stderr()).toContain('Ctrl-C: stopping; requests already sent finish and what they buy is kept');
+    expect(p.stderr()).toMatch(/everything bought is kept in the store \(.*store\.db\); run the same command to finish/);
     // Every charge the service made is in the store: no answer was abandoned.
     const held = JSON.parse((await runCli(['ledger', '--json'])).stdout) as { services: { companies: number }[] };
     expect(held.services[0]?.companies).toBe(slow.ledger(KEY).length);
@@ -143,7 +143,7 @@ describe('resume', () => {
     await until(() => slow.stats.requests >= 2);
     const t0 = Date.now();
     p.child.kill('SIGINT');
-    await p.waitFor('press Ctrl-C again');
+    await p.waitFor('Ctrl-C again quits at once');
     p.child.kill('SIGINT');
     expect(await p.exited).toBe(130);
     expect(p.stderr()).toContain('quit at once; the store is consistent');

@@ -6,7 +6,8 @@ import { plainReporter } from '../ui/plain.js';
 import { ttyReporter } from '../ui/tty.js';
 import type { Reporter } from '../ui/reporter.js';
 import { formatSummary, nextStep } from '../ui/summary.js';
-import { resolveRunOptions } from './options.js';
+import { wrapWords } from '../ui/format.js';
+import { resolveDoctorOptions, resolveRunOptions } from './options.js';
 import { parseCommandLine, type RunFlags } from './program.js';
 import { performance } from 'node:perf_hooks';
 
@@ -91,6 +92,12 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         await ledger({ store: resolveStorePath(parsed.options.store, io.env), json: parsed.options.json, action: checked }, { stdout: io.stdout });
         return ExitCode.OK;
       }
+      case 'doctor': {
+        const { runDoctor } = await import('../commands/doctor.js');
+        const options = await resolveDoctorOptions(parsed.flags, io.env);
+        if (options.service.kind === 'remote' && options.service.key.ok) redact = redactor([options.service.key.value]);
+        return await runDoctor(options, io.stdout);
+      }
       case 'run': {
         const options = await resolveRunOptions(parsed.flags, io.env);
         if (options.service.kind === 'remote') redact = redactor([options.service.apiKey]);
@@ -136,16 +143,19 @@ export function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'out
 
 async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redact: (s: string) => string): Promise<number> {
   const interrupt = new AbortController();
+  const reporter = chooseReporter(flags, io);
+  // Through the reporter, which erases the live display first (and the ^C the terminal echoed
+  // onto it). "interrupted" is said once, by the summary's title.
   const off = io.onSignal((signal) => {
     if (!interrupt.signal.aborted) {
-      io.stderr.write(`\nenrich: ${signal}: letting requests already sent finish, then saving what they bought (press Ctrl-C again to quit at once)\n`);
+      reporter.warn(`${signal === 'SIGINT' ? 'Ctrl-C' : signal}: stopping; requests already sent finish and what they buy is kept (Ctrl-C again quits at once)`);
       interrupt.abort();
       return;
     }
+    reporter.end();
     io.stderr.write('enrich: quit at once; the store is consistent, run the same command to finish\n');
     io.hardExit(ExitCode.INTERRUPTED);
   });
-  const reporter = chooseReporter(flags, io);
   let result: RunResult;
   try {
     result = await runBatch(options, {
@@ -162,7 +172,9 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
   const next = nextStep(summary, stop);
   // A refused key leaves nothing to count: the one line that matters is all there is to say.
   if (!flags.quiet && stop?.reason !== 'auth') io.stderr.write(formatSummary(summary));
-  if (next !== null) io.stderr.write(`enrich: ${redact(next)}\n`);
+  // Broken at spaces on a terminal, which would otherwise cut a word (or a path) in two.
+  const columns = io.stderr.isTTY === true ? (io.stderr.columns ?? 0) - 1 : 0;
+  if (next !== null) io.stderr.write(`${wrapWords(`enrich: ${redact(next)}`, columns)}\n`);
   if (flags.summaryJson !== undefined) {
     const json = `${JSON.stringify(summary, null, 2)}\n`;
     if (flags.summaryJson === '-') io.stdout.write(json);

@@ -5,7 +5,9 @@ import { UsageError } from '../errors.js';
 import { DEFAULT_MISS_MAX_AGE_MS, type RunOptions, type ServiceTarget } from '../commands/run.js';
 import { resolveStorePath } from '../store/path.js';
 import type { OutputFormat } from '../io/output.js';
-import type { RunFlags } from './program.js';
+import { SUBCOMMANDS, type DoctorFlags, type RunFlags } from './program.js';
+import type { DoctorOptions } from '../commands/doctor.js';
+import { suggestCommand } from './suggest.js';
 
 /** What `--sandbox` starts: a realistic service (rate limited, a little flaky) with credits to spare. */
 export const EMBEDDED_SANDBOX = { balance: 10_000, rateLimit: 100, latencyMs: 20, failRate: 0.02, seed: 1 } as const;
@@ -103,8 +105,16 @@ async function checkPaths(flags: RunFlags, store: string): Promise<void> {
   }
 }
 
+/** `enrich sandox`: a mistyped subcommand reads as an input file; a file that exists wins. */
+async function checkNotACommand(input: string): Promise<void> {
+  const command = suggestCommand(input, SUBCOMMANDS);
+  if (command === null || (await stat(input).catch(() => null)) !== null) return;
+  throw new UsageError(`no such file or command: ${input}; did you mean \`enrich ${command}\`?`);
+}
+
 /** Flags and environment -> the batch's options. Every refusal is a one-line UsageError (exit 2). */
 export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv): Promise<RunOptions> {
+  await checkNotACommand(flags.input);
   if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
   if (flags.fresh && flags.maxAgeMs !== undefined) throw new UsageError('--fresh and --max-age exclude each other (--fresh is --max-age 0)');
   let service: ServiceTarget;
@@ -140,4 +150,32 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     concurrency: flags.concurrency,
     service,
   };
+}
+
+const problemOf = (error: unknown): string => {
+  if (error instanceof UsageError) return error.message;
+  throw error;
+};
+
+/** Doctor's flags -> its options. Nothing is refused here: each problem becomes a report line. */
+export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.ProcessEnv): Promise<DoctorOptions> {
+  const storePath = resolveStorePath(flags.store, env);
+  const common = { storePath, probeRate: flags.probeRate, timeoutMs: 10_000 };
+  if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
+  if (flags.sandbox) return { ...common, service: { kind: 'sandbox', options: { ...EMBEDDED_SANDBOX, failRate: 0 } } };
+  const raw = (flags.baseUrl ?? env['ENRICH_BASE_URL'] ?? '').trim();
+  let address: Extract<DoctorOptions['service'], { kind: 'remote' }>['address'];
+  if (raw === '') address = { ok: false, problem: 'no service address: set ENRICH_BASE_URL or pass --base-url <url> (or --sandbox)' };
+  else {
+    try {
+      address = { ok: true, url: checkBaseUrl(raw) };
+    } catch (error) {
+      address = { ok: false, problem: problemOf(error) };
+    }
+  }
+  const key = await readApiKey(flags, env).then(
+    (value) => ({ ok: true as const, value }),
+    (error: unknown) => ({ ok: false as const, problem: problemOf(error) }),
+  );
+  return { ...common, service: { kind: 'remote', address, key } };
 }

@@ -34,8 +34,21 @@ export interface RunFlags {
   progress: boolean;
 }
 
+/** The subcommands, for "did you mean" when an input file is not found. */
+export const SUBCOMMANDS = ['sandbox', 'doctor', 'ledger'] as const;
+
+/** `enrich doctor`'s flags; cli/options.ts resolves them without refusing (a refusal is a report line). */
+export interface DoctorFlags {
+  baseUrl: string | undefined;
+  sandbox: boolean;
+  apiKeyFile: string | undefined;
+  store: string | undefined;
+  probeRate: number | null;
+}
+
 export type ParsedCommand =
   | { kind: 'run'; flags: RunFlags }
+  | { kind: 'doctor'; flags: DoctorFlags }
   | { kind: 'sandbox'; options: SandboxCommandOptions }
   | { kind: 'ledger'; options: LedgerFlags }
   /** Help or version was printed, or the arguments were refused (commander said why). */
@@ -49,7 +62,9 @@ export interface ProgramOutput {
 const integer = (min: number, max: number, what: string) => (value: string): number => {
   const n = Number(value);
   if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
-    throw new InvalidArgumentError(`${what} must be a whole number from ${min} to ${max}`);
+    // MAX_SAFE_INTEGER stands for "no upper limit": say that, not its sixteen digits.
+    const range = max === Number.MAX_SAFE_INTEGER ? `, ${min} or more` : ` from ${min} to ${max}`;
+    throw new InvalidArgumentError(`${what} must be a whole number${range}`);
   }
   return n;
 };
@@ -83,7 +98,7 @@ Examples:
   Next month's export: only new companies, and records older than 90 days, are bought:
     $ enrich companies-december.csv -o enriched.csv --max-age 90d
 
-  Cron, domains piped through, totals for the log:
+  Cron, domains piped through, totals for the log (check the set-up first: enrich doctor):
     $ cut -d, -f3 crm.csv | enrich - --format jsonl --summary-json run.json > enriched.jsonl
 
   Finance, what would it cost? (free: matches only, spends nothing)
@@ -151,6 +166,31 @@ function addLedgerCommands(program: Command, done: (options: LedgerFlags) => voi
     .action((journals: string[], opts: Record<string, unknown>) => finish(opts, { kind: 'import', journals }));
 }
 
+const SANDBOX_EXAMPLES = `
+Examples:
+  A local service for a demo, then a batch against it (in another terminal):
+    $ enrich sandbox --port 4010 --key sk_demo
+    $ ENRICH_BASE_URL=http://127.0.0.1:4010 ENRICH_API_KEY=sk_demo enrich fixtures/companies.csv -o enriched.csv
+
+  A harsh one, to see rate-limit pauses, retries and a 402 stop:
+    $ enrich sandbox --rate-limit 20 --fail-rate 0.05 --drop-rate 0.01 --latency 50 --balance 100
+`;
+
+const DOCTOR_EXAMPLES = `
+Examples:
+  Before putting a batch in cron, with the environment cron will have:
+    $ ENRICH_BASE_URL=https://data.example.com ENRICH_API_KEY=... enrich doctor
+
+  Also look for the rate ceiling (free matches only, at most 50):
+    $ enrich doctor --probe-rate 50
+
+  Try it without a service:
+    $ enrich doctor --sandbox
+
+Exit codes: 0 all ok · 2 usage (no address or key, a bad --store) · 5 key refused (401/403) ·
+  6 the service cannot be reached · 1 anything else
+`;
+
 /**
  * The command line: `enrich <input>` (the batch, the default command) and `enrich sandbox`.
  * Parsing only: nothing here touches files or the network.
@@ -158,6 +198,7 @@ function addLedgerCommands(program: Command, done: (options: LedgerFlags) => voi
 export function parseCommandLine(argv: readonly string[], out: ProgramOutput, env: NodeJS.ProcessEnv): ParsedCommand {
   let parsed: ParsedCommand | undefined;
   const program = new Command('enrich')
+    // `enrich doctor --sandbox`: a flag after a subcommand is that subcommand's, though the batch has one too.
     .enablePositionalOptions()
     .description(
       'Enrich a CSV of company domains: free match first, then pay only for companies found.\nEverything bought is kept in a local store: no company is bought twice, across runs and inputs.',
@@ -184,7 +225,6 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('-q, --quiet', 'no progress or notes on stderr; warnings and the exit code still tell', false)
     .option('--no-progress', 'no live progress display (plain lines only)')
     .addHelpText('after', EXAMPLES)
-    .showHelpAfterError('(run enrich --help for usage)')
     .action((input: string | undefined, opts: Record<string, unknown>) => {
       if (input === undefined) {
         program.error('missing input: give a CSV file, or - to read stdin', { exitCode: 2, code: 'enrich.missingInput' });
@@ -228,6 +268,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--drop-rate <0..1>', 'share of answers lost after the call ran (connection reset)', fraction, 0)
     .option('--latency <ms>', 'delay before each answer', integer(0, 60_000, '--latency'), 0)
     .option('--seed <n>', 'seed for the injected faults', integer(0, 2 ** 31, '--seed'), 1)
+    .addHelpText('after', SANDBOX_EXAMPLES)
     .action((opts: Record<string, unknown>) => {
       const fromFlag = opts['key'] as string[] | undefined;
       const fromEnv = env['ENRICH_API_KEY'];
@@ -252,12 +293,38 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
   addLedgerCommands(program, (options) => (parsed = { kind: 'ledger', options }));
 
   program
-    .exitOverride()
-    .configureOutput({
+    .command('doctor')
+    .description('check that a batch would work here: the service, the key, the endpoints, latency, the store')
+    .option('--base-url <url>', 'service address (env: ENRICH_BASE_URL)')
+    .option('--sandbox', 'check against an embedded sandbox started in-process', false)
+    .option('--api-key-file <path>', 'read the API key from a file instead of ENRICH_API_KEY')
+    .option('--store <path>', 'the purchase store (env: ENRICH_STORE; default: in $XDG_STATE_HOME/enrich)')
+    .option('--probe-rate [requests]', 'also look for the rate ceiling with up to this many free matches (default 100)', integer(1, 1_000, '--probe-rate'))
+    .addHelpText('after', DOCTOR_EXAMPLES)
+    .action((opts: Record<string, unknown>) => {
+      const probe = opts['probeRate'] as number | true | undefined;
+      parsed = {
+        kind: 'doctor',
+        flags: {
+          baseUrl: opts['baseUrl'] as string | undefined,
+          sandbox: opts['sandbox'] as boolean,
+          apiKeyFile: opts['apiKeyFile'] as string | undefined,
+          store: opts['store'] as string | undefined,
+          probeRate: probe === undefined ? null : probe === true ? 100 : probe,
+        },
+      };
+    });
+
+  // Subcommands inherit these only if set before they are created: set them on each, so that
+  // every refusal is one line, `enrich: ...` with the help to read, and exit 2.
+  for (const command of [program, ...program.commands]) {
+    const help = command === program ? 'enrich --help' : `enrich ${command.name()} --help`;
+    command.exitOverride().configureOutput({
       writeOut: (s) => out.writeOut(s),
       writeErr: (s) => out.writeErr(s),
-      outputError: (s, write) => write(`enrich: ${s.replace(/^error: /, '')}`),
+      outputError: (s, write) => write(`enrich: ${s.trim().replace(/^error: /, '')} (see ${help})\n`),
     });
+  }
 
   try {
     program.parse([...argv], { from: 'user' });

@@ -5,6 +5,7 @@ import type { RowResult } from '../pipeline/results.js';
 import type { IntVector } from '../pipeline/vector.js';
 import { readCsv, type CsvFormat } from './csv-reader.js';
 import type { Sink } from './sink.js';
+import { encodeWindows1252 } from './windows-1252.js';
 
 export type OutputFormat = 'csv' | 'jsonl';
 
@@ -47,7 +48,8 @@ type Value = string | number | string[] | null;
 
 function resultValues(r: RowResult): Value[] {
   const c = r.company;
-  return [r.status, r.error, r.source, r.boughtAt, r.domain, c?.name ?? r.name, ...RECORD_FIELDS.map((f) => (c === null ? null : c[f]))];
+  // No company: [] for specialties, not null, so each key keeps one JSON type (`jq '.company_specialties[]'`).
+  return [r.status, r.error, r.source, r.boughtAt, r.domain, c?.name ?? r.name, ...RECORD_FIELDS.map((f) => (c !== null ? c[f] : f === 'specialties' ? [] : null))];
 }
 
 const csvCell = (v: Value): string => (v === null ? '' : Array.isArray(v) ? v.join('; ') : String(v));
@@ -60,7 +62,11 @@ export function csvSuffix(values: readonly string[], format: CsvFormat): string 
   return stringify([['', ...values]], { delimiter: format.delimiter, record_delimiter: format.crlf ? 'windows' : 'unix' });
 }
 
-export const csvResultSuffix = (result: RowResult, format: CsvFormat): Buffer => Buffer.from(csvSuffix(resultValues(result).map(csvCell), format));
+/** In the input's encoding: UTF-8, or Windows-1252 when the input is not UTF-8 (one encoding per file). */
+export function csvResultSuffix(result: RowResult, format: CsvFormat): Buffer {
+  const text = csvSuffix(resultValues(result).map(csvCell), format);
+  return format.utf8 ? Buffer.from(text) : encodeWindows1252(text);
+}
 
 export interface CopyOptions {
   inputPath: string;

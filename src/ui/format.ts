@@ -4,12 +4,38 @@ const nf = new Intl.NumberFormat('en-US');
 export const num = (n: number): string => nf.format(n);
 
 export function duration(ms: number): string {
-  if (ms < 10_000) return `${(Math.max(0, ms) / 1000).toFixed(1)}s`;
-  const s = Math.round(ms / 1000);
+  const s = Math.max(0, Math.round(ms / 1000));
   if (s < 60) return `${s}s`;
   const m = Math.floor(s / 60);
   if (m < 60) return `${m}m${String(s % 60).padStart(2, '0')}s`;
   return `${Math.floor(m / 60)}h${String(m % 60).padStart(2, '0')}m`;
+}
+
+/** How long a run took: tenths of a second while that still says something. */
+export const elapsed = (ms: number): string => (ms < 10_000 ? `${(Math.max(0, ms) / 1000).toFixed(1)}s` : duration(ms));
+
+/** Time left on a wait, rounded up: a pause that is still on never reads "0s". */
+export const countdown = (ms: number): string => duration(Math.ceil(Math.max(1, ms) / 1000) * 1000);
+
+/**
+ * Breaks a message at spaces so that no line is wider than `columns` (a terminal would cut it
+ * mid-word). Continuation lines are indented by `indent`; a word longer than a line (a path)
+ * stays whole.
+ */
+export function wrapWords(text: string, columns: number, indent = '  '): string {
+  if (columns <= 0 || text.length <= columns) return text;
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    const candidate = line === '' ? word : `${line} ${word}`;
+    if (candidate.length <= columns || line.trim() === '') line = candidate;
+    else {
+      lines.push(line);
+      line = `${indent}${word}`;
+    }
+  }
+  lines.push(line);
+  return lines.join('\n');
 }
 
 /** One line of where the run is, for logs: `matching 1,200/5,000 · enriching 300/800 · 300 credits`. */
@@ -19,9 +45,10 @@ export function progressLine(p: Progress, now: number): string {
   else if (p.phase === 'write') parts.push('writing results');
   else {
     parts.push(`matched ${num(p.matchDone)}/${num(p.matchTotal)}`);
-    if (p.enrichTotal > 0) parts.push(`enriched ${num(p.enrichDone)}/${num(p.enrichTotal)}`);
+    // `+`: the total grows until every domain is matched (as on the live display).
+    if (p.enrichTotal > 0) parts.push(`enriched ${num(p.enrichDone)}/${num(p.enrichTotal)}${p.matchDone < p.matchTotal ? '+' : ''}`);
     parts.push(`${num(p.credits)} credits`);
-    if (p.pausedUntil > now) parts.push(`paused ${duration(p.pausedUntil - now)} (rate limited)`);
+    if (p.pausedUntil > now) parts.push(`paused ${countdown(p.pausedUntil - now)} (rate limited)`);
   }
   return parts.join(' · ');
 }

@@ -1,6 +1,7 @@
 import type { Stop } from '../pipeline/stops.js';
 import type { Summary } from '../pipeline/summary.js';
-import { duration, num } from './format.js';
+import { elapsed, num } from './format.js';
+import { describePlanFit } from './plans.js';
 
 const usd = (n: number): string => `$${n.toFixed(2)}`;
 
@@ -21,6 +22,7 @@ export function formatSummary(s: Summary): string {
     const stale = s.stale > 0 ? `   (${num(s.stale)} to refresh stale records)` : '';
     rows.push(['to buy', `${num(s.estimated_credits)} companies${stale}`]);
     rows.push(['estimated cost', `${num(s.estimated_credits)} credits   ${usd(c.starter)} Starter · ${usd(c.growth)} Growth · ${usd(c.scale)} Scale`]);
+    rows.push(['plan', describePlanFit(s.estimated_credits)]);
   } else {
     rows.push(['bought', `${num(s.bought)}${s.bought > 0 ? '   companies, by this run' : ''}`]);
     rows.push(['reused', `${num(s.reused)}${s.reused > 0 ? `   companies from the store (${num(s.credits_saved)} credits saved)` : ''}`]);
@@ -29,7 +31,7 @@ export function formatSummary(s: Summary): string {
   // Figures are right-aligned in a column; the trailing text rows are not figures.
   const text: [string, string][] = [];
   if (s.output !== null) text.push(['output', s.output === '-' ? 'stdout' : s.output]);
-  text.push(['elapsed', duration(s.elapsed_ms)]);
+  text.push(['elapsed', elapsed(s.elapsed_ms)]);
   const width = Math.max(...[...rows, ...text].map(([label]) => label.length));
   const valueWidth = Math.max(...rows.map(([, v]) => v.split(' ')[0]?.length ?? 0));
   const title = s.dry_run ? 'dry run: nothing was spent' : s.status === 'done' ? 'done' : s.status;
@@ -45,7 +47,8 @@ export function formatSummary(s: Summary): string {
 export function nextStep(s: Summary, stop: Stop | null): string | null {
   switch (stop?.reason) {
     case 'interrupted':
-      return `interrupted: everything bought is kept in the store (${s.store}); run the same command to finish, nothing is bought twice`;
+      // The summary's title already says "interrupted": say it once.
+      return `everything bought is kept in the store (${s.store}); run the same command to finish, nothing is bought twice`;
     case 'credits': {
       if (stop.free) return 'the service refused even the free match for credits (insufficient_credits): the account has no credits or is blocked; top up, then run the same command';
       const balance = stop.balance === null ? '' : `balance ${num(stop.balance)}, `;

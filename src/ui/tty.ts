@@ -1,11 +1,12 @@
-import { MultiBar, type SingleBar } from 'cli-progress';
 import ora, { type Ora } from 'ora';
 import type { Progress } from '../pipeline/progress.js';
-import { duration, num } from './format.js';
+import { countdown, duration, num, wrapWords } from './format.js';
+import { LiveFrame } from './frame.js';
+import { layoutLines, type BarLine } from './layout.js';
 import type { Reporter } from './reporter.js';
 
 export interface TtyOptions {
-  stream: NodeJS.WritableStream & { columns?: number };
+  stream: NodeJS.WritableStream & { columns?: number; on?(event: 'resize', listener: () => void): unknown; off?(event: 'resize', listener: () => void): unknown };
   now: () => number;
   /**
    * Results go to this terminal too (`enrich x.csv` with no -o): the display stops before the
@@ -30,18 +31,46 @@ function rate(previous: Rate | undefined, done: number, now: number): Rate {
 }
 
 const eta = (left: number, perSecond: number): string => (perSecond > 0 && left > 0 ? duration((left / perSecond) * 1000) : '–');
+const perSecond = (r: Rate): string => `${num(Math.round(r.perSecond))}/s`;
+
+export function matchLine(p: Progress, r: Rate, pause: string | null): BarLine {
+  const done = p.matchDone >= p.matchTotal;
+  const extras = pause !== null ? [pause] : done ? ['done'] : [perSecond(r), `ETA ${eta(p.matchTotal - p.matchDone, r.perSecond)}`];
+  return { label: 'matching ', counts: `${num(p.matchDone)}/${num(p.matchTotal)}`, fraction: p.matchDone / Math.max(1, p.matchTotal), extras };
+}
+
+/**
+ * What is left to enrich is known only once matching is done. Until then the total reads
+ * `284+` (still growing), and the bar is measured against the total projected from the hit rate
+ * so far, so it never reads full while most of the job remains.
+ */
+export function enrichLine(p: Progress, r: Rate, pause: string | null): BarLine {
+  const growing = p.matchDone < p.matchTotal;
+  const projected = growing && p.matchDone > 0 ? (p.enrichTotal * p.matchTotal) / p.matchDone : p.enrichTotal;
+  const extras = [
+    ...(pause !== null && !growing ? [pause] : []),
+    `${num(p.credits)} ${p.credits === 1 ? 'credit' : 'credits'}`,
+    ...(p.retries > 0 ? [`${num(p.retries)} ${p.retries === 1 ? 'retry' : 'retries'}`] : []),
+    ...(p.enrichTotal > p.enrichDone ? [perSecond(r)] : []),
+  ];
+  return {
+    label: 'enriching',
+    counts: `${num(p.enrichDone)}/${num(p.enrichTotal)}${growing ? '+' : ''}`,
+    fraction: p.enrichDone / Math.max(1, projected, p.enrichTotal),
+    extras,
+  };
+}
 
 /**
  * For a person at a terminal: a spinner while the input is read and the store consulted, then
  * a bar per phase with counts, rate, ETA and credits, a 429 wait shown as a pause (never a
- * freeze), all on stderr, redrawn ten times a second from the pipeline's counters.
+ * freeze), all on stderr, redrawn ten times a second from the pipeline's counters and at once
+ * when the terminal is resized.
  */
 export function ttyReporter(options: TtyOptions): Reporter {
   const { stream, now } = options;
+  const frame = new LiveFrame(stream);
   let spinner: Ora | undefined;
-  let bars: MultiBar | undefined;
-  let matchBar: SingleBar | undefined;
-  let enrichBar: SingleBar | undefined;
   let timer: NodeJS.Timeout | undefined;
   let matchRate: Rate | undefined;
   let enrichRate: Rate | undefined;
@@ -52,33 +81,14 @@ export function ttyReporter(options: TtyOptions): Reporter {
     spinner?.stop();
     spinner = undefined;
   };
-  const stopBars = (): void => {
-    bars?.stop();
-    bars = undefined;
-    matchBar = enrichBar = undefined;
-  };
 
-  const startBars = (p: Progress): void => {
-    stopSpinner();
-    const width = Math.max(10, Math.min(30, (stream.columns || 80) - 70));
-    bars = new MultiBar(
-      {
-        stream,
-        format: ' {label} {bar} {value}/{total} · {extra}',
-        barsize: width,
-        barCompleteChar: '█',
-        barIncompleteChar: '░',
-        hideCursor: true,
-        clearOnComplete: true,
-        gracefulExit: false,
-        linewrap: false,
-        fps: 10,
-        formatValue: (v, _options, type) => (type === 'value' || type === 'total' ? num(v) : String(v)),
-      },
-      undefined,
-    );
-    matchBar = bars.create(Math.max(1, p.matchTotal), p.matchDone, { label: 'matching ', extra: '' });
-    if (p.enrichTotal > 0 || p.matchTotal > 0) enrichBar = bars.create(Math.max(1, p.enrichTotal), p.enrichDone, { label: 'enriching', extra: '' });
+  const drawBars = (p: Progress, t: number): void => {
+    matchRate = rate(matchRate, p.matchDone, t);
+    enrichRate = rate(enrichRate, p.enrichDone, t);
+    const pause = p.pausedUntil > t ? `paused ${countdown(p.pausedUntil - t)} (rate limited)` : null;
+    const columns = stream.columns || 80;
+    const lines = [matchLine(p, matchRate, p.matchDone < p.matchTotal ? pause : null), enrichLine(p, enrichRate, pause)];
+    frame.draw(layoutLines(lines, columns));
   };
 
   const render = (p: Progress): void => {
@@ -87,54 +97,44 @@ export function ttyReporter(options: TtyOptions): Reporter {
       case 'scan':
         if (spinner !== undefined) spinner.text = p.rows > 0 ? `reading input: ${num(p.rows)} rows` : 'reading input';
         return;
-      case 'match': {
-        if (bars === undefined) {
+      case 'match':
+        if (!frame.active) {
           // The spinner covers the first moments, until there is a rate worth showing.
           matchingSince ||= t;
           if (t - matchingSince < 1000 && p.matchDone === 0 && p.enrichDone === 0) {
             if (spinner !== undefined) spinner.text = `matching ${num(p.matchTotal)} domains`;
             return;
           }
-          startBars(p);
+          stopSpinner();
         }
-        matchRate = rate(matchRate, p.matchDone, t);
-        enrichRate = rate(enrichRate, p.enrichDone, t);
-        const paused = p.pausedUntil > t ? `paused ${duration(p.pausedUntil - t)} (rate limited)` : '';
-        matchBar?.setTotal(Math.max(1, p.matchTotal));
-        matchBar?.update(p.matchDone, {
-          extra: paused !== '' ? paused : p.matchDone >= p.matchTotal ? 'done' : `${num(Math.round(matchRate.perSecond))}/s · ETA ${eta(p.matchTotal - p.matchDone, matchRate.perSecond)}`,
-        });
-        enrichBar?.setTotal(Math.max(1, p.enrichTotal));
-        enrichBar?.update(p.enrichDone, {
-          extra: `${num(p.credits)} credits${p.enrichTotal > p.enrichDone ? ` · ${num(Math.round(enrichRate.perSecond))}/s` : ''}${p.retries > 0 ? ` · ${num(p.retries)} retries` : ''}`,
-        });
+        drawBars(p, t);
         return;
-      }
       case 'write':
-        stopBars();
+        frame.clear();
         if (options.outputToTerminal) stopSpinner();
         else if (spinner === undefined) spinner = ora({ stream, text: 'writing results', discardStdin: false, hideCursor: true }).start();
         return;
       case 'done':
-        stopBars();
+        frame.clear();
         stopSpinner();
         return;
     }
   };
 
-  /** Prints a line above the live display without tearing it. */
+  const onResize = (): void => {
+    if (current !== undefined && frame.active) render(current);
+  };
+
+  /** Prints a line above the live display without tearing it, broken at spaces to fit. */
   const print = (line: string): void => {
-    if (bars !== undefined) {
-      bars.log(`${line}\n`);
-      return;
-    }
+    const text = wrapWords(line, (stream.columns || 80) - 1);
     if (spinner !== undefined) {
       spinner.clear();
-      stream.write(`${line}\n`);
+      stream.write(`${text}\n`);
       spinner.render();
       return;
     }
-    stream.write(`${line}\n`);
+    frame.printAbove(text);
   };
 
   return {
@@ -143,6 +143,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
       spinner = ora({ stream, text: 'reading input', discardStdin: false, hideCursor: true }).start();
       timer = setInterval(() => render(progress), 100);
       timer.unref();
+      stream.on?.('resize', onResize);
     },
     refresh() {
       if (current !== undefined) render(current);
@@ -152,7 +153,8 @@ export function ttyReporter(options: TtyOptions): Reporter {
     end() {
       if (timer !== undefined) clearInterval(timer);
       timer = undefined;
-      stopBars();
+      stream.off?.('resize', onResize);
+      frame.clear();
       stopSpinner();
     },
   };

@@ -1,0 +1,166 @@
+import { constants } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import type { Dispatcher } from 'undici';
+import { ApiError, ConnectionError, InsufficientScopeError, InvalidTokenError, RateLimitedError } from '../api/errors.js';
+import type { ServiceClient } from '../api/client.js';
+import { ExitCode } from '../errors.js';
+import { duration, num } from '../ui/format.js';
+
+/** One line of the report: ok, a note (worth knowing, not a failure), or a failure with its fix. */
+export interface Check {
+  label: string;
+  status: 'ok' | 'note' | 'fail';
+  text: string;
+  /** For a failure: the exit code of its class (2 usage, 5 auth, 6 unreachable, 1 other). */
+  exitCode: ExitCode;
+}
+
+export const ok = (label: string, text: string): Check => ({ label, status: 'ok', text, exitCode: ExitCode.OK });
+export const note = (label: string, text: string): Check => ({ label, status: 'note', text, exitCode: ExitCode.OK });
+export const fail = (label: string, text: string, exitCode: ExitCode): Check => ({ label, status: 'fail', text, exitCode });
+
+/** The domain the key check matches: free, and present in any company data set worth the name. */
+export const PROBE_DOMAIN = 'example.com';
+/** The operations a batch calls; the description must list both as callable. */
+const NEEDED = ['GET /company/match', 'POST /company/enrich'];
+
+export interface Timed<T> {
+  value: T;
+  ms: number;
+}
+
+export async function timed<T>(work: () => Promise<T>): Promise<Timed<T>> {
+  const start = performance.now();
+  const value = await work();
+  return { value, ms: performance.now() - start };
+}
+
+export interface Description {
+  status: number;
+  /** The parsed body, when it was JSON. */
+  json: unknown;
+}
+
+/** GET <prefix>/openapi.json, no key: reachability and the machine-readable description in one call. */
+export async function fetchDescription(dispatcher: Dispatcher, prefix: string, timeoutMs: number): Promise<Description> {
+  const res = await dispatcher.request({ method: 'GET', path: `${prefix}/openapi.json`, headers: { accept: 'application/json' }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+  const text = await res.body.text();
+  try {
+    return { status: res.statusCode, json: JSON.parse(text) as unknown };
+  } catch {
+    return { status: res.statusCode, json: undefined };
+  }
+}
+
+export function unreachable(origin: string, error: unknown): Check {
+  const code = (error as { code?: string }).code ?? (error instanceof Error ? error.message : String(error));
+  return fail('reachable', `cannot reach ${origin} (${code}): check ENRICH_BASE_URL, DNS, a firewall or proxy`, ExitCode.UNAVAILABLE);
+}
+
+/** Operations marked with `x-availability` (spec 9.5: the description lists only callable ones). */
+export function callableOperations(json: unknown): string[] {
+  const paths = (json as { paths?: unknown } | undefined)?.paths;
+  if (paths === null || typeof paths !== 'object') return [];
+  const ops: string[] = [];
+  for (const [path, item] of Object.entries(paths as Record<string, unknown>)) {
+    for (const [method, op] of Object.entries((item ?? {}) as Record<string, unknown>)) {
+      const availability = (op as Record<string, unknown> | null)?.['x-availability'];
+      if (typeof availability === 'string') ops.push(`${method.toUpperCase()} ${path} (${availability})`);
+    }
+  }
+  return ops;
+}
+
+export function endpointsCheck(description: Description): Check {
+  const ops = callableOperations(description.json);
+  if (description.status !== 200 || ops.length === 0) {
+    return note('endpoints', `no machine-readable description with x-availability at openapi.json (HTTP ${description.status}); cannot list what is callable`);
+  }
+  const missing = NEEDED.filter((op) => !ops.some((o) => o.startsWith(`${op} `)));
+  if (missing.length > 0) return fail('endpoints', `${missing.join(' and ')} not listed as callable (listed: ${ops.join(', ')}); enrich needs it`, ExitCode.FAILURE);
+  return ok('endpoints', `callable: ${ops.join(', ')}`);
+}
+
+export async function keyCheck(client: ServiceClient, samples: number[]): Promise<Check> {
+  try {
+    const { value, ms } = await timed(() => client.match(PROBE_DOMAIN));
+    samples.push(ms);
+    return ok('key', `accepted with scope search:read (a free match of ${PROBE_DOMAIN}: ${value.matched ? 'matched' : 'no match'}, 0 credits)`);
+  } catch (error) {
+    if (error instanceof InvalidTokenError) return fail('key', 'refused (401 invalid_token): check ENRICH_API_KEY or --api-key-file', ExitCode.AUTH);
+    if (error instanceof InsufficientScopeError) return fail('key', 'valid but lacks the search:read scope (403 insufficient_scope): use a key that has it', ExitCode.AUTH);
+    if (error instanceof RateLimitedError) return fail('key', `not checked: rate limited (429); run enrich doctor again in ${error.retryAfterSeconds}s`, ExitCode.FAILURE);
+    if (error instanceof ConnectionError) return fail('key', `${error.message}: the service stopped answering`, ExitCode.UNAVAILABLE);
+    if (error instanceof ApiError) return fail('key', `the service answered ${error.status} ${error.code} to a free match`, ExitCode.FAILURE);
+    throw error;
+  }
+}
+
+export function latencyCheck(samples: readonly number[]): Check {
+  if (samples.length === 0) return note('latency', 'no request answered');
+  const sorted = [...samples].sort((a, b) => a - b);
+  const median = sorted[Math.floor((sorted.length - 1) / 2)] as number;
+  const ms = (v: number): string => (v < 1000 ? `${Math.max(1, Math.round(v))} ms` : duration(v));
+  const n = samples.length === 1 ? '1 request' : `${num(samples.length)} requests`;
+  return ok('latency', `${ms(median)} median over ${n} (slowest ${ms(sorted[sorted.length - 1] as number)})`);
+}
+
+/**
+ * Free matches, a few at a time, until the first 429 or `limit` requests: bounded, costs no
+ * credits, and reports what it saw rather than a guess (the sandbox and a real service both
+ * allow a burst before the sustained rate, so a rate computed from this would overstate it).
+ */
+export async function rateProbe(client: ServiceClient, limit: number, samples: number[]): Promise<Check> {
+  let sent = 0;
+  let answered = 0;
+  let limited: RateLimitedError | undefined;
+  let other: ApiError | undefined;
+  const start = performance.now();
+  const worker = async (): Promise<void> => {
+    while (limited === undefined && other === undefined && sent < limit) {
+      sent++;
+      try {
+        samples.push((await timed(() => client.match(PROBE_DOMAIN))).ms);
+        answered++;
+      } catch (error) {
+        if (!(error instanceof ApiError)) throw error;
+        if (error instanceof RateLimitedError) limited ??= error;
+        else other ??= error;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: 4 }, worker));
+  const elapsed = duration(performance.now() - start).replace(/^0s$/, 'under 1s');
+  if (other instanceof ConnectionError) return fail('rate', `${other.message} after ${num(answered)} free matches: the service stopped answering`, ExitCode.UNAVAILABLE);
+  if (other !== undefined) return note('rate', `stopped after ${num(answered)} free matches: the service answered ${other.status} ${other.code}`);
+  if (limited === undefined) return ok('rate', `no 429 in ${num(answered)} free matches (${elapsed}); the ceiling is higher than this probe reached`);
+  return ok('rate', `first 429 after ${num(answered)} free matches (${elapsed}), Retry-After ${limited.retryAfterSeconds}s; enrich paces itself under it`);
+}
+
+const fileSize = async (path: string): Promise<number> => (await stat(path).catch(() => null))?.size ?? 0;
+
+/** Where the store is, and how big: the database and SQLite's -wal and -shm beside it. */
+export async function storeCheck(path: string): Promise<Check> {
+  const info = await stat(path).catch(() => null);
+  if (info?.isDirectory() === true) return fail('store', `${path} is a directory; --store (or ENRICH_STORE) takes a file path`, ExitCode.USAGE);
+  if (info !== null) {
+    const bytes = (await Promise.all([path, `${path}-wal`, `${path}-shm`].map(fileSize))).reduce((a, b) => a + b, 0);
+    return ok('store', `${path} (${formatBytes(bytes)})`);
+  }
+  let dir = dirname(path);
+  while ((await stat(dir).catch(() => null)) === null && dirname(dir) !== dir) dir = dirname(dir);
+  const writable = await access(dir, constants.W_OK).then(() => true, () => false);
+  if (!writable) return fail('store', `${path} cannot be created: ${dir} is not writable; set ENRICH_STORE or pass --store <path>`, ExitCode.USAGE);
+  return ok('store', `${path} (not created yet; the first run creates it)`);
+}
+
+export function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = bytes / 1024;
+  let i = 0;
+  for (; v >= 1024 && i < units.length - 1; i++) v /= 1024;
+  return `${v.toFixed(1)} ${units[i] as string}`;
+}

@@ -1,0 +1,112 @@
+import { serviceEndpoint } from '../api/endpoint.js';
+import { ExitCode } from '../errors.js';
+import type { SandboxOptions } from '../sandbox/index.js';
+import { VERSION } from '../version.js';
+import {
+  endpointsCheck,
+  fail,
+  fetchDescription,
+  keyCheck,
+  latencyCheck,
+  note,
+  ok,
+  rateProbe,
+  storeCheck,
+  timed,
+  unreachable,
+  type Check,
+  type Description,
+} from './doctor-checks.js';
+
+/** What to check. The cli resolves flags into this without refusing: a refusal is a line here. */
+export interface DoctorOptions {
+  service:
+    | { kind: 'sandbox'; options: SandboxOptions }
+    | {
+        kind: 'remote';
+        /** The checked URL, or why there is none (missing, not a URL, plain http to another host). */
+        address: { ok: true; url: string } | { ok: false; problem: string };
+        key: { ok: true; value: string } | { ok: false; problem: string };
+      };
+  storePath: string;
+  /** Free matches to send looking for the rate ceiling; null: do not probe. */
+  probeRate: number | null;
+  timeoutMs: number;
+}
+
+function addressLine(url: string): Check {
+  const u = new URL(url);
+  return ok('address', u.protocol === 'https:' ? url : `${url} (plain http: allowed only because ${u.hostname} is this machine)`);
+}
+
+/**
+ * Any answer means something is there; a 5xx means it is not working (a gateway's 502/503 when
+ * the service behind it is down), which a batch would meet as "unavailable" too.
+ */
+function reachableCheck(origin: string, status: number): Check {
+  if (status >= 500) return fail('reachable', `${origin} answered HTTP ${status}: the service is down or failing behind its gateway; try again later`, ExitCode.UNAVAILABLE);
+  return ok('reachable', `${origin} answered (HTTP ${status})`);
+}
+
+/** The service checks, in the order a person would fix them; each stops at the first it cannot pass. */
+async function serviceChecks(url: string, apiKey: string | { problem: string }, options: DoctorOptions): Promise<Check[]> {
+  const { createClient, createDispatcher } = await import('../api/client.js');
+  const { origin, prefix } = serviceEndpoint(url);
+  const dispatcher = createDispatcher(url, 4);
+  const checks: Check[] = [addressLine(url)];
+  const samples: number[] = [];
+  try {
+    let description: Description;
+    try {
+      const answer = await timed(() => fetchDescription(dispatcher, prefix, options.timeoutMs));
+      description = answer.value;
+      samples.push(answer.ms);
+    } catch (error) {
+      return [...checks, unreachable(origin, error)];
+    }
+    checks.push(reachableCheck(origin, description.status));
+    if (typeof apiKey !== 'string') return [...checks, fail('key', apiKey.problem, ExitCode.USAGE), endpointsCheck(description)];
+    const client = createClient({ baseUrl: url, apiKey, dispatcher, userAgent: `enrich/${VERSION} doctor`, timeoutMs: options.timeoutMs });
+    const key = await keyCheck(client, samples);
+    checks.push(key, endpointsCheck(description));
+    if (key.status === 'ok' && options.probeRate !== null) checks.push(await rateProbe(client, options.probeRate, samples));
+    checks.push(latencyCheck(samples));
+    return checks;
+  } finally {
+    await dispatcher.close();
+  }
+}
+
+async function allChecks(options: DoctorOptions): Promise<Check[]> {
+  const s = options.service;
+  if (s.kind === 'sandbox') {
+    const { startSandbox } = await import('../sandbox/index.js');
+    const sandbox = await startSandbox(s.options);
+    try {
+      return [note('sandbox', 'embedded, started for this check'), ...(await serviceChecks(sandbox.url, sandbox.keys[0] as string, options))];
+    } finally {
+      await sandbox.close();
+    }
+  }
+  if (!s.address.ok) return [fail('address', s.address.problem, ExitCode.USAGE)];
+  return serviceChecks(s.address.url, s.key.ok ? s.key.value : { problem: s.key.problem }, options);
+}
+
+/** The report: one aligned line per check, then a verdict. */
+export function formatReport(checks: readonly Check[]): string {
+  const width = Math.max(...checks.map((c) => c.label.length));
+  const mark = { ok: 'ok  ', note: 'note', fail: 'FIX ' } as const;
+  const failures = checks.filter((c) => c.status === 'fail').length;
+  const verdict = failures === 0 ? 'enrich doctor: all ok' : `enrich doctor: ${failures} to fix`;
+  return [...checks.map((c) => `  ${c.label.padEnd(width)}  ${mark[c.status]}  ${c.text}`), verdict, ''].join('\n');
+}
+
+/**
+ * `enrich doctor`: for a cron set-up, whether a batch would work here, one line per check, ok or
+ * the fix. Exit 0 when all pass, else the exit code of the first failure's class.
+ */
+export async function runDoctor(options: DoctorOptions, out: NodeJS.WritableStream): Promise<ExitCode> {
+  const checks = [...(await allChecks(options)), await storeCheck(options.storePath)];
+  out.write(formatReport(checks));
+  return checks.find((c) => c.status === 'fail')?.exitCode ?? ExitCode.OK;
+}

@@ -1,0 +1,150 @@
+import { createServer as createHttpServer } from 'node:http';
+import { createServer } from 'node:net';
+import { writeFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { runCli, tempDir } from './helpers/cli.js';
+import { runProcess } from './helpers/spawn.js';
+
+const KEY = 'sk_test_doctor_ok';
+const NO_SCOPE = 'sk_test_doctor_noscope';
+let sb: Sandbox;
+let dir: ReturnType<typeof tempDir>;
+
+beforeAll(async () => {
+  // A frozen clock: the token bucket never refills, so the rate probe meets a 429 after exactly
+  // the burst, however fast or slow this machine is.
+  sb = await startSandbox({ keys: [{ key: KEY }, { key: NO_SCOPE, scopes: [] }], rateLimit: 1_000, burst: 1_000, now: () => 0 });
+  dir = tempDir();
+});
+afterAll(async () => {
+  await sb.close();
+  dir.cleanup();
+});
+
+const doctor = (args: string[], env: Record<string, string> = {}) =>
+  runCli(['doctor', ...args], { env: { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY, ENRICH_STORE: dir.file('store.sqlite'), ...env } });
+
+/** The report's lines as { label: [status, text] }. */
+function report(stdout: string): Map<string, [string, string]> {
+  const lines = stdout.trimEnd().split('\n').slice(0, -1);
+  return new Map(lines.map((l) => /^ {2}(\S+) +(ok|note|FIX) +(.*)$/.exec(l)).map((m) => [m?.[1] ?? '?', [m?.[2] ?? '?', m?.[3] ?? '?']]));
+}
+
+/** A port on 127.0.0.1 that nothing listens on: bound, then released. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe('enrich doctor over real HTTP', () => {
+  it('says ok on every line and exits 0 when all is well, spending nothing', async () => {
+    const before = sb.balance(KEY);
+    writeFileSync(dir.file('store.sqlite'), Buffer.alloc(3000));
+    writeFileSync(dir.file('store.sqlite-wal'), Buffer.alloc(1096));
+    const r = await doctor([]);
+    expect(r.code, r.stdout).toBe(0);
+    const lines = report(r.stdout);
+    expect([...lines.keys()]).toEqual(['address', 'reachable', 'key', 'endpoints', 'latency', 'store']);
+    for (const [status] of lines.values()) expect(status).toBe('ok');
+    expect(lines.get('address')?.[1]).toContain('plain http: allowed only because 127.0.0.1 is this machine');
+    expect(lines.get('key')?.[1]).toContain('accepted with scope search:read');
+    expect(lines.get('endpoints')?.[1]).toBe('callable: GET /company/match (beta), POST /company/enrich (beta)');
+    expect(lines.get('latency')?.[1]).toMatch(/^\d+ ms median over 2 requests/);
+    expect(lines.get('store')?.[1]).toBe(`${dir.file('store.sqlite')} (4.0 KiB)`);
+    expect(r.stdout.trimEnd().split('\n').at(-1)).toBe('enrich doctor: all ok');
+    expect(sb.balance(KEY)).toBe(before);
+  });
+
+  it('a refused key (401) is a fix with exit 5, and the key never shows', async () => {
+    const r = await doctor([], { ENRICH_API_KEY: 'sk_wrong_key_xyz' });
+    expect(r.code).toBe(5);
+    expect(report(r.stdout).get('key')).toEqual(['FIX', 'refused (401 invalid_token): check ENRICH_API_KEY or --api-key-file']);
+    expect(r.stdout + r.stderr).not.toContain('sk_wrong_key_xyz');
+  });
+
+  it('a key without search:read (403) is a fix with exit 5', async () => {
+    const r = await doctor([], { ENRICH_API_KEY: NO_SCOPE });
+    expect(r.code).toBe(5);
+    expect(report(r.stdout).get('key')?.[0]).toBe('FIX');
+    expect(report(r.stdout).get('key')?.[1]).toContain('lacks the search:read scope (403 insufficient_scope)');
+  });
+
+  it('an address nobody answers (refused, or a name that cannot resolve) is exit 6', async () => {
+    const port = await closedPort();
+    const refused = await doctor([], { ENRICH_BASE_URL: `http://127.0.0.1:${port}` });
+    expect(refused.code).toBe(6);
+    expect(report(refused.stdout).get('reachable')).toEqual(['FIX', `cannot reach http://127.0.0.1:${port} (ECONNREFUSED): check ENRICH_BASE_URL, DNS, a firewall or proxy`]);
+    expect(report(refused.stdout).has('key')).toBe(false);
+    const nowhere = await doctor([], { ENRICH_BASE_URL: 'https://enrich-doctor.invalid' });
+    expect(nowhere.code).toBe(6);
+    expect(report(nowhere.stdout).get('reachable')?.[1]).toMatch(/^cannot reach https:\/\/enrich-doctor\.invalid \(/);
+  });
+
+  it('a service that answers 5xx (down behind its gateway) is exit 6 too', async () => {
+    const down = createHttpServer((_req, res) => res.writeHead(503, { 'content-type': 'text/html' }).end('<h1>Service Unavailable</h1>'));
+    await new Promise<void>((resolve) => down.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(down.address() as { port: number }).port}`;
+      const r = await doctor([], { ENRICH_BASE_URL: url });
+      expect(r.code).toBe(6);
+      expect(report(r.stdout).get('reachable')).toEqual(['FIX', `${url} answered HTTP 503: the service is down or failing behind its gateway; try again later`]);
+    } finally {
+      await new Promise<void>((resolve) => down.close(() => resolve()));
+    }
+  });
+
+  it('usage problems are fixes with exit 2: no address, plain http to another host, no key, a directory as the store', async () => {
+    expect((await doctor([], { ENRICH_BASE_URL: '' })).code).toBe(2);
+    const http = await doctor(['--base-url', 'http://data.example.invalid']);
+    expect(http.code).toBe(2);
+    expect(report(http.stdout).get('address')?.[1]).toContain('use https://');
+    const noKey = await doctor([], { ENRICH_API_KEY: '' });
+    expect(noKey.code).toBe(2);
+    expect(report(noKey.stdout).get('key')?.[1]).toMatch(/^no API key/);
+    const store = await doctor([], { ENRICH_STORE: dir.path });
+    expect(store.code).toBe(2);
+    expect(report(store.stdout).get('store')?.[1]).toBe(`${dir.path} is a directory; --store (or ENRICH_STORE) takes a file path`);
+  });
+
+  it('probes the rate ceiling only when asked, with free matches, and stops at the first 429', async () => {
+    const probe = await startSandbox({ keys: [{ key: KEY }], rateLimit: 10, burst: 10, now: () => 0 });
+    try {
+      const r = await doctor(['--probe-rate', '50'], { ENRICH_BASE_URL: probe.url });
+      expect(r.code, r.stdout).toBe(0);
+      // The key check takes one token, the probe gets the other nine.
+      expect(report(r.stdout).get('rate')?.[1]).toMatch(/^first 429 after 9 free matches \(.*\), Retry-After \d+s/);
+      expect(probe.stats.byStatus[429]).toBeLessThanOrEqual(4);
+      const capped = await doctor(['--probe-rate', '3']);
+      expect(report(capped.stdout).get('rate')?.[1]).toMatch(/^no 429 in 3 free matches/);
+      expect(report((await doctor([])).stdout).has('rate')).toBe(false);
+    } finally {
+      await probe.close();
+    }
+  });
+
+  it('a rate probe that meets a 500 stops there and says so, without failing the check', async () => {
+    // Seeded faults: the key check's match succeeds, a later one is a 500.
+    const flaky = await startSandbox({ keys: [{ key: KEY }], failRate: 0.5, seed: 3 });
+    try {
+      const r = await doctor(['--probe-rate', '50'], { ENRICH_BASE_URL: flaky.url });
+      expect(report(r.stdout).get('key')?.[0], r.stdout).toBe('ok');
+      expect(report(r.stdout).get('rate')).toEqual(['note', expect.stringMatching(/^stopped after \d+ free matches: the service answered 500 internal$/)]);
+      expect(r.code).toBe(0);
+    } finally {
+      await flaky.close();
+    }
+  });
+
+  it('works against the embedded sandbox, as a process, and its help has examples', async () => {
+    const r = await runProcess(['doctor', '--sandbox'], { env: { ENRICH_STORE: dir.file('p.sqlite') } });
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toContain('enrich doctor: all ok');
+    const help = await runProcess(['doctor', '--help']);
+    expect(help.stdout).toContain('Examples:');
+    expect(help.stdout).toContain('enrich doctor --probe-rate 50');
+  });
+});
