@@ -113,6 +113,17 @@ describe('the built CLI', () => {
       const rows = readCsvFile(out);
       expect(rows).toHaveLength(166);
       expect(rows.filter((x) => x['enrich_status'] === 'matched').length).toBeGreaterThan(140);
+
+      // Then the sandbox's own "Try it" hint, in the same store: another service, so it just runs.
+      const server = spawnCli(['sandbox', '--port', '0', '--key', 'sk_try_it']);
+      await server.waitFor(/listening on http:\/\/\S+/);
+      const url = /listening on (http:\/\/\S+)/.exec(server.stdout())?.[1] as string;
+      expect(server.stdout()).toContain(`export ENRICH_BASE_URL=${url}`);
+      const tryIt = await runProcess(['fixtures/companies.csv', '-o', out], { env: { ENRICH_BASE_URL: url, ENRICH_API_KEY: 'sk_try_it' } });
+      server.child.kill('SIGTERM');
+      await server.exited;
+      expect(tryIt.code, tryIt.stderr).toBe(0);
+      expect(tryIt.stderr).toContain('companies, by this run');
     } finally {
       dir.cleanup();
     }
