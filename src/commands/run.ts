@@ -15,7 +15,7 @@ import { systemClock, type Clock } from '../pipeline/clock.js';
 import { execute, type Stop } from '../pipeline/execute.js';
 import { AdaptiveLimiter } from '../pipeline/limiter.js';
 import { planCompany, planDomain, type Policy } from '../pipeline/plan.js';
-import { Progress } from '../pipeline/progress.js';
+import { Progress, type ProgressSink } from '../pipeline/progress.js';
 import { resultForRow, resultKey, type RowResult } from '../pipeline/results.js';
 import { scanRecords, type ScanResult } from '../pipeline/scan.js';
 import { Scheduler } from '../pipeline/scheduler.js';
@@ -89,10 +89,11 @@ function legacyJournals(options: RunOptions, sha256: string, env: NodeJS.Process
   return paths;
 }
 
-async function* checked(batches: AsyncIterable<CsvBatch>, interrupt: AbortSignal, progress: Progress): AsyncGenerator<CsvBatch> {
+async function* checked(batches: AsyncIterable<CsvBatch>, interrupt: AbortSignal, progress: ProgressSink): AsyncGenerator<CsvBatch> {
+  let rows = 0;
   for await (const batch of batches) {
     if (interrupt.aborted) throw new InterruptedError('interrupted while reading the input; nothing was sent');
-    progress.rows += batch.records.length;
+    progress({ type: 'rows', rows: (rows += batch.records.length) });
     yield batch;
   }
 }
@@ -105,7 +106,7 @@ export async function runBatch(options: RunOptions, ctx: RunContext): Promise<Ru
   ctx.reporter.begin(progress);
   let outcome: { ok: true; result: RunResult } | { ok: false; error: unknown };
   try {
-    outcome = { ok: true, result: await batch(options, ctx, progress, cleanups) };
+    outcome = { ok: true, result: await batch(options, ctx, progress.sink, cleanups) };
   } catch (error) {
     outcome = { ok: false, error };
   }
@@ -135,13 +136,13 @@ async function pruneScans(dir: string, keep: number): Promise<void> {
 }
 
 /** Reads the input once: validate, normalise, dedupe (from the scan cache when it is the same input). */
-async function scanInput(options: RunOptions, ctx: RunContext, progress: Progress, input: InputSource, format: CsvFormat, sha256: string, state: RunState): Promise<ScanResult> {
+async function scanInput(options: RunOptions, ctx: RunContext, progress: ProgressSink, input: InputSource, format: CsvFormat, sha256: string, state: RunState): Promise<ScanResult> {
   const scanKey: ScanKey = { tool: VERSION, sha256, bytes: input.bytes, column: options.column ?? null, format };
   const dir = scanCacheDir(options.store);
   const cachePath = join(dir, `${sha256.slice(0, 32)}.scan`);
   const cached = await loadScan(cachePath, scanKey, state);
   if (cached !== null) {
-    progress.rows = cached.rows;
+    progress({ type: 'rows', rows: cached.rows });
     return cached;
   }
   const scan = await scanRecords(checked(readCsv(input.path, input.displayName, format), ctx.interrupt, progress), state, options.column, input.bytes);
@@ -164,7 +165,7 @@ function loadFromStore(state: RunState, records: ServiceRecords, policy: Policy)
   );
 }
 
-async function batch(options: RunOptions, ctx: RunContext, progress: Progress, cleanups: Cleanups): Promise<RunResult> {
+async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSink, cleanups: Cleanups): Promise<RunResult> {
   const clock = ctx.clock ?? systemClock;
   const started = clock.now();
   const random = ctx.random ?? Math.random;
@@ -207,10 +208,12 @@ async function batch(options: RunOptions, ctx: RunContext, progress: Progress, c
 
   // 3. Ask the service for what is still owed.
   let stop: Stop | null = null;
-  for (let d = 0; d < state.domainCount; d++) if (state.needsMatch(d)) progress.matchTotal++;
+  let matchesOwed = 0;
+  for (let d = 0; d < state.domainCount; d++) if (state.needsMatch(d)) matchesOwed++;
+  progress({ type: 'matches-owed', count: matchesOwed });
   const owesEnrich = !options.dryRun && state.companies.some((c) => state.needsEnrich(c));
-  if (progress.matchTotal > 0 || owesEnrich) {
-    progress.phase = 'match';
+  if (matchesOwed > 0 || owesEnrich) {
+    progress({ type: 'phase', phase: 'match' });
     ctx.reporter.refresh();
     const client = await connect(options, cleanups);
     const limiter = new AdaptiveLimiter({ clock });
@@ -246,11 +249,11 @@ async function batch(options: RunOptions, ctx: RunContext, progress: Progress, c
   await records.flush();
 
   // 4. Results, in input order, rebuilt from the state and the store.
-  progress.phase = 'write';
+  progress({ type: 'phase', phase: 'write' });
   ctx.reporter.refresh();
   const writeOutput = options.writesOutput && stop?.reason !== 'interrupted' && stop?.reason !== 'auth';
   const tally = writeOutput ? await writeResults({ options, scan, state, input, format, records, stop, ctx }) : countResults(scan, state, options.dryRun, stop);
-  progress.phase = 'done';
+  progress({ type: 'phase', phase: 'done' });
   ctx.reporter.refresh();
   const summary = summarise({ state, tally, rows: scan.rows, dryRun: options.dryRun, stop, store: options.store, output: writeOutput ? options.output : null, elapsedMs: clock.now() - started });
   records.endRun({ status: summary.status, credits: summary.credits_charged, bought: summary.bought, reused: summary.reused });

@@ -1,7 +1,7 @@
 import { ApiError, RateLimitedError } from '../api/errors.js';
 import { decideRetry, type RetryPolicy } from '../api/retry.js';
 import type { Clock } from './clock.js';
-import type { Progress } from './progress.js';
+import type { ProgressSink } from './progress.js';
 import { StoppedError, type Lane, type Scheduler } from './scheduler.js';
 
 export type Attempt<T> = { kind: 'ok'; value: T } | { kind: 'error'; error: unknown } | { kind: 'stopped' };
@@ -25,7 +25,7 @@ export interface AttemptDeps {
   clock: Clock;
   random: () => number;
   retry: RetryPolicy;
-  progress: Progress;
+  progress: ProgressSink;
   /** Aborts requests already sent (once an interrupt's grace period is over). */
   inflight: AbortSignal;
 }
@@ -51,11 +51,11 @@ export function attempter(deps: AttemptDeps): Attempter {
         if (error instanceof RateLimitedError) {
           attempts.rateLimited++;
           // Shown as a pause by the UI, so a wait on the service never looks like a hang.
-          progress.pausedUntil = Math.max(progress.pausedUntil, clock.now() + error.retryAfterSeconds * 1000);
+          progress({ type: 'paused', until: clock.now() + error.retryAfterSeconds * 1000 });
         } else attempts.failures++;
         const decision = decideRetry(error, attempts, deps.retry, deps.random);
         if (!decision.retry) return { kind: 'error', error };
-        progress.retries++;
+        progress({ type: 'retry' });
         try {
           await clock.sleep(decision.delayMs, signal);
         } catch {

@@ -5,7 +5,7 @@ import type { Attempter } from './attempt.js';
 import type { CreditBudget } from './budget.js';
 import type { Clock } from './clock.js';
 import { keyVerdict } from './keys.js';
-import type { Progress } from './progress.js';
+import type { ProgressSink } from './progress.js';
 import type { Company, RunState } from './state.js';
 import type { Stops } from './stops.js';
 
@@ -17,7 +17,7 @@ export interface EnrichStepDeps {
   budget: CreditBudget;
   maxCredits: number | null;
   clock: Clock;
-  progress: Progress;
+  progress: ProgressSink;
   /** Wall-clock ms since the epoch: when a record was bought. */
   now: () => number;
   record(event: StoreEvent): void;
@@ -117,7 +117,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
     }
     const answer = result.value;
     const charged = answer.credits_charged;
-    progress.credits += charged;
+    progress({ type: 'charged', credits: charged });
     const remaining = Number.isFinite(answer.credits_remaining) ? { remaining: answer.credits_remaining } : {};
     const base = { t: 'enrich', c: c.domain, g: c.generation, v: c.keyVersion, charged, at: deps.now(), key_used: keyOf(c), ...remaining } as const;
     if (answer.matched && answer.company !== null) record({ ...base, s: 'hit', company: answer.company });
@@ -146,7 +146,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
     for (let round = 0; round < 2; round++) {
       // Claimed before any credit is reserved: waiting on another run holds nothing of ours.
       if (!(await claimPurchase(c))) {
-        if (!state.needsEnrich(c)) progress.enrichDone++;
+        if (!state.needsEnrich(c)) progress({ type: 'enriched' });
         return;
       }
       if (!(await deps.budget.acquire(stops.paid.signal))) {
@@ -162,6 +162,6 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       }
       if (round === 1 || !(await settleWait(c, outcome.answered))) break;
     }
-    if (!state.needsEnrich(c) || c.status === 'error') progress.enrichDone++;
+    if (!state.needsEnrich(c) || c.status === 'error') progress({ type: 'enriched' });
   };
 }

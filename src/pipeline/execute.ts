@@ -6,7 +6,7 @@ import { CreditBudget } from './budget.js';
 import type { Clock } from './clock.js';
 import { enrichStep } from './enrich-step.js';
 import { matchStep } from './match-step.js';
-import type { Progress } from './progress.js';
+import type { ProgressSink } from './progress.js';
 import { StoppedError, type Scheduler } from './scheduler.js';
 import type { Company, RunState } from './state.js';
 import { sharedController, Stops, type Stop } from './stops.js';
@@ -48,7 +48,8 @@ export interface ExecuteDeps {
   idempotencyKey(company: Company, version: number): string;
   /** A company first met in this run's matches: load what the store holds of it, and plan. */
   planCompany(company: Company): void;
-  progress: Progress;
+  /** Where progress is told (pipeline/progress.ts). */
+  progress: ProgressSink;
   /** Wall-clock ms since the epoch (default Date.now): when records were bought. */
   now?: () => number;
 }
@@ -100,7 +101,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   const enqueueEnrich = (company: Company): void => {
     if (options.dryRun || queued.has(company.index) || !state.needsEnrich(company)) return;
     queued.add(company.index);
-    progress.enrichTotal++;
+    progress({ type: 'enrich-queued' });
     window.track(enrich(company), false);
   };
   const match = matchStep({ state, client: deps.client, attempt, stops, progress, record, planCompany: deps.planCompany, enqueueEnrich });

@@ -2,7 +2,7 @@ import { ApiError, ValidationError } from '../api/errors.js';
 import type { ServiceClient } from '../api/client.js';
 import type { StoreEvent } from '../store/types.js';
 import type { Attempter } from './attempt.js';
-import type { Progress } from './progress.js';
+import type { ProgressSink } from './progress.js';
 import type { Company, RunState } from './state.js';
 import type { Stops } from './stops.js';
 
@@ -11,7 +11,7 @@ export interface MatchStepDeps {
   client: ServiceClient;
   attempt: Attempter;
   stops: Stops;
-  progress: Progress;
+  progress: ProgressSink;
   record(event: StoreEvent): void;
   /** A company first met in this run: load what the store holds of it, and plan. */
   planCompany(company: Company): void;
@@ -28,7 +28,7 @@ export function matchStep(deps: MatchStepDeps): (d: number) => Promise<void> {
     if (result.kind === 'stopped') return;
     // A domain whose match was refused for the account stays owed, and shows as skipped.
     if (result.kind === 'error' && stops.stopFor(result.error, 'match')) return;
-    progress.matchDone++;
+    progress({ type: 'matched' });
     if (result.kind === 'error') {
       const code = result.error instanceof ApiError ? result.error.code : 'error';
       record({ t: 'match', d: domain, s: 'error', code, final: result.error instanceof ValidationError });

@@ -177,7 +177,7 @@ export async function simulate(server: SimServerOptions, domains: number, concur
     execute(
       state,
       { dryRun: false, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchWindow: concurrency * 4, graceMs: 1000 },
-      { client, scheduler: new Scheduler(limiter, clock, concurrency), store: memoryStore(), clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress },
+      { client, scheduler: new Scheduler(limiter, clock, concurrency), store: memoryStore(), clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress: progress.sink },
       new AbortController().signal,
     ),
     3_600_000,

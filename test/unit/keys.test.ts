@@ -118,7 +118,7 @@ async function run(steps: Step[], options: { seed?: (state: RunState) => void; m
       clock: { now: systemClock.now, sleep: () => Promise.resolve() },
       random: () => 0,
       idempotencyKey: (c, v) => `${c.domain}#${v}`,
-      progress: new Progress(),
+      progress: new Progress().sink,
     },
     new AbortController().signal,
   );
