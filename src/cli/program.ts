@@ -137,6 +137,16 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--drop-rate <0..1>', 'share of answers lost after the call ran (connection reset)', fraction, 0)
     .option('--latency <ms>', 'delay before each answer', integer(0, 60_000, '--latency'), 0)
     .option('--seed <n>', 'seed for the injected faults', integer(0, 2 ** 31, '--seed'), 1)
+    .addOption(
+      new Option('--idempotency <mode>', 'what an Idempotency-Key stores: spec (200s only; a 402 or 500 stores nothing) or stripe (every outcome, replayed forever)')
+        .choices(['spec', 'stripe'])
+        .default('spec'),
+    )
+    .addOption(
+      new Option('--replay-request-id <which>', 'the request id a replay carries: original, fresh (a new one each time) or none')
+        .choices(['original', 'fresh', 'none'])
+        .default('original'),
+    )
     .action((opts: Record<string, unknown>) => {
       const fromFlag = opts['key'] as string[] | undefined;
       const fromEnv = env['ENRICH_API_KEY'];
@@ -154,6 +164,8 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
           dropRate: opts['dropRate'] as number,
           latencyMs: opts['latency'] as number,
           seed: opts['seed'] as number,
+          idempotency: opts['idempotency'] as SandboxCommandOptions['idempotency'],
+          replayRequestId: opts['replayRequestId'] as SandboxCommandOptions['replayRequestId'],
         },
       };
     });
