@@ -120,5 +120,6 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     fresh: flags.fresh,
     concurrency: flags.concurrency,
     service,
+    rawServiceText: flags.rawServiceText,
   };
 }

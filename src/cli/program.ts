@@ -20,6 +20,7 @@ export interface RunFlags {
   apiKeyFile: string | undefined;
   quiet: boolean;
   progress: boolean;
+  rawServiceText: boolean;
 }
 
 export type ParsedCommand =
@@ -96,6 +97,11 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--api-key-file <path>', 'read the API key from a file instead of ENRICH_API_KEY')
     .option('-q, --quiet', 'no progress or notes on stderr; warnings and the exit code still tell', false)
     .option('--no-progress', 'no live progress display (plain lines only)')
+    .option(
+      '--raw-service-text',
+      "write the service's text exactly as received; by default a result cell starting with = + - @ gets a leading ' (no live formulas in spreadsheets) and control characters are dropped",
+      false,
+    )
     .addHelpText('after', EXAMPLES)
     .showHelpAfterError('(run enrich --help for usage)')
     .action((input: string | undefined, opts: Record<string, unknown>) => {
@@ -120,6 +126,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
           apiKeyFile: opts['apiKeyFile'] as string | undefined,
           quiet: opts['quiet'] as boolean,
           progress: opts['progress'] as boolean,
+          rawServiceText: opts['rawServiceText'] as boolean,
         },
       };
     });
