@@ -133,7 +133,8 @@ async function batch(options: RunOptions, ctx: RunContext, progress: Progress, c
     );
   }
   const sha256 = await hashFile(input.path);
-  const journalPath = options.journal ?? defaultJournalPath(options, sha256, ctx.env);
+  // A spooled pipe (stdin, `<(...)`, a FIFO) has no folder of its own to keep a journal beside.
+  const journalPath = options.journal ?? defaultJournalPath({ input: input.fromStdin ? '-' : options.input, output: options.output }, sha256, ctx.env);
   const state = new RunState();
   const scanKey: ScanKey = { tool: VERSION, sha256, bytes: input.bytes, column: options.column ?? null, format };
   const cachePath = `${journalPath}.scan`;
