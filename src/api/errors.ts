@@ -171,6 +171,17 @@ const STATUS_CLASSES: Record<number, typeof ApiError> = {
   422: ValidationError,
 };
 
+/**
+ * The service's prose as it may be shown on a terminal: a string, without control characters
+ * (an ESC sequence in a `detail` would drive the user's terminal), and not a page long.
+ */
+function printable(text: unknown): string {
+  if (typeof text !== 'string') return '';
+  // eslint-disable-next-line no-control-regex
+  const clean = text.replace(/[\x00-\x1f\x7f-\x9f]+/g, ' ').trim();
+  return clean.length > 300 ? `${clean.slice(0, 300)}...` : clean;
+}
+
 export interface ErrorResponse {
   status: number;
   contentType: string;
@@ -194,9 +205,9 @@ export function apiErrorFromResponse(res: ErrorResponse): ApiError {
   if (res.status === 429) {
     // A 429 is a refusal to run the call, whoever sent it (the service or a gateway): retry later.
     const code = problem?.code ?? 'rate_limited';
-    const detail = problem?.detail ?? problem?.title ?? '';
+    const detail = printable(problem?.detail ?? problem?.title);
     return new RateLimitedError(
-      { status: 429, code, message: `${code} (HTTP 429)${detail === '' ? '' : `: ${detail}`}`, requestId, problem, definitive: true },
+      { status: 429, code, message: `${printable(code)} (HTTP 429)${detail === '' ? '' : `: ${detail}`}`, requestId, problem, definitive: true },
       parseRetryAfter(res.retryAfter, problem),
     );
   }
@@ -211,11 +222,11 @@ export function apiErrorFromResponse(res: ErrorResponse): ApiError {
     });
   }
   const code = problem.code as string;
-  const detail = problem.detail ?? problem.title ?? '';
+  const detail = printable(problem.detail ?? problem.title);
   const init: ApiErrorInit = {
     status: res.status,
     code,
-    message: `${code} (HTTP ${res.status})${detail === '' ? '' : `: ${detail}`}`,
+    message: `${printable(code)} (HTTP ${res.status})${detail === '' ? '' : `: ${detail}`}`,
     requestId,
     problem,
     definitive: isDefinitive(res.status, res.contentType),

@@ -1,6 +1,6 @@
-import { readFile, realpath, stat } from 'node:fs/promises';
+import { lstat, readFile, readlink, realpath, stat } from 'node:fs/promises';
 import { unwritableReason } from '../io/sink.js';
-import { resolve } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
 import type { OutputFormat } from '../io/output.js';
@@ -49,12 +49,35 @@ export async function readApiKey(flags: Pick<RunFlags, 'apiKeyFile'>, env: NodeJ
     );
   }
   if (/\s/.test(key)) throw new UsageError(`the API key from ${source} contains whitespace; check it was copied whole`);
+  // It goes in an HTTP header, which takes printable ASCII only: anything else would fail every
+  // request as a "network error". The message never shows the key.
+  if (/[^\x21-\x7e]/.test(key)) {
+    throw new UsageError(`the API key from ${source} contains a non-ASCII or control character; check it was copied whole (the key is not shown)`);
+  }
   return key;
 }
 
 export function formatFor(output: string, requested: OutputFormat | undefined): OutputFormat {
   if (requested !== undefined) return requested;
   return /\.(jsonl|ndjson)$/i.test(output) ? 'jsonl' : 'csv';
+}
+
+/**
+ * Where writing to `path` lands: its real path, or, for a symlink whose target does not exist yet
+ * (results are renamed over the target), the target the link names, followed link by link.
+ */
+async function landsAt(path: string): Promise<string> {
+  let current = resolve(path);
+  for (let hops = 0; hops < 32; hops++) {
+    const real = await realpath(current).catch(() => null);
+    if (real !== null) return real;
+    const link = await lstat(current).catch(() => null);
+    if (link?.isSymbolicLink() !== true) break;
+    current = resolve(dirname(current), await readlink(current));
+  }
+  // A file not written yet: its folder may itself be reached through a link.
+  const folder = await realpath(dirname(current)).catch(() => dirname(current));
+  return resolve(folder, basename(current));
 }
 
 /**
@@ -74,7 +97,7 @@ async function checkPaths(flags: RunFlags): Promise<void> {
   if (flags.summaryJson !== undefined && flags.summaryJson !== '-') files.push(['--summary-json', flags.summaryJson]);
   const seen = new Map<string, string>();
   for (const [role, path] of files) {
-    const key = await realpath(path).catch(() => resolve(path));
+    const key = await landsAt(path);
     const other = seen.get(key);
     if (other !== undefined) throw new UsageError(`${role} and ${other} are the same file (${path}); give each its own path`);
     seen.set(key, role);

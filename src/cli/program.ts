@@ -69,7 +69,8 @@ Environment:
   NO_COLOR, CI       plain progress lines instead of a live display
 
 Exit codes: 0 done · 1 unexpected failure · 2 usage or input error · 3 finished, some rows failed ·
-  4 stopped for credits (402 or --max-credits), resumable · 5 key refused (401/403) · 130 interrupted, resumable
+  4 stopped for credits (402 or --max-credits), resumable · 5 key refused (401/403) ·
+  6 service unreachable or asks to wait too long, rerun later · 130 interrupted (Ctrl-C, SIGTERM, SIGHUP), resumable
 `;
 
 /**

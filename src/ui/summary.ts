@@ -34,6 +34,16 @@ export function formatSummary(s: Summary): string {
   return [`enrich: ${title}`, ...lines].join('\n') + '\n';
 }
 
+/**
+ * The two codes the spec names get their own advice; any other (a new code under 401 or 403,
+ * such as key_suspended) shows the service's own words and code, never a code it did not send.
+ */
+function authStep(code: string, message: string): string {
+  if (code === 'insufficient_scope') return 'the API key lacks the search:read scope (insufficient_scope); use a key that has it, then run the same command';
+  if (code === 'invalid_token') return 'the service refused the API key (invalid_token); check ENRICH_API_KEY or --api-key-file, then run the same command';
+  return `the service refused the API key: ${message}; sort it out with the service, then run the same command`;
+}
+
 /** What happened and what to do next, in one line. Null when there is nothing to add. */
 export function nextStep(s: Summary, stop: Stop | null): string | null {
   switch (stop?.reason) {
@@ -46,9 +56,7 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
     case 'budget':
       return `stopped at --max-credits ${num(stop.limit)}: ${num(s.estimated_credits)} more credits would finish the job; run the same command with a higher --max-credits to resume`;
     case 'auth':
-      return stop.code === 'insufficient_scope'
-        ? 'the API key lacks the search:read scope (insufficient_scope); use a key that has it, then run the same command'
-        : 'the service refused the API key (invalid_token); check ENRICH_API_KEY or --api-key-file, then run the same command';
+      return authStep(stop.code, stop.message);
     case undefined:
       break;
   }
