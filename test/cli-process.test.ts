@@ -34,8 +34,8 @@ describe('the built CLI', () => {
     for (const r of [none, flag, missing, noUrl]) expect(r.stderr).not.toMatch(/\n\s+at /);
   });
 
-  it('serves the sandbox, prints its URL and key, and stops cleanly on SIGTERM and SIGINT', async () => {
-    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  it('serves the sandbox, prints its URL and key, and stops cleanly on SIGTERM, SIGINT and SIGHUP', async () => {
+    for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
       const p = spawnCli(['sandbox', '--port', '0', '--key', 'sk_proc_test', '--balance', '7']);
       await p.waitFor('Ctrl-C to stop.');
       const url = /listening on (http:\/\/\S+)/.exec(p.stdout())?.[1] as string;
