@@ -57,7 +57,8 @@ describe('auth and credit stops with codes the spec does not name', () => {
     const input = dir.file('s.csv', 'domain\nacme.com\nbeta.com\n');
     const run = await runCli([input, '-o', dir.file('s.out.csv')], { env: { ENRICH_BASE_URL: server.url, ENRICH_API_KEY: KEY } });
     expect(run.code).toBe(ExitCode.AUTH);
-    expect(run.stderr).toContain('enrich: the service refused the API key: key_suspended (HTTP 403): key suspended [2J for abuse;');
+    // The line that matters comes first, before the summary.
+    expect(run.stderr.split('\n')[0]).toMatch(/^enrich: the service refused the API key: key_suspended \(HTTP 403\): key suspended \[2J for abuse;/);
     expect(run.stderr).not.toContain('invalid_token');
     expect(run.stderr).not.toContain('\u001b');
   });

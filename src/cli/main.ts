@@ -158,9 +158,12 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
   }
   const { summary, stop } = result;
   if (result.setAside !== null) reporter.note(`the previous journal was kept as ${result.setAside}`);
-  if (!flags.quiet) io.stderr.write(formatSummary(summary));
   const next = nextStep(summary, stop);
-  if (next !== null) io.stderr.write(`enrich: ${redact(next)}\n`);
+  // A refused key is the whole story: its line goes first, not under a table of zeros.
+  const leadWithNext = stop?.reason === 'auth';
+  if (next !== null && leadWithNext) io.stderr.write(`enrich: ${redact(next)}\n`);
+  if (!flags.quiet) io.stderr.write(formatSummary(summary));
+  if (next !== null && !leadWithNext) io.stderr.write(`enrich: ${redact(next)}\n`);
   if (flags.summaryJson !== undefined) {
     const json = `${JSON.stringify(summary, null, 2)}\n`;
     if (flags.summaryJson === '-') io.stdout.write(json);
