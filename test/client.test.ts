@@ -89,6 +89,19 @@ describe('connection failures name the host and the cause', () => {
     expect(e).toMatchObject({ failure: 'timeout', causeText: 'no complete answer within 200 ms' });
   });
 
+  it('headers dripped a line at a time hit the deadline too', async () => {
+    const server = await rawServer((s) =>
+      s.once('data', () => {
+        s.write('HTTP/1.1 200 OK\r\n');
+        const drip = setInterval(() => s.write('x-padding: 1\r\n'), 5);
+        s.on('close', () => clearInterval(drip));
+      }),
+    );
+    cleanups.push(() => server.close());
+    const e = await failure(client(`http://127.0.0.1:${server.port}`, { timeoutMs: 60_000, deadlineMs: 200 }).match('acme.com'));
+    expect(e).toMatchObject({ failure: 'timeout', neverSent: false });
+  });
+
   it('the caller abort is told apart from the deadline', async () => {
     const server = await hostile(() => {});
     const controller = new AbortController();

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { Pool, type Dispatcher } from 'undici';
 import { apiErrorFromResponse, connectionError, NotServiceApiError, UnexpectedResponseError } from './errors.js';
 import { serviceEndpoint } from './endpoint.js';
@@ -51,40 +52,45 @@ class CallerAborted extends Error {
   override readonly name = 'AbortError';
 }
 
-/** One signal for the caller's abort and the whole-request deadline; `done` clears both. */
-function deadlineSignal(ms: number, caller: AbortSignal | undefined): { signal: AbortSignal; done(): void } {
-  const controller = new AbortController();
-  const onAbort = (): void => controller.abort(new CallerAborted('aborted', { cause: caller?.reason }));
-  if (caller?.aborted === true) onAbort();
-  else caller?.addEventListener('abort', onAbort, { once: true });
-  const timer = setTimeout(() => controller.abort(new DeadlineExceeded(ms)), ms);
-  return {
-    signal: controller.signal,
-    done: () => {
-      clearTimeout(timer);
-      caller?.removeEventListener('abort', onAbort);
-    },
-  };
-}
-
-/** The body as text, or null once it passes `limit` bytes (then the rest is never read). */
-async function readBounded(res: Dispatcher.ResponseData, limit: number): Promise<string | null> {
+/**
+ * The body as text, or null once it passes `limit` bytes (the rest is never read). Events rather
+ * than an async iterator: this runs for every answer, tens of thousands a second.
+ */
+function readBounded(res: Dispatcher.ResponseData, limit: number): Promise<string | null> {
   const declared = Number(res.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) {
     res.body.destroy();
-    return null;
+    return Promise.resolve(null);
   }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of res.body as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) {
-      res.body.destroy();
-      return null;
-    }
-    chunks.push(chunk);
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    res.body.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= limit) chunks.push(chunk);
+      else {
+        resolve(null);
+        res.body.destroy();
+      }
+    });
+    res.body.on('end', () => resolve(Buffer.concat(chunks, size).toString('utf8')));
+    res.body.on('error', reject);
+  });
+}
+
+/**
+ * Reads the body before the whole-request deadline. The headers are already bounded by undici's
+ * headersTimeout (total, not idle), so one timer for the rest of the time is enough; a body
+ * dripped a byte at a time, never idle, ends here.
+ */
+async function readBefore(res: Dispatcher.ResponseData, limit: number, deadlineMs: number, startedAt: number): Promise<string | null> {
+  const remaining = deadlineMs - (performance.now() - startedAt);
+  const timer = setTimeout(() => res.body.destroy(new DeadlineExceeded(deadlineMs)), Math.max(0, remaining));
+  try {
+    return await readBounded(res, limit);
+  } finally {
+    clearTimeout(timer);
   }
-  return Buffer.concat(chunks, size).toString('utf8');
 }
 
 const headerOf = (res: Dispatcher.ResponseData, name: string): string | undefined => {
@@ -104,22 +110,22 @@ export function createClient(options: ClientOptions): ServiceClient {
   const timeout = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
   const limit = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+  // Headers come within both limits: undici's headersTimeout counts from the request, not idly.
+  const headersTimeout = Math.min(timeout, deadlineMs);
   const baseHeaders = {
     authorization: `Bearer ${options.apiKey}`,
     accept: 'application/json',
     'user-agent': options.userAgent,
   };
 
-  /** One exchange within the deadline: the status, the bounded body, the request id. */
+  /** One exchange within the deadline: the status, the bounded body. */
   async function exchange(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body: string | undefined, caller: AbortSignal | undefined) {
-    const deadline = deadlineSignal(deadlineMs, caller);
+    const startedAt = performance.now();
     try {
-      const res = await options.dispatcher.request({ method, path, headers, body: body ?? null, signal: deadline.signal, headersTimeout: timeout, bodyTimeout: timeout });
-      return { res, text: await readBounded(res, limit) };
+      const res = await options.dispatcher.request({ method, path, headers, body: body ?? null, signal: caller ?? null, headersTimeout, bodyTimeout: timeout });
+      return { res, text: await readBefore(res, limit, deadlineMs, startedAt) };
     } catch (error) {
-      throw connectionError(error, host);
-    } finally {
-      deadline.done();
+      throw connectionError(caller?.aborted === true ? new CallerAborted('aborted', { cause: error }) : error, host);
     }
   }
 
@@ -142,7 +148,7 @@ export function createClient(options: ClientOptions): ServiceClient {
       const { status, json, requestId } = await send('GET', `${prefix}/company/match?domain=${encodeURIComponent(domain)}`, baseHeaders, undefined, callOptions.signal);
       if (!isObject(json) || typeof json['matched'] !== 'boolean') throw contractError(status, 'no "matched" field', requestId);
       if (!json['matched']) return { matched: false, credits_charged: 0, company: null };
-      const company = asSummary(json['company']);
+      const company = asSummary(json['company'], domain);
       if (!company.ok) throw contractError(status, company.why, requestId);
       return { matched: true, credits_charged: 0, company: company.value };
     },
@@ -154,7 +160,7 @@ export function createClient(options: ClientOptions): ServiceClient {
       const remaining = statedCredits(json['credits_remaining']) ?? Number.NaN;
       const reported = statedCredits(json['credits_charged']);
       if (!json['matched']) return { matched: false, credits_charged: ENRICH_PRICE.miss, credits_reported: reported, credits_remaining: remaining, company: null };
-      const company = asRecord(json['company']);
+      const company = asRecord(json['company'], domain);
       if (!company.ok) throw contractError(status, company.why, requestId);
       return { matched: true, credits_charged: ENRICH_PRICE.match, credits_reported: reported, credits_remaining: remaining, company: company.value };
     },

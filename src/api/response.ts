@@ -11,8 +11,11 @@ export const isObject = (v: unknown): v is Record<string, unknown> => v !== null
  * call takes this domain (and an enrich of it costs a credit), so "", "co.uk", a URL or an IP
  * is a broken answer, not a company.
  */
-export function canonicalDomain(v: unknown): string | null {
+export function canonicalDomain(v: unknown, asked?: string): string | null {
   if (typeof v !== 'string') return null;
+  // The usual answer names the very domain asked about, which was normalised before it was sent
+  // (the batch sends only what normaliseDomain accepted): no need to parse it again per answer.
+  if (v === asked) return v;
   const normalised = normaliseDomain(v);
   if (!normalised.ok) return null;
   const plain = v.trim().toLowerCase().replace(/\.$/, '');
@@ -21,16 +24,17 @@ export function canonicalDomain(v: unknown): string | null {
 
 export type Parsed<T> = { ok: true; value: T } | { ok: false; why: string };
 
-export function asSummary(v: unknown): Parsed<CompanySummary> {
+/** `asked`: the domain the request named, already in canonical form (see canonicalDomain). */
+export function asSummary(v: unknown, asked?: string): Parsed<CompanySummary> {
   if (!isObject(v)) return { ok: false, why: 'matched: true but no company' };
   if (typeof v['name'] !== 'string') return { ok: false, why: 'a company without a name' };
-  const domain = canonicalDomain(v['domain']);
+  const domain = canonicalDomain(v['domain'], asked);
   if (domain === null) return { ok: false, why: `a company whose domain ${JSON.stringify(v['domain']) ?? 'undefined'} is not a registrable domain` };
   return { ok: true, value: { domain, name: v['name'] } };
 }
 
-export function asRecord(v: unknown): Parsed<CompanyRecord> {
-  const summary = asSummary(v);
+export function asRecord(v: unknown, asked?: string): Parsed<CompanyRecord> {
+  const summary = asSummary(v, asked);
   if (!summary.ok || !isObject(v)) return summary.ok ? { ok: false, why: 'no company' } : summary;
   const str = (k: string): string | null => (typeof v[k] === 'string' ? (v[k] as string) : null);
   const num = (k: string): number | null => (typeof v[k] === 'number' && Number.isFinite(v[k]) ? (v[k] as number) : null);
