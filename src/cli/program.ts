@@ -132,6 +132,16 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
       };
     });
 
+  // Before the subcommand: commander copies these settings into a subcommand when it is created,
+  // so `enrich sandbox --port abc` also answers with one line and exit 2, not process.exit(1).
+  program
+    .exitOverride()
+    .configureOutput({
+      writeOut: (s) => out.writeOut(s),
+      writeErr: (s) => out.writeErr(s),
+      outputError: (s, write) => write(`enrich: ${s.replace(/^error: /, '')}`),
+    });
+
   program
     .command('sandbox')
     .description('serve the local implementation of the service (for demos and tests)')
@@ -176,14 +186,6 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
           replayRequestId: opts['replayRequestId'] as SandboxCommandOptions['replayRequestId'],
         },
       };
-    });
-
-  program
-    .exitOverride()
-    .configureOutput({
-      writeOut: (s) => out.writeOut(s),
-      writeErr: (s) => out.writeErr(s),
-      outputError: (s, write) => write(`enrich: ${s.replace(/^error: /, '')}`),
     });
 
   try {
