@@ -80,6 +80,21 @@ describe('auth and credit stops with codes the spec does not name', () => {
   });
 });
 
+describe('a 402 on the free match', () => {
+  it('does not say "needs 0 more credits"', async () => {
+    const server = await hostileServer((_req, res) => json(res, 402, { type: 'x/insufficient_credits', title: 'No', status: 402, code: 'insufficient_credits', balance: 0, required: 0 }));
+    try {
+      const input = dir.file('m402.csv', 'domain\nacme.com\n');
+      const run = await runCli([input, '-o', dir.file('m402.out.csv')], { env: { ENRICH_BASE_URL: server.url, ENRICH_API_KEY: KEY } });
+      expect(run.code).toBe(ExitCode.CREDITS);
+      expect(run.stderr).not.toContain('needs 0 more credits');
+      expect(run.stderr).toContain('enrich: stopped: the service refused for credits (balance 0) before anything left was priced;');
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 describe('paths', () => {
   it('refuses -o as a dangling symlink to where the journal will be', async () => {
     const input = dir.file('l.csv', 'domain\nacme.com\n');

@@ -51,6 +51,9 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
       return `interrupted: the journal is saved in ${s.journal}; run the same command to resume (nothing paid for is lost)`;
     case 'credits': {
       const balance = stop.balance === null ? '' : `balance ${num(stop.balance)}, `;
+      // Refused before anything billable was known to be owed (a 402 on the free match, say):
+      // "needs 0 more credits" would contradict the stop itself.
+      if (s.estimated_credits === 0) return `stopped: the service refused for credits (${balance.replace(/, $/, '') || 'no balance given'}) before anything left was priced; top up, or ask the service, then run the same command to resume`;
       return `stopped: ${balance}needs ${num(s.estimated_credits)} more credits; top up and run the same command to resume`;
     }
     case 'budget':
