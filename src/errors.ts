@@ -9,7 +9,7 @@ export const ExitCode = {
   PARTIAL: 3,
   CREDITS: 4,
   AUTH: 5,
-  /** The service cannot be reached at all (DNS, refused, TLS, timeout): nothing was sent. */
+  /** The service cannot be reached, or asks to wait too long: nothing is wrong with the input; rerun later. */
   UNAVAILABLE: 6,
   INTERRUPTED: 130,
 } as const;
@@ -53,5 +53,37 @@ export class InterruptedError extends EnrichError {
   override readonly name = 'InterruptedError';
   constructor(message = 'interrupted') {
     super(message, ExitCode.INTERRUPTED);
+  }
+}
+
+/** "24 h", "10 min", "45 s": a wait the service asked for, as a person reads it. */
+export function formatWait(seconds: number): string {
+  if (seconds >= 86_400 * 2) return `${Math.round(seconds / 86_400)} days`;
+  if (seconds >= 3600) return `${Math.round(seconds / 360) / 10} h`;
+  if (seconds >= 60) return `${Math.round(seconds / 60)} min`;
+  return `${Math.ceil(seconds)} s`;
+}
+
+/**
+ * The run cannot go on for reasons outside the input and the key: the service cannot be reached
+ * (DNS, refused, TLS, no answer), the address is not the service, or it asks to wait longer than
+ * a run should sit. Exit 6, so cron can tell "service down" from "some rows failed"; everything
+ * done so far is kept, and rerunning the same command later resumes.
+ */
+export class ServiceUnavailableError extends EnrichError {
+  override readonly name = 'ServiceUnavailableError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, ExitCode.UNAVAILABLE, options);
+  }
+
+  /** `cannot reach data.example.com: DNS lookup failed; rerun later` from a ConnectionError's parts. */
+  static unreachable(failure: { host: string; causeText: string; neverSent?: boolean }, cause?: unknown): ServiceUnavailableError {
+    const lead = failure.neverSent === false ? 'no answer from' : 'cannot reach';
+    return new ServiceUnavailableError(`${lead} ${failure.host}: ${failure.causeText}; nothing more was sent, rerun the same command later`, { cause });
+  }
+
+  /** `the service asks to wait 24 h; rerun later` for a Retry-After past the policy's bound. */
+  static waitTooLong(seconds: number, cause?: unknown): ServiceUnavailableError {
+    return new ServiceUnavailableError(`the service asks to wait ${formatWait(seconds)}; rerun the same command later`, { cause });
   }
 }

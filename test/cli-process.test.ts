@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { call, MATCH } from './helpers/http.js';
+import { call, ENRICH, MATCH } from './helpers/http.js';
 import { readCsvFile, tempDir } from './helpers/cli.js';
 import { runProcess, spawnCli } from './helpers/spawn.js';
 
@@ -65,8 +65,8 @@ describe('the built CLI', () => {
     }
   });
 
-  it('serves the sandbox, prints its URL and key, and stops cleanly on SIGTERM and SIGINT', async () => {
-    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  it('serves the sandbox, prints its URL and key, and stops cleanly on SIGTERM, SIGINT and SIGHUP', async () => {
+    for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
       const p = spawnCli(['sandbox', '--port', '0', '--key', 'sk_proc_test', '--balance', '7']);
       await p.waitFor('Ctrl-C to stop.');
       const url = /listening on (http:\/\/\S+)/.exec(p.stdout())?.[1] as string;
@@ -77,6 +77,24 @@ describe('the built CLI', () => {
       expect(await p.exited).toBe(0);
       expect(p.stdout()).toContain('enrich sandbox stopped');
     }
+  });
+
+  it('serves the Stripe-like idempotency on request: a stored 500 is replayed, here without a request id', async () => {
+    const p = spawnCli(['sandbox', '--port', '0', '--key', 'sk_proc_stripe', '--fail-rate', '1', '--idempotency', 'stripe', '--replay-request-id', 'none']);
+    await p.waitFor('Ctrl-C to stop.');
+    expect(p.stdout()).toContain('idempotency: every outcome stored, replays carry no request id');
+    const url = /listening on (http:\/\/\S+)/.exec(p.stdout())?.[1] as string;
+    const send = () => call(url, 'POST', ENRICH, { key: 'sk_proc_stripe', body: { domain: 'example.com' }, headers: { 'idempotency-key': 'ik' } });
+    const first = await send();
+    const replay = await send();
+    expect([first.status, replay.status]).toStrictEqual([500, 500]);
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect('requestId' in replay.json).toBe(false);
+    p.child.kill('SIGTERM');
+    expect(await p.exited).toBe(0);
+    const bad = await runProcess(['sandbox', '--idempotency', 'sometimes']);
+    expect(bad.code).toBe(2);
   });
 
   it('never prints a key it took from ENRICH_API_KEY, which may be a real one', async () => {

@@ -202,17 +202,99 @@ describe('idempotency', () => {
     expect(sb.ledger(KEY)).toHaveLength(1);
   });
 
-  it('stores a 500 under its key, so only a new key gets a new answer', async () => {
+  it('stores nothing for a 500 by default (spec 7: nothing charged, retry): the same key then executes afresh', async () => {
     const { domain } = companyWithAlias();
     sb.setFailRate(1);
     const failed = await call(sb.url, 'POST', ENRICH, { key: KEY, body: { domain }, headers: { 'idempotency-key': 'ik-3' } });
     expectProblem(failed, 500, 'internal');
     sb.setFailRate(0);
-    const replayed = await call(sb.url, 'POST', ENRICH, { key: KEY, body: { domain }, headers: { 'idempotency-key': 'ik-3' } });
-    expect(replayed.text).toBe(failed.text);
-    const fresh = await call(sb.url, 'POST', ENRICH, { key: KEY, body: { domain }, headers: { 'idempotency-key': 'ik-3.v2' } });
-    expect(fresh.status).toBe(200);
+    const retried = await call(sb.url, 'POST', ENRICH, { key: KEY, body: { domain }, headers: { 'idempotency-key': 'ik-3' } });
+    expect(retried.status).toBe(200);
+    expect(retried.headers['idempotent-replayed']).toBeUndefined();
     expect(sb.ledger(KEY)).toHaveLength(1);
+  });
+
+  it('stores nothing for a 402 by default (spec 7: top up, then replay): after a top-up the same key buys', async () => {
+    const { domain } = companyWithAlias();
+    const poor = await startSandbox({ keys: [{ key: 'poor', balance: 0 }] });
+    try {
+      const headers = { 'idempotency-key': 'ik-402' };
+      expectProblem(await call(poor.url, 'POST', ENRICH, { key: 'poor', body: { domain }, headers }), 402, 'insufficient_credits');
+      poor.topUp('poor', 5);
+      const bought = await call(poor.url, 'POST', ENRICH, { key: 'poor', body: { domain }, headers });
+      expect(bought.status).toBe(200);
+      expect(bought.json).toMatchObject({ matched: true, credits_charged: 1, credits_remaining: 4 });
+      const again = await call(poor.url, 'POST', ENRICH, { key: 'poor', body: { domain }, headers });
+      expect(again.text).toBe(bought.text);
+      expect(poor.ledger('poor')).toHaveLength(1);
+    } finally {
+      await poor.close();
+    }
+  });
+
+  describe("in stripe mode (every executed outcome stored under its key)", () => {
+    const stored = async (replayRequestId?: 'original' | 'fresh' | 'none'): Promise<{ failed: Reply; replays: Reply[]; fresh: Reply; ledger: number }> => {
+      const { domain } = companyWithAlias();
+      const stripe = await startSandbox({ keys: [{ key: KEY }], idempotency: 'stripe', failRate: 1, ...(replayRequestId === undefined ? {} : { replayRequestId }) });
+      try {
+        const headers = { 'idempotency-key': 'ik-3' };
+        const failed = await call(stripe.url, 'POST', ENRICH, { key: KEY, body: { domain }, headers });
+        stripe.setFailRate(0);
+        const replays = [await call(stripe.url, 'POST', ENRICH, { key: KEY, body: { domain }, headers }), await call(stripe.url, 'POST', ENRICH, { key: KEY, body: { domain }, headers })];
+        const fresh = await call(stripe.url, 'POST', ENRICH, { key: KEY, body: { domain }, headers: { 'idempotency-key': 'ik-3.v2' } });
+        return { failed, replays, fresh, ledger: stripe.ledger(KEY).length };
+      } finally {
+        await stripe.close();
+      }
+    };
+
+    it('replays a stored 500 byte for byte with its original request id; only a new key gets a new answer', async () => {
+      const { failed, replays, fresh, ledger } = await stored();
+      expectProblem(failed, 500, 'internal');
+      for (const r of replays) {
+        expect(r.text).toBe(failed.text);
+        expect(r.headers['idempotent-replayed']).toBe('true');
+        expect(r.headers['x-request-id']).toBe(failed.json['requestId']);
+      }
+      expect(fresh.status).toBe(200);
+      expect(ledger).toBe(1);
+    });
+
+    it('can give each replay a request id of its own', async () => {
+      const { failed, replays } = await stored('fresh');
+      const ids = [failed, ...replays].map((r) => r.json['requestId']);
+      expect(new Set(ids).size).toBe(3);
+      for (const r of replays) {
+        expect(r.json['code']).toBe('internal');
+        expect(r.headers['x-request-id']).toBe(r.json['requestId']);
+      }
+    });
+
+    it('can replay with no request id at all', async () => {
+      const { replays } = await stored('none');
+      for (const r of replays) {
+        expect(r.status).toBe(500);
+        expect(r.json['code']).toBe('internal');
+        expect('requestId' in r.json).toBe(false);
+        expect(r.headers['x-request-id']).toBeUndefined();
+      }
+    });
+
+    it('replays a stored 402 even after a top-up', async () => {
+      const { domain } = companyWithAlias();
+      const poor = await startSandbox({ keys: [{ key: 'poor', balance: 0 }], idempotency: 'stripe' });
+      try {
+        const headers = { 'idempotency-key': 'ik-402' };
+        const refused = await call(poor.url, 'POST', ENRICH, { key: 'poor', body: { domain }, headers });
+        expectProblem(refused, 402, 'insufficient_credits');
+        poor.topUp('poor', 5);
+        const replayed = await call(poor.url, 'POST', ENRICH, { key: 'poor', body: { domain }, headers });
+        expect(replayed.text).toBe(refused.text);
+        expect(poor.ledger('poor')).toHaveLength(0);
+      } finally {
+        await poor.close();
+      }
+    });
   });
 
   it('keeps the ledger exact under concurrent requests, retries and replays', async () => {

@@ -1,3 +1,5 @@
+import { classifyConnectionFailure } from './network.js';
+
 /**
  * One error hierarchy for everything the service client can throw, built by one factory from the
  * response (RFC 9457 problem+json, spec section 7). Messages never carry request headers, so the
@@ -48,6 +50,8 @@ export class ApiError extends Error {
   }
 }
 
+const credits = (v: unknown): number | undefined => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : undefined);
+
 export class InvalidTokenError extends ApiError {
   override readonly name = 'InvalidTokenError';
 }
@@ -63,11 +67,12 @@ export class InternalServerError extends ApiError {
 
 export class InsufficientCreditsError extends ApiError {
   override readonly name = 'InsufficientCreditsError';
+  /** The problem's `balance`, if it is a count at all (a string or -3 is nobody's balance). */
   get balance(): number | undefined {
-    return this.problem?.balance;
+    return credits(this.problem?.balance);
   }
   get required(): number | undefined {
-    return this.problem?.required;
+    return credits(this.problem?.required);
   }
 }
 
@@ -82,14 +87,49 @@ export class RateLimitedError extends ApiError {
   }
 }
 
-/** No usable answer arrived (refused, reset, timed out): the request may or may not have run. */
+/** How a request failed to get an answer; the first four mean the request never left. */
+export type ConnectionFailure = 'dns' | 'refused' | 'unreachable' | 'tls' | 'timeout' | 'reset' | 'aborted' | 'other';
+
+export interface ConnectionErrorInit extends ApiErrorInit {
+  host: string;
+  failure: ConnectionFailure;
+  /** A few words a person can act on: "DNS lookup failed", "connection refused". */
+  causeText: string;
+}
+
+/**
+ * No usable answer arrived (refused, reset, timed out). `neverSent` is true when the failure
+ * came before a connection existed (DNS, refused, unreachable, TLS handshake): the service never
+ * saw the request, so it cannot have run it. Otherwise the request may or may not have run.
+ */
 export class ConnectionError extends ApiError {
-  override readonly name = 'ConnectionError';
+  override readonly name: string = 'ConnectionError';
+  readonly host: string;
+  readonly failure: ConnectionFailure;
+  readonly causeText: string;
+  constructor(init: ConnectionErrorInit) {
+    super(init);
+    this.host = init.host;
+    this.failure = init.failure;
+    this.causeText = init.causeText;
+  }
+  get neverSent(): boolean {
+    return this.failure === 'dns' || this.failure === 'refused' || this.failure === 'unreachable' || this.failure === 'tls';
+  }
 }
 
 /** A response that is not the service's contract (a proxy's 502 page, a 200 with a broken body). */
 export class UnexpectedResponseError extends ApiError {
-  override readonly name = 'UnexpectedResponseError';
+  override readonly name: string = 'UnexpectedResponseError';
+}
+
+/**
+ * The address answers, but not as the service: a 404 or 405 on a documented endpoint (a miss is
+ * never a 404, spec 1 rule 1), or a 2xx page that is not JSON (a wrong base path, a captive
+ * portal). Every other call will get the same, so a run should stop rather than fail each row.
+ */
+export class NotServiceApiError extends UnexpectedResponseError {
+  override readonly name = 'NotServiceApiError';
 }
 
 function parseRetryAfter(header: string | undefined, problem: Problem | undefined): number {
@@ -131,6 +171,17 @@ const STATUS_CLASSES: Record<number, typeof ApiError> = {
   422: ValidationError,
 };
 
+/**
+ * The service's prose as it may be shown on a terminal: a string, without control characters
+ * (an ESC sequence in a `detail` would drive the user's terminal), and not a page long.
+ */
+function printable(text: unknown): string {
+  if (typeof text !== 'string') return '';
+  // eslint-disable-next-line no-control-regex
+  const clean = text.replace(/[\x00-\x1f\x7f-\x9f]+/g, ' ').trim();
+  return clean.length > 300 ? `${clean.slice(0, 300)}...` : clean;
+}
+
 export interface ErrorResponse {
   status: number;
   contentType: string;
@@ -154,12 +205,13 @@ export function apiErrorFromResponse(res: ErrorResponse): ApiError {
   if (res.status === 429) {
     // A 429 is a refusal to run the call, whoever sent it (the service or a gateway): retry later.
     const code = problem?.code ?? 'rate_limited';
-    const detail = problem?.detail ?? problem?.title ?? '';
+    const detail = printable(problem?.detail ?? problem?.title);
     return new RateLimitedError(
-      { status: 429, code, message: `${code} (HTTP 429)${detail === '' ? '' : `: ${detail}`}`, requestId, problem, definitive: true },
+      { status: 429, code, message: `${printable(code)} (HTTP 429)${detail === '' ? '' : `: ${detail}`}`, requestId, problem, definitive: true },
       parseRetryAfter(res.retryAfter, problem),
     );
   }
+  if (res.status === 404 || res.status === 405) return notServiceApi(res, problem, requestId);
   if (problem === undefined) {
     return new UnexpectedResponseError({
       status: res.status,
@@ -170,11 +222,11 @@ export function apiErrorFromResponse(res: ErrorResponse): ApiError {
     });
   }
   const code = problem.code as string;
-  const detail = problem.detail ?? problem.title ?? '';
+  const detail = printable(problem.detail ?? problem.title);
   const init: ApiErrorInit = {
     status: res.status,
     code,
-    message: `${code} (HTTP ${res.status})${detail === '' ? '' : `: ${detail}`}`,
+    message: `${printable(code)} (HTTP ${res.status})${detail === '' ? '' : `: ${detail}`}`,
     requestId,
     problem,
     definitive: isDefinitive(res.status, res.contentType),
@@ -183,7 +235,26 @@ export function apiErrorFromResponse(res: ErrorResponse): ApiError {
   return new Class(init);
 }
 
-export function connectionError(cause: unknown): ConnectionError {
-  const reason = cause instanceof Error ? ((cause as { code?: string }).code ?? cause.message) : String(cause);
-  return new ConnectionError({ status: 0, code: 'network_error', message: `no response from the service (${reason})`, definitive: false, cause });
+/** A 404 or 405 on a documented endpoint: whatever answered, it is not the service's API. */
+function notServiceApi(res: ErrorResponse, problem: Problem | undefined, requestId: string | undefined): NotServiceApiError {
+  const what = problem === undefined ? `HTTP ${res.status} (${res.contentType === '' ? 'no content type' : res.contentType.split(';')[0]})` : `HTTP ${res.status} ${problem.code ?? ''}`.trim();
+  return new NotServiceApiError({
+    status: res.status,
+    code: 'not_service_api',
+    message: `this address does not answer as the service API (${what} on a documented endpoint); check the base URL`,
+    requestId,
+    problem,
+    definitive: isDefinitive(res.status, res.contentType),
+  });
+}
+
+/**
+ * A transport failure as one line that names the host and the cause ("cannot reach
+ * data.example.com: DNS lookup failed"). The host comes from the configured address, never from
+ * the request, so neither the key nor the query leaks into it.
+ */
+export function connectionError(cause: unknown, host = 'the service'): ConnectionError {
+  const { failure, text } = classifyConnectionFailure(cause);
+  const lead = failure === 'dns' || failure === 'refused' || failure === 'unreachable' || failure === 'tls' ? 'cannot reach' : 'no answer from';
+  return new ConnectionError({ status: 0, code: 'network_error', message: `${lead} ${host}: ${text}`, definitive: false, cause, host, failure, causeText: text });
 }

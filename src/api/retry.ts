@@ -2,6 +2,7 @@ import {
   ApiError,
   ConnectionError,
   InternalServerError,
+  NotServiceApiError,
   RateLimitedError,
   UnexpectedResponseError,
 } from './errors.js';
@@ -13,17 +14,35 @@ export interface RetryPolicy {
   maxRateLimitedAttempts: number;
   baseDelayMs: number;
   maxDelayMs: number;
+  /**
+   * The longest Retry-After worth waiting out inside a run. Beyond it the run should stop and
+   * say so ("rerun later"), not sit for hours looking hung. Default 300.
+   */
+  maxRetryAfterSeconds?: number;
 }
+
+const DEFAULT_MAX_RETRY_AFTER_SECONDS = 300;
 
 export const DEFAULT_RETRY_POLICY: RetryPolicy = {
   maxAttempts: 6,
   maxRateLimitedAttempts: 40,
   baseDelayMs: 300,
   maxDelayMs: 10_000,
+  maxRetryAfterSeconds: DEFAULT_MAX_RETRY_AFTER_SECONDS,
 };
 
-/** Whether and when to try again. Which Idempotency-Key the next try uses is pipeline/keys.ts's call. */
-export type RetryDecision = { retry: false } | { retry: true; delayMs: number };
+/** setTimeout fires at once (and warns) for anything longer: 2^31-1 ms, about 24.8 days. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Whether and when to try again. Which Idempotency-Key the next try uses is pipeline/keys.ts's
+ * call. `giveUp: 'wait_too_long'` means the service asked for a pause longer than the policy
+ * allows (`waitSeconds`): not a failure of the row, a reason to stop the run and rerun later.
+ */
+export type RetryDecision =
+  | { retry: false }
+  | { retry: false; giveUp: 'wait_too_long'; waitSeconds: number }
+  | { retry: true; delayMs: number };
 
 export interface Attempts {
   /** Attempts so far, this one included, that failed with a server error or no answer. */
@@ -39,22 +58,37 @@ export function backoffDelay(failures: number, policy: RetryPolicy, random: () =
 }
 
 /**
+ * "Equal jitter": half the doubling ceiling for sure, half at random, so the wait grows with each
+ * 429 of one request (spec 7.3) while paused callers still spread out.
+ */
+function rateLimitBackoff(rateLimited: number, policy: RetryPolicy, random: () => number): number {
+  const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** Math.max(0, rateLimited - 1));
+  return Math.floor(ceiling / 2 + random() * (ceiling / 2));
+}
+
+function decideRateLimited(error: RateLimitedError, attempts: Attempts, policy: RetryPolicy, random: () => number): RetryDecision {
+  if (error.retryAfterSeconds > (policy.maxRetryAfterSeconds ?? DEFAULT_MAX_RETRY_AFTER_SECONDS)) return { retry: false, giveUp: 'wait_too_long', waitSeconds: error.retryAfterSeconds };
+  if (attempts.rateLimited >= policy.maxRateLimitedAttempts) return { retry: false };
+  const delayMs = error.retryAfterSeconds * 1000 + rateLimitBackoff(attempts.rateLimited, policy, random);
+  return { retry: true, delayMs: Math.min(delayMs, MAX_TIMER_MS) };
+}
+
+const isRetryable = (error: unknown): boolean =>
+  (error instanceof ConnectionError && error.failure !== 'aborted') ||
+  error instanceof InternalServerError ||
+  // A broken 2xx or a proxy's 5xx page: the call may have run, so it is retried under the same key.
+  // An answer from something that is not the service will be the same next time.
+  (error instanceof UnexpectedResponseError && !(error instanceof NotServiceApiError) && !(error.status >= 400 && error.status < 500 && error.status !== 408)) ||
+  (error instanceof ApiError && error.status >= 500);
+
+/**
  * Whether and when to try a failed call again: a pure decision, unit-tested on its own.
- * 429: after at least Retry-After, plus a little jitter so paused callers do not return together.
+ * 429: after at least Retry-After plus a backoff that doubles with each 429 of this request; a
+ * Retry-After past `maxRetryAfterSeconds` gives up with the wait it asked for.
  * 5xx and lost answers: capped exponential backoff with full jitter. Other 4xx: never.
  */
 export function decideRetry(error: unknown, attempts: Attempts, policy: RetryPolicy, random: () => number): RetryDecision {
-  if (error instanceof RateLimitedError) {
-    if (attempts.rateLimited >= policy.maxRateLimitedAttempts) return { retry: false };
-    const jitter = Math.floor(random() * Math.min(1000, policy.baseDelayMs * 2 ** Math.min(attempts.rateLimited - 1, 4)));
-    return { retry: true, delayMs: error.retryAfterSeconds * 1000 + jitter };
-  }
-  const retryable =
-    error instanceof ConnectionError ||
-    error instanceof InternalServerError ||
-    // A broken 2xx or a proxy's 5xx page: the call may have run, so it is retried under the same key.
-    (error instanceof UnexpectedResponseError && !(error.status >= 400 && error.status < 500 && error.status !== 408)) ||
-    (error instanceof ApiError && error.status >= 500);
-  if (!retryable || attempts.failures >= policy.maxAttempts) return { retry: false };
-  return { retry: true, delayMs: backoffDelay(attempts.failures, policy, random) };
+  if (error instanceof RateLimitedError) return decideRateLimited(error, attempts, policy, random);
+  if (!isRetryable(error) || attempts.failures >= policy.maxAttempts) return { retry: false };
+  return { retry: true, delayMs: Math.min(backoffDelay(attempts.failures, policy, random), MAX_TIMER_MS) };
 }

@@ -16,7 +16,7 @@ export interface CliIO {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
   env: NodeJS.ProcessEnv;
-  /** Subscribes to SIGINT/SIGTERM; returns the unsubscribe. */
+  /** Subscribes to SIGINT, SIGTERM and SIGHUP; returns the unsubscribe. */
   onSignal(handler: (signal: NodeJS.Signals) => void): () => void;
   /** Ends the process now (a second Ctrl-C). */
   hardExit(code: number): void;
@@ -48,7 +48,9 @@ export function processIO(): CliIO {
     stderr: process.stderr,
     env: process.env,
     onSignal(handler) {
-      const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
+      // SIGHUP (a closed terminal, an ssh session that dropped) stops as gracefully as SIGTERM:
+      // by default it would kill the run at once and leave its lock behind.
+      const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
       for (const s of signals) process.on(s, handler);
       return () => {
         for (const s of signals) process.off(s, handler);

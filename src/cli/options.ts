@@ -1,4 +1,4 @@
-import { readFile, readlink, realpath, stat } from 'node:fs/promises';
+import { lstat, readFile, readlink, realpath, stat } from 'node:fs/promises';
 import { unwritableReason } from '../io/sink.js';
 import { basename, dirname, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
@@ -52,6 +52,11 @@ export async function readApiKey(flags: Pick<RunFlags, 'apiKeyFile'>, env: NodeJ
     );
   }
   if (/\s/.test(key)) throw new UsageError(`the API key from ${source} contains whitespace; check it was copied whole`);
+  // It goes in an HTTP header, which takes printable ASCII only: anything else would fail every
+  // request as a "network error". The message never shows the key.
+  if (/[^\x21-\x7e]/.test(key)) {
+    throw new UsageError(`the API key from ${source} contains a non-ASCII or control character; check it was copied whole (the key is not shown)`);
+  }
   return key;
 }
 
@@ -60,14 +65,23 @@ export function formatFor(output: string, requested: OutputFormat | undefined): 
   return /\.(jsonl|ndjson)$/i.test(output) ? 'jsonl' : 'csv';
 }
 
-/** The file a path names: through symlinks, even a dangling one (which a write would create). */
-async function canonicalPath(path: string): Promise<string> {
-  const real = await realpath(path).catch(() => null);
-  if (real !== null) return real;
-  const target = await readlink(path).catch(() => null);
-  if (target !== null) return resolve(dirname(path), target);
-  const dir = await realpath(dirname(path)).catch(() => dirname(path));
-  return resolve(dir, basename(path));
+
+/**
+ * Where writing to `path` lands: its real path, or, for a symlink whose target does not exist yet
+ * (results are renamed over the target), the target the link names, followed link by link.
+ */
+async function landsAt(path: string): Promise<string> {
+  let current = resolve(path);
+  for (let hops = 0; hops < 32; hops++) {
+    const real = await realpath(current).catch(() => null);
+    if (real !== null) return real;
+    const link = await lstat(current).catch(() => null);
+    if (link?.isSymbolicLink() !== true) break;
+    current = resolve(dirname(current), await readlink(current));
+  }
+  // A file not written yet: its folder may itself be reached through a link.
+  const folder = await realpath(dirname(current)).catch(() => dirname(current));
+  return resolve(folder, basename(current));
 }
 
 /**
@@ -85,7 +99,7 @@ async function checkPaths(flags: RunFlags, store: string): Promise<void> {
   if (flags.summaryJson !== undefined && flags.summaryJson !== '-') files.push(['--summary-json', flags.summaryJson]);
   const seen = new Map<string, string>();
   for (const [role, path] of files) {
-    const key = await canonicalPath(path);
+    const key = await landsAt(path);
     const other = seen.get(key);
     if (other !== undefined) throw new UsageError(`${role} and ${other} are the same file (${path}); give each its own path`);
     seen.set(key, role);
@@ -149,6 +163,7 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     journal: flags.journal,
     concurrency: flags.concurrency,
     service,
+    rawServiceText: flags.rawServiceText,
   };
 }
 

@@ -32,6 +32,7 @@ export interface RunFlags {
   apiKeyFile: string | undefined;
   quiet: boolean;
   progress: boolean;
+  rawServiceText: boolean;
 }
 
 /** The subcommands, for "did you mean" when an input file is not found. */
@@ -114,7 +115,8 @@ Environment:
   NO_COLOR, CI       plain progress lines instead of a live display
 
 Exit codes: 0 done · 1 unexpected failure · 2 usage or input error · 3 finished, some rows failed ·
-  4 stopped for credits (402 or --max-credits), resumable · 5 key refused (401/403) · 130 interrupted, resumable
+  4 stopped for credits (402 or --max-credits), resumable · 5 key refused (401/403) ·
+  6 service unreachable or asks to wait too long, rerun later · 130 interrupted (Ctrl-C, SIGTERM, SIGHUP), resumable
 `;
 
 const LEDGER_EXAMPLES = `
@@ -224,6 +226,11 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--api-key-file <path>', 'read the API key from a file instead of ENRICH_API_KEY')
     .option('-q, --quiet', 'no progress or notes on stderr; warnings and the exit code still tell', false)
     .option('--no-progress', 'no live progress display (plain lines only)')
+    .option(
+      '--raw-service-text',
+      "write the service's text exactly as received; by default a result cell starting with = + - @ gets a leading ' (no live formulas in spreadsheets) and control characters are dropped",
+      false,
+    )
     .addHelpText('after', EXAMPLES)
     .action((input: string | undefined, opts: Record<string, unknown>) => {
       if (input === undefined) {
@@ -251,8 +258,19 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
           apiKeyFile: opts['apiKeyFile'] as string | undefined,
           quiet: opts['quiet'] as boolean,
           progress: opts['progress'] as boolean,
+          rawServiceText: opts['rawServiceText'] as boolean,
         },
       };
+    });
+
+  // Before the subcommand: commander copies these settings into a subcommand when it is created,
+  // so `enrich sandbox --port abc` also answers with one line and exit 2, not process.exit(1).
+  program
+    .exitOverride()
+    .configureOutput({
+      writeOut: (s) => out.writeOut(s),
+      writeErr: (s) => out.writeErr(s),
+      outputError: (s, write) => write(`enrich: ${s.replace(/^error: /, '')}`),
     });
 
   program
@@ -268,6 +286,16 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--drop-rate <0..1>', 'share of answers lost after the call ran (connection reset)', fraction, 0)
     .option('--latency <ms>', 'delay before each answer', integer(0, 60_000, '--latency'), 0)
     .option('--seed <n>', 'seed for the injected faults', integer(0, 2 ** 31, '--seed'), 1)
+    .addOption(
+      new Option('--idempotency <mode>', 'what an Idempotency-Key stores: spec (200s only; a 402 or 500 stores nothing) or stripe (every outcome, replayed forever)')
+        .choices(['spec', 'stripe'])
+        .default('spec'),
+    )
+    .addOption(
+      new Option('--replay-request-id <which>', 'the request id a replay carries: original, fresh (a new one each time) or none')
+        .choices(['original', 'fresh', 'none'])
+        .default('original'),
+    )
     .addHelpText('after', SANDBOX_EXAMPLES)
     .action((opts: Record<string, unknown>) => {
       const fromFlag = opts['key'] as string[] | undefined;
@@ -286,6 +314,8 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
           dropRate: opts['dropRate'] as number,
           latencyMs: opts['latency'] as number,
           seed: opts['seed'] as number,
+          idempotency: opts['idempotency'] as SandboxCommandOptions['idempotency'],
+          replayRequestId: opts['replayRequestId'] as SandboxCommandOptions['replayRequestId'],
         },
       };
     });

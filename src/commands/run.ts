@@ -54,6 +54,8 @@ export interface RunOptions {
   concurrency: number;
   service: ServiceTarget;
   retry?: RetryPolicy;
+  /** Write the service's text as received (no formula neutralising, no control stripping). */
+  rawServiceText?: boolean;
   /** After Ctrl-C, how long requests already sent may take to answer. */
   graceMs?: number;
 }
@@ -364,7 +366,7 @@ async function writeResults({ options, scan, state, input, format, records, stop
         rows: scan.rows,
         rowEnds: scan.rowEnds,
         rowStarts: scan.rowStarts,
-        suffix: formattedResults(scan, state, build, (r) => csvResultSuffix(r, format), tally),
+        suffix: formattedResults(scan, state, build, (r) => csvResultSuffix(r, format, { raw: options.rawServiceText === true }), tally),
         checkpoint,
       });
     } else {
@@ -375,7 +377,7 @@ async function writeResults({ options, scan, state, input, format, records, stop
         format,
         header: scan.header,
         headerless: scan.headerless,
-        result: formattedResults(scan, state, build, jsonlResultFormatter(scan.header), tally),
+        result: formattedResults(scan, state, build, jsonlResultFormatter(scan.header, { raw: options.rawServiceText === true }), tally),
         checkpoint,
       });
     }

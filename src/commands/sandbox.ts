@@ -1,5 +1,5 @@
 import { UsageError } from '../errors.js';
-import { startSandbox, type KeyConfig } from '../sandbox/index.js';
+import { startSandbox, type IdempotencyMode, type KeyConfig, type ReplayRequestId } from '../sandbox/index.js';
 import { num } from '../ui/format.js';
 
 export interface SandboxCommandOptions {
@@ -15,6 +15,8 @@ export interface SandboxCommandOptions {
   dropRate: number;
   latencyMs: number;
   seed: number;
+  idempotency: IdempotencyMode;
+  replayRequestId: ReplayRequestId;
 }
 
 /** `enrich sandbox`: serve the local service until SIGINT/SIGTERM, then close cleanly. */
@@ -33,6 +35,8 @@ export async function serveSandbox(options: SandboxCommandOptions, out: NodeJS.W
       dropRate: options.dropRate,
       latencyMs: options.latencyMs,
       seed: options.seed,
+      idempotency: options.idempotency,
+      replayRequestId: options.replayRequestId,
     });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
@@ -46,6 +50,7 @@ export async function serveSandbox(options: SandboxCommandOptions, out: NodeJS.W
     `drop rate ${options.dropRate}`,
     `latency ${options.latencyMs} ms`,
     `seed ${options.seed}`,
+    options.idempotency === 'spec' ? 'idempotency: 200s stored' : `idempotency: every outcome stored, replays carry ${options.replayRequestId === 'none' ? 'no' : `the ${options.replayRequestId}`} request id`,
   ];
   out.write(
     [

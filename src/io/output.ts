@@ -4,6 +4,7 @@ import type { CompanyRecord } from '../api/types.js';
 import type { RowResult } from '../pipeline/results.js';
 import type { IntVector } from '../pipeline/vector.js';
 import { readCsv, type CsvFormat } from './csv-reader.js';
+import { neutraliseCell, stripControls } from './service-text.js';
 import type { Sink } from './sink.js';
 import { encodeWindows1252 } from './windows-1252.js';
 
@@ -46,6 +47,15 @@ const RECORD_FIELDS = [
 
 type Value = string | number | string[] | null;
 
+export interface ResultTextOptions {
+  /**
+   * Write the service's text exactly as it came (`--raw-service-text`): no formula neutralised,
+   * no control character stripped. Off by default.
+   */
+  raw?: boolean;
+}
+
+/** The result columns' values; all but enrich_status can carry the service's text (the error is its problem code). */
 function resultValues(r: RowResult): Value[] {
   const c = r.company;
   // No company: [] for specialties, not null, so each key keeps one JSON type (`jq '.company_specialties[]'`).
@@ -53,6 +63,10 @@ function resultValues(r: RowResult): Value[] {
 }
 
 const csvCell = (v: Value): string => (v === null ? '' : Array.isArray(v) ? v.join('; ') : String(v));
+
+/** Numbers stay numbers (a negative count is not a formula); text goes through `clean`. */
+const cleanValue = (v: Value, clean: (s: string) => string): Value =>
+  typeof v === 'string' ? clean(v) : Array.isArray(v) ? v.map(clean) : v;
 
 /**
  * The text that follows a row's own bytes: a delimiter, the result columns, the line break, all
@@ -63,8 +77,12 @@ export function csvSuffix(values: readonly string[], format: CsvFormat): string 
 }
 
 /** In the input's encoding: UTF-8, or Windows-1252 when the input is not UTF-8 (one encoding per file). */
-export function csvResultSuffix(result: RowResult, format: CsvFormat): Buffer {
-  const text = csvSuffix(resultValues(result).map(csvCell), format);
+export function csvResultSuffix(result: RowResult, format: CsvFormat, options: ResultTextOptions = {}): Buffer {
+  const values = resultValues(result);
+  // enrich_status (index 0) is ours and numbers are numbers; a joined specialties cell is judged
+  // as the one cell it is.
+  const cells = options.raw === true ? values.map(csvCell) : values.map((v, i) => (i === 0 || typeof v === 'number' ? csvCell(v) : neutraliseCell(csvCell(v))));
+  const text = csvSuffix(cells, format);
   return format.utf8 ? Buffer.from(text) : encodeWindows1252(text);
 }
 
@@ -173,13 +191,20 @@ function jsonKeys(header: readonly string[]): string[] {
   return [...header.map((h) => unique(h)), ...RESULT_COLUMNS.map((c) => unique(c))];
 }
 
+/**
+ * `"key":` for each key, ready to prepend to a value. JSONL rows are built as text, not as
+ * objects: an input column named `__proto__` would set an object's prototype and vanish.
+ */
+const keyPrefixes = (keys: readonly string[]): string[] => keys.map((k) => `${JSON.stringify(k)}:`);
+
 /** The result part of a JSONL row (no braces), with the keys this header gives the result columns. */
-export function jsonlResultFormatter(header: readonly string[]): (result: RowResult) => string {
-  const resultKeys = jsonKeys(header).slice(header.length);
+export function jsonlResultFormatter(header: readonly string[], options: ResultTextOptions = {}): (result: RowResult) => string {
+  const prefixes = keyPrefixes(jsonKeys(header).slice(header.length));
   return (result) => {
-    const obj: Record<string, Value> = {};
-    resultValues(result).forEach((v, i) => (obj[resultKeys[i] as string] = v));
-    return JSON.stringify(obj).slice(1, -1);
+    const values = resultValues(result);
+    // JSON escapes controls, but a reader that prints the value gets the raw bytes back.
+    const clean = options.raw === true ? values : values.map((v, i) => (i === 0 ? v : cleanValue(v, stripControls)));
+    return clean.map((v, i) => `${prefixes[i] as string}${JSON.stringify(v)}`).join(',');
   };
 }
 
@@ -195,22 +220,30 @@ export interface JsonlOptions {
   checkpoint(): void;
 }
 
+/** The input part of a JSONL row; a field beyond the header is keyed by its column number (`_7`). */
+function inputFields(record: readonly string[], prefixes: readonly string[]): string {
+  let out = '';
+  for (let j = 0; j < record.length; j++) {
+    out += `${j === 0 ? '' : ','}${prefixes[j] ?? `"_${j + 1}":`}${JSON.stringify(record[j])}`;
+  }
+  return out;
+}
+
 /**
  * JSONL results: one object a row, the input's columns by header name (made unique), then the
  * result columns with their JSON types (numbers, null, an array of specialties). The input is
  * parsed again for its fields.
  */
 export async function writeJsonlResults(o: JsonlOptions): Promise<void> {
-  const keys = jsonKeys(o.header);
+  const prefixes = keyPrefixes(jsonKeys(o.header).slice(0, o.header.length));
   let row = 0;
   let first = !o.headerless;
   for await (const { records } of readCsv(o.inputPath, o.displayName, o.format)) {
     o.checkpoint();
     const lines: string[] = [];
     for (let i = first ? 1 : 0; i < records.length; i++) {
-      const fields: Record<string, string> = {};
-      (records[i] as string[]).forEach((f, j) => (fields[keys[j] as string] = f));
-      lines.push(`${JSON.stringify(fields).slice(0, -1)},${o.result(row++)}}\n`);
+      const fields = inputFields(records[i] as string[], prefixes);
+      lines.push(`{${fields}${fields === '' ? '' : ','}${o.result(row++)}}\n`);
     }
     first = false;
     await o.sink.write(lines.join(''));

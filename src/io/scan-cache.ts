@@ -6,7 +6,7 @@ import { IntVector } from '../pipeline/vector.js';
 import type { CsvFormat } from './csv-reader.js';
 
 /**
- * The scan's result, kept beside the journal so a resume skips parsing the input again: for a
+ * The scan's result, kept beside the store so a rerun skips parsing the input again: for a
  * million rows, reading this back takes a fraction of a second where parsing takes several.
  * It is a pure cache of (input bytes, --column): keyed by the input's sha256, ignored when
  * anything differs or the file is damaged, and rebuilt by the next scan.

@@ -7,7 +7,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { EnrichError, ExitCode, UsageError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
 
-/** Whoever read our stdout stopped reading (`| head`): the journal holds everything, so nothing is lost. */
+/** Whoever read our stdout stopped reading (`| head`): the store holds everything bought, so nothing is lost. */
 export class OutputClosedError extends EnrichError {
   override readonly name = 'OutputClosedError';
   constructor(cause: unknown) {
@@ -15,10 +15,35 @@ export class OutputClosedError extends EnrichError {
   }
 }
 
+/** ENOSPC or EDQUOT while writing results: say so, rather than blame the reader. */
+export class DiskFullError extends EnrichError {
+  override readonly name = 'DiskFullError';
+  constructor(where: string, code: string, cause: unknown) {
+    const why = code === 'EDQUOT' ? 'the disk quota is used up' : 'the disk is full';
+    super(`cannot write ${where}: ${why} (${code}); everything bought is kept in the store: free some space and run the same command to write them again`, ExitCode.FAILURE, { cause });
+  }
+}
+
+/** Any other failure to write a results file (EIO, a read-only file system, ...). */
+export class OutputWriteError extends EnrichError {
+  override readonly name = 'OutputWriteError';
+  constructor(where: string, code: string, cause: unknown) {
+    super(`cannot write ${where}: ${code}; everything bought is kept in the store, run the same command to write them again`, ExitCode.FAILURE, { cause });
+  }
+}
+
+/** What a failed write means, for the results going to `where` ("stdout" or a path). */
+function writeFailure(where: string, error: unknown): EnrichError {
+  const code = (error as NodeJS.ErrnoException | null | undefined)?.code;
+  if (code === 'ENOSPC' || code === 'EDQUOT') return new DiskFullError(where === 'stdout' ? 'the results to stdout' : where, code, error);
+  if (where === 'stdout' || code === undefined) return new OutputClosedError(error);
+  return new OutputWriteError(where, code, error);
+}
+
 /** Writes with backpressure, and fails (rather than waits forever) once the stream is broken. */
-async function writeTo(stream: NodeJS.WritableStream, chunk: string | Buffer): Promise<void> {
+async function writeTo(stream: NodeJS.WritableStream, chunk: string | Buffer, where: string): Promise<void> {
   const w = stream as NodeJS.WritableStream & { destroyed?: boolean; errored?: Error | null };
-  if (w.destroyed === true || (w.errored ?? null) !== null) throw new OutputClosedError(w.errored);
+  if (w.destroyed === true || (w.errored ?? null) !== null) throw writeFailure(where, w.errored);
   if (stream.write(chunk)) return;
   await new Promise<void>((resolve, reject) => {
     const done = (error?: unknown): void => {
@@ -26,11 +51,11 @@ async function writeTo(stream: NodeJS.WritableStream, chunk: string | Buffer): P
       stream.off('error', onError);
       stream.off('close', onClose);
       if (error === undefined) resolve();
-      else reject(new OutputClosedError(error));
+      else reject(writeFailure(where, error));
     };
     const onDrain = (): void => done();
     const onError = (error: unknown): void => done(error);
-    const onClose = (): void => done(new Error('closed'));
+    const onClose = (): void => done(w.errored ?? new Error('closed'));
     stream.on('drain', onDrain);
     stream.on('error', onError);
     stream.on('close', onClose);
@@ -82,17 +107,23 @@ export async function unwritableReason(path: string): Promise<string | null> {
 /** A sink over a file stream, with what to do once it is complete or abandoned. */
 async function streamSink(
   path: string,
+  where: string,
   options: { flags?: string; mode?: number },
   afterFinish: () => Promise<void> = async () => {},
   afterAbort: () => Promise<void> = async () => {},
 ): Promise<Sink> {
   const stream: WriteStream = createWriteStream(path, options);
-  await once(stream, 'open');
+  await once(stream, 'open').catch((error: unknown) => {
+    throw writeFailure(where, error);
+  });
   return {
-    write: (chunk) => writeTo(stream, chunk),
+    write: (chunk) => writeTo(stream, chunk, where),
     finish: async () => {
       stream.end();
-      await once(stream, 'finish');
+      // The last buffered bytes can fail here too (a full disk is often found at the end).
+      await once(stream, 'finish').catch((error: unknown) => {
+        throw writeFailure(where, error);
+      });
       await afterFinish();
     },
     abort: async () => {
@@ -111,7 +142,7 @@ async function streamSink(
 export async function openSink(destination: string, stdout: NodeJS.WritableStream): Promise<Sink> {
   if (destination === '-') {
     return {
-      write: (chunk) => writeTo(stdout, chunk),
+      write: (chunk) => writeTo(stdout, chunk, 'stdout'),
       finish: async () => {},
       abort: async () => {},
     };
@@ -123,10 +154,11 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
   const unusable = await unwritableReason(target);
   if (unusable !== null) throw new UsageError(unusable);
   const existing = await stat(target).catch(() => null);
-  if (existing !== null && !existing.isFile()) return streamSink(target, { flags: 'w' });
+  if (existing !== null && !existing.isFile()) return streamSink(target, destination, { flags: 'w' });
   const tempPath = join(dirname(target), `${tempPrefix(target)}${process.pid}-${randomBytes(4).toString('hex')}`);
   return streamSink(
     tempPath,
+    destination,
     { mode: 0o600 },
     async () => {
       await rename(tempPath, target);

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
+import { MAX_TIMER_MS } from '../api/retry.js';
 
 /** Time as the pipeline sees it; tests pass a fake one. */
 export interface Clock {
@@ -11,5 +12,7 @@ export interface Clock {
 
 export const systemClock: Clock = {
   now: () => performance.now(),
-  sleep: (ms, signal) => delay(Math.max(0, ms), undefined, signal === undefined ? undefined : { signal }),
+  // Past 2^31-1 ms Node fires the timer at once (with a warning): a huge pause would become a
+  // busy loop. A capped sleep wakes early instead, and its caller looks at the time again.
+  sleep: (ms, signal) => delay(Math.min(MAX_TIMER_MS, Math.max(0, ms)), undefined, signal === undefined ? undefined : { signal }),
 };

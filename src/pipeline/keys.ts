@@ -16,7 +16,7 @@ import type { Company } from './state.js';
  *   running at the service). Every retry, and every resume, reuses the key until the service
  *   replays or completes it, or answers with an error once the lost attempt must have settled.
  * - null: a 429 comes from the rate limiter in front of the service and proves nothing; the key
- *   simply stays, and nothing is worth journaling.
+ *   simply stays, and nothing is worth recording.
  */
 export type KeyVerdict = 'retired' | 'replayed' | 'kept' | null;
 

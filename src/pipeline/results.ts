@@ -93,7 +93,7 @@ export function resultForRow(
 /**
  * A key under which rows share one result, for a given state and stop: the invalid reason, the
  * domain's match outcome, or for a hit the company. Writers cache a row's formatted result under
- * it, so a company repeated on many rows is read from the journal and formatted once.
+ * it, so a company repeated on many rows is read from the store and formatted once.
  */
 export function resultKey(ref: number, state: RunState): string {
   if (ref < 0) return `i${ref}`;

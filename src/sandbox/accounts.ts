@@ -26,6 +26,8 @@ export interface StoredResponse {
   status: number;
   contentType: string;
   body: string;
+  /** The request id of the call that executed, for replays that carry it again. */
+  requestId: string;
 }
 
 export interface Account {

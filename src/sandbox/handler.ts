@@ -5,6 +5,17 @@ import { SCOPE, type Account, type Accounts, type StoredResponse } from './accou
 import { toRecord, type CompanyDirectory } from './directory.js';
 import { problem, type ProblemResponse } from './problem.js';
 
+/**
+ * What an Idempotency-Key stores. `spec` (the default) reads spec 7 literally: a 402 ("top up,
+ * then replay") and a 500 ("nothing charged; retry") store nothing, so the next attempt under the
+ * key executes afresh; only a 200 is kept. `stripe` keeps the first outcome of every request that
+ * executed, errors included, and replays it for as long as the key lives, as Stripe does.
+ */
+export type IdempotencyMode = 'spec' | 'stripe';
+
+/** Which request id a replay carries: the executed call's, the replay's own, or none at all. */
+export type ReplayRequestId = 'original' | 'fresh' | 'none';
+
 export interface HandlerConfig {
   directory: CompanyDirectory;
   accounts: Accounts;
@@ -21,6 +32,8 @@ export interface HandlerConfig {
   /** Monotonic milliseconds, for the token buckets. */
   now: () => number;
   typeBase: string;
+  idempotency: IdempotencyMode;
+  replayRequestId: ReplayRequestId;
   openapi: () => string;
   stats: SandboxStats;
 }
@@ -57,6 +70,8 @@ interface Answer {
   body: string;
   headers?: Record<string, string> | undefined;
   delay?: boolean;
+  /** The x-request-id to send: unset for this request's own, null for none. */
+  requestId?: string | null;
 }
 
 const asAnswer = (p: ProblemResponse, delay = false): Answer => ({ status: p.status, contentType: PROBLEM_TYPE, body: p.body, headers: p.headers, delay });
@@ -80,7 +95,8 @@ export function createHandler(config: HandlerConfig): (req: IncomingMessage, res
         res.socket?.destroy();
         return;
       }
-      res.writeHead(a.status, { 'content-type': a.contentType, 'x-request-id': requestId, ...a.headers });
+      const id = a.requestId === undefined ? requestId : a.requestId;
+      res.writeHead(a.status, { 'content-type': a.contentType, ...(id === null ? {} : { 'x-request-id': id }), ...a.headers });
       res.end(a.body);
     };
     if (a.delay === true && config.latencyMs > 0) setTimeout(write, config.latencyMs);
@@ -155,19 +171,26 @@ export function createHandler(config: HandlerConfig): (req: IncomingMessage, res
           return fail(422, 'validation_error', requestId, 'this Idempotency-Key was already used with a different request body');
         }
         stats.replays++;
-        return { status: stored.status, contentType: stored.contentType, body: stored.body, headers: { 'idempotent-replayed': 'true' }, delay: true };
+        return replay(stored, requestId);
       }
     }
 
-    // From here on the request has executed: whatever it answers is stored under its key, errors
-    // included, like a service that keeps every executed response (the pessimistic reading of
-    // spec 8.7). A client must therefore change key after a definitive error to get a new answer.
+    // From here on the request has executed. What its key keeps depends on the mode (see
+    // IdempotencyMode): a 200 always, errors only in `stripe` mode.
     const answer = execute(account, normalised.domain, idempotencyKey, requestId);
-    if (idempotencyKey !== null) {
-      const store: StoredResponse = { fingerprint, status: answer.status, contentType: answer.contentType, body: answer.body };
+    if (idempotencyKey !== null && (answer.status === 200 || config.idempotency === 'stripe')) {
+      const store: StoredResponse = { fingerprint, status: answer.status, contentType: answer.contentType, body: answer.body, requestId };
       account.idempotency.set(idempotencyKey, store);
     }
     return answer;
+  };
+
+  /** A stored answer sent again, carrying the request id `replayRequestId` asks for. */
+  const replay = (stored: StoredResponse, requestId: string): Answer => {
+    const mode = config.replayRequestId;
+    const id = mode === 'original' ? stored.requestId : mode === 'fresh' ? requestId : null;
+    const body = stored.contentType === PROBLEM_TYPE && mode !== 'original' ? withRequestId(stored.body, id) : stored.body;
+    return { status: stored.status, contentType: stored.contentType, body, headers: { 'idempotent-replayed': 'true' }, requestId: id, delay: true };
   };
 
   const execute = (account: Account, domain: string, idempotencyKey: string | null, requestId: string): Answer => {
@@ -254,6 +277,14 @@ export function createHandler(config: HandlerConfig): (req: IncomingMessage, res
       send(res, requestId, answer);
     });
   };
+}
+
+/** A stored problem document with its requestId replaced, or removed for null. */
+function withRequestId(body: string, requestId: string | null): string {
+  const doc = JSON.parse(body) as Record<string, unknown>;
+  if (requestId === null) delete doc['requestId'];
+  else doc['requestId'] = requestId;
+  return JSON.stringify(doc);
 }
 
 /** JSON with sorted keys, so `{"a":1,"b":2}` and `{"b":2, "a":1}` count as the same body. */

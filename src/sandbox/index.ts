@@ -4,11 +4,12 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { Accounts, type KeyConfig, type LedgerEntry } from './accounts.js';
 import { CompanyDirectory, DEFAULT_COMPANIES } from './directory.js';
-import { createHandler, type SandboxStats } from './handler.js';
+import { createHandler, type IdempotencyMode, type ReplayRequestId, type SandboxStats } from './handler.js';
 import { openapiDocument } from './openapi.js';
 import { mulberry32 } from './random.js';
 
 export type { KeyConfig, LedgerEntry } from './accounts.js';
+export type { IdempotencyMode, ReplayRequestId } from './handler.js';
 export { CompanyDirectory } from './directory.js';
 
 export interface SandboxOptions {
@@ -34,6 +35,10 @@ export interface SandboxOptions {
   /** Monotonic clock in ms, for the token buckets (tests drive it). */
   now?: () => number;
   typeBase?: string;
+  /** What an Idempotency-Key stores: `spec` (default) only 200s, `stripe` every executed outcome. */
+  idempotency?: IdempotencyMode;
+  /** Which request id a replay carries (default `original`, the executed call's). */
+  replayRequestId?: ReplayRequestId;
 }
 
 export interface Sandbox {
@@ -83,6 +88,8 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     random: mulberry32(options.seed ?? 1),
     now,
     typeBase: options.typeBase ?? DEFAULT_TYPE_BASE,
+    idempotency: options.idempotency ?? 'spec',
+    replayRequestId: options.replayRequestId ?? 'original',
     openapi: () => (openapi ??= JSON.stringify(openapiDocument(url))),
     stats,
   };

@@ -43,6 +43,16 @@ export function formatSummary(s: Summary): string {
   return [`enrich: ${title}`, ...lines].join('\n') + '\n';
 }
 
+/**
+ * The two codes the spec names get their own advice; any other (a new code under 401 or 403,
+ * such as key_suspended) shows the service's own words and code, never a code it did not send.
+ */
+function authStep(code: string, message: string): string {
+  if (code === 'insufficient_scope') return 'the API key lacks the search:read scope (insufficient_scope); use a key that has it, then run the same command';
+  if (code === 'invalid_token') return 'the service refused the API key (invalid_token); check ENRICH_API_KEY or --api-key-file, then run the same command';
+  return `the service refused the API key: ${message}; sort it out with the service, then run the same command`;
+}
+
 /** What happened and what to do next, in one line. Null when there is nothing to add. */
 export function nextStep(s: Summary, stop: Stop | null): string | null {
   switch (stop?.reason) {
@@ -52,14 +62,15 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
     case 'credits': {
       if (stop.free) return 'the service refused even the free match for credits (insufficient_credits): the account has no credits or is blocked; top up, then run the same command';
       const balance = stop.balance === null ? '' : `balance ${num(stop.balance)}, `;
+      // Refused before anything billable was known to be owed: "needs 0 more credits" would
+      // contradict the stop itself.
+      if (s.estimated_credits === 0) return `stopped: the service refused for credits (${balance.replace(/, $/, '') || 'no balance given'}) before anything left was priced; top up, or ask the service, then run the same command to finish`;
       return `stopped: ${balance}needs ${num(s.estimated_credits)} more credits; top up and run the same command to finish (what was bought is kept)`;
     }
     case 'budget':
       return `stopped at --max-credits ${num(stop.limit)} (the cap on this invocation): ${num(s.estimated_credits)} more credits would finish the job; what was bought is kept, and the next run buys only the rest`;
     case 'auth':
-      return stop.code === 'insufficient_scope'
-        ? 'the API key lacks the search:read scope (insufficient_scope); use a key that has it, then run the same command'
-        : 'the service refused the API key (invalid_token); check ENRICH_API_KEY or --api-key-file, then run the same command';
+      return authStep(stop.code, stop.message);
     case undefined:
       break;
   }

@@ -14,7 +14,7 @@ export interface Spawned {
   waitFor(text: string | RegExp, timeoutMs?: number): Promise<void>;
 }
 
-const SIGNALS: Record<string, number> = { SIGINT: 2, SIGKILL: 9, SIGTERM: 15 };
+const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 };
 
 /** Runs the built CLI as its own process, as a user or cron would. */
 export function spawnCli(args: string[], options: { env?: Record<string, string | undefined>; stdin?: string; cwd?: string } = {}): Spawned {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { backoffDelay, decideRetry, DEFAULT_RETRY_POLICY as P } from '../../src/api/retry.js';
+import { backoffDelay, decideRetry, DEFAULT_RETRY_POLICY as P, MAX_TIMER_MS } from '../../src/api/retry.js';
 import { apiErrorFromResponse, connectionError, RateLimitedError } from '../../src/api/errors.js';
 
 const problem = (status: number, code: string, extra: Record<string, unknown> = {}) =>
@@ -11,17 +11,49 @@ const first = { failures: 1, rateLimited: 0 };
 const first429 = { failures: 0, rateLimited: 1 };
 
 describe('decideRetry', () => {
-  it('waits at least Retry-After on 429, with bounded jitter', () => {
+  it('waits at least Retry-After on 429, plus a backoff with jitter', () => {
     const e = problem(429, 'rate_limited', { retryAfterSeconds: 2 });
-    expect(decideRetry(e, first429, P, min)).toStrictEqual({ retry: true, delayMs: 2000 });
-    const d = decideRetry(e, { failures: 0, rateLimited: 10 }, P, max);
-    expect(d.retry && d.delayMs >= 2000 && d.delayMs < 3000).toBe(true);
+    // Equal jitter on the first 429: half of baseDelayMs for sure, up to all of it.
+    expect(decideRetry(e, first429, P, min)).toStrictEqual({ retry: true, delayMs: 2000 + P.baseDelayMs / 2 });
+    expect(decideRetry(e, first429, P, max)).toStrictEqual({ retry: true, delayMs: 2000 + P.baseDelayMs - 1 });
+  });
+
+  it('backs off exponentially on top of Retry-After as one request keeps getting 429s (spec 7.3)', () => {
+    const e = problem(429, 'rate_limited', { retryAfterSeconds: 1 });
+    const waits = (random: () => number) => [1, 2, 3, 4, 5, 6, 7, 8].map((n) => {
+      const d = decideRetry(e, { failures: 0, rateLimited: n }, P, random);
+      if (!d.retry) throw new Error('expected a retry');
+      return d.delayMs;
+    });
+    const low = waits(min);
+    const high = waits(max);
+    expect(low).toStrictEqual([1150, 1300, 1600, 2200, 3400, 5800, 6000, 6000]);
+    // Even the luckiest draw of a later 429 waits longer than the unluckiest of an earlier one, up to the cap.
+    for (let i = 1; i < 6; i++) expect(low[i] as number).toBeGreaterThanOrEqual(high[i - 1] as number);
+    expect(high.every((d, i) => d >= (low[i] as number) && d <= 1000 + P.maxDelayMs)).toBe(true);
+  });
+
+  it('gives up with the wait asked for when Retry-After is past maxRetryAfterSeconds', () => {
+    const day = problem(429, 'rate_limited', { retryAfterSeconds: 86_400 });
+    expect(decideRetry(day, first429, P, min)).toStrictEqual({ retry: false, giveUp: 'wait_too_long', waitSeconds: 86_400 });
+    const exactly = problem(429, 'rate_limited', { retryAfterSeconds: 300 });
+    expect(decideRetry(exactly, first429, P, min)).toMatchObject({ retry: true, delayMs: 300_150 });
+    expect(decideRetry(exactly, first429, { ...P, maxRetryAfterSeconds: 299 }, min)).toStrictEqual({ retry: false, giveUp: 'wait_too_long', waitSeconds: 300 });
+  });
+
+  it('never asks for a timer past 2^31-1 ms, whatever the policy allows', () => {
+    const years = problem(429, 'rate_limited', { retryAfterSeconds: 10 ** 9 });
+    const lax = { ...P, maxRetryAfterSeconds: Number.POSITIVE_INFINITY };
+    expect(decideRetry(years, first429, lax, max)).toStrictEqual({ retry: true, delayMs: MAX_TIMER_MS });
+    const huge = { ...P, baseDelayMs: 2 ** 40, maxDelayMs: 2 ** 50 };
+    const d = decideRetry(problem(500, 'internal'), first, huge, max);
+    expect(d.retry && d.delayMs).toBe(MAX_TIMER_MS);
   });
 
   it('treats a 429 without a problem document (a gateway) as a 429 too', () => {
     const e = apiErrorFromResponse({ status: 429, contentType: 'text/html', retryAfter: '3', requestId: undefined, body: '<h1>slow down</h1>' });
     expect(e).toBeInstanceOf(RateLimitedError);
-    expect(decideRetry(e, first429, P, min)).toStrictEqual({ retry: true, delayMs: 3000 });
+    expect(decideRetry(e, first429, P, min)).toStrictEqual({ retry: true, delayMs: 3000 + P.baseDelayMs / 2 });
   });
 
   it('allows exactly maxRateLimitedAttempts 429s and maxAttempts failures, no more', () => {
@@ -44,8 +76,18 @@ describe('decideRetry', () => {
     [403, 'insufficient_scope'],
     [422, 'validation_error'],
     [404, 'not_found'],
+    [402, 'plan_cap_reached'],
+    [403, 'key_suspended'],
   ])('never retries %i %s', (status, code) => {
     expect(decideRetry(problem(status, code), first, P, min)).toStrictEqual({ retry: false });
+  });
+
+  it('never retries an answer that is not the service (a 404 page, a 405), nor a call the caller aborted', () => {
+    const page = apiErrorFromResponse({ status: 404, contentType: 'text/html', retryAfter: undefined, requestId: undefined, body: '<h1>Not Found</h1>' });
+    expect(decideRetry(page, first, P, min)).toStrictEqual({ retry: false });
+    const aborted = connectionError(Object.assign(new Error('aborted'), { name: 'AbortError' }), 'h');
+    expect(aborted.failure).toBe('aborted');
+    expect(decideRetry(aborted, first, P, min)).toStrictEqual({ retry: false });
   });
 });
 

@@ -1,0 +1,78 @@
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { createWriteStream, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { readCsvFile, runCli, tempDir } from './helpers/cli.js';
+import { BIN } from './helpers/spawn.js';
+import { baseEnv } from './helpers/setup.js';
+
+const KEY = 'sk_test_files';
+let sb: Sandbox;
+let dir: ReturnType<typeof tempDir>;
+let known: string;
+const env = (): Record<string, string> => ({ ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY });
+
+beforeAll(async () => {
+  sb = await startSandbox({ keys: [{ key: KEY }] });
+  dir = tempDir();
+  known = [...sb.directory][0]?.domain as string;
+});
+afterAll(async () => {
+  await sb.close();
+  dir.cleanup();
+});
+
+const spoolDir = (): string => join(tmpdir(), `enrich-${process.getuid?.() ?? 0}`);
+
+describe('inputs that can be read only once', () => {
+  it('reads a FIFO by spooling it', async () => {
+    const fifo = join(dir.path, 'in.fifo');
+    execFileSync('mkfifo', [fifo]);
+    // Opening a FIFO for writing waits for its reader: the CLI, below.
+    createWriteStream(fifo).end(`domain\n${known}\nnobody-fifo.com\n`);
+    const out = dir.file('fifo.csv');
+    const run = await runCli([fifo, '-o', out, '--quiet'], { env: env() });
+    expect(run.code, run.stderr).toBe(0);
+    expect(readCsvFile(out).map((r) => r['enrich_status'])).toStrictEqual(['matched', 'no_match']);
+  });
+
+  it('reads process substitution, <(printf ...), as a real shell passes it', async () => {
+    const out = dir.file('subst.csv');
+    const child = spawn('bash', ['-c', `"${process.execPath}" "${BIN}" <(printf 'domain\\n%s\\n' "${known}") -o "${out}" --quiet`], {
+      env: { ...baseEnv(), ...env() },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code, stderr).toBe(0);
+    expect(readCsvFile(out)[0]).toMatchObject({ domain: known, enrich_status: 'matched' });
+  });
+});
+
+describe('the stdin spool', () => {
+  it('is removed after the run, and spools of killed runs (dead pids) go on the next run', async () => {
+    const spools = spoolDir();
+    mkdirSync(spools, { recursive: true, mode: 0o700 });
+    const dead = spawnSync(process.execPath, ['-e', '']).pid as number;
+    const orphan = join(spools, `spool-${dead}-deadbeef.csv`);
+    writeFileSync(orphan, 'domain\nleft.com\n', { mode: 0o600 });
+    const out = dir.file('stdin.csv');
+    const run = await runCli(['-', '-o', out, '--quiet'], { env: env(), stdin: `${known}\n` });
+    expect(run.code, run.stderr).toBe(0);
+    expect(existsSync(orphan)).toBe(false);
+    expect(readdirSync(spools).filter((n) => n.startsWith(`spool-${process.pid}-`))).toStrictEqual([]);
+    expect(statSync(spools).mode & 0o777).toBe(0o700);
+  });
+});
+
+describe.skipIf(!existsSync('/dev/full'))('a full disk', () => {
+  it('says the disk is full, not that stdout was closed', async () => {
+    const input = dir.file('full.csv', `domain\n${known}\n`);
+    const run = await runCli([input, '-o', '/dev/full', '--quiet'], { env: env() });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toBe('enrich: cannot write /dev/full: the disk is full (ENOSPC); everything bought is kept in the store: free some space and run the same command to write them again\n');
+  });
+});
