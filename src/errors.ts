@@ -1,6 +1,6 @@
 /**
  * Exit codes are a public contract (README "Exit codes"); scripts branch on them.
- * Only src/cli/main.ts turns an outcome or an error into one of these.
+ * Only src/cli/main.ts turns an outcome or an error into one of these, from its kind.
  */
 export const ExitCode = {
   OK: 0,
@@ -15,12 +15,18 @@ export const ExitCode = {
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
-/** An error whose message is fit to show the user as one line, with the exit code it maps to. */
+/**
+ * What kind of trouble an error (or a stopped run, or a failed check) is: the one table in
+ * cli/main.ts maps each kind to its exit code.
+ */
+export type ErrorKind = 'failure' | 'usage' | 'partial' | 'credits' | 'auth' | 'unavailable' | 'interrupted';
+
+/** An error whose message is fit to show the user as one line, with the kind of trouble it is. */
 export class EnrichError extends Error {
   override readonly name: string = 'EnrichError';
   constructor(
     message: string,
-    readonly exitCode: ExitCode,
+    readonly kind: ErrorKind,
     options?: { cause?: unknown },
   ) {
     super(message, options);
@@ -31,7 +37,7 @@ export class EnrichError extends Error {
 export class UsageError extends EnrichError {
   override readonly name = 'UsageError';
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, ExitCode.USAGE, options);
+    super(message, 'usage', options);
   }
 }
 
@@ -39,7 +45,7 @@ export class UsageError extends EnrichError {
 export class InputError extends EnrichError {
   override readonly name = 'InputError';
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, ExitCode.USAGE, options);
+    super(message, 'usage', options);
   }
 }
 
@@ -52,7 +58,7 @@ export function errorMessage(error: unknown): string {
 export class InterruptedError extends EnrichError {
   override readonly name = 'InterruptedError';
   constructor(message = 'interrupted') {
-    super(message, ExitCode.INTERRUPTED);
+    super(message, 'interrupted');
   }
 }
 
@@ -73,7 +79,7 @@ export function formatWait(seconds: number): string {
 export class ServiceUnavailableError extends EnrichError {
   override readonly name = 'ServiceUnavailableError';
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, ExitCode.UNAVAILABLE, options);
+    super(message, 'unavailable', options);
   }
 
   /** `cannot reach data.example.com: DNS lookup failed; rerun later` from a ConnectionError's parts. */

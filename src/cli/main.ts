@@ -1,7 +1,9 @@
 import { writeFile } from 'node:fs/promises';
 import v8 from 'node:v8';
 import { runBatch, type RunOptions, type RunResult } from '../commands/run.js';
-import { EnrichError, ExitCode, errorMessage } from '../errors.js';
+import { EnrichError, ExitCode, errorMessage, type ErrorKind } from '../errors.js';
+import type { Stop } from '../pipeline/stops.js';
+import type { Summary } from '../pipeline/summary.js';
 import { plainReporter } from '../ui/plain.js';
 import { ttyReporter } from '../ui/tty.js';
 import type { Reporter } from '../ui/reporter.js';
@@ -98,7 +100,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         const { runDoctor } = await import('../commands/doctor.js');
         const options = await resolveDoctorOptions(parsed.flags, io.env);
         if (options.service.kind === 'remote' && options.service.key.ok) redact = redactor([options.service.key.value]);
-        return await runDoctor(options, io.stdout);
+        return exitCode(await runDoctor(options, io.stdout));
       }
       case 'run': {
         const options = await resolveRunOptions(parsed.flags, io.env);
@@ -109,7 +111,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
   } catch (error) {
     if (error instanceof EnrichError) {
       io.stderr.write(`enrich: ${redact(error.message)}\n`);
-      return error.exitCode;
+      return exitCode(error.kind);
     }
     io.stderr.write(`enrich: unexpected error: ${redact(errorMessage(error))}\n`);
     if (io.env['ENRICH_DEBUG'] !== undefined && error instanceof Error && error.stack !== undefined) io.stderr.write(`${redact(error.stack)}\n`);
@@ -172,8 +174,10 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
   }
   const { summary, stop } = result;
   const next = nextStep(summary, stop);
-  // A refused key leaves nothing to count: the one line that matters is all there is to say.
-  if (!flags.quiet && stop?.reason !== 'auth') io.stderr.write(formatSummary(summary));
+  // A refused key, or a service that never answered, leaves nothing to count: the one line that
+  // matters is all there is to say.
+  const nothingToCount = stop?.reason === 'auth' || (stop?.reason === 'unavailable' && !stop.worked);
+  if (!flags.quiet && !nothingToCount) io.stderr.write(formatSummary(summary));
   // Broken at spaces on a terminal, which would otherwise cut a word (or a path) in two.
   const columns = io.stderr.isTTY === true ? (io.stderr.columns ?? 0) - 1 : 0;
   if (next !== null) io.stderr.write(`${wrapWords(`enrich: ${redact(next)}`, columns)}\n`);
@@ -182,15 +186,35 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
     if (flags.summaryJson === '-') io.stdout.write(json);
     else await writeFile(flags.summaryJson, json, { mode: 0o600 });
   }
+  return exitCode(troubleOf(stop, summary));
+}
+
+/** The one table from a kind of trouble to the exit code scripts branch on (README "Exit codes"). */
+const EXIT_CODES: Record<ErrorKind, ExitCode> = {
+  failure: ExitCode.FAILURE,
+  usage: ExitCode.USAGE,
+  partial: ExitCode.PARTIAL,
+  credits: ExitCode.CREDITS,
+  auth: ExitCode.AUTH,
+  unavailable: ExitCode.UNAVAILABLE,
+  interrupted: ExitCode.INTERRUPTED,
+};
+
+export const exitCode = (kind: ErrorKind | null): ExitCode => (kind === null ? ExitCode.OK : EXIT_CODES[kind]);
+
+/** What kind of trouble a finished batch is in: why it stopped, or whether rows failed. */
+function troubleOf(stop: Stop | null, summary: Summary): ErrorKind | null {
   switch (stop?.reason) {
     case 'interrupted':
-      return ExitCode.INTERRUPTED;
+      return 'interrupted';
     case 'auth':
-      return ExitCode.AUTH;
+      return 'auth';
+    case 'unavailable':
+      return 'unavailable';
     case 'credits':
     case 'budget':
-      return ExitCode.CREDITS;
+      return 'credits';
     case undefined:
-      return summary.errors > 0 ? ExitCode.PARTIAL : ExitCode.OK;
+      return summary.errors > 0 ? 'partial' : null;
   }
 }

@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
 import { ApiError, ConnectionError, InsufficientScopeError, InvalidTokenError, RateLimitedError } from '../api/errors.js';
 import type { ServiceClient } from '../api/client.js';
-import { ExitCode } from '../errors.js';
+import type { ErrorKind } from '../errors.js';
 import { duration, num } from '../ui/format.js';
 
 /** One line of the report: ok, a note (worth knowing, not a failure), or a failure with its fix. */
@@ -14,12 +14,13 @@ export interface Check {
   status: 'ok' | 'note' | 'fail';
   text: string;
   /** For a failure: the exit code of its class (2 usage, 5 auth, 6 unreachable, 1 other). */
-  exitCode: ExitCode;
+  /** A failed check's kind of trouble (cli/main.ts maps it to the exit code); null when not failed. */
+  kind: ErrorKind | null;
 }
 
-export const ok = (label: string, text: string): Check => ({ label, status: 'ok', text, exitCode: ExitCode.OK });
-export const note = (label: string, text: string): Check => ({ label, status: 'note', text, exitCode: ExitCode.OK });
-export const fail = (label: string, text: string, exitCode: ExitCode): Check => ({ label, status: 'fail', text, exitCode });
+export const ok = (label: string, text: string): Check => ({ label, status: 'ok', text, kind: null });
+export const note = (label: string, text: string): Check => ({ label, status: 'note', text, kind: null });
+export const fail = (label: string, text: string, kind: ErrorKind): Check => ({ label, status: 'fail', text, kind });
 
 /** The domain the key check matches: free, and present in any company data set worth the name. */
 export const PROBE_DOMAIN = 'example.com';
@@ -56,7 +57,7 @@ export async function fetchDescription(dispatcher: Dispatcher, prefix: string, t
 
 export function unreachable(origin: string, error: unknown): Check {
   const code = (error as { code?: string }).code ?? (error instanceof Error ? error.message : String(error));
-  return fail('reachable', `cannot reach ${origin} (${code}): check ENRICH_BASE_URL, DNS, a firewall or proxy`, ExitCode.UNAVAILABLE);
+  return fail('reachable', `cannot reach ${origin} (${code}): check ENRICH_BASE_URL, DNS, a firewall or proxy`, 'unavailable');
 }
 
 /** Operations marked with `x-availability` (spec 9.5: the description lists only callable ones). */
@@ -79,7 +80,7 @@ export function endpointsCheck(description: Description): Check {
     return note('endpoints', `no machine-readable description with x-availability at openapi.json (HTTP ${description.status}); cannot list what is callable`);
   }
   const missing = NEEDED.filter((op) => !ops.some((o) => o.startsWith(`${op} `)));
-  if (missing.length > 0) return fail('endpoints', `${missing.join(' and ')} not listed as callable (listed: ${ops.join(', ')}); enrich needs it`, ExitCode.FAILURE);
+  if (missing.length > 0) return fail('endpoints', `${missing.join(' and ')} not listed as callable (listed: ${ops.join(', ')}); enrich needs it`, 'failure');
   return ok('endpoints', `callable: ${ops.join(', ')}`);
 }
 
@@ -89,11 +90,11 @@ export async function keyCheck(client: ServiceClient, samples: number[]): Promis
     samples.push(ms);
     return ok('key', `accepted with scope search:read (a free match of ${PROBE_DOMAIN}: ${value.matched ? 'matched' : 'no match'}, 0 credits)`);
   } catch (error) {
-    if (error instanceof InvalidTokenError) return fail('key', 'refused (401 invalid_token): check ENRICH_API_KEY or --api-key-file', ExitCode.AUTH);
-    if (error instanceof InsufficientScopeError) return fail('key', 'valid but lacks the search:read scope (403 insufficient_scope): use a key that has it', ExitCode.AUTH);
-    if (error instanceof RateLimitedError) return fail('key', `not checked: rate limited (429); run enrich doctor again in ${error.retryAfterSeconds}s`, ExitCode.FAILURE);
-    if (error instanceof ConnectionError) return fail('key', `${error.message}: the service stopped answering`, ExitCode.UNAVAILABLE);
-    if (error instanceof ApiError) return fail('key', `the service answered ${error.status} ${error.code} to a free match`, ExitCode.FAILURE);
+    if (error instanceof InvalidTokenError) return fail('key', 'refused (401 invalid_token): check ENRICH_API_KEY or --api-key-file', 'auth');
+    if (error instanceof InsufficientScopeError) return fail('key', 'valid but lacks the search:read scope (403 insufficient_scope): use a key that has it', 'auth');
+    if (error instanceof RateLimitedError) return fail('key', `not checked: rate limited (429); run enrich doctor again in ${error.retryAfterSeconds}s`, 'failure');
+    if (error instanceof ConnectionError) return fail('key', `${error.message}: the service stopped answering`, 'unavailable');
+    if (error instanceof ApiError) return fail('key', `the service answered ${error.status} ${error.code} to a free match`, 'failure');
     throw error;
   }
 }
@@ -133,7 +134,7 @@ export async function rateProbe(client: ServiceClient, limit: number, samples: n
   };
   await Promise.all(Array.from({ length: 4 }, worker));
   const elapsed = duration(performance.now() - start).replace(/^0s$/, 'under 1s');
-  if (other instanceof ConnectionError) return fail('rate', `${other.message} after ${num(answered)} free matches: the service stopped answering`, ExitCode.UNAVAILABLE);
+  if (other instanceof ConnectionError) return fail('rate', `${other.message} after ${num(answered)} free matches: the service stopped answering`, 'unavailable');
   if (other !== undefined) return note('rate', `stopped after ${num(answered)} free matches: the service answered ${other.status} ${other.code}`);
   if (limited === undefined) return ok('rate', `no 429 in ${num(answered)} free matches (${elapsed}); the ceiling is higher than this probe reached`);
   return ok('rate', `first 429 after ${num(answered)} free matches (${elapsed}), Retry-After ${limited.retryAfterSeconds}s; enrich paces itself under it`);
@@ -144,7 +145,7 @@ const fileSize = async (path: string): Promise<number> => (await stat(path).catc
 /** Where the store is, and how big: the database and SQLite's -wal and -shm beside it. */
 export async function storeCheck(path: string): Promise<Check> {
   const info = await stat(path).catch(() => null);
-  if (info?.isDirectory() === true) return fail('store', `${path} is a directory; --store (or ENRICH_STORE) takes a file path`, ExitCode.USAGE);
+  if (info?.isDirectory() === true) return fail('store', `${path} is a directory; --store (or ENRICH_STORE) takes a file path`, 'usage');
   if (info !== null) {
     const bytes = (await Promise.all([path, `${path}-wal`, `${path}-shm`].map(fileSize))).reduce((a, b) => a + b, 0);
     return ok('store', `${path} (${formatBytes(bytes)})`);
@@ -152,7 +153,7 @@ export async function storeCheck(path: string): Promise<Check> {
   let dir = dirname(path);
   while ((await stat(dir).catch(() => null)) === null && dirname(dir) !== dir) dir = dirname(dir);
   const writable = await access(dir, constants.W_OK).then(() => true, () => false);
-  if (!writable) return fail('store', `${path} cannot be created: ${dir} is not writable; set ENRICH_STORE or pass --store <path>`, ExitCode.USAGE);
+  if (!writable) return fail('store', `${path} cannot be created: ${dir} is not writable; set ENRICH_STORE or pass --store <path>`, 'usage');
   return ok('store', `${path} (not created yet; the first run creates it)`);
 }
 

@@ -1,5 +1,5 @@
 import { serviceEndpoint } from '../api/endpoint.js';
-import { ExitCode } from '../errors.js';
+import type { ErrorKind } from '../errors.js';
 import type { SandboxOptions } from '../sandbox/index.js';
 import { VERSION } from '../version.js';
 import {
@@ -44,7 +44,7 @@ function addressLine(url: string): Check {
  * the service behind it is down), which a batch would meet as "unavailable" too.
  */
 function reachableCheck(origin: string, status: number): Check {
-  if (status >= 500) return fail('reachable', `${origin} answered HTTP ${status}: the service is down or failing behind its gateway; try again later`, ExitCode.UNAVAILABLE);
+  if (status >= 500) return fail('reachable', `${origin} answered HTTP ${status}: the service is down or failing behind its gateway; try again later`, 'unavailable');
   return ok('reachable', `${origin} answered (HTTP ${status})`);
 }
 
@@ -65,7 +65,7 @@ async function serviceChecks(url: string, apiKey: string | { problem: string }, 
       return [...checks, unreachable(origin, error)];
     }
     checks.push(reachableCheck(origin, description.status));
-    if (typeof apiKey !== 'string') return [...checks, fail('key', apiKey.problem, ExitCode.USAGE), endpointsCheck(description)];
+    if (typeof apiKey !== 'string') return [...checks, fail('key', apiKey.problem, 'usage'), endpointsCheck(description)];
     const client = createClient({ baseUrl: url, apiKey, dispatcher, userAgent: `enrich/${VERSION} doctor`, timeoutMs: options.timeoutMs });
     const key = await keyCheck(client, samples);
     checks.push(key, endpointsCheck(description));
@@ -88,7 +88,7 @@ async function allChecks(options: DoctorOptions): Promise<Check[]> {
       await sandbox.close();
     }
   }
-  if (!s.address.ok) return [fail('address', s.address.problem, ExitCode.USAGE)];
+  if (!s.address.ok) return [fail('address', s.address.problem, 'usage')];
   return serviceChecks(s.address.url, s.key.ok ? s.key.value : { problem: s.key.problem }, options);
 }
 
@@ -103,10 +103,10 @@ export function formatReport(checks: readonly Check[]): string {
 
 /**
  * `enrich doctor`: for a cron set-up, whether a batch would work here, one line per check, ok or
- * the fix. Exit 0 when all pass, else the exit code of the first failure's class.
+ * the fix. Null when all pass, else the kind of the first failure (its exit code, in cli/main.ts).
  */
-export async function runDoctor(options: DoctorOptions, out: NodeJS.WritableStream): Promise<ExitCode> {
+export async function runDoctor(options: DoctorOptions, out: NodeJS.WritableStream): Promise<ErrorKind | null> {
   const checks = [...(await allChecks(options)), await storeCheck(options.storePath)];
   out.write(formatReport(checks));
-  return checks.find((c) => c.status === 'fail')?.exitCode ?? ExitCode.OK;
+  return checks.find((c) => c.status === 'fail')?.kind ?? null;
 }

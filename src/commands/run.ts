@@ -253,7 +253,9 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   // 4. Results, in input order, rebuilt from the state and the store.
   progress({ type: 'phase', phase: 'write' });
   ctx.reporter.refresh();
-  const writeOutput = options.writesOutput && stop?.reason !== 'interrupted' && stop?.reason !== 'auth';
+  // Nothing worth writing when the key was refused or the service never answered at all.
+  const silent = stop?.reason === 'interrupted' || stop?.reason === 'auth' || (stop?.reason === 'unavailable' && !stop.worked);
+  const writeOutput = options.writesOutput && !silent;
   const tally = writeOutput ? await writeResults({ options, scan, state, input, format, records, stop, ctx }) : countResults(scan, state, options.dryRun, stop);
   progress({ type: 'phase', phase: 'done' });
   ctx.reporter.refresh();

@@ -4,14 +4,14 @@ import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { access, lstat, readdir, readlink, realpath, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { EnrichError, ExitCode, UsageError } from '../errors.js';
+import { EnrichError, UsageError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
 
 /** Whoever read our stdout stopped reading (`| head`): the store holds everything bought, so nothing is lost. */
 export class OutputClosedError extends EnrichError {
   override readonly name = 'OutputClosedError';
   constructor(cause: unknown) {
-    super('stdout was closed before all results were written; everything bought is kept in the store, run the same command to write them again', ExitCode.FAILURE, { cause });
+    super('stdout was closed before all results were written; everything bought is kept in the store, run the same command to write them again', 'failure', { cause });
   }
 }
 
@@ -20,7 +20,7 @@ export class DiskFullError extends EnrichError {
   override readonly name = 'DiskFullError';
   constructor(where: string, code: string, cause: unknown) {
     const why = code === 'EDQUOT' ? 'the disk quota is used up' : 'the disk is full';
-    super(`cannot write ${where}: ${why} (${code}); everything bought is kept in the store: free some space and run the same command to write them again`, ExitCode.FAILURE, { cause });
+    super(`cannot write ${where}: ${why} (${code}); everything bought is kept in the store: free some space and run the same command to write them again`, 'failure', { cause });
   }
 }
 
@@ -28,7 +28,7 @@ export class DiskFullError extends EnrichError {
 export class OutputWriteError extends EnrichError {
   override readonly name = 'OutputWriteError';
   constructor(where: string, code: string, cause: unknown) {
-    super(`cannot write ${where}: ${code}; everything bought is kept in the store, run the same command to write them again`, ExitCode.FAILURE, { cause });
+    super(`cannot write ${where}: ${code}; everything bought is kept in the store, run the same command to write them again`, 'failure', { cause });
   }
 }
 

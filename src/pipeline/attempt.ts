@@ -1,5 +1,7 @@
 import { ApiError, RateLimitedError } from '../api/errors.js';
 import { decideRetry, type RetryPolicy } from '../api/retry.js';
+import { formatWait } from '../errors.js';
+import type { Health, Outage } from './health.js';
 import type { Clock } from './clock.js';
 import type { ProgressSink } from './progress.js';
 import { StoppedError, type Lane, type Scheduler } from './scheduler.js';
@@ -28,6 +30,10 @@ export interface AttemptDeps {
   progress: ProgressSink;
   /** Aborts requests already sent (once an interrupt's grace period is over). */
   inflight: AbortSignal;
+  /** The circuit breaker every attempt's outcome goes through. */
+  health: Health;
+  /** Stops the run: the service is down, or asks to wait longer than it is worth. */
+  unavailable(outage: Outage): void;
 }
 
 export type Attempter = <T>(lane: Lane, signal: AbortSignal, call: (s: AbortSignal) => Promise<T>, hooks?: AttemptHooks) => Promise<Attempt<T>>;
@@ -44,17 +50,29 @@ export function attempter(deps: AttemptDeps): Attempter {
       if (signal.aborted) return { kind: 'stopped' };
       if (hooks.before !== undefined && !(await hooks.before())) return { kind: 'stopped' };
       try {
-        return { kind: 'ok', value: await scheduler.run(lane, () => call(inflight), signal) };
+        const value = await scheduler.run(lane, () => call(inflight), signal);
+        deps.health.answered();
+        return { kind: 'ok', value };
       } catch (error) {
         if (error instanceof StoppedError || (inflight.aborted && !(error instanceof ApiError && error.definitive))) return { kind: 'stopped' };
+        const outage = deps.health.failed(error);
+        if (outage !== null) {
+          // The outcome (a lost answer keeps its key) is recorded before the run stops.
+          hooks.failed?.(error);
+          deps.unavailable(outage);
+          return { kind: 'stopped' };
+        }
         if (hooks.failed?.(error) === 'again') continue;
-        if (error instanceof RateLimitedError) {
-          attempts.rateLimited++;
-          // Shown as a pause by the UI, so a wait on the service never looks like a hang.
-          progress({ type: 'paused', until: clock.now() + error.retryAfterSeconds * 1000 });
-        } else attempts.failures++;
+        if (error instanceof RateLimitedError) attempts.rateLimited++;
+        else attempts.failures++;
         const decision = decideRetry(error, attempts, deps.retry, deps.random);
+        if (!decision.retry && 'giveUp' in decision) {
+          deps.unavailable({ message: `the service asks to wait ${formatWait(decision.waitSeconds)}; rerun the same command later`, worked: true });
+          return { kind: 'stopped' };
+        }
         if (!decision.retry) return { kind: 'error', error };
+        // Shown as a pause by the UI, so a wait on the service never looks like a hang.
+        if (error instanceof RateLimitedError) progress({ type: 'paused', until: clock.now() + decision.delayMs });
         progress({ type: 'retry' });
         try {
           await clock.sleep(decision.delayMs, signal);

@@ -5,6 +5,7 @@ import { attempter } from './attempt.js';
 import { CreditBudget } from './budget.js';
 import type { Clock } from './clock.js';
 import { enrichStep } from './enrich-step.js';
+import { Health } from './health.js';
 import { matchStep } from './match-step.js';
 import type { ProgressSink } from './progress.js';
 import { StoppedError, type Scheduler } from './scheduler.js';
@@ -77,7 +78,16 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     void deps.store.append(event);
     state.apply(event);
   };
-  const attempt = attempter({ scheduler: deps.scheduler, clock: deps.clock, random: deps.random, retry: options.retry, progress, inflight: inflight.signal });
+  const attempt = attempter({
+    scheduler: deps.scheduler,
+    clock: deps.clock,
+    random: deps.random,
+    retry: options.retry,
+    progress,
+    inflight: inflight.signal,
+    health: new Health(),
+    unavailable: (outage) => stops.stopAll({ reason: 'unavailable', ...outage }),
+  });
   // A task only throws when the store cannot be written: stop everything, report it.
   const window = new Window(() => stops.stopAll({ reason: 'interrupted' }));
 

@@ -23,7 +23,7 @@ export interface RowResult {
 const NONE = { domain: null, name: null, company: null, source: null, boughtAt: null } as const;
 
 /** Answers about the account, not the company: rows they touch are skipped, not failed. */
-const STOPPING_CODES = new Set(['invalid_token', 'insufficient_scope', 'insufficient_credits']);
+const STOPPING_CODES = new Set(['invalid_token', 'insufficient_scope', 'insufficient_credits', 'service_unavailable']);
 
 function stopCode(stop: Stop | null): string | null {
   if (stop === null) return null;
@@ -36,6 +36,8 @@ function stopCode(stop: Stop | null): string | null {
       return stop.code;
     case 'interrupted':
       return 'interrupted';
+    case 'unavailable':
+      return 'service_unavailable';
   }
 }
 

@@ -8,6 +8,8 @@ export type Stop =
   | { reason: 'credits'; balance: number | null; required: number | null; free: boolean }
   | { reason: 'budget'; limit: number }
   | { reason: 'auth'; code: string; message: string }
+  /** The service cannot be reached, is not the service API, or asks to wait too long. */
+  | { reason: 'unavailable'; message: string; worked: boolean }
   | { reason: 'interrupted' };
 
 /** A controller whose signal every queued request listens to: thousands, by design. */
@@ -18,7 +20,7 @@ export function sharedController(): AbortController {
 }
 
 /** When several reasons stop a run, the exit code reports the one that needs acting on first. */
-const PRECEDENCE: Record<Stop['reason'], number> = { interrupted: 4, auth: 3, credits: 2, budget: 1 };
+const PRECEDENCE: Record<Stop['reason'], number> = { interrupted: 5, auth: 4, unavailable: 3, credits: 2, budget: 1 };
 
 /**
  * The run's two brakes: `paid` stops new paid calls (a 402, --max-credits), `all` stops every

@@ -3,7 +3,7 @@ import { closeSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import Database from 'libsql';
-import { EnrichError, ExitCode, UsageError } from '../errors.js';
+import { EnrichError, UsageError } from '../errors.js';
 import { SCHEMA, SCHEMA_VERSION } from './schema.js';
 import { ServiceRecords } from './service.js';
 import type { RunInfo } from './types.js';
@@ -23,7 +23,7 @@ export interface Statement {
 export class StoreWriteError extends EnrichError {
   override readonly name = 'StoreWriteError';
   constructor(path: string, cause: unknown) {
-    super(`cannot write the store ${path} (${describeSqliteError(cause)}); no further paid call was made. Fix that, then run the same command to resume`, ExitCode.FAILURE, { cause });
+    super(`cannot write the store ${path} (${describeSqliteError(cause)}); no further paid call was made. Fix that, then run the same command to resume`, 'failure', { cause });
   }
 }
 

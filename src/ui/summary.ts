@@ -69,6 +69,8 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
     }
     case 'budget':
       return `stopped at --max-credits ${num(stop.limit)} (the cap on this invocation): ${num(s.estimated_credits)} more credits would finish the job; what was bought is kept, and the next run buys only the rest`;
+    case 'unavailable':
+      return stop.message;
     case 'auth':
       return authStep(stop.code, stop.message);
     case undefined:

@@ -98,7 +98,7 @@ describe('the SQLite store', () => {
     expect(run.record('acme.com')).toBeNull();
     const junk = join(dir.path, 'junk.db');
     writeFileSync(junk, 'this is not a database, just some text that is long enough to look like a header. '.repeat(20));
-    expect(() => open(junk)).toThrow(expect.objectContaining({ exitCode: 2, message: expect.stringContaining('damaged or not an enrich store') }));
+    expect(() => open(junk)).toThrow(expect.objectContaining({ kind: 'usage', message: expect.stringContaining('damaged or not an enrich store') }));
   });
 
   it('stops paid work with a clear error when the store cannot be written', async () => {

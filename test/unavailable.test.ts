@@ -1,0 +1,117 @@
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { PassThrough, Readable } from 'node:stream';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { runBatch } from '../src/commands/run.js';
+import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { silentReporter } from '../src/ui/reporter.js';
+import { csvText, runCli, tempDir } from './helpers/cli.js';
+import { hostileServer } from './helpers/hostile.js';
+
+/** "Service down" is told apart from "3 rows failed": one line naming the host and cause, exit 6. */
+const KEY = 'sk_test_unavailable';
+let dir: ReturnType<typeof tempDir>;
+beforeEach(() => {
+  dir = tempDir();
+});
+afterEach(() => dir.cleanup());
+
+const input = (n = 40): string => dir.file('in.csv', csvText([['domain'], ...Array.from({ length: n }, (_, i) => [`company-${i}.com`])]));
+
+/** A port nothing listens on: bound, then closed. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe('a service that cannot be reached stops the run with one line and exit 6', () => {
+  it('DNS: names the host and the cause, writes nothing, and buys nothing', async () => {
+    const out = dir.file('out.csv');
+    const run = await runCli([input(), '-o', out], { env: { ENRICH_BASE_URL: 'https://data.example.invalid', ENRICH_API_KEY: KEY } });
+    expect(run.code).toBe(6);
+    expect(run.stderr).toMatch(/^enrich: cannot reach data\.example\.invalid: DNS lookup failed; nothing more was sent, rerun the same command later\n$/);
+  });
+
+  it('connection refused: the same, at once', async () => {
+    const port = await closedPort();
+    const run = await runCli([input(), '-o', dir.file('out.csv')], { env: { ENRICH_BASE_URL: `http://127.0.0.1:${port}`, ENRICH_API_KEY: KEY } });
+    expect(run.code).toBe(6);
+    expect(run.stderr.trimEnd().split('\n')).toHaveLength(1);
+    expect(run.stderr).toContain(`cannot reach 127.0.0.1`);
+    expect(run.stderr).toContain('refused');
+  });
+
+  it('a wrong base path: the address answers, but not as the service, so rows are not marked not_found', async () => {
+    const sb = await startSandbox({ keys: [{ key: KEY }] });
+    try {
+      const run = await runCli([input(), '-o', dir.file('out.csv')], { env: { ENRICH_BASE_URL: `${sb.url}/wrong/prefix`, ENRICH_API_KEY: KEY } });
+      expect(run.code).toBe(6);
+      expect(run.stderr).toContain('not as the service API; check ENRICH_BASE_URL');
+      expect(sb.stats.requests).toBeLessThanOrEqual(16);
+    } finally {
+      await sb.close();
+    }
+  });
+
+  it('a Retry-After of a day is not waited out: "the service asks to wait 24 h", exit 6', async () => {
+    const server = await hostileServer((_req, res) => {
+      res.writeHead(429, { 'content-type': 'application/problem+json', 'retry-after': '86400' });
+      res.end(JSON.stringify({ type: 'x/rate_limited', title: 'Slow down', status: 429, code: 'rate_limited', retryAfterSeconds: 86_400 }));
+    });
+    try {
+      const run = await runCli([input(3), '-o', dir.file('out.csv')], { env: { ENRICH_BASE_URL: server.url, ENRICH_API_KEY: KEY } });
+      expect(run.code).toBe(6);
+      expect(run.stderr).toContain('the service asks to wait 24 h; rerun the same command later');
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe('the circuit breaker', () => {
+  let sb: Sandbox;
+  afterEach(async () => sb.close());
+
+  it('stops a run that was working once every call fails, and keeps what it had bought', async () => {
+    sb = await startSandbox({ keys: [{ key: KEY }] });
+    const domains = [...sb.directory].slice(0, 120).map((c) => c.domain);
+    const path = dir.file('in.csv', csvText([['domain'], ...domains.map((d) => [d])]));
+    // Triggered by progress: after 30 requests the service starts failing every call.
+    const watcher = setInterval(() => {
+      if (sb.stats.requests >= 30) sb.setFailRate(1);
+    }, 1);
+    try {
+      const result = await runBatch(
+        {
+          input: path,
+          output: dir.file('out.csv'),
+          writesOutput: true,
+          format: 'csv',
+          column: undefined,
+          dryRun: false,
+          maxCredits: null,
+          store: join(dir.path, 'store.db'),
+          maxAgeMs: null,
+          missMaxAgeMs: 86_400_000,
+          journal: undefined,
+          concurrency: 4,
+          service: { kind: 'remote', baseUrl: sb.url, apiKey: KEY },
+          retry: { maxAttempts: 100, maxRateLimitedAttempts: 4, baseDelayMs: 1, maxDelayMs: 2 },
+        },
+        { stdin: Readable.from([]), stdout: new PassThrough(), env: {}, reporter: silentReporter, interrupt: new AbortController().signal },
+      );
+      expect(result.stop).toMatchObject({ reason: 'unavailable', worked: true });
+      expect(result.stop?.reason === 'unavailable' ? result.stop.message : '').toMatch(/^the service stopped answering \(25 attempts in a row failed; last: internal/);
+      // Far fewer calls than 120 domains with 100 attempts each would make.
+      expect(sb.stats.requests).toBeLessThan(30 + 25 + 8);
+      expect(result.summary.bought).toBe(sb.ledger(KEY).length);
+      expect(result.summary.skipped).toBeGreaterThan(0);
+    } finally {
+      clearInterval(watcher);
+    }
+  });
+});
