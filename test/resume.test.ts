@@ -112,6 +112,23 @@ describe('resume', () => {
     expect(readdirSync(dir.path).filter((f) => f.includes('enrich-tmp'))).toStrictEqual([]);
   }, 120_000);
 
+  it('five kill -9s against a service that stores every outcome (Stripe-style, fresh request ids, 3% 500s): exit 0, each company charged once', async () => {
+    const stripe = await sandbox({ idempotency: 'stripe', replayRequestId: 'fresh', latencyMs: 5, failRate: 0.03, dropRate: 0.03, seed: 17 });
+    const inputPath = input(stripe, 120);
+    const out = dir.file('out.csv');
+    const env = { ENRICH_BASE_URL: stripe.url, ENRICH_API_KEY: KEY };
+    const random = mulberry32(5);
+    for (let round = 0; round < 5; round++) {
+      const p = spawnCli([inputPath, '-o', out, '--concurrency', '8'], { env });
+      expect([0, 137, 3], p.stderr()).toContain(await killAfter(stripe, p, 5 + Math.floor(random() * 50)));
+    }
+    // The sandbox finishes a call before it answers or drops it, so a lost call has always
+    // settled by the next attempt: --settle 0s says so. A stored error then retires its key.
+    const last = await runCli([inputPath, '-o', out, '--settle', '0s'], { env });
+    expect(last.code, last.stderr).toBe(0);
+    expectEachChargedOnce(stripe, out);
+  }, 120_000);
+
   it('Ctrl-C lets requests already sent finish, keeps what they bought, exits 130, and the rerun completes', async () => {
     const slow = await sandbox({ latencyMs: 150 });
     const inputPath = input(slow, 40);

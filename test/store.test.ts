@@ -167,6 +167,37 @@ describe('enrich ledger', () => {
   });
 });
 
+describe('enrich ledger release', () => {
+  it('lists companies stuck on a paid call that never answered, and releases them to be bought under new keys', async () => {
+    await sandbox();
+    const [stuck, other] = domains(2) as [string, string];
+    // A run that sent stuck's paid call and never heard back (its process is gone).
+    const { Store } = await import('../src/store/sqlite.js');
+    const store = Store.open(storePath(), { tool: 'test' });
+    const records = store.beginRun(`${sb.url}/api/v1/public`, { inputName: 'x', inputSha256: 'x', rows: 1, dryRun: false, options: {} });
+    await records.append({ t: 'intent', c: stuck, g: 1, v: 1, key: 'lost-key-1' }, true);
+    await records.append({ t: 'enrich', c: stuck, g: 1, v: 1, s: 'error', code: 'network_error', key: 'kept', lost: true, at: Date.now() });
+    await records.flush();
+    store.db.prepare("UPDATE runs SET status = 'killed'").run();
+    store.close();
+
+    const list = await runCli(['ledger', 'release']);
+    expect(list.stdout).toContain(`${stuck}  (`);
+    expect(list.stdout).toContain('1 companies wait on a paid call whose answer never came: at most 1 credits at risk');
+    const refused = await runCli(['ledger', 'release', other]);
+    expect(refused).toMatchObject({ code: 2 });
+    expect(refused.stderr).toContain(`nothing to release for ${other}`);
+    const released = await runCli(['ledger', 'release', '--all']);
+    expect(released.stdout).toContain('released 1 companies');
+    expect((await runCli(['ledger', 'release'])).stdout).toContain('no purchase is waiting on an unanswered paid call');
+
+    const input = dir.file('in.csv', csvText([['domain'], [stuck]]));
+    expect((await runCli([input, '-o', dir.file('o.csv')], { env: env() })).code).toBe(0);
+    expect(sb.ledger(KEY).map((e) => e.idempotencyKey)).toHaveLength(1);
+    expect(sb.ledger(KEY)[0]?.idempotencyKey).toMatch(/-g1-v2$/);
+  });
+});
+
 describe('a journal written by enrich 0.1', () => {
   it('is imported once: its companies are not bought again, and an unfinished purchase resumes under its own key', async () => {
     await sandbox();

@@ -30,6 +30,9 @@ export interface EnrichStepDeps {
   settleMs: number;
 }
 
+/** The longest a run waits for a lost call to settle before it gives the company up for now. */
+const MAX_SETTLE_WAIT_MS = 120_000;
+
 /** The paid enrich of one matched company: claim the purchase, buy it once, record the outcome. */
 export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<void> {
   const { state, stops, progress, record } = deps;
@@ -128,12 +131,13 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
   /**
    * A key kept only because an earlier attempt under it may still be running at the service: once
    * that attempt must have settled, the service's next error retires the key, so waiting out the
-   * rest of the settle time (never longer than it) lets this run finish the company itself.
+   * rest of the settle time (never longer than it, nor two minutes) lets this run finish it.
    */
   async function settleWait(c: Company, answered: boolean): Promise<boolean> {
     if (!answered || !state.needsEnrich(c) || !c.keyUncertain || c.lostAt === null || stops.paid.signal.aborted) return false;
     const wait = c.lostAt + deps.settleMs - deps.now();
-    if (wait > deps.settleMs) return false;
+    // Longer than a run should sit idle: the company is left to a later run, which says why.
+    if (wait > Math.min(deps.settleMs, MAX_SETTLE_WAIT_MS)) return false;
     try {
       if (wait > 0) await deps.clock.sleep(wait, stops.paid.signal);
       return true;
