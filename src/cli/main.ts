@@ -1,15 +1,13 @@
-import { writeFile } from 'node:fs/promises';
 import v8 from 'node:v8';
-import { runBatch, type RunOptions, type RunResult } from '../commands/run.js';
+import type { RunOptions, RunResult } from '../commands/run.js';
 import { EnrichError, ExitCode, errorMessage } from '../errors.js';
 import type { Journal } from '../journal/index.js';
-import { plainReporter } from '../ui/plain.js';
-import { ttyReporter } from '../ui/tty.js';
 import type { Reporter } from '../ui/reporter.js';
-import { formatSummary, nextStep } from '../ui/summary.js';
-import { resolveRunOptions } from './options.js';
 import { parseCommandLine, type RunFlags } from './program.js';
 import { performance } from 'node:perf_hooks';
+
+// Only parsing is loaded up front: --version and --help must start as fast as node itself, so
+// the batch, the sandbox and the live display (ora, cli-progress, csv, undici) load when asked.
 
 export interface CliIO {
   stdin: NodeJS.ReadableStream;
@@ -85,6 +83,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         return ExitCode.OK;
       }
       case 'run': {
+        const { resolveRunOptions } = await import('./options.js');
         const options = await resolveRunOptions(parsed.flags, io.env);
         if (options.service.kind === 'remote') redact = redactor([options.service.apiKey]);
         return await runCommand(parsed.flags, options, io, redact);
@@ -109,7 +108,7 @@ const setTo = (value: string | undefined): boolean => value !== undefined && val
  * (no-color.org), TERM=dumb, --quiet nor --no-progress says otherwise. Everything else gets
  * plain lines at most every few seconds (none with --quiet), with no escape sequences.
  */
-export function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'output'>, io: Pick<CliIO, 'stderr' | 'stdout' | 'env'>): Reporter {
+export async function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'output'>, io: Pick<CliIO, 'stderr' | 'stdout' | 'env'>): Promise<Reporter> {
   const now = (): number => performance.now();
   // A terminal that reports no width (0 columns) cannot be redrawn in place.
   const interactive =
@@ -122,8 +121,10 @@ export function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'out
     io.env['TERM'] !== 'dumb';
   if (interactive) {
     const outputToTerminal = (flags.output ?? '-') === '-' && (io.stdout as { isTTY?: boolean }).isTTY === true;
+    const { ttyReporter } = await import('../ui/tty.js');
     return ttyReporter({ stream: io.stderr, now, outputToTerminal });
   }
+  const { plainReporter } = await import('../ui/plain.js');
   return plainReporter({ stream: io.stderr, intervalMs: 5_000, quiet: flags.quiet, now });
 }
 
@@ -140,7 +141,11 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
     io.stderr.write('enrich: quit at once; the journal is valid, run the same command to resume\n');
     io.hardExit(ExitCode.INTERRUPTED);
   });
-  const reporter = chooseReporter(flags, io);
+  const [reporter, { runBatch }, { formatSummary, nextStep }] = await Promise.all([
+    chooseReporter(flags, io),
+    import('../commands/run.js'),
+    import('../ui/summary.js'),
+  ]);
   let result: RunResult;
   try {
     result = await runBatch(options, {
@@ -162,7 +167,7 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
   if (flags.summaryJson !== undefined) {
     const json = `${JSON.stringify(summary, null, 2)}\n`;
     if (flags.summaryJson === '-') io.stdout.write(json);
-    else await writeFile(flags.summaryJson, json, { mode: 0o600 });
+    else await (await import('node:fs/promises')).writeFile(flags.summaryJson, json, { mode: 0o600 });
   }
   switch (stop?.reason) {
     case 'interrupted':
