@@ -128,11 +128,15 @@ async function buckets(): Promise<void> {
   const input = join(work, 'buckets.csv');
   // 71% of the domains are companies: 1.71 calls a domain, as in the issue's 8,550 for 5,000.
   uniqueDomainsCsv(input, domains, Math.round(domains * 0.71));
-  say(`6. buckets (100 req/s, Retry-After in whole seconds, ${fmt(domains)} unique domains; target >= 0.95 of the ideal time, <= 2% 429s):`);
+  // The baseline crawls against a one-token bucket (every 429 idles a worker a second): it gets
+  // a fifth of the domains, which is enough for its rate.
+  const baseInput = join(work, 'buckets-base.csv');
+  uniqueDomainsCsv(baseInput, domains / 5, Math.round((domains / 5) * 0.71));
+  say(`6. buckets (100 req/s, Retry-After in whole seconds, ${fmt(domains)} unique domains, the baseline ${fmt(domains / 5)}; target >= 0.95 of the ideal time, <= 2% 429s):`);
   for (const burst of [1, 20, 100]) {
     const server = ['--rate-limit', '100', '--burst', String(burst)];
     const e = await againstSandbox(server, ...cli(input, join(work, 'buckets.out.csv'), ['--journal', join(work, `buckets-${burst}.journal`)]));
-    const b = await againstSandbox(server, process.execPath, [BASELINE, input, join(work, 'buckets.base.csv')]);
+    const b = await againstSandbox(server, process.execPath, [BASELINE, baseInput, join(work, 'buckets.base.csv')]);
     say(`   burst ${String(burst).padStart(3)}: enrich ${ofIdeal(e, 100)}, ${fmt(e.accepted + e.limited)} requests`);
     say(`              baseline ${ofIdeal(b, 100)}`);
   }
