@@ -1,17 +1,15 @@
-import { writeFile } from 'node:fs/promises';
 import v8 from 'node:v8';
-import { runBatch, type RunOptions, type RunResult } from '../commands/run.js';
+import type { RunOptions, RunResult } from '../commands/run.js';
 import { EnrichError, ExitCode, errorMessage, type ErrorKind } from '../errors.js';
 import type { Stop } from '../pipeline/stops.js';
 import type { Summary } from '../pipeline/summary.js';
-import { plainReporter } from '../ui/plain.js';
-import { ttyReporter } from '../ui/tty.js';
 import type { Reporter } from '../ui/reporter.js';
-import { formatSummary, nextStep } from '../ui/summary.js';
-import { wrapWords } from '../ui/format.js';
 import { resolveDoctorOptions, resolveRunOptions } from './options.js';
 import { parseCommandLine, type RunFlags } from './program.js';
 import { performance } from 'node:perf_hooks';
+
+// Only parsing is loaded up front: --version and --help must start as fast as node itself, so
+// the batch, the sandbox and the live display (ora, cli-progress, csv, undici) load when asked.
 
 export interface CliIO {
   stdin: NodeJS.ReadableStream;
@@ -103,6 +101,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         return exitCode(await runDoctor(options, io.stdout));
       }
       case 'run': {
+        const { resolveRunOptions } = await import('./options.js');
         const options = await resolveRunOptions(parsed.flags, io.env);
         if (options.service.kind === 'remote') redact = redactor([options.service.apiKey]);
         return await runCommand(parsed.flags, options, io, redact);
@@ -127,7 +126,7 @@ const setTo = (value: string | undefined): boolean => value !== undefined && val
  * (no-color.org), TERM=dumb, --quiet nor --no-progress says otherwise. Everything else gets
  * plain lines at most every few seconds (none with --quiet), with no escape sequences.
  */
-export function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'output'>, io: Pick<CliIO, 'stderr' | 'stdout' | 'env'>): Reporter {
+export async function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'output'>, io: Pick<CliIO, 'stderr' | 'stdout' | 'env'>): Promise<Reporter> {
   const now = (): number => performance.now();
   // A terminal that reports no width (0 columns) cannot be redrawn in place.
   const interactive =
@@ -140,14 +139,21 @@ export function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'out
     io.env['TERM'] !== 'dumb';
   if (interactive) {
     const outputToTerminal = (flags.output ?? '-') === '-' && (io.stdout as { isTTY?: boolean }).isTTY === true;
+    const { ttyReporter } = await import('../ui/tty.js');
     return ttyReporter({ stream: io.stderr, now, outputToTerminal });
   }
+  const { plainReporter } = await import('../ui/plain.js');
   return plainReporter({ stream: io.stderr, intervalMs: 5_000, quiet: flags.quiet, now });
 }
 
 async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redact: (s: string) => string): Promise<number> {
   const interrupt = new AbortController();
-  const reporter = chooseReporter(flags, io);
+  const [reporter, { runBatch }, { formatSummary, nextStep }, { wrapWords }] = await Promise.all([
+    chooseReporter(flags, io),
+    import('../commands/run.js'),
+    import('../ui/summary.js'),
+    import('../ui/format.js'),
+  ]);
   // Through the reporter, which erases the live display first (and the ^C the terminal echoed
   // onto it). "interrupted" is said once, by the summary's title.
   const off = io.onSignal((signal) => {
@@ -184,7 +190,7 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
   if (flags.summaryJson !== undefined) {
     const json = `${JSON.stringify(summary, null, 2)}\n`;
     if (flags.summaryJson === '-') io.stdout.write(json);
-    else await writeFile(flags.summaryJson, json, { mode: 0o600 });
+    else await (await import('node:fs/promises')).writeFile(flags.summaryJson, json, { mode: 0o600 });
   }
   return exitCode(troubleOf(stop, summary));
 }

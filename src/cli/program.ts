@@ -60,6 +60,13 @@ export interface ProgramOutput {
   writeErr(text: string): void;
 }
 
+/**
+ * The bound on requests in flight; the scheduler learns how many the service needs below it
+ * (rate x latency). 128 keeps 500 req/s at 200 ms a request saturated, and is the size of the
+ * connection pool, which opens connections only as they are used.
+ */
+export const DEFAULT_CONCURRENCY = 128;
+
 const integer = (min: number, max: number, what: string) => (value: string): number => {
   const n = Number(value);
   if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
@@ -219,7 +226,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--settle <duration>', 'how long a paid call whose answer was lost may still run at the service (default 60s)', duration('--settle'))
     .option('--fresh', 'buy every held record again (same as --max-age 0; the dry run prices it)', false)
     .option('--journal <path>', 'import a journal written by enrich 0.1 (one beside the input is found by itself)')
-    .option('--concurrency <n>', 'most requests in flight at once', integer(1, 256, '--concurrency'), 16)
+    .option('--concurrency <n>', 'most requests in flight at once (how many are is learned below it)', integer(1, 256, '--concurrency'), DEFAULT_CONCURRENCY)
     .option('--summary-json <path>', 'also write the totals as JSON (- for stdout)')
     .option('--base-url <url>', 'service address (env: ENRICH_BASE_URL)')
     .option('--sandbox', 'run against an embedded sandbox started in-process (no key needed)', false)

@@ -5,31 +5,36 @@ export interface LimiterOptions {
   clock: Clock;
   /** Start unpaced (the ceiling is unknown until a 429 reveals it) unless told a rate. */
   initialRate?: number;
-  /** Fraction of the ceiling to drop to after a 429 (CUBIC's beta). */
+  /** Fraction of the pace kept after a 429 once the ceiling is known (CUBIC's beta). */
   backoff?: number;
-  /** Seconds of saturated running to climb back to the last ceiling (CUBIC's K). */
+  /** Seconds of saturated running to climb back to the plateau after a cut (CUBIC's K). */
   plateauSeconds?: number;
 }
 
 /**
  * Paces requests to a rate it learns from the service, shared by every worker.
  *
- * The service's limit behaves like a token bucket of unknown rate and depth. With a deep bucket a
- * 429's pause costs nothing (the bucket refills while we wait and we spend it after); with a
- * shallow one every pause is lost time. So 429s must be rare, and the pace must sit just under
- * the ceiling most of the time. The shape that does both is TCP CUBIC's:
+ * The service's limit behaves like a token bucket of unknown rate and depth. With a deep bucket
+ * a lost second costs little (the bucket refills and we spend it after); with a shallow one every
+ * lost second is gone. So the pace must sit just under the ceiling, and a 429 must cost little:
  *
- * - The first 429 ends the unpaced start. The pace is set from what was accepted in the first
- *   second, then quadruples every second of saturated running (slow start) until a 429 arrives
- *   while paced: that pace is the ceiling, W.
- * - After each 429 the pace drops to beta*W and climbs back along a cubic: fast at first, flat
- *   near W (99% of it, reached after K seconds), then probing beyond it. A higher ceiling is found; a 429
- *   near W starts the next cycle. Time only counts while callers queue for the pacer, so a slow
- *   input never inflates the pace.
- * - Every 429 pauses all callers until its Retry-After (one shared pause), and callers leave the
- *   queue one pacing interval apart, so a pause never ends in a thundering herd.
+ * - The first 429 ends the unpaced start. Everything in flight was sent too fast, so this is the
+ *   one pause for everyone (its Retry-After). The pace is then set from what was accepted, and
+ *   grows eightfold a second of saturated running (slow start) until a 429 arrives while paced.
+ * - After that, a 429 is an overshoot of a pace we set, not a flood: only the request that got it
+ *   waits out Retry-After (the executor's retry does; spec 7.3). Everyone else goes on at a pace
+ *   cut below the one that overshot, so the bucket refills while we keep sending. The pace then
+ *   climbs back along CUBIC's curve: fast at first, flat 1% under the ceiling, then probing.
+ * - Only when the cuts do not stop the 429s (several cuts within a second: the bucket is empty and
+ *   we are far over) is everyone paused again for the Retry-After.
+ *
+ * Callers leave the queue one pacing interval apart, so a pause never ends in a thundering herd.
  */
 const PLATEAU_LEVEL = 0.99;
+/** Slow start's growth per second of saturated running. */
+const SLOW_START_GROWTH = 8;
+/** Cuts within a second (together to a twentieth of the pace) that show the ceiling fell. */
+const CLUSTER_CUTS = 10;
 
 interface Waiter {
   resolve: () => void;
@@ -38,9 +43,32 @@ interface Waiter {
   onAbort: (() => void) | undefined;
 }
 
+/** The last `size` event times: how many fell after a given moment. */
+class Recent {
+  private readonly times: Float64Array;
+  private count = 0;
+
+  constructor(size: number) {
+    this.times = new Float64Array(size);
+  }
+
+  add(t: number): void {
+    this.times[this.count++ % this.times.length] = t;
+  }
+
+  since(from: number): number {
+    const n = Math.min(this.count, this.times.length);
+    let found = 0;
+    for (let i = 0; i < n; i++) if ((this.times[i] as number) > from) found++;
+    return found;
+  }
+}
+
 export class AdaptiveLimiter {
   rate: number;
   pausedUntil = 0;
+  /** Times every caller was held for a Retry-After: the learning pause, and any cluster. */
+  pauses = 0;
   private lastRelease = Number.NEGATIVE_INFINITY;
   private readonly queue = new Queue<Waiter>();
   private waiting = 0;
@@ -49,20 +77,20 @@ export class AdaptiveLimiter {
   private slowStart = true;
   private lastDecrease = Number.NEGATIVE_INFINITY;
   private lastGrowth = 0;
-  /** The pace at the last 429 (CUBIC's W_max) and saturated seconds since it. */
-  private ceiling = Number.POSITIVE_INFINITY;
+  /** CUBIC's curve: from the pace after the last cut up to a plateau under the last ceiling. */
+  private from = 0;
+  private plateauRate = Number.POSITIVE_INFINITY;
   private sinceDecrease = 0;
   private startedAt: number | null = null;
-  /** When recent answers arrived: the first estimate of the ceiling. */
-  private readonly recent = new Float64Array(4096);
-  private recentCount = 0;
+  private readonly accepted = new Recent(4096);
+  private readonly cuts = new Recent(CLUSTER_CUTS);
   private readonly backoff: number;
   private readonly plateau: number;
 
   constructor(private readonly options: LimiterOptions) {
     this.rate = options.initialRate ?? Number.POSITIVE_INFINITY;
-    this.backoff = options.backoff ?? 0.9;
-    this.plateau = options.plateauSeconds ?? 20;
+    this.backoff = options.backoff ?? 0.95;
+    this.plateau = options.plateauSeconds ?? 5;
   }
 
   /** Callers queued for a slot right now: demand beyond the pace. */
@@ -70,9 +98,14 @@ export class AdaptiveLimiter {
     return this.waiting;
   }
 
+  /** Whether a pace has been learned (or given): before it, nothing holds callers back but a pause. */
+  get paced(): boolean {
+    return Number.isFinite(this.rate);
+  }
+
   /** The earliest time the next caller may go: after any pause, one interval after the last. */
   private nextAt(): number {
-    const paced = Number.isFinite(this.rate) ? this.lastRelease + 1000 / this.rate : 0;
+    const paced = this.paced ? this.lastRelease + 1000 / this.rate : 0;
     return Math.max(this.pausedUntil, paced);
   }
 
@@ -133,9 +166,10 @@ export class AdaptiveLimiter {
         this.queue.shift();
         if (waiter.signal !== undefined && waiter.onAbort !== undefined) waiter.signal.removeEventListener('abort', waiter.onAbort);
         this.waiting--;
-        // Catch up at most one interval after an idle spell: no banked burst.
-        this.lastRelease = Number.isFinite(this.rate) ? Math.max(now - 1000 / this.rate, at) : now;
-        if (this.lastRelease < now - 1000) this.lastRelease = now;
+        // The interval counts from when a caller actually left, not when it was due: a timer that
+        // fires late must not make the next gap short, since a one-token bucket refuses any gap
+        // under its interval. The climb of the pace makes up the average.
+        this.lastRelease = now;
         waiter.resolve();
       }
     } finally {
@@ -146,55 +180,78 @@ export class AdaptiveLimiter {
   /** A request sent at `sentAt` was answered, with anything but 429. */
   onAccepted(sentAt: number): void {
     const now = this.options.clock.now();
-    this.recent[this.recentCount++ % this.recent.length] = now;
+    this.accepted.add(now);
     const dt = Math.min(1000, now - this.lastGrowth) / 1000;
     // Grow only while callers queue for the pacer (the pace, not the input, is the bottleneck),
     // and not on answers to requests sent before the last decrease.
-    if (!Number.isFinite(this.rate) || this.waiting === 0 || sentAt <= this.lastDecrease) {
+    if (!this.paced || this.waiting === 0 || sentAt <= this.lastDecrease) {
       this.lastGrowth = now;
       return;
     }
     if (dt < 0.05) return;
     this.lastGrowth = now;
     if (this.slowStart) {
-      this.rate *= 4 ** dt;
+      // Never more than twice what was accepted over the last second: when the window, not the
+      // pace, is what holds requests back, a pace grown on paper would be a burst when it opens.
+      const since = Math.max(now - 1000, this.pausedUntil);
+      const accepted = (this.accepted.since(since) * 1000) / Math.max(100, now - since);
+      this.rate = Math.max(this.rate, Math.min(this.rate * SLOW_START_GROWTH ** dt, 2 * accepted));
     } else {
       this.sinceDecrease += dt;
       // CUBIC's curve, with its flat part 1% under the last ceiling: a shallow bucket 429s the
       // moment the pace touches its rate, so the plateau must sit below it, not on it.
       const x = (this.sinceDecrease - this.plateau) / this.plateau;
-      this.rate = Math.max(1, this.ceiling * (PLATEAU_LEVEL + (PLATEAU_LEVEL - this.backoff) * x * x * x));
+      this.rate = Math.max(1, this.plateauRate + (this.plateauRate - this.from) * x * x * x);
     }
     this.kick();
   }
 
-  private acceptedSince(from: number): number {
-    const n = Math.min(this.recentCount, this.recent.length);
-    let count = 0;
-    for (let i = 0; i < n; i++) if ((this.recent[i] as number) > from) count++;
-    return count;
+  /** Accepted answers a second since the start (over one second at least). */
+  private acceptedRate(now: number): number {
+    const span = Math.max(1, (now - (this.startedAt ?? now)) / 1000);
+    return this.accepted.since(now - span * 1000) / span;
+  }
+
+  private pause(now: number, retryAfterSeconds: number): void {
+    if (this.pausedUntil <= now) this.pauses++;
+    this.pausedUntil = Math.max(this.pausedUntil, now + retryAfterSeconds * 1000);
+    this.kick();
   }
 
   /** A request sent at `sentAt` was answered 429 with this Retry-After. */
   onRateLimited(sentAt: number, retryAfterSeconds: number): void {
     const now = this.options.clock.now();
-    this.pausedUntil = Math.max(this.pausedUntil, now + retryAfterSeconds * 1000);
-    this.kick();
-    // The requests of one burst come back 429 together: decrease once per episode.
+    // The answers to requests sent before the last cut say nothing about the pace since.
     if (sentAt <= this.lastDecrease) return;
-    if (!Number.isFinite(this.rate)) {
-      // The first 429 of the run: what was accepted in the first second is the best evidence
-      // (a deep bucket lets through about one second's worth); slow start corrects the rest.
-      const since = this.startedAt ?? now;
-      const seconds = Math.max(1, (now - since) / 1000);
-      this.rate = Math.max(1, this.acceptedSince(now - seconds * 1000) / seconds);
-    } else {
-      this.slowStart = false;
-      this.ceiling = this.rate;
-      this.sinceDecrease = 0;
-      this.rate = Math.max(1, this.ceiling * this.backoff);
+    if (!this.paced) {
+      // The first 429 of an unpaced start: the bucket is empty and everything in flight was sent
+      // too fast, so everyone waits once. What was accepted so far is the first estimate.
+      this.pause(now, retryAfterSeconds);
+      this.rate = Math.max(1, this.acceptedRate(now));
+      this.lastDecrease = now;
+      this.lastGrowth = now;
+      return;
     }
+    // One cut per overshoot; cuts that follow each other within a second cut harder each time
+    // (a deep bucket hid how far slow start went past the ceiling, and the pace must come down
+    // in a few round trips, not in a second's worth of 429s).
+    this.slowStart = false;
+    const recentCuts = this.cuts.since(now - 1000) + 1;
+    this.cuts.add(now);
+    this.cut(this.rate * this.backoff ** recentCuts);
+    // Still refused after cuts that took the pace to a fraction of what it was a second ago: the
+    // ceiling fell (or another client shares the key). Everyone waits out the Retry-After.
+    if (recentCuts >= CLUSTER_CUTS) this.pause(now, retryAfterSeconds);
     this.lastDecrease = now;
     this.lastGrowth = now;
+  }
+
+  /** Sets the pace, and CUBIC's curve back up to just under the pace one cut above it. */
+  private cut(to: number): void {
+    this.rate = Math.max(1, to);
+    this.from = this.rate;
+    this.plateauRate = (this.rate / this.backoff) * PLATEAU_LEVEL;
+    this.sinceDecrease = 0;
+    this.kick();
   }
 }

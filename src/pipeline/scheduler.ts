@@ -18,21 +18,62 @@ export class StoppedError extends Error {
   override readonly name = 'StoppedError';
 }
 
+/** Requests in flight before anything is known about the service. */
+const INITIAL_WINDOW = 16;
+/** Little's law gives the in-flight count the pace needs; this much more absorbs slow answers. */
+const HEADROOM = 1.5;
+/** Unpaced, the window grows while answers come back within this factor of the fastest seen. */
+const QUEUEING = 2;
+
 /**
- * Runs single requests with at most `concurrency` in flight (p-limit), each after the shared
- * limiter grants it a slot. Every submitted job adds one p-limit task; whichever task starts
- * takes the best job waiting at that moment, so priority holds however jobs were queued.
+ * How many requests may be in flight: learned, never above the user's bound.
+ *
+ * Paced, Little's law says the pace needs rate x latency in flight; the window keeps that with
+ * headroom (and a few callers queued at the pacer, so the pace, not the window, is what binds).
+ * Unpaced (no ceiling seen yet), it grows by one per answer, doubling every round trip as TCP's
+ * slow start does, while the answers do not slow down: a service that queues our requests is
+ * saturated, and more in flight would only add latency.
+ */
+export class Window {
+  size: number;
+  /** Smoothed latency of accepted answers, and the fastest smoothed value seen. */
+  private latency = 0;
+  private floor = Number.POSITIVE_INFINITY;
+
+  constructor(private readonly max: number) {
+    this.size = Math.min(INITIAL_WINDOW, max);
+  }
+
+  onAnswer(latencyMs: number, rate: number, busy: boolean): void {
+    this.latency = this.latency === 0 ? latencyMs : this.latency * 0.9 + latencyMs * 0.1;
+    this.floor = Math.min(this.floor, this.latency);
+    if (Number.isFinite(rate)) {
+      this.size = Math.min(this.max, Math.max(1, Math.ceil((rate * this.latency * HEADROOM) / 1000) + 2));
+    } else if (busy && this.latency <= this.floor * QUEUEING) {
+      this.size = Math.min(this.max, this.size + 1);
+    }
+  }
+}
+
+/**
+ * Runs single requests with at most the window's count in flight (p-limit), each after the
+ * shared limiter grants it a slot. Every submitted job adds one p-limit task; whichever task
+ * starts takes the best job waiting at that moment, so priority holds however jobs were queued.
+ * Every request goes through here, so this is where answers are timed and told to the limiter.
  */
 export class Scheduler {
   private readonly limit: LimitFunction;
   private readonly queues: Record<Lane, Queue<Job>> = { enrich: new Queue(), match: new Queue() };
+  readonly window: Window;
 
+  /** `concurrency` is the most requests ever in flight; how many are is learned below it. */
   constructor(
     private readonly limiter: AdaptiveLimiter,
     private readonly clock: Clock,
     concurrency: number,
   ) {
-    this.limit = pLimit(concurrency);
+    this.window = new Window(concurrency);
+    this.limit = pLimit(this.window.size);
   }
 
   /** Runs `call` as one request. Rejects with StoppedError if `signal` aborts before it starts. */
@@ -41,6 +82,13 @@ export class Scheduler {
       this.queues[lane].push({ run: call, resolve: resolve as (v: unknown) => void, reject, signal });
       void this.limit(() => this.next());
     });
+  }
+
+  private accepted(sentAt: number): void {
+    const busy = this.limit.activeCount >= this.limit.concurrency;
+    this.limiter.onAccepted(sentAt);
+    this.window.onAnswer(this.clock.now() - sentAt, this.limiter.rate, busy);
+    if (this.window.size !== this.limit.concurrency) this.limit.concurrency = this.window.size;
   }
 
   private async next(): Promise<void> {
@@ -59,11 +107,11 @@ export class Scheduler {
     const sentAt = this.clock.now();
     try {
       const value = await job.run();
-      this.limiter.onAccepted(sentAt);
+      this.accepted(sentAt);
       job.resolve(value);
     } catch (error) {
       if (error instanceof RateLimitedError) this.limiter.onRateLimited(sentAt, error.retryAfterSeconds);
-      else if (!(error instanceof ConnectionError)) this.limiter.onAccepted(sentAt);
+      else if (!(error instanceof ConnectionError)) this.accepted(sentAt);
       job.reject(error);
     }
   }

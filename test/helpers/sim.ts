@@ -118,6 +118,8 @@ export interface SimServerOptions {
   burst: number;
   /** Answer time, ms, drawn uniformly from [latency/2, 3*latency/2]. */
   latencyMs: number;
+  /** The way there, ms, drawn uniformly from [0, jitter]: when the bucket sees the request. */
+  jitterMs?: number;
   seed?: number;
 }
 
@@ -128,20 +130,36 @@ export interface SimResult {
   /** Accepted requests a second, over the ceiling. */
   efficiency: number;
   share429: number;
+  /** Times the limiter held every caller for a Retry-After. */
+  pauses: number;
+  /** The most requests in flight at once. */
+  peakInFlight: number;
 }
 
 /**
  * The real executor, scheduler and limiter against a token-bucket model of the service, on
  * simulated time: `domains` matches that all hit, then as many enriches.
  */
-export async function simulate(server: SimServerOptions, domains: number, concurrency = 16): Promise<SimResult> {
+export async function simulate(server: SimServerOptions, domains: number, concurrency = 128): Promise<SimResult> {
   const clock = new SimClock();
   const bucket = new TokenBucket(server.rate, server.burst, 0);
   const random = mulberry32(server.seed ?? 1);
   let accepted = 0;
   let rateLimited = 0;
 
+  let inFlight = 0;
+  let peakInFlight = 0;
   const answer = async <T>(value: T): Promise<T> => {
+    peakInFlight = Math.max(peakInFlight, ++inFlight);
+    try {
+      return await respond(value);
+    } finally {
+      inFlight--;
+    }
+  };
+  const respond = async <T>(value: T): Promise<T> => {
+    const jitter = server.jitterMs ?? 0;
+    if (jitter > 0) await clock.sleep(jitter * random());
     const taken = bucket.take(clock.now());
     if (!taken.ok) {
       rateLimited++;
@@ -176,7 +194,7 @@ export async function simulate(server: SimServerOptions, domains: number, concur
   const stop = await clock.run(
     execute(
       state,
-      { dryRun: false, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchWindow: concurrency * 4, graceMs: 1000 },
+      { dryRun: false, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchWindow: Math.max(32, concurrency * 4), graceMs: 1000 },
       { client, scheduler: new Scheduler(limiter, clock, concurrency), store: memoryStore(), clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress: progress.sink },
       new AbortController().signal,
     ),
@@ -191,5 +209,7 @@ export async function simulate(server: SimServerOptions, domains: number, concur
     rateLimited,
     efficiency: accepted / (elapsedMs / 1000) / server.rate,
     share429: rateLimited / (accepted + rateLimited),
+    pauses: limiter.pauses,
+    peakInFlight,
   };
 }

@@ -21,7 +21,7 @@ async function options(argv: string[], env: Record<string, string> = ENV): Promi
 
 describe('argv -> options', () => {
   it.each<[string, string[], Partial<RunOptions>]>([
-    ['defaults', ['in.csv'], { input: 'in.csv', output: '-', format: 'csv', dryRun: false, maxCredits: null, maxAgeMs: null, missMaxAgeMs: 30 * DAY, store: join('/state', 'enrich', 'store.db'), concurrency: 16 }],
+    ['defaults', ['in.csv'], { input: 'in.csv', output: '-', format: 'csv', dryRun: false, maxCredits: null, maxAgeMs: null, missMaxAgeMs: 30 * DAY, store: join('/state', 'enrich', 'store.db'), concurrency: 128 }],
     ['stdin to a JSONL file', ['-', '-o', 'out.jsonl'], { input: '-', output: 'out.jsonl', format: 'jsonl', writesOutput: true }],
     ['an explicit format wins over the extension', ['in.csv', '-o', 'out.jsonl', '--format', 'csv'], { format: 'csv' }],
     ['a dry run writes results only when asked', ['in.csv', '--dry-run'], { dryRun: true, writesOutput: false }],
