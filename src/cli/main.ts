@@ -4,7 +4,6 @@ import { EnrichError, ExitCode, errorMessage, type ErrorKind } from '../errors.j
 import type { Stop } from '../pipeline/stops.js';
 import type { Summary } from '../pipeline/summary.js';
 import type { Reporter } from '../ui/reporter.js';
-import { resolveDoctorOptions, resolveRunOptions } from './options.js';
 import { parseCommandLine, type RunFlags } from './program.js';
 import { performance } from 'node:perf_hooks';
 
@@ -95,7 +94,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         return ExitCode.OK;
       }
       case 'doctor': {
-        const { runDoctor } = await import('../commands/doctor.js');
+        const [{ runDoctor }, { resolveDoctorOptions }] = await Promise.all([import('../commands/doctor.js'), import('./options.js')]);
         const options = await resolveDoctorOptions(parsed.flags, io.env);
         if (options.service.kind === 'remote' && options.service.key.ok) redact = redactor([options.service.key.value]);
         return exitCode(await runDoctor(options, io.stdout));

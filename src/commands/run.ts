@@ -4,21 +4,20 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { ServiceClient } from '../api/client.js';
 import { serviceIdentity } from '../api/endpoint.js';
-import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../api/retry.js';
+import type { RetryPolicy } from '../api/retry.js';
 import { InterruptedError } from '../errors.js';
-import { detectFormat, readCsv, type CsvBatch, type CsvFormat } from '../io/csv-reader.js';
+import { detectFormat, type CsvFormat } from '../io/csv-format.js';
+import type { CsvBatch } from '../io/csv-reader.js';
 import { hashFile, resolveInput, type InputSource } from '../io/input.js';
 import { loadScan, saveScan, type ScanKey } from '../io/scan-cache.js';
 import { copyCsvWithResults, csvResultSuffix, jsonlResultFormatter, writeJsonlResults, type OutputFormat } from '../io/output.js';
 import { openSink } from '../io/sink.js';
 import { systemClock, type Clock } from '../pipeline/clock.js';
-import { execute, type Stop } from '../pipeline/execute.js';
-import { AdaptiveLimiter } from '../pipeline/limiter.js';
+import type { Stop } from '../pipeline/execute.js';
 import { planCompany, planDomain, type Policy } from '../pipeline/plan.js';
 import { Progress, type ProgressSink } from '../pipeline/progress.js';
 import { resultForRow, resultKey, type RowResult } from '../pipeline/results.js';
-import { scanRecords, type ScanResult } from '../pipeline/scan.js';
-import { Scheduler } from '../pipeline/scheduler.js';
+import type { ScanResult } from '../pipeline/scan.js';
 import { RunState, type Company } from '../pipeline/state.js';
 import { emptyTally, summarise, type RowTally, type Summary } from '../pipeline/summary.js';
 import type { SandboxOptions } from '../sandbox/index.js';
@@ -78,7 +77,6 @@ export interface RunResult {
 }
 
 export const EMBEDDED_SERVICE = 'sandbox:embedded';
-export const DEFAULT_MISS_MAX_AGE_MS = 30 * 86_400_000;
 
 /** Where enrich 0.1 kept the journal of this input, if it ran on it. */
 function legacyJournals(options: RunOptions, sha256: string, env: NodeJS.ProcessEnv): string[] {
@@ -147,6 +145,8 @@ async function scanInput(options: RunOptions, ctx: RunContext, progress: Progres
     progress({ type: 'rows', rows: cached.rows });
     return cached;
   }
+  // The parser and the domain rules load only when the input must be read again.
+  const [{ readCsv }, { scanRecords }] = await Promise.all([import('../io/csv-reader.js'), import('../pipeline/scan.js')]);
   const scan = await scanRecords(checked(readCsv(input.path, input.displayName, format), ctx.interrupt, progress), state, options.column, input.bytes);
   // Only a cache: a run that cannot write it is slower next time, nothing worse.
   await saveScan(cachePath, scanKey, scan, state.domains).catch(() => {});
@@ -217,7 +217,13 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   if (matchesOwed > 0 || owesEnrich) {
     progress({ type: 'phase', phase: 'match' });
     ctx.reporter.refresh();
-    const client = await connect(options, cleanups);
+    const [client, { execute }, { AdaptiveLimiter }, { Scheduler }, { DEFAULT_RETRY_POLICY }] = await Promise.all([
+      connect(options, cleanups),
+      import('../pipeline/execute.js'),
+      import('../pipeline/limiter.js'),
+      import('../pipeline/scheduler.js'),
+      import('../api/retry.js'),
+    ]);
     const limiter = new AdaptiveLimiter({ clock });
     const scheduler = new Scheduler(limiter, clock, options.concurrency);
     stop = await execute(

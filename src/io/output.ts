@@ -3,7 +3,7 @@ import { stringify } from 'csv-stringify/sync';
 import type { CompanyRecord } from '../api/types.js';
 import type { RowResult } from '../pipeline/results.js';
 import type { IntVector } from '../pipeline/vector.js';
-import { readCsv, type CsvFormat } from './csv-reader.js';
+import type { CsvFormat } from './csv-format.js';
 import { neutraliseCell, stripControls } from './service-text.js';
 import type { Sink } from './sink.js';
 import { encodeWindows1252 } from './windows-1252.js';
@@ -238,6 +238,8 @@ export async function writeJsonlResults(o: JsonlOptions): Promise<void> {
   const prefixes = keyPrefixes(jsonKeys(o.header).slice(0, o.header.length));
   let row = 0;
   let first = !o.headerless;
+  // JSONL needs the input's fields: the parser loads only for it (a CSV result copies bytes).
+  const { readCsv } = await import('./csv-reader.js');
   for await (const { records } of readCsv(o.inputPath, o.displayName, o.format)) {
     o.checkpoint();
     const lines: string[] = [];

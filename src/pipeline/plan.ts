@@ -1,5 +1,8 @@
 import type { HeldCompany, Lookup, Purchase } from '../store/types.js';
 
+/** A miss is believed this long by default, then asked again (free): the service grows. */
+export const DEFAULT_MISS_MAX_AGE_MS = 30 * 86_400_000;
+
 /** The user's freshness policy, and the moment it is judged at. */
 export interface Policy {
   now: number;

@@ -1,6 +1,6 @@
 import type { CompanyRecord } from '../api/types.js';
 import type { Stop } from './stops.js';
-import { invalidReasonOf } from './scan.js';
+import { invalidReasonOf } from './invalid.js';
 import { Match, type Company, type RunState } from './state.js';
 
 export type RowStatus = 'matched' | 'no_match' | 'invalid' | 'error' | 'skipped';

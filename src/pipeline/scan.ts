@@ -1,10 +1,10 @@
 import { InputError } from '../errors.js';
 import { findDomainColumn } from './columns.js';
-import { normaliseDomain, type InvalidReason } from './normalise.js';
+import { invalidRef } from './invalid.js';
+import { normaliseDomain } from './normalise.js';
 import type { RunState } from './state.js';
 import { IntVector } from './vector.js';
 
-export const INVALID_REASONS: readonly InvalidReason[] = ['empty', 'not_a_domain', 'ip_address', 'public_suffix', 'unknown_suffix'];
 
 /**
  * What the scan learned about the input: the header, the domain column, and for each data row a
@@ -36,8 +36,6 @@ export interface RecordBatch {
   ends: number[];
 }
 
-export const invalidRef = (reason: InvalidReason): number => -1 - INVALID_REASONS.indexOf(reason);
-export const invalidReasonOf = (ref: number): InvalidReason => INVALID_REASONS[-1 - ref] as InvalidReason;
 
 /**
  * The first pass over the input: validate the whole file (a malformed line stops the run before

@@ -1,7 +1,9 @@
 import type { Progress } from '../pipeline/progress.js';
 
-const nf = new Intl.NumberFormat('en-US');
-export const num = (n: number): string => nf.format(n);
+// Counts are whole numbers: grouping them by hand spares building an Intl formatter at start-up.
+let nf: Intl.NumberFormat | undefined;
+export const num = (n: number): string =>
+  Number.isSafeInteger(n) ? String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',') : (nf ??= new Intl.NumberFormat('en-US')).format(n);
 
 export function duration(ms: number): string {
   const s = Math.max(0, Math.round(ms / 1000));

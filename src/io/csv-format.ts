@@ -1,0 +1,68 @@
+import { open } from 'node:fs/promises';
+import { InputError } from '../errors.js';
+
+/**
+ * What the head of a CSV file says about how to read it. Apart from the parser (io/csv-reader),
+ * so a rerun that finds its scan cached does not load csv-parse at all.
+ */
+export interface CsvFormat {
+  delimiter: string;
+  /** The file starts with a UTF-8 byte-order mark (spreadsheet exports do). */
+  bom: boolean;
+  /** The header line ends in CRLF: output rows end the same way. */
+  crlf: boolean;
+  /** The start of the file is valid UTF-8 (else: most likely Latin-1 or Windows-1252). */
+  utf8: boolean;
+}
+
+const DELIMITERS = [',', ';', '\t', '|'] as const;
+
+/**
+ * Picks the delimiter from the header line: the candidate that occurs most outside quotes.
+ * European spreadsheets export `;`, some tools tab; a header without any of them is one column.
+ */
+export function sniffDelimiter(firstLine: string): string {
+  let best = ',';
+  let bestCount = 0;
+  for (const d of DELIMITERS) {
+    let count = 0;
+    let quoted = false;
+    for (const ch of firstLine) {
+      if (ch === '"') quoted = !quoted;
+      else if (ch === d && !quoted) count++;
+    }
+    if (count > bestCount) {
+      best = d;
+      bestCount = count;
+    }
+  }
+  return best;
+}
+
+/** Reads the head of the file to refuse encodings we cannot read and to find the delimiter. */
+export async function detectFormat(path: string, displayName: string): Promise<CsvFormat> {
+  const handle = await open(path, 'r');
+  try {
+    const buf = Buffer.alloc(64 * 1024);
+    const { bytesRead } = await handle.read(buf, 0, buf.length, 0);
+    const head = buf.subarray(0, bytesRead);
+    if ((head[0] === 0xff && head[1] === 0xfe) || (head[0] === 0xfe && head[1] === 0xff)) {
+      throw new InputError(`${displayName} is UTF-16 encoded; save it as UTF-8 CSV and run again`);
+    }
+    if (head.includes(0)) throw new InputError(`${displayName} is not a text file (it contains NUL bytes)`);
+    let utf8 = true;
+    try {
+      // Streaming: a character cut at the end of the sample is not an error.
+      new TextDecoder('utf-8', { fatal: true }).decode(head, { stream: true });
+    } catch {
+      utf8 = false;
+    }
+    let text = head.toString('utf8');
+    const bom = text.charCodeAt(0) === 0xfeff;
+    if (bom) text = text.slice(1);
+    const end = text.search(/\r?\n/);
+    return { delimiter: sniffDelimiter(end === -1 ? text : text.slice(0, end)), bom, crlf: end !== -1 && text[end] === '\r', utf8 };
+  } finally {
+    await handle.close();
+  }
+}
