@@ -30,6 +30,8 @@ export interface AttemptDeps {
   progress: ProgressSink;
   /** Aborts requests already sent (once an interrupt's grace period is over). */
   inflight: AbortSignal;
+  /** Until when every caller is held back (the limiter's shared pause); 0: none. */
+  pausedUntil: () => number;
   /** The circuit breaker every attempt's outcome goes through. */
   health: Health;
   /** Stops the run: the service is down, or asks to wait longer than it is worth. */
@@ -71,8 +73,9 @@ export function attempter(deps: AttemptDeps): Attempter {
           return { kind: 'stopped' };
         }
         if (!decision.retry) return { kind: 'error', error };
-        // Shown as a pause by the UI, so a wait on the service never looks like a hang.
-        if (error instanceof RateLimitedError) progress({ type: 'paused', until: clock.now() + decision.delayMs });
+        // A pause that holds every request is shown as one, so a wait never looks like a hang; a
+        // lone 429 that only this request waits out is not a pause of the run.
+        if (error instanceof RateLimitedError && deps.pausedUntil() > clock.now()) progress({ type: 'paused', until: deps.pausedUntil() });
         progress({ type: 'retry' });
         try {
           await clock.sleep(decision.delayMs, signal);

@@ -85,6 +85,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     retry: options.retry,
     progress,
     inflight: inflight.signal,
+    pausedUntil: () => deps.scheduler.pausedUntil,
     health: new Health(),
     unavailable: (outage) => stops.stopAll({ reason: 'unavailable', ...outage }),
   });

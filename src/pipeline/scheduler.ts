@@ -67,6 +67,11 @@ export class Scheduler {
   readonly window: Window;
 
   /** `concurrency` is the most requests ever in flight; how many are is learned below it. */
+  /** Until when the limiter holds every caller back (monotonic ms); 0 or past: not paused. */
+  get pausedUntil(): number {
+    return this.limiter.pausedUntil;
+  }
+
   constructor(
     private readonly limiter: AdaptiveLimiter,
     private readonly clock: Clock,
