@@ -1,12 +1,10 @@
-import { join } from 'node:path';
-import { PassThrough, Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runBatch, type RunOptions } from '../src/commands/run.js';
+import type { RunOptions } from '../src/commands/run.js';
 import { RunState } from '../src/pipeline/state.js';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
 import { nextStep } from '../src/ui/summary.js';
-import { silentReporter } from '../src/ui/reporter.js';
 import { csvText, runCli, tempDir } from './helpers/cli.js';
+import { batchOptions, runQuietBatch } from './helpers/batch.js';
 
 /** What a person is told about money must be true: estimates, balances, and what stopped a run. */
 const KEY = 'sk_test_money';
@@ -24,25 +22,8 @@ afterEach(async () => {
 async function batch(sandbox: SandboxOptions, domains: string[], extra: Partial<RunOptions> = {}) {
   sb ??= await startSandbox({ keys: [{ key: KEY }], ...sandbox });
   const input = dir.file('in.csv', csvText([['domain'], ...domains.map((d) => [d])]));
-  return runBatch(
-    {
-      input,
-      output: '-',
-      writesOutput: false,
-      format: 'csv',
-      column: undefined,
-      dryRun: false,
-      maxCredits: null,
-      store: join(dir.path, 'store.db'),
-      maxAgeMs: null,
-      missMaxAgeMs: 86_400_000,
-      journal: undefined,
-      concurrency: 4,
-      service: { kind: 'remote', baseUrl: sb.url, apiKey: KEY },
-      retry: { maxAttempts: 2, maxRateLimitedAttempts: 4, baseDelayMs: 1, maxDelayMs: 2 },
-      ...extra,
-    },
-    { stdin: Readable.from([]), stdout: new PassThrough(), env: {}, reporter: silentReporter, interrupt: new AbortController().signal },
+  return runQuietBatch(
+    batchOptions(dir.path, input, { baseUrl: sb.url, apiKey: KEY }, { output: '-', writesOutput: false, concurrency: 4, retry: { maxAttempts: 2, maxRateLimitedAttempts: 4, baseDelayMs: 1, maxDelayMs: 2 }, ...extra }),
   );
 }
 

@@ -1,10 +1,8 @@
-import { join } from 'node:path';
-import { PassThrough, Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runBatch, type RunOptions, type RunResult } from '../src/commands/run.js';
+import type { RunOptions, RunResult } from '../src/commands/run.js';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
-import { silentReporter } from '../src/ui/reporter.js';
 import { csvText, readCsvFile, tempDir } from './helpers/cli.js';
+import { batchOptions, runQuietBatch } from './helpers/batch.js';
 
 const KEY = 'sk_test_storm';
 let sb: Sandbox | undefined;
@@ -25,26 +23,7 @@ async function batch(options: SandboxOptions, companies: number, extra: Partial<
   const domains = [...sb.directory].slice(0, companies).map((c) => c.domain);
   const input = dir.file('in.csv', csvText([['domain'], ...domains.map((d) => [d])]));
   const out = dir.file('out.csv');
-  const result = await runBatch(
-    {
-      input,
-      output: out,
-      writesOutput: true,
-      format: 'csv',
-      column: undefined,
-      dryRun: false,
-      maxCredits: null,
-      store: join(dir.path, 'store.db'),
-      maxAgeMs: null,
-      missMaxAgeMs: 86_400_000,
-      journal: undefined,
-      concurrency: 8,
-      service: { kind: 'remote', baseUrl: sb.url, apiKey: KEY },
-      retry: { maxAttempts: 12, maxRateLimitedAttempts: 40, baseDelayMs: 5, maxDelayMs: 40 },
-      ...extra,
-    },
-    { stdin: Readable.from([]), stdout: new PassThrough(), env: {}, reporter: silentReporter, interrupt: new AbortController().signal },
-  );
+  const result = await runQuietBatch(batchOptions(dir.path, input, { baseUrl: sb.url, apiKey: KEY }, { output: out, ...extra }));
   return { result, domains, out, sb };
 }
 

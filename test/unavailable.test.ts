@@ -1,13 +1,10 @@
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
-import { PassThrough, Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runBatch } from '../src/commands/run.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
-import { silentReporter } from '../src/ui/reporter.js';
 import { csvText, runCli, tempDir } from './helpers/cli.js';
 import { hostileServer } from './helpers/hostile.js';
+import { batchOptions, runQuietBatch } from './helpers/batch.js';
 
 /** "Service down" is told apart from "3 rows failed": one line naming the host and cause, exit 6. */
 const KEY = 'sk_test_unavailable';
@@ -85,24 +82,8 @@ describe('the circuit breaker', () => {
       if (sb.stats.requests >= 30) sb.setFailRate(1);
     }, 1);
     try {
-      const result = await runBatch(
-        {
-          input: path,
-          output: dir.file('out.csv'),
-          writesOutput: true,
-          format: 'csv',
-          column: undefined,
-          dryRun: false,
-          maxCredits: null,
-          store: join(dir.path, 'store.db'),
-          maxAgeMs: null,
-          missMaxAgeMs: 86_400_000,
-          journal: undefined,
-          concurrency: 4,
-          service: { kind: 'remote', baseUrl: sb.url, apiKey: KEY },
-          retry: { maxAttempts: 100, maxRateLimitedAttempts: 4, baseDelayMs: 1, maxDelayMs: 2 },
-        },
-        { stdin: Readable.from([]), stdout: new PassThrough(), env: {}, reporter: silentReporter, interrupt: new AbortController().signal },
+      const result = await runQuietBatch(
+        batchOptions(dir.path, path, { baseUrl: sb.url, apiKey: KEY }, { concurrency: 4, retry: { maxAttempts: 100, maxRateLimitedAttempts: 4, baseDelayMs: 1, maxDelayMs: 2 } }),
       );
       expect(result.stop).toMatchObject({ reason: 'unavailable', worked: true });
       expect(result.stop?.reason === 'unavailable' ? result.stop.message : '').toMatch(/^the service stopped answering \(25 attempts in a row failed; last: internal/);
