@@ -167,6 +167,51 @@ describe('enrich ledger', () => {
   });
 });
 
+describe('review findings', () => {
+  it('a --fresh run stopped by Ctrl-C and run again does not buy twice what it already refreshed', async () => {
+    await sandbox({ latencyMs: 40 });
+    const list = domains(16);
+    const input = dir.file('in.csv', csvText([['domain'], ...list.map((d) => [d])]));
+    expect(await summaryOf([input, '-o', dir.file('o.csv')])).toMatchObject({ bought: 16 });
+    const p = spawnCli([input, '-o', dir.file('o.csv'), '--fresh', '--concurrency', '2', '--quiet'], { env: env() });
+    // Ctrl-C once the refresh has bought a few (progress, not the clock).
+    while (sb.ledger(KEY).length < 16 + 3) await new Promise((r) => setTimeout(r, 5));
+    p.child.kill('SIGINT');
+    expect(await p.exited).toBe(130);
+    const refreshed = sb.ledger(KEY).length - 16;
+    expect(refreshed).toBeLessThan(16);
+    const rerun = await runCli([input, '-o', dir.file('o.csv'), '--fresh', '--quiet'], { env: env() });
+    expect(rerun.code, rerun.stderr).toBe(0);
+    // Each company bought once, then refreshed once: never a third time.
+    for (const [domain, n] of sb.chargesByDomain(KEY)) expect(n, domain).toBe(2);
+    // A later --fresh is a new job: it refreshes all again.
+    expect(await summaryOf([input, '-o', dir.file('o.csv'), '--fresh'])).toMatchObject({ bought: 16 });
+  }, 60_000);
+
+  it('a run stopped by --max-credits leaves nothing "at risk" for what it never sent', async () => {
+    await sandbox();
+    const input = dir.file('in.csv', csvText([['domain'], ...domains(10).map((d) => [d])]));
+    expect((await runCli([input, '-o', dir.file('o.csv'), '--max-credits', '2'], { env: env() })).code).toBe(4);
+    expect((await runCli(['ledger', 'release'])).stdout).toContain('no purchase is waiting on an unanswered paid call');
+    const held = JSON.parse((await runCli(['ledger', '--json'])).stdout) as { services: { open: number }[] };
+    expect(held.services[0]?.open).toBe(0);
+  });
+
+  it('refuses to export over the store itself, directly or through a symlink', async () => {
+    await sandbox();
+    const input = dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
+    expect((await runCli([input, '-o', dir.file('o.csv')], { env: env() })).code).toBe(0);
+    const direct = await runCli(['ledger', 'export', '-o', storePath()]);
+    expect(direct).toMatchObject({ code: 2 });
+    expect(direct.stderr).toContain('is the store itself');
+    const link = dir.file('link.csv');
+    const { symlinkSync } = await import('node:fs');
+    symlinkSync(storePath(), link);
+    expect((await runCli(['ledger', 'export', '-o', link])).code).toBe(2);
+    expect((await runCli(['ledger', '--json'])).code).toBe(0);
+  });
+});
+
 describe('enrich ledger release', () => {
   it('lists companies stuck on a paid call that never answered, and releases them to be bought under new keys', async () => {
     await sandbox();
@@ -228,5 +273,14 @@ describe('a journal written by enrich 0.1', () => {
     const again = await runCli([input, '-o', dir.file('out.csv')], { env: env() });
     expect(again.stderr).not.toContain('imported');
     expect(sb.ledger(KEY)).toHaveLength(2);
+    // 0.1 ran once more on that file: only its new lines are imported, nothing counted twice.
+    const credits = (): number => (JSON.parse(readFileSync(dir.file('held.json'), 'utf8')) as { services: { credits: number }[] }).services[0]?.credits ?? -1;
+    writeFileSync(dir.file('held.json'), (await runCli(['ledger', '--json'])).stdout);
+    const before = credits();
+    const { appendFileSync } = await import('node:fs');
+    appendFileSync(`${input}.enrich-journal`, '{"t":"session","n":3,"at":"2026-11-23T09:00:00.000Z","pid":1,"dry_run":false}\n');
+    expect((await runCli([input, '-o', dir.file('out.csv')], { env: env() })).stderr).toContain('imported 0 companies');
+    writeFileSync(dir.file('held.json'), (await runCli(['ledger', '--json'])).stdout);
+    expect(credits()).toBe(before);
   });
 });

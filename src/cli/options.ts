@@ -1,6 +1,6 @@
-import { lstat, readFile, readlink, realpath, stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
+import { landsAt } from '../io/paths.js';
 import { unwritableReason } from '../io/sink.js';
-import { basename, dirname, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
 import { DEFAULT_MISS_MAX_AGE_MS } from '../pipeline/plan.js';
@@ -67,23 +67,6 @@ export function formatFor(output: string, requested: OutputFormat | undefined): 
 }
 
 
-/**
- * Where writing to `path` lands: its real path, or, for a symlink whose target does not exist yet
- * (results are renamed over the target), the target the link names, followed link by link.
- */
-async function landsAt(path: string): Promise<string> {
-  let current = resolve(path);
-  for (let hops = 0; hops < 32; hops++) {
-    const real = await realpath(current).catch(() => null);
-    if (real !== null) return real;
-    const link = await lstat(current).catch(() => null);
-    if (link?.isSymbolicLink() !== true) break;
-    current = resolve(dirname(current), await readlink(current));
-  }
-  // A file not written yet: its folder may itself be reached through a link.
-  const folder = await realpath(dirname(current)).catch(() => dirname(current));
-  return resolve(folder, basename(current));
-}
 
 /**
  * Refuses, before any work, paths that would fail or destroy something only once the work is

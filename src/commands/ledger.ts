@@ -1,7 +1,9 @@
+import { stat } from 'node:fs/promises';
 import { stringify } from 'csv-stringify/sync';
 import { serviceIdentity } from '../api/endpoint.js';
 import { UsageError } from '../errors.js';
-import { openSink } from '../io/sink.js';
+import { landsAt } from '../io/paths.js';
+import { openSink, unwritableReason } from '../io/sink.js';
 import { importJournal } from '../store/import-journal.js';
 import { atRisk, holdings, prune, records, release, runs, type HeldRecord } from '../store/ledger.js';
 import { Store } from '../store/sqlite.js';
@@ -59,6 +61,9 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
         return releaseHeld(store, action, options.json, print);
       case 'import':
         for (const path of action.journals) {
+          const info = await stat(path).catch(() => null);
+          if (info === null) throw new UsageError(`${path}: no such file`);
+          if (!info.isFile()) throw new UsageError(`${path} is not a file; give the path of a journal written by enrich 0.1`);
           const imported = await importJournal(store, path);
           print(imported === null ? `${path}: nothing new to import` : `${path}: imported ${num(imported.companies)} companies for ${imported.service}`);
         }
@@ -129,6 +134,14 @@ function csvRow(h: HeldRecord): unknown[] {
 }
 
 async function exportRecords(store: Store, action: Extract<LedgerAction, { kind: 'export' }>, stdout: NodeJS.WritableStream): Promise<void> {
+  if (action.output !== '-') {
+    const target = await landsAt(action.output);
+    for (const file of [store.path, `${store.path}-wal`, `${store.path}-shm`]) {
+      if (target === (await landsAt(file))) throw new UsageError(`-o ${action.output} is the store itself; give the export another path`);
+    }
+    const reason = await unwritableReason(action.output);
+    if (reason !== null) throw new UsageError(`-o ${reason}`);
+  }
   const sink = await openSink(action.output, stdout);
   let done = false;
   try {

@@ -205,7 +205,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
     records.releaseClaims();
     if (!ended) records.endRun({ status: 'failed', credits: state.creditsThisSession, bought: 0, reused: 0 });
   });
-  const policy: Policy = { now: now(), maxAgeMs: options.maxAgeMs, missMaxAgeMs: options.missMaxAgeMs };
+  const policy: Policy = { now: records.policyNow, maxAgeMs: options.maxAgeMs, missMaxAgeMs: options.missMaxAgeMs };
   loadFromStore(state, records, policy);
 
   // 3. Ask the service for what is still owed.
@@ -246,7 +246,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
         planCompany: (company) => {
           const held = records.held(company.domain);
           const purchase = records.latestPurchase(company.domain);
-          if (held !== null || purchase !== null) state.loadCompany(company, planCompany(held, purchase, { ...policy, now: now() }));
+          if (held !== null || purchase !== null) state.loadCompany(company, planCompany(held, purchase, policy));
         },
         progress,
         now,

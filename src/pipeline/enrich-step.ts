@@ -30,6 +30,14 @@ export interface EnrichStepDeps {
   settleMs: number;
 }
 
+interface Bought {
+  charged: number;
+  /** The last attempt got the service's own answer (a 2xx or a problem document). */
+  answered: boolean;
+  /** At least one request went out under this run's intent. */
+  sent: boolean;
+}
+
 /** The longest a run waits for a lost call to settle before it gives the company up for now. */
 const MAX_SETTLE_WAIT_MS = 120_000;
 
@@ -92,9 +100,17 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
 
   const settle = (): { now: number; afterMs: number } => ({ now: deps.now(), afterMs: deps.settleMs });
 
-  /** One purchase attempt, retries included; the charge, and whether the service answered last. */
-  async function buy(c: Company): Promise<{ charged: number; answered: boolean }> {
-    const result = await deps.attempt('enrich', stops.paid.signal, (signal) => deps.client.enrich(c.domain, { idempotencyKey: keyOf(c), signal }), {
+  /**
+   * One purchase attempt, retries included: the charge, whether the service answered last, and
+   * whether any request went out at all.
+   */
+  async function buy(c: Company): Promise<Bought> {
+    let sent = false;
+    const call = (signal: AbortSignal) => {
+      sent = true;
+      return deps.client.enrich(c.domain, { idempotencyKey: keyOf(c), signal });
+    };
+    const result = await deps.attempt('enrich', stops.paid.signal, call, {
       // The intent is on disk before the paid request leaves: a crash after this point resumes
       // with the same key, and the service replays instead of charging again. A key retired
       // since the claim needs an intent of its own.
@@ -108,7 +124,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
         return verdict === 'replayed' ? 'again' : undefined;
       },
     });
-    if (result.kind === 'stopped') return { charged: 0, answered: false };
+    if (result.kind === 'stopped') return { charged: 0, answered: false, sent };
     if (result.kind === 'error') {
       // 429s are not recorded one by one; when they exhaust the retries the company must still
       // end as an error (so the run exits 3 and a rerun retries it), and a 429 never charges.
@@ -116,7 +132,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       // A 402 under a key that may hold an earlier outcome may be that outcome replayed: it says
       // nothing of today's balance. A fresh key's 402 will stop the run if the balance is gone.
       if (!(c.keyUncertain && result.error instanceof InsufficientCreditsError)) stops.stopFor(result.error, 'enrich');
-      return { charged: 0, answered: result.error instanceof ApiError && result.error.definitive };
+      return { charged: 0, answered: result.error instanceof ApiError && result.error.definitive, sent };
     }
     const answer = result.value;
     const charged = answer.credits_charged;
@@ -125,8 +141,14 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
     const base = { t: 'enrich', c: c.domain, g: c.generation, v: c.keyVersion, charged, at: deps.now(), key_used: keyOf(c), ...remaining } as const;
     if (answer.matched && answer.company !== null) record({ ...base, s: 'hit', company: answer.company });
     else record({ ...base, s: 'miss' });
-    return { charged, answered: true };
+    return { charged, answered: true, sent };
   }
+
+  /** Gives back a claim nothing was sent under, so it is neither "at risk" nor held from others. */
+  const unclaim = (c: Company): void => {
+    if (!c.claimed || !c.intentOpen || c.keyUncertain || c.intentKey === null) return;
+    record({ t: 'unclaim', c: c.domain, g: c.generation, v: c.keyVersion, key: c.intentKey });
+  };
 
   /**
    * A key kept only because an earlier attempt under it may still be running at the service: once
@@ -148,22 +170,20 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
 
   return async (c) => {
     for (let round = 0; round < 2; round++) {
-      // Claimed before any credit is reserved: waiting on another run holds nothing of ours.
-      if (!(await claimPurchase(c))) {
-        if (!state.needsEnrich(c)) progress({ type: 'enriched' });
-        return;
-      }
+      // The credit first: an intent is written only for a call this run is allowed to make.
       if (!(await deps.budget.acquire(stops.paid.signal))) {
         if (deps.budget.exhausted) stops.stopPaid({ reason: 'budget', limit: deps.maxCredits ?? 0 });
         return;
       }
-      let outcome = { charged: 0, answered: false };
+      let outcome: Bought = { charged: 0, answered: false, sent: false };
       try {
-        outcome = await buy(c);
+        if (await claimPurchase(c)) outcome = await buy(c);
       } finally {
         // A key left uncertain may have been charged: --max-credits counts it as spent.
         deps.budget.settle(c.keyUncertain && c.status !== 'hit' && c.status !== 'miss' ? Math.max(outcome.charged, 1) : outcome.charged);
+        if (!outcome.sent) unclaim(c);
       }
+      if (!outcome.sent && !state.needsEnrich(c)) break;
       if (round === 1 || !(await settleWait(c, outcome.answered))) break;
     }
     if (!state.needsEnrich(c) || c.status === 'error') progress({ type: 'enriched' });

@@ -10,7 +10,7 @@ export interface Outage {
 /** Consecutive failed attempts, with no answer from the service between, that open the breaker. */
 export const BREAKER_FAILURES = 25;
 /** Before anything has worked, this many unanswered attempts are enough: a down service must stop in seconds. */
-export const COLD_FAILURES = 3;
+export const COLD_FAILURES = 5;
 
 /**
  * The circuit breaker: it watches every attempt's outcome and says when the service is down, so
@@ -32,10 +32,10 @@ export class Health {
 
   /** An attempt that failed; returns the outage if this one opens the breaker. */
   failed(error: unknown): Outage | null {
-    if (error instanceof NotServiceApiError) {
+    if (error instanceof NotServiceApiError && !this.worked) {
       return { message: `${error.message}: the address answers, but not as the service API; check ENRICH_BASE_URL (or --base-url) and rerun`, worked: this.worked };
     }
-    if (error instanceof ApiError && error.status >= 400 && error.status < 500) {
+    if (error instanceof ApiError && error.status >= 400 && error.status < 500 && !(error instanceof NotServiceApiError)) {
       // The service judged the request (a 422, a 429): it is there. A 5xx is not counted as an
       // answer: a service that answers 500 to everything is down for the purpose of a batch.
       this.answered();

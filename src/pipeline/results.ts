@@ -77,7 +77,8 @@ export function resultForRow(
   }
   const company = state.companyOf(ref);
   if (company === undefined) return { ...NONE, status: 'error', error: 'internal' };
-  if (options.dryRun && company.status !== 'hit') return companyResult(company, 'matched', null, readRecord);
+  // A dry run buys nothing: a company it would buy reads "matched" (the match found it).
+  if (options.dryRun && company.status === 'pending') return companyResult(company, 'matched', null, readRecord);
   switch (company.status) {
     case 'hit':
       return companyResult(company, 'matched', null, readRecord);

@@ -190,6 +190,14 @@ export class RunState {
       case 'enrich':
         this.applyEnrich(event);
         return;
+      case 'unclaim': {
+        const c = this.company(event.c);
+        if (c === undefined) return;
+        c.intentOpen = false;
+        c.intentKey = null;
+        c.claimed = false;
+        return;
+      }
     }
   }
 

@@ -71,7 +71,9 @@ export async function importJournal(store: Store, path: string): Promise<Importe
     return null;
   }
   const done = store.db.prepare('SELECT bytes FROM imports WHERE path = ?').raw(true).get(real) as [number] | undefined;
-  if (done !== undefined && done[0] === bytes) return null;
+  if (done !== undefined && done[0] >= bytes) return null;
+  // A journal that grew since (0.1 ran on): what was imported stays, only the rest is applied.
+  const from = done?.[0] ?? 0;
 
   let service: string | null = null;
   let records: ReturnType<Store['records']> | null = null;
@@ -81,7 +83,7 @@ export async function importJournal(store: Store, path: string): Promise<Importe
   let events: { event: StoreEvent; at: number }[] = [];
   let damaged: string | null = null;
   try {
-    await readJournal(real, (entry) => {
+    await readJournal(real, (entry, offset) => {
       if (entry.t === 'header') {
         service = str(entry.service) ? entry.service : null;
         records = service === null ? null : store.records(service);
@@ -95,7 +97,7 @@ export async function importJournal(store: Store, path: string): Promise<Importe
         return;
       }
       const event = toEvent(entry, lastKey);
-      if (event === null || records === null) return;
+      if (event === null || records === null || offset < from) return;
       if (event.t === 'enrich' && event.s === 'hit') bought.add(event.c);
       events.push({ event, at });
       // In slices: a million-row journal is never held in memory whole.

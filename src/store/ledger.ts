@@ -1,4 +1,5 @@
 import type { CompanyRecord } from '../api/types.js';
+import { UsageError } from '../errors.js';
 import type { Store } from './sqlite.js';
 
 /** What the store holds for one service: the figures `enrich ledger` shows. */
@@ -132,11 +133,13 @@ const AT_RISK = "p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain
 /** Purchases whose paid call may have been charged without an answer seen: a credit each at most. */
 export function atRisk(store: Store, domains: readonly string[]): AtRisk[] {
   const rows = store.db
-    .prepare(`SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at FROM purchases p JOIN services s ON s.id = p.service WHERE ${AT_RISK} ORDER BY s.id, p.domain`)
+    .prepare(`SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at, p.owner_run FROM purchases p JOIN services s ON s.id = p.service WHERE ${AT_RISK} ORDER BY s.id, p.domain`)
     .raw(true)
-    .all() as [string, string, number, number, string | null, number | null][];
+    .all() as [string, string, number, number, string | null, number | null, number | null][];
   const wanted = new Set(domains);
+  // A purchase a live run is buying right now is in flight, not lost: never listed, never released.
   return rows
+    .filter((r) => r[6] === null || !store.runAlive(r[6]))
     .filter((r) => wanted.size === 0 || wanted.has(r[1]))
     .map(([service, domain, generation, keyVersion, errorCode, lostAt]) => ({ service, domain, generation: num(generation), keyVersion: num(keyVersion), errorCode, lostAt: lostAt === null ? null : num(lostAt) }));
 }
@@ -173,6 +176,11 @@ export interface Pruned {
  * charged, and only its own key can recover it for free.
  */
 export function prune(store: Store, cutoff: number, dryRun: boolean): Pruned {
+  // A run under way would buy under keys the prune may make repeat, or miss records it reuses.
+  if (!dryRun) {
+    const live = (store.db.prepare("SELECT id FROM runs WHERE status = 'running'").raw(true).all() as [number][]).filter(([id]) => store.runAlive(id));
+    if (live.length > 0) throw new UsageError(`a run is under way on this store (run ${live.map(([id]) => id).join(', ')}); prune when it has finished`);
+  }
   const count = (sql: string): number => num((store.db.prepare(sql).raw(true).get(cutoff) as [number])[0]);
   const result = {
     companies: count('SELECT count(*) FROM companies WHERE bought_at < ?'),

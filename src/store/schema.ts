@@ -5,6 +5,19 @@
  */
 export const SCHEMA_VERSION = 1;
 
+/** Every table's columns, as SCHEMA creates them: a store missing one was damaged or hand-edited. */
+export function expectedColumns(): Map<string, string[]> {
+  const tables = new Map<string, string[]>();
+  for (const [, name, body] of SCHEMA.matchAll(/CREATE TABLE IF NOT EXISTS (\w+) \(([^;]*?)\n\)/g)) {
+    const columns = (body as string)
+      .split('\n')
+      .map((line) => /^\s+([a-z_0-9]+)\s+(TEXT|INTEGER)/.exec(line)?.[1])
+      .filter((c): c is string => c !== undefined);
+    tables.set(name as string, columns);
+  }
+  return tables;
+}
+
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS meta (
   key   TEXT PRIMARY KEY,
@@ -73,6 +86,8 @@ CREATE TABLE IF NOT EXISTS runs (
   dry_run      INTEGER NOT NULL,
   options      TEXT,
   status       TEXT NOT NULL,
+  heartbeat_at INTEGER,
+  policy_now   INTEGER,
   credits      INTEGER NOT NULL DEFAULT 0,
   bought       INTEGER NOT NULL DEFAULT 0,
   reused       INTEGER NOT NULL DEFAULT 0

@@ -1,6 +1,4 @@
-import { hostname } from 'node:os';
 import type { CompanyRecord } from '../api/types.js';
-import { isProcessAlive } from '../process-alive.js';
 import { StoreWriteError, type Store } from './sqlite.js';
 import type { Claim, EnrichEvent, HeldCompany, IntentEvent, Lookup, Purchase, RunEnd, ServiceStore, StoreEvent } from './types.js';
 
@@ -15,8 +13,8 @@ const OK: Claim = { kind: 'ok' };
 /** Outcomes gather this long (or this many) before a commit; intents never wait for it. */
 const BATCH_MS = 20;
 const BATCH_ROWS = 2_000;
-/** A run on another host cannot be probed: its open intents are honoured this long. */
-const REMOTE_RUN_TRUST_MS = 6 * 3600_000;
+/** How often a run says it is alive (its lease, in sqlite.ts, is a few of these). */
+const HEARTBEAT_MS = 10_000;
 
 type PurchaseRow = [string, number, number, string | null, number, string | null, string | null, Purchase['outcome'], number | null, number | null, number | null];
 type CompanyRow = [string, string, number, string | null, number, number];
@@ -78,10 +76,10 @@ export class ServiceRecords implements ServiceStore {
   private queue: Pending[] = [];
   private draining: Promise<void> | null = null;
   private failure: StoreWriteError | null = null;
+  private heartbeat: NodeJS.Timeout | null = null;
   /** Sends the batch being gathered at once (an intent arrived, or flush was asked). */
   private hurry: (() => void) | null = null;
   private readonly now: () => number;
-  private readonly host = hostname();
   /** Transactions that synced to disk: one per batch holding an intent, not one per intent. */
   syncs = 0;
 
@@ -90,6 +88,8 @@ export class ServiceRecords implements ServiceStore {
     readonly service: string,
     private readonly serviceId: number,
     private readonly run: number | null,
+    /** The moment this run judges freshness at (Store.policyNow): a resumed job keeps its own. */
+    readonly policyNow: number = Date.now(),
   ) {
     this.storeId = store.storeId;
     this.now = store.options.now;
@@ -174,7 +174,12 @@ export class ServiceRecords implements ServiceStore {
   // ---- writes ----
 
   append(event: StoreEvent, durable = false): Promise<Claim> {
-    if (this.failure !== null) return Promise.reject(this.failure);
+    if (this.failure !== null) {
+      const failed = Promise.reject(this.failure);
+      // Outcomes are not awaited: the failure surfaces on the next intent and on flush.
+      failed.catch(() => {});
+      return failed;
+    }
     const written = new Promise<Claim>((resolve, reject) => this.queue.push({ event, durable, resolve, reject }));
     // Callers need not wait on non-durable events; a failure still surfaces on flush.
     written.catch(() => {});
@@ -261,18 +266,20 @@ export class ServiceRecords implements ServiceStore {
       case 'enrich':
         this.applyEnrich(event, now);
         return OK;
+      case 'unclaim':
+        this.store
+          .sql(
+            `UPDATE purchases SET intent_key = NULL, owner_run = NULL, lost_at = NULL
+             WHERE service = ? AND domain = ? AND generation = ? AND key_version = ? AND intent_key = ? AND outcome = 'open' AND uncertain = 0`,
+          )
+          .run(this.serviceId, event.c, event.g, event.v, event.key);
+        return OK;
     }
   }
 
   /** Whether the run that owns an open intent may still be sending under it. */
   private runAlive(run: number): boolean {
-    if (run === this.run) return true;
-    const row = this.store.sql('SELECT pid, host, status, started_at FROM runs WHERE id = ?').raw(true).get(run) as [number, string, string, number] | undefined;
-    if (row === undefined || row[2] !== 'running') return false;
-    const [pid, host, , startedAt] = row;
-    if (host !== this.host) return this.now() - startedAt < REMOTE_RUN_TRUST_MS;
-    // Our own pid under another run id is a previous life of this pid (a restarted container).
-    return pid !== process.pid && isProcessAlive(pid);
+    return run === this.run || this.store.runAlive(run);
   }
 
   /**
@@ -351,12 +358,33 @@ export class ServiceRecords implements ServiceStore {
     }
   }
 
+  /** Says every few seconds that this run is alive, so others wait for its claims and no longer. */
+  startHeartbeat(): void {
+    if (this.run === null || this.heartbeat !== null) return;
+    const run = this.run;
+    this.heartbeat = setInterval(() => {
+      try {
+        this.store.sql('UPDATE runs SET heartbeat_at = ? WHERE id = ?').run(this.now(), run);
+      } catch {
+        // busy or failing: the next beat tries again, and a lease that lapses only costs a wait
+      }
+    }, HEARTBEAT_MS);
+    this.heartbeat.unref();
+  }
+
+  private stopHeartbeat(): void {
+    if (this.heartbeat !== null) clearInterval(this.heartbeat);
+    this.heartbeat = null;
+  }
+
   releaseClaims(): void {
+    this.stopHeartbeat();
     if (this.run === null || this.failure !== null) return;
     this.store.sql('UPDATE purchases SET owner_run = NULL WHERE owner_run = ?').run(this.run);
   }
 
   endRun(end: RunEnd): void {
+    this.stopHeartbeat();
     if (this.run === null) return;
     this.store.sql('UPDATE runs SET ended_at = ?, status = ?, credits = ?, bought = ?, reused = ? WHERE id = ?')
       .run(this.now(), end.status, end.credits, end.bought, end.reused, this.run);

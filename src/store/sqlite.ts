@@ -2,13 +2,17 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
+import { isProcessAlive } from '../process-alive.js';
 import Database from 'libsql';
 import { EnrichError, UsageError } from '../errors.js';
-import { SCHEMA, SCHEMA_VERSION } from './schema.js';
+import { expectedColumns, SCHEMA, SCHEMA_VERSION } from './schema.js';
 import { ServiceRecords } from './service.js';
 import type { RunInfo } from './types.js';
 
 export type Db = InstanceType<typeof Database>;
+
+/** A run whose heartbeat is older than this is taken for dead, wherever it ran. */
+export const LEASE_MS = 45_000;
 
 /** A prepared statement, as the store uses it (better-sqlite3's API, which libsql follows). */
 export interface Statement {
@@ -48,6 +52,7 @@ export interface OpenStoreOptions {
  */
 export class Store {
   readonly storeId: string;
+  readonly host = hostname();
   private readonly services = new Map<string, number>();
 
   private constructor(
@@ -89,6 +94,7 @@ export class Store {
       }
       db.exec(SCHEMA);
       if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+      checkColumns(db, path);
       return new Store(path, db, full);
     } catch (error) {
       db.close();
@@ -135,13 +141,49 @@ export class Store {
   /** Opens a run against one service: its records, and a row in `runs` saying it is under way. */
   beginRun(service: string, info: RunInfo): ServiceRecords {
     const serviceId = this.serviceId(service);
+    const now = this.options.now();
+    const policyNow = this.policyNow(serviceId, info, now);
     const result = this.db
       .prepare(
-        `INSERT INTO runs (service, started_at, pid, host, tool, input_name, input_sha256, rows, dry_run, options, status)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')`,
+        `INSERT INTO runs (service, started_at, heartbeat_at, policy_now, pid, host, tool, input_name, input_sha256, rows, dry_run, options, status)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')`,
       )
-      .run(serviceId, this.options.now(), process.pid, hostname(), this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options));
-    return new ServiceRecords(this, service, serviceId, Number(result.lastInsertRowid));
+      .run(serviceId, now, now, policyNow, process.pid, this.host, this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options));
+    const records = new ServiceRecords(this, service, serviceId, Number(result.lastInsertRowid), policyNow);
+    records.startHeartbeat();
+    return records;
+  }
+
+  /**
+   * The moment a freshness policy is judged at: now, unless this run finishes an unfinished job
+   * (the same input, service and --max-age, last run stopped short), which keeps that job's
+   * moment: records its interrupted run refreshed must not count as stale again.
+   */
+  private policyNow(serviceId: number, info: RunInfo, now: number): number {
+    const maxAge = info.options['max_age_ms'] ?? null;
+    if (maxAge === null) return now;
+    const last = this.sql(
+      `SELECT id, status, policy_now FROM runs WHERE service = ? AND input_sha256 = ? AND dry_run = 0
+         AND json_extract(options, '$.max_age_ms') = ? ORDER BY id DESC LIMIT 1`,
+    )
+      .raw(true)
+      .get(serviceId, info.inputSha256, maxAge) as [number, string, number | null] | undefined;
+    if (last === undefined || last[1] === 'done' || last[2] === null) return now;
+    if (last[1] === 'running' && this.runAlive(last[0])) return now;
+    return last[2];
+  }
+
+  /**
+   * Whether a run may still be sending under the intents it owns: it is marked running, its
+   * heartbeat is recent (a lease that a killed process, a restarted container or a reused pid
+   * cannot renew), and on this host its process exists.
+   */
+  runAlive(run: number): boolean {
+    const row = this.sql('SELECT pid, host, status, coalesce(heartbeat_at, started_at) FROM runs WHERE id = ?').raw(true).get(run) as [number, string, string, number] | undefined;
+    if (row === undefined || row[2] !== 'running') return false;
+    const [pid, host, , beat] = row;
+    if (this.options.now() - beat > LEASE_MS) return false;
+    return host !== this.host || isProcessAlive(pid);
   }
 
   /** Records of one service without a run (the ledger, imports). */
@@ -163,6 +205,17 @@ export class Store {
 
   close(): void {
     if (this.db.open) this.db.close();
+  }
+}
+
+/** Refuses a store whose tables lack a column this enrich writes (hand-edited, or damaged). */
+function checkColumns(db: Db, path: string): void {
+  for (const [table, columns] of expectedColumns()) {
+    const present = new Set((db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((c) => c.name));
+    const missing = columns.filter((c) => !present.has(c));
+    if (missing.length > 0) {
+      throw new UsageError(`the store ${path} lacks ${missing.map((c) => `${table}.${c}`).join(', ')}: it was damaged or edited by hand; restore it from a backup, or pass --store <path> to use another`);
+    }
   }
 }
 

@@ -63,7 +63,19 @@ export interface EnrichEvent {
   lost?: boolean;
 }
 
-export type StoreEvent = MatchEvent | IntentEvent | EnrichEvent;
+/**
+ * An intent this run wrote but sent nothing under (a stop, a cap, an interrupt came first): the
+ * purchase is no longer claimed, and nothing under its key is at risk.
+ */
+export interface UnclaimEvent {
+  t: 'unclaim';
+  c: string;
+  g: number;
+  v: number;
+  key: string;
+}
+
+export type StoreEvent = MatchEvent | IntentEvent | EnrichEvent | UnclaimEvent;
 
 /** What an intent found when it was written: go ahead, or another run got there first. */
 export type Claim =

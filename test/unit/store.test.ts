@@ -2,7 +2,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CompanyRecord } from '../../src/api/types.js';
-import { Store } from '../../src/store/sqlite.js';
+import { atRisk } from '../../src/store/ledger.js';
+import { LEASE_MS, Store } from '../../src/store/sqlite.js';
 import type { StoreEvent } from '../../src/store/types.js';
 import { tempDir } from '../helpers/cli.js';
 
@@ -107,5 +108,57 @@ describe('the SQLite store', () => {
     store.db.exec('PRAGMA query_only = ON');
     await expect(run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).rejects.toThrow(/cannot write the store .*no further paid call was made/);
     await expect(run.append(hit('b.com'))).rejects.toThrow(/cannot write the store/);
+  });
+
+  it('takes a run for dead once its heartbeat lapses, whatever its pid or host says (pid reuse, a new container)', async () => {
+    const path = join(dir.path, 'lease.db');
+    const first = open(path);
+    const a = first.beginRun('svc', info);
+    await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    // Run a's process is alive (our parent) on another host, but its last heartbeat is old.
+    first.db.prepare("UPDATE runs SET pid = ?, host = 'container-a1b2', heartbeat_at = ? WHERE id = ?").run(process.ppid, Date.now() - LEASE_MS - 1, a.runId);
+    const b = open(path).beginRun('svc', info);
+    expect(await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).toStrictEqual({ kind: 'ok' });
+    // With a fresh heartbeat the same run holds its claim against others.
+    first.db.prepare('UPDATE runs SET heartbeat_at = ? WHERE id = ?').run(Date.now(), a.runId);
+    first.db.prepare('UPDATE purchases SET owner_run = ?').run(a.runId);
+    expect((await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).kind).toBe('busy');
+  });
+
+  it('lists as at risk only purchases whose run is gone, never one a live run is sending', async () => {
+    const store = open();
+    const live = store.beginRun('svc', info);
+    await live.append({ t: 'intent', c: 'sending.com', g: 1, v: 1, key: 'k1' }, true);
+    store.db.prepare('UPDATE runs SET pid = ? WHERE id = ?').run(process.ppid, live.runId);
+    expect(atRisk(store, [])).toStrictEqual([]);
+    store.db.prepare("UPDATE runs SET status = 'interrupted' WHERE id = ?").run(live.runId);
+    expect(atRisk(store, []).map((p) => p.domain)).toStrictEqual(['sending.com']);
+  });
+
+  it('gives back an intent nothing was sent under: not at risk, not held from other runs', async () => {
+    const store = open();
+    const run = store.beginRun('svc', info);
+    await run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    await run.append({ t: 'unclaim', c: 'acme.com', g: 1, v: 1, key: 'k1' });
+    await run.flush();
+    store.db.prepare("UPDATE runs SET status = 'stopped'").run();
+    expect(atRisk(store, [])).toStrictEqual([]);
+    expect(run.latestPurchase('acme.com')).toMatchObject({ outcome: 'open', intentKey: null, keyVersion: 1 });
+  });
+
+  it('refuses a store missing a column it writes, with exit 2 and what is missing', () => {
+    const path = join(dir.path, 'edited.db');
+    open(path).db.exec('ALTER TABLE purchases DROP COLUMN lost_at');
+    expect(() => open(path)).toThrow(expect.objectContaining({ kind: 'usage', message: expect.stringContaining('lacks purchases.lost_at') }));
+  });
+
+  it('never leaves a failed write unhandled, though outcomes are not awaited', async () => {
+    const store = open();
+    const run = store.beginRun('svc', info);
+    store.db.exec('PRAGMA query_only = ON');
+    void run.append(hit('a.com'));
+    await expect(run.flush()).rejects.toThrow(/cannot write the store/);
+    void run.append(hit('b.com'));
+    await new Promise((r) => setTimeout(r, 10));
   });
 });
