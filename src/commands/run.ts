@@ -207,6 +207,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   });
   const policy: Policy = { now: records.policyNow, maxAgeMs: options.maxAgeMs, missMaxAgeMs: options.missMaxAgeMs };
   loadFromStore(state, records, policy);
+  const heldAny = records.holdsAny();
 
   // 3. Ask the service for what is still owed.
   let stop: Stop | null = null;
@@ -244,6 +245,8 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
         random,
         idempotencyKey: (company: Company, version: number) => idempotencyKey(records.storeId, company.domain, company.generation, version),
         planCompany: (company) => {
+          // A live run's claim looks again before buying; a dry run has only this look to go by.
+          if (!options.dryRun && !heldAny) return;
           const held = records.held(company.domain);
           const purchase = records.latestPurchase(company.domain);
           if (held !== null || purchase !== null) state.loadCompany(company, planCompany(held, purchase, policy));

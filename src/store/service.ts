@@ -13,6 +13,8 @@ const OK: Claim = { kind: 'ok' };
 /** Outcomes gather this long (or this many) before a commit; intents never wait for it. */
 const BATCH_MS = 20;
 const BATCH_ROWS = 2_000;
+/** Lookups per INSERT statement (6 parameters each, well under SQLite's limit of 32,766). */
+const LOOKUP_ROWS = 200;
 /** How often a run says it is alive (its lease, in sqlite.ts, is a few of these). */
 const HEARTBEAT_MS = 10_000;
 
@@ -93,6 +95,16 @@ export class ServiceRecords implements ServiceStore {
   ) {
     this.storeId = store.storeId;
     this.now = store.options.now;
+  }
+
+  /**
+   * Whether the store held any company or purchase of this service when asked: if not, a company
+   * first met in a match needs no look-up (one bought meanwhile by another run is caught by the
+   * claim, which always looks).
+   */
+  holdsAny(): boolean {
+    const row = this.store.sql('SELECT EXISTS (SELECT 1 FROM companies WHERE service = ?) OR EXISTS (SELECT 1 FROM purchases WHERE service = ?)').raw(true).get(this.serviceId, this.serviceId) as [number];
+    return row[0] === 1;
   }
 
   get runId(): number {
@@ -226,10 +238,12 @@ export class ServiceRecords implements ServiceStore {
         const durable = batch.some((p) => p.durable);
         // WAL with synchronous=NORMAL survives a crash of this process (the OS holds the
         // write); only an intent needs to survive a power loss too, so only its batch syncs.
-        this.db.pragma(`synchronous = ${durable ? 'FULL' : 'NORMAL'}`);
+        this.setSynchronous(durable ? 'FULL' : 'NORMAL');
         this.db.exec('BEGIN IMMEDIATE');
         try {
-          for (const p of batch) claims.push(this.apply(p.event));
+          // Lookups are most of a big run's rows: they go in many to a statement.
+          this.insertLookups(batch);
+          for (const p of batch) claims.push(p.event.t === 'match' ? OK : this.apply(p.event));
           this.db.exec('COMMIT');
         } catch (error) {
           if (this.db.inTransaction) this.db.exec('ROLLBACK');
@@ -244,6 +258,28 @@ export class ServiceRecords implements ServiceStore {
       }
     }
     this.draining = null;
+  }
+
+  private synchronous: 'FULL' | 'NORMAL' | null = null;
+
+  private setSynchronous(mode: 'FULL' | 'NORMAL'): void {
+    if (this.synchronous === mode) return;
+    this.db.pragma(`synchronous = ${mode}`);
+    this.synchronous = mode;
+  }
+
+  private insertLookups(batch: readonly Pending[]): void {
+    const rows: unknown[] = [];
+    const now = this.now();
+    for (const { event } of batch) {
+      if (event.t !== 'match' || event.s === 'error') continue;
+      rows.push(this.serviceId, event.d, event.s, event.c ?? null, event.n ?? null, now);
+    }
+    for (let at = 0; at < rows.length; at += LOOKUP_ROWS * 6) {
+      const chunk = rows.slice(at, at + LOOKUP_ROWS * 6);
+      const n = chunk.length / 6;
+      this.store.sql(`INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES ${'(?, ?, ?, ?, ?, ?), '.repeat(n - 1)}(?, ?, ?, ?, ?, ?)`).run(...chunk);
+    }
   }
 
   /** Writes events of the past (an imported journal) in one transaction, each at its own time. */
@@ -312,14 +348,18 @@ export class ServiceRecords implements ServiceStore {
     return OK;
   }
 
+  private ensurePurchase(e: EnrichEvent, now: number): void {
+    this.store
+      .sql(`INSERT OR IGNORE INTO purchases (service, domain, generation, key_version, outcome, opened_at) VALUES (?, ?, ?, ?, 'open', ?)`)
+      .run(this.serviceId, e.c, e.g, e.v, now);
+  }
+
   private applyEnrich(e: EnrichEvent, now: number): void {
     if (e.at !== undefined) now = e.at;
     const charged = e.charged ?? 0;
     const where = 'WHERE service = ? AND domain = ? AND generation = ?';
-    const ensure = this.store.sql(
-      `INSERT OR IGNORE INTO purchases (service, domain, generation, key_version, outcome, opened_at) VALUES (?, ?, ?, ?, 'open', ?)`,
-    );
-    ensure.run(this.serviceId, e.c, e.g, e.v, now);
+    // A live run always wrote the intent first; an imported journal may have none.
+    if (this.run === null) this.ensurePurchase(e, now);
     const id = [this.serviceId, e.c, e.g] as const;
     if (e.s === 'hit' && e.company !== undefined) {
       this.store.sql(
