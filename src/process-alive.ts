@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+
 /** Whether a process with this pid exists on this host (EPERM: it exists, owned by someone else). */
 export function isProcessAlive(pid: number): boolean {
   try {
@@ -5,5 +7,22 @@ export function isProcessAlive(pid: number): boolean {
     return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * When a process on this host started (ms since the epoch), from Linux's /proc; null where that
+ * cannot be read (another OS, or the process is gone). Tells a live run from a reused pid.
+ */
+export function processStartedAt(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const ticks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    const boot = /^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1];
+    if (boot === undefined || !Number.isFinite(ticks)) return null;
+    // Clock ticks are 100 a second on every Linux this runs on (USER_HZ).
+    return Number(boot) * 1000 + ticks * 10;
+  } catch {
+    return null;
   }
 }

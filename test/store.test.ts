@@ -279,7 +279,7 @@ describe('a journal written by enrich 0.1', () => {
     const before = credits();
     const { appendFileSync } = await import('node:fs');
     appendFileSync(`${input}.enrich-journal`, '{"t":"session","n":3,"at":"2026-11-23T09:00:00.000Z","pid":1,"dry_run":false}\n');
-    expect((await runCli([input, '-o', dir.file('out.csv')], { env: env() })).stderr).toContain('imported 0 companies');
+    expect((await runCli([input, '-o', dir.file('out.csv')], { env: env() })).code).toBe(0);
     writeFileSync(dir.file('held.json'), (await runCli(['ledger', '--json'])).stdout);
     expect(credits()).toBe(before);
   });

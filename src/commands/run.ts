@@ -275,7 +275,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
 }
 
 function reportImport(reporter: Reporter, imported: Imported | null): void {
-  if (imported === null) return;
+  if (imported === null || (imported.companies === 0 && imported.open === 0 && imported.damaged === null)) return;
   const open = imported.open > 0 ? `; ${imported.open} unfinished purchases resume under their own keys` : '';
   reporter.note(`imported ${imported.companies} companies bought with enrich 0.1 from ${imported.path}${open}`);
   if (imported.damaged !== null) reporter.warn(`${imported.path} is damaged (${imported.damaged}): what came before the damage was imported`);

@@ -23,6 +23,8 @@ export interface EnrichStepDeps {
   record(event: StoreEvent): void;
   /** Writes an intent durably and answers whether this run may buy under it. */
   claim(intent: IntentEvent): Promise<Claim>;
+  /** This run's claims may have been taken over while it was paused: claim again first. */
+  leaseLapsed(): boolean;
   idempotencyKey(company: Company, version: number): string;
   /** How long to wait before asking again about a purchase another live run holds open. */
   busyPollMs: number;
@@ -34,8 +36,6 @@ interface Bought {
   charged: number;
   /** The last attempt got the service's own answer (a 2xx or a problem document). */
   answered: boolean;
-  /** At least one request went out under this run's intent. */
-  sent: boolean;
 }
 
 /** The longest a run waits for a lost call to settle before it gives the company up for now. */
@@ -63,6 +63,11 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       switch (claim.kind) {
         case 'ok':
           state.apply(intent);
+          // A dead run's intent under this key may have been sent: its fate is open.
+          if (claim.tookOver === true && !c.keyUncertain) {
+            c.keyUncertain = true;
+            c.lostAt = intent.at ?? deps.now();
+          }
           return true;
         case 'held':
           state.reuse(c, claim.held);
@@ -104,11 +109,11 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
    * One purchase attempt, retries included: the charge, whether the service answered last, and
    * whether any request went out at all.
    */
-  async function buy(c: Company): Promise<Bought> {
-    let sent = false;
+  async function buy(c: Company, sentKeys: Set<string>): Promise<Bought> {
     const call = (signal: AbortSignal) => {
-      sent = true;
-      return deps.client.enrich(c.domain, { idempotencyKey: keyOf(c), signal });
+      const key = keyOf(c);
+      sentKeys.add(key);
+      return deps.client.enrich(c.domain, { idempotencyKey: key, signal });
     };
     const result = await deps.attempt('enrich', stops.paid.signal, call, {
       // The intent is on disk before the paid request leaves: a crash after this point resumes
@@ -116,7 +121,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       // since the claim needs an intent of its own.
       // An uncertain key writes its intent again before every attempt: the store then knows when
       // the last request that might go unanswered was sent, should this run die.
-      before: async () => (c.intentOpen && c.claimed && !c.keyUncertain) || (await claimPurchase(c)),
+      before: async () => (c.intentOpen && c.claimed && !c.keyUncertain && !deps.leaseLapsed()) || (await claimPurchase(c)),
       failed: (error) => {
         const verdict = keyVerdict(c, error, settle());
         if (verdict === null) return undefined;
@@ -124,7 +129,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
         return verdict === 'replayed' ? 'again' : undefined;
       },
     });
-    if (result.kind === 'stopped') return { charged: 0, answered: false, sent };
+    if (result.kind === 'stopped') return { charged: 0, answered: false };
     if (result.kind === 'error') {
       // 429s are not recorded one by one; when they exhaust the retries the company must still
       // end as an error (so the run exits 3 and a rerun retries it), and a 429 never charges.
@@ -132,7 +137,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       // A 402 under a key that may hold an earlier outcome may be that outcome replayed: it says
       // nothing of today's balance. A fresh key's 402 will stop the run if the balance is gone.
       if (!(c.keyUncertain && result.error instanceof InsufficientCreditsError)) stops.stopFor(result.error, 'enrich');
-      return { charged: 0, answered: result.error instanceof ApiError && result.error.definitive, sent };
+      return { charged: 0, answered: result.error instanceof ApiError && result.error.definitive };
     }
     const answer = result.value;
     const charged = answer.credits_charged;
@@ -141,12 +146,12 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
     const base = { t: 'enrich', c: c.domain, g: c.generation, v: c.keyVersion, charged, at: deps.now(), key_used: keyOf(c), ...remaining } as const;
     if (answer.matched && answer.company !== null) record({ ...base, s: 'hit', company: answer.company });
     else record({ ...base, s: 'miss' });
-    return { charged, answered: true, sent };
+    return { charged, answered: true };
   }
 
   /** Gives back a claim nothing was sent under, so it is neither "at risk" nor held from others. */
-  const unclaim = (c: Company): void => {
-    if (!c.claimed || !c.intentOpen || c.keyUncertain || c.intentKey === null) return;
+  const unclaim = (c: Company, sentKeys: ReadonlySet<string>): void => {
+    if (!c.claimed || !c.intentOpen || c.keyUncertain || c.intentKey === null || sentKeys.has(c.intentKey)) return;
     record({ t: 'unclaim', c: c.domain, g: c.generation, v: c.keyVersion, key: c.intentKey });
   };
 
@@ -175,15 +180,17 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
         if (deps.budget.exhausted) stops.stopPaid({ reason: 'budget', limit: deps.maxCredits ?? 0 });
         return;
       }
-      let outcome: Bought = { charged: 0, answered: false, sent: false };
+      let outcome: Bought = { charged: 0, answered: false };
+      // Every key a request went out under, so only an intent nothing was sent under is given back.
+      const sentKeys = new Set<string>();
       try {
-        if (await claimPurchase(c)) outcome = await buy(c);
+        if (await claimPurchase(c)) outcome = await buy(c, sentKeys);
       } finally {
         // A key left uncertain may have been charged: --max-credits counts it as spent.
         deps.budget.settle(c.keyUncertain && c.status !== 'hit' && c.status !== 'miss' ? Math.max(outcome.charged, 1) : outcome.charged);
-        if (!outcome.sent) unclaim(c);
+        unclaim(c, sentKeys);
       }
-      if (!outcome.sent && !state.needsEnrich(c)) break;
+      if (sentKeys.size === 0 && !state.needsEnrich(c)) break;
       if (round === 1 || !(await settleWait(c, outcome.answered))) break;
     }
     if (!state.needsEnrich(c) || c.status === 'error') progress({ type: 'enriched' });

@@ -22,6 +22,8 @@ export const DEFAULT_SETTLE_MS = 60_000;
 export interface EventSink {
   /** Queues an event; an intent is made durable and resolves with whether this run may buy. */
   append(event: StoreEvent, durable?: boolean): Promise<Claim>;
+  /** This run's hold on its claims may have lapsed (it was paused): claim again before sending. */
+  leaseLapsed?(): boolean;
 }
 
 export interface ExecuteOptions {
@@ -104,6 +106,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     now: deps.now ?? Date.now,
     record,
     claim: (intent: IntentEvent) => deps.store.append(intent, true),
+    leaseLapsed: () => deps.store.leaseLapsed?.() ?? false,
     idempotencyKey: deps.idempotencyKey,
     busyPollMs: options.busyPollMs ?? 250,
     settleMs: options.settleMs ?? DEFAULT_SETTLE_MS,

@@ -82,8 +82,9 @@ export async function importJournal(store: Store, path: string): Promise<Importe
   const bought = new Set<string>();
   let events: { event: StoreEvent; at: number }[] = [];
   let damaged: string | null = null;
+  let read: { validBytes: number } | null = null;
   try {
-    await readJournal(real, (entry, offset) => {
+    read = await readJournal(real, (entry, offset) => {
       if (entry.t === 'header') {
         service = str(entry.service) ? entry.service : null;
         records = service === null ? null : store.records(service);
@@ -117,6 +118,9 @@ export async function importJournal(store: Store, path: string): Promise<Importe
   target.importEvents(events);
   const companies = bought.size;
   const open = new Set([...lastKey.keys()].filter((c) => target.latestPurchase(c)?.outcome === 'open')).size;
-  store.db.prepare('INSERT OR REPLACE INTO imports (path, bytes, imported_at, companies) VALUES (?, ?, ?, ?)').run(real, bytes, Date.now(), companies);
+  // Up to the last whole line: 0.1 cuts a torn tail off before it appends, so what follows it
+  // starts there, not at the size the file had.
+  const upTo = read?.validBytes ?? from;
+  store.db.prepare('INSERT OR REPLACE INTO imports (path, bytes, imported_at, companies) VALUES (?, ?, ?, ?)').run(real, upTo, Date.now(), companies);
   return { path: real, service, companies, open, damaged };
 }

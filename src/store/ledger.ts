@@ -151,7 +151,10 @@ export function atRisk(store: Store, domains: readonly string[]): AtRisk[] {
 export function release(store: Store, purchases: readonly AtRisk[]): void {
   const services = new Map<string, number>();
   store.db.transaction(() => {
+    // Looked at again inside the transaction: a run may have claimed one since it was listed.
+    const stillHeld = new Set(atRisk(store, []).map((p) => `${p.service} ${p.domain} ${p.generation}`));
     for (const p of purchases) {
+      if (!stillHeld.has(`${p.service} ${p.domain} ${p.generation}`)) continue;
       let id = services.get(p.service);
       if (id === undefined) services.set(p.service, (id = store.serviceId(p.service)));
       store.db

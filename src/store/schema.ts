@@ -3,16 +3,20 @@
  * the epoch; every table but meta and runs is keyed by service, so one store serves any number
  * of services (a base URL's origin and prefix, or the embedded sandbox) without mixing them.
  */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
-/** Every table's columns, as SCHEMA creates them: a store missing one was damaged or hand-edited. */
-export function expectedColumns(): Map<string, string[]> {
-  const tables = new Map<string, string[]>();
+/**
+ * Every table's columns as SCHEMA creates them, name -> definition: a store made by an earlier
+ * build gains the ones it lacks (sqlite.ts), and one that still lacks any was damaged or edited.
+ */
+export function expectedColumns(): Map<string, Map<string, string>> {
+  const tables = new Map<string, Map<string, string>>();
   for (const [, name, body] of SCHEMA.matchAll(/CREATE TABLE IF NOT EXISTS (\w+) \(([^;]*?)\n\)/g)) {
-    const columns = (body as string)
-      .split('\n')
-      .map((line) => /^\s+([a-z_0-9]+)\s+(TEXT|INTEGER)/.exec(line)?.[1])
-      .filter((c): c is string => c !== undefined);
+    const columns = new Map<string, string>();
+    for (const line of (body as string).split('\n')) {
+      const m = /^\s+([a-z_0-9]+)\s+(\w.*?),?$/.exec(line);
+      if (m !== null && m[1] !== 'PRIMARY') columns.set(m[1] as string, m[2] as string);
+    }
     tables.set(name as string, columns);
   }
   return tables;

@@ -1,5 +1,5 @@
 import type { CompanyRecord } from '../api/types.js';
-import { StoreWriteError, type Store } from './sqlite.js';
+import { LEASE_MS, StoreWriteError, type Store } from './sqlite.js';
 import type { Claim, EnrichEvent, HeldCompany, IntentEvent, Lookup, Purchase, RunEnd, ServiceStore, StoreEvent } from './types.js';
 
 interface Pending {
@@ -329,9 +329,11 @@ export class ServiceRecords implements ServiceStore {
     const row = this.store.sql(`SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`)
       .raw(true)
       .get(this.serviceId, event.c, event.g) as PurchaseRow | undefined;
+    let tookOver = false;
     if (row !== undefined) {
       const owner = row[9];
       if (row[7] === 'open' && owner !== null && owner !== this.run && this.runAlive(owner)) return { kind: 'busy' };
+      tookOver = row[3] !== null && owner !== this.run;
       const current = toPurchase(row);
       if (current.outcome !== 'open' || current.keyVersion !== event.v || (current.intentKey !== null && current.intentKey !== event.key)) {
         return { kind: 'moved', purchase: current };
@@ -345,7 +347,7 @@ export class ServiceRecords implements ServiceStore {
            lost_at = max(coalesce(lost_at, 0), excluded.lost_at)`,
       )
       .run(this.serviceId, event.c, event.g, event.v, event.key, this.run, now, event.at ?? now);
-    return OK;
+    return tookOver ? { kind: 'ok', tookOver } : OK;
   }
 
   private ensurePurchase(e: EnrichEvent, now: number): void {
@@ -401,15 +403,31 @@ export class ServiceRecords implements ServiceStore {
   /** Says every few seconds that this run is alive, so others wait for its claims and no longer. */
   startHeartbeat(): void {
     if (this.run === null || this.heartbeat !== null) return;
-    const run = this.run;
-    this.heartbeat = setInterval(() => {
-      try {
-        this.store.sql('UPDATE runs SET heartbeat_at = ? WHERE id = ?').run(this.now(), run);
-      } catch {
-        // busy or failing: the next beat tries again, and a lease that lapses only costs a wait
-      }
-    }, HEARTBEAT_MS);
+    this.lastBeat = this.now();
+    this.heartbeat = setInterval(() => this.beat(), HEARTBEAT_MS);
     this.heartbeat.unref();
+  }
+
+  private lastBeat = 0;
+
+  private beat(): void {
+    if (this.run === null) return;
+    try {
+      this.store.sql('UPDATE runs SET heartbeat_at = ? WHERE id = ?').run(this.now(), this.run);
+      this.lastBeat = this.now();
+    } catch {
+      // busy or failing: the next beat tries again, and a lease that lapses only costs a wait
+    }
+  }
+
+  /**
+   * Whether this run went so long without a heartbeat (a paused process, a stalled loop) that a
+   * run on another host may have taken its claims over: then it must claim again before it sends.
+   */
+  leaseLapsed(): boolean {
+    if (this.run === null || this.now() - this.lastBeat <= LEASE_MS - HEARTBEAT_MS) return false;
+    this.beat();
+    return true;
   }
 
   private stopHeartbeat(): void {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
-import { isProcessAlive } from '../process-alive.js';
+import { isProcessAlive, processStartedAt } from '../process-alive.js';
 import Database from 'libsql';
 import { EnrichError, UsageError } from '../errors.js';
 import { expectedColumns, SCHEMA, SCHEMA_VERSION } from './schema.js';
@@ -11,8 +11,10 @@ import type { RunInfo } from './types.js';
 
 export type Db = InstanceType<typeof Database>;
 
-/** A run whose heartbeat is older than this is taken for dead, wherever it ran. */
+/** A run on another host whose heartbeat is older than this is taken for dead. */
 export const LEASE_MS = 45_000;
+/** A job cut short and run again within this keeps its freshness cutoff (sqlite.ts policyNow). */
+const RESUME_WITHIN_MS = 24 * 3600_000;
 
 /** A prepared statement, as the store uses it (better-sqlite3's API, which libsql follows). */
 export interface Statement {
@@ -162,15 +164,18 @@ export class Store {
   private policyNow(serviceId: number, info: RunInfo, now: number): number {
     const maxAge = info.options['max_age_ms'] ?? null;
     if (maxAge === null) return now;
+    // The last real run on this input, whatever its options: only if it was this very job, cut
+    // short (interrupted, stopped, killed), and not long ago, is this a resume of it.
     const last = this.sql(
-      `SELECT id, status, policy_now FROM runs WHERE service = ? AND input_sha256 = ? AND dry_run = 0
-         AND json_extract(options, '$.max_age_ms') = ? ORDER BY id DESC LIMIT 1`,
+      `SELECT id, status, policy_now, json_extract(options, '$.max_age_ms') FROM runs
+         WHERE service = ? AND input_sha256 = ? AND dry_run = 0 ORDER BY id DESC LIMIT 1`,
     )
       .raw(true)
-      .get(serviceId, info.inputSha256, maxAge) as [number, string, number | null] | undefined;
-    if (last === undefined || last[1] === 'done' || last[2] === null) return now;
-    if (last[1] === 'running' && this.runAlive(last[0])) return now;
-    return last[2];
+      .get(serviceId, info.inputSha256) as [number, string, number | null, number | null] | undefined;
+    if (last === undefined || last[2] === null || last[3] !== maxAge || now - last[2] > RESUME_WITHIN_MS) return now;
+    const [id, status] = last;
+    const cutShort = status === 'interrupted' || status === 'stopped' || status === 'failed' || (status === 'running' && !this.runAlive(id));
+    return cutShort ? last[2] : now;
   }
 
   /**
@@ -179,11 +184,18 @@ export class Store {
    * cannot renew), and on this host its process exists.
    */
   runAlive(run: number): boolean {
-    const row = this.sql('SELECT pid, host, status, coalesce(heartbeat_at, started_at) FROM runs WHERE id = ?').raw(true).get(run) as [number, string, string, number] | undefined;
+    const row = this.sql('SELECT pid, host, status, coalesce(heartbeat_at, started_at), started_at FROM runs WHERE id = ?').raw(true).get(run) as
+      | [number, string, string, number, number]
+      | undefined;
     if (row === undefined || row[2] !== 'running') return false;
-    const [pid, host, , beat] = row;
-    if (this.options.now() - beat > LEASE_MS) return false;
-    return host !== this.host || isProcessAlive(pid);
+    const [pid, host, , beat, startedAt] = row;
+    // Another host cannot be probed: its heartbeat is all there is to go by.
+    if (host !== this.host) return this.options.now() - beat <= LEASE_MS;
+    if (!isProcessAlive(pid)) return false;
+    // On this host a process that exists is alive even if it stopped beating (Ctrl-Z, a paused
+    // VM): only one that started after the run did is another program under a reused pid.
+    const started = processStartedAt(pid);
+    return started === null || started <= startedAt + 5_000;
   }
 
   /** Records of one service without a run (the ledger, imports). */
@@ -208,11 +220,22 @@ export class Store {
   }
 }
 
-/** Refuses a store whose tables lack a column this enrich writes (hand-edited, or damaged). */
+/**
+ * Brings a store made by an earlier build up to date: columns added since (each nullable or with
+ * a default, so ADD COLUMN is safe), then refuses one that still lacks a column this enrich
+ * writes (hand-edited, or damaged).
+ */
 function checkColumns(db: Db, path: string): void {
   for (const [table, columns] of expectedColumns()) {
     const present = new Set((db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((c) => c.name));
-    const missing = columns.filter((c) => !present.has(c));
+    for (const [column, definition] of columns) {
+      const addable = !/PRIMARY KEY/i.test(definition) && (!/NOT NULL/i.test(definition) || /DEFAULT/i.test(definition));
+      if (!present.has(column) && addable) {
+        db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition.replace(/\s+REFERENCES.*$/i, '')}`);
+        present.add(column);
+      }
+    }
+    const missing = [...columns.keys()].filter((c) => !present.has(c));
     if (missing.length > 0) {
       throw new UsageError(`the store ${path} lacks ${missing.map((c) => `${table}.${c}`).join(', ')}: it was damaged or edited by hand; restore it from a backup, or pass --store <path> to use another`);
     }

@@ -79,8 +79,11 @@ export type StoreEvent = MatchEvent | IntentEvent | EnrichEvent | UnclaimEvent;
 
 /** What an intent found when it was written: go ahead, or another run got there first. */
 export type Claim =
-  /** The intent is durable; the paid call may go. */
-  | { kind: 'ok' }
+  /**
+   * The intent is durable; the paid call may go. `tookOver`: another run's open intent under the
+   * same key was taken over (that run is gone), so the key may have been charged unseen.
+   */
+  | { kind: 'ok'; tookOver?: boolean }
   /** Another live run holds an open intent for this purchase: wait for its outcome. */
   | { kind: 'busy' }
   /** Another run has bought this company (this generation or later) since the plan was made. */

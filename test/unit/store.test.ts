@@ -110,19 +110,29 @@ describe('the SQLite store', () => {
     await expect(run.append(hit('b.com'))).rejects.toThrow(/cannot write the store/);
   });
 
-  it('takes a run for dead once its heartbeat lapses, whatever its pid or host says (pid reuse, a new container)', async () => {
+  it('knows a live run from a dead one: a lapsed heartbeat on another host, a reused pid here, never a paused process', async () => {
     const path = join(dir.path, 'lease.db');
     const first = open(path);
     const a = first.beginRun('svc', info);
     await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
-    // Run a's process is alive (our parent) on another host, but its last heartbeat is old.
-    first.db.prepare("UPDATE runs SET pid = ?, host = 'container-a1b2', heartbeat_at = ? WHERE id = ?").run(process.ppid, Date.now() - LEASE_MS - 1, a.runId);
     const b = open(path).beginRun('svc', info);
-    expect(await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).toStrictEqual({ kind: 'ok' });
-    // With a fresh heartbeat the same run holds its claim against others.
-    first.db.prepare('UPDATE runs SET heartbeat_at = ? WHERE id = ?').run(Date.now(), a.runId);
-    first.db.prepare('UPDATE purchases SET owner_run = ?').run(a.runId);
-    expect((await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).kind).toBe('busy');
+    const claim = () => b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    const owned = (update: string, ...params: unknown[]): void => {
+      first.db.prepare(update).run(...params);
+      first.db.prepare('UPDATE purchases SET owner_run = ?').run(a.runId);
+    };
+    // Another host, heartbeat lapsed: dead; its intent is taken over, and said to be.
+    owned("UPDATE runs SET host = 'container-a1b2', heartbeat_at = ? WHERE id = ?", Date.now() - LEASE_MS - 1, a.runId);
+    expect(await claim()).toStrictEqual({ kind: 'ok', tookOver: true });
+    // Another host, heartbeat fresh: alive.
+    owned('UPDATE runs SET heartbeat_at = ? WHERE id = ?', Date.now(), a.runId);
+    expect((await claim()).kind).toBe('busy');
+    // This host, a process that exists (our parent) but has not beaten for long (Ctrl-Z): alive.
+    owned('UPDATE runs SET host = ?, pid = ?, heartbeat_at = 0 WHERE id = ?', first.host, process.ppid, a.runId);
+    expect((await claim()).kind).toBe('busy');
+    // This host, the pid now belongs to a process that started after the run did: dead.
+    owned('UPDATE runs SET started_at = 0 WHERE id = ?', a.runId);
+    expect((await claim()).kind).toBe('ok');
   });
 
   it('lists as at risk only purchases whose run is gone, never one a live run is sending', async () => {
@@ -146,10 +156,19 @@ describe('the SQLite store', () => {
     expect(run.latestPurchase('acme.com')).toMatchObject({ outcome: 'open', intentKey: null, keyVersion: 1 });
   });
 
-  it('refuses a store missing a column it writes, with exit 2 and what is missing', () => {
-    const path = join(dir.path, 'edited.db');
-    open(path).db.exec('ALTER TABLE purchases DROP COLUMN lost_at');
-    expect(() => open(path)).toThrow(expect.objectContaining({ kind: 'usage', message: expect.stringContaining('lacks purchases.lost_at') }));
+  it('brings a store of an earlier layout up to date, and refuses one missing a column it cannot add back', async () => {
+    const path = join(dir.path, 'older.db');
+    const older = open(path);
+    older.db.exec('ALTER TABLE runs DROP COLUMN heartbeat_at; ALTER TABLE runs DROP COLUMN policy_now; ALTER TABLE purchases DROP COLUMN lost_at');
+    older.close();
+    const upgraded = open(path);
+    const run = upgraded.beginRun('svc', info);
+    expect(await run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1', at: 5 }, true)).toStrictEqual({ kind: 'ok' });
+    expect(run.latestPurchase('acme.com')?.lostAt).toBe(5);
+    upgraded.close();
+    const edited = join(dir.path, 'edited.db');
+    open(edited).db.exec('ALTER TABLE companies DROP COLUMN record');
+    expect(() => open(edited)).toThrow(expect.objectContaining({ kind: 'usage', message: expect.stringContaining('lacks companies.record') }));
   });
 
   it('never leaves a failed write unhandled, though outcomes are not awaited', async () => {
@@ -160,5 +179,30 @@ describe('the SQLite store', () => {
     await expect(run.flush()).rejects.toThrow(/cannot write the store/);
     void run.append(hit('b.com'));
     await new Promise((r) => setTimeout(r, 10));
+  });
+
+  it('keeps the freshness cutoff of a job only for a rerun of that job cut short, and not for long', () => {
+    let now = 1_000_000_000;
+    const store = Store.open(join(dir.path, 'policy.db'), { tool: 'test', now: () => now });
+    stores.push(store);
+    const job = { ...info, options: { max_age_ms: 0 } };
+    const first = store.beginRun('svc', job);
+    expect(first.policyNow).toBe(now);
+    first.endRun({ status: 'interrupted', credits: 0, bought: 0, reused: 0 });
+    now += 60_000;
+    const resumed = store.beginRun('svc', job);
+    expect(resumed.policyNow).toBe(1_000_000_000);
+    resumed.endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
+    now += 60_000;
+    expect(store.beginRun('svc', job).policyNow).toBe(now);
+    // A plain run in between, or a day gone by, starts a new job.
+    const cut = store.beginRun('svc', job);
+    cut.endRun({ status: 'stopped', credits: 0, bought: 0, reused: 0 });
+    store.beginRun('svc', info).endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
+    expect(store.beginRun('svc', job).policyNow).toBe(now);
+    const late = store.beginRun('svc', job);
+    late.endRun({ status: 'interrupted', credits: 0, bought: 0, reused: 0 });
+    now += 25 * 3600_000;
+    expect(store.beginRun('svc', job).policyNow).toBe(now);
   });
 });
