@@ -48,7 +48,7 @@ export function processIO(): CliIO {
     env: process.env,
     onSignal(handler) {
       // SIGHUP (a closed terminal, an ssh session that dropped) stops as gracefully as SIGTERM:
-      // by default it would kill the run at once and leave its lock behind.
+      // by default it would kill the run at once, its requests in flight unrecorded.
       const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
       for (const s of signals) process.on(s, handler);
       return () => {
