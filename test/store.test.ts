@@ -1,79 +1,64 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'libsql';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
-import { csvText, readCsvFile, runCli, tempDir } from './helpers/cli.js';
+import { describe, expect, it } from 'vitest';
+import { csvText, readCsvFile, runCli } from './helpers/cli.js';
 import { spawnCli } from './helpers/spawn.js';
+import { sandboxSuite } from './helpers/sandbox-suite.js';
 
 /**
  * The purchase store (issue 9), over real HTTP against the sandbox, whose ledger is the proof:
  * what is bought is never bought again, across runs, inputs, days and concurrent processes.
  */
 const KEY = 'sk_test_store_0123456789';
-let sb: Sandbox;
-let dir: ReturnType<typeof tempDir>;
-
-async function sandbox(options: SandboxOptions = {}): Promise<Sandbox> {
-  sb = await startSandbox({ keys: [{ key: KEY }], ...options });
-  return sb;
-}
-const env = (extra: Record<string, string> = {}): Record<string, string> => ({ ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY, ...extra });
-const domains = (n: number, skip = 0): string[] => [...sb.directory].slice(skip, skip + n).map((c) => c.domain);
+const t = sandboxSuite(KEY);
+const domains = (n: number, skip = 0): string[] => [...t.sb.directory].slice(skip, skip + n).map((c) => c.domain);
 const storePath = (): string => join(process.env['XDG_STATE_HOME'] as string, 'enrich', 'store.db');
 
 function expectEachChargedOnce(expected: readonly string[]): void {
-  const charged = sb.chargesByDomain(KEY);
+  const charged = t.sb.chargesByDomain(KEY);
   expect([...charged.keys()].sort()).toStrictEqual([...new Set(expected)].sort());
   for (const [domain, n] of charged) expect(n, domain).toBe(1);
 }
 
 async function summaryOf(args: string[], extra: Record<string, string> = {}, stdin?: string): Promise<Record<string, unknown>> {
-  const run = await runCli([...args, '--summary-json', dir.file('summary.json'), '--quiet'], { env: env(extra), ...(stdin === undefined ? {} : { stdin }) });
+  const run = await runCli([...args, '--summary-json', t.dir.file('summary.json'), '--quiet'], { env: t.env(extra), ...(stdin === undefined ? {} : { stdin }) });
   expect(run.code, run.stderr).toBe(0);
-  return JSON.parse(readFileSync(dir.file('summary.json'), 'utf8')) as Record<string, unknown>;
+  return JSON.parse(readFileSync(t.dir.file('summary.json'), 'utf8')) as Record<string, unknown>;
 }
-
-beforeEach(() => {
-  dir = tempDir();
-});
-afterEach(async () => {
-  await sb?.close();
-  dir.cleanup();
-});
 
 describe('the store remembers what was bought', () => {
   it('next week\'s re-export, re-sorted with one new row, buys exactly that one company', async () => {
-    await sandbox();
+    await t.sandbox();
     const week1 = [...domains(30), 'nobody-week.com'];
-    const input = dir.file('crm.csv', csvText([['Website'], ...week1.map((d) => [d])]));
-    expect(await summaryOf([input, '-o', dir.file('out.csv')])).toMatchObject({ bought: 30, reused: 0, credits_charged: 30 });
+    const input = t.dir.file('crm.csv', csvText([['Website'], ...week1.map((d) => [d])]));
+    expect(await summaryOf([input, '-o', t.dir.file('out.csv')])).toMatchObject({ bought: 30, reused: 0, credits_charged: 30 });
     // The next export: another order, another column name, one new company.
     const week2 = [domains(1, 30)[0] as string, ...[...week1].reverse()];
     writeFileSync(input, csvText([['Company Domain'], ...week2.map((d) => [d])]));
-    const second = await summaryOf([input, '-o', dir.file('out.csv')]);
+    const second = await summaryOf([input, '-o', t.dir.file('out.csv')]);
     expect(second).toMatchObject({ bought: 1, reused: 30, credits_saved: 30, credits_charged: 1, matched: 31, no_match: 1 });
-    expect(sb.ledger(KEY)).toHaveLength(31);
+    expect(t.sb.ledger(KEY)).toHaveLength(31);
     expectEachChargedOnce(domains(31));
     // Every row is filled, and says where its record came from.
-    const rows = readCsvFile(dir.file('out.csv'));
+    const rows = readCsvFile(t.dir.file('out.csv'));
     expect(rows.filter((r) => r['enrich_source'] === 'bought').map((r) => r['Company Domain'])).toStrictEqual([week2[0]]);
     expect(rows.filter((r) => r['enrich_source'] === 'store')).toHaveLength(30);
     expect(rows.every((r) => r['enrich_status'] !== 'matched' || r['company_name'] !== '')).toBe(true);
   });
 
   it('two files that share companies buy their union once', async () => {
-    await sandbox();
-    const a = dir.file('a.csv', csvText([['domain'], ...domains(40).map((d) => [d])]));
-    const b = dir.file('b.csv', csvText([['website'], ...domains(40, 20).map((d) => [`https://www.${d}/`])]));
-    expect(await summaryOf([a, '-o', dir.file('a.out.csv')])).toMatchObject({ bought: 40 });
-    expect(await summaryOf([b, '-o', dir.file('b.out.csv')])).toMatchObject({ bought: 20, reused: 20 });
+    await t.sandbox();
+    const a = t.dir.file('a.csv', csvText([['domain'], ...domains(40).map((d) => [d])]));
+    const b = t.dir.file('b.csv', csvText([['website'], ...domains(40, 20).map((d) => [`https://www.${d}/`])]));
+    expect(await summaryOf([a, '-o', t.dir.file('a.out.csv')])).toMatchObject({ bought: 40 });
+    expect(await summaryOf([b, '-o', t.dir.file('b.out.csv')])).toMatchObject({ bought: 20, reused: 20 });
     expectEachChargedOnce(domains(60));
   });
 
   it('seven daily pipes, shifted by a few domains a day, buy each distinct company once into the same -o', async () => {
-    await sandbox();
-    const out = dir.file('daily.jsonl');
+    await t.sandbox();
+    const out = t.dir.file('daily.jsonl');
     for (let day = 0; day < 7; day++) {
       const today = domains(12, day * 4);
       const summary = await summaryOf(['-', '-o', out, '--format', 'jsonl'], {}, today.join('\n'));
@@ -84,10 +69,10 @@ describe('the store remembers what was bought', () => {
   });
 
   it('--max-age buys again exactly the records bought longer ago, under new keys; the dry run prices it', async () => {
-    await sandbox();
+    await t.sandbox();
     const list = domains(10);
-    const input = dir.file('in.csv', csvText([['domain'], ...list.map((d) => [d])]));
-    expect(await summaryOf([input, '-o', dir.file('o.csv')])).toMatchObject({ bought: 10 });
+    const input = t.dir.file('in.csv', csvText([['domain'], ...list.map((d) => [d])]));
+    expect(await summaryOf([input, '-o', t.dir.file('o.csv')])).toMatchObject({ bought: 10 });
     // Four records were bought 40 days ago.
     const stale = list.slice(0, 4);
     const db = new Database(storePath());
@@ -95,41 +80,41 @@ describe('the store remembers what was bought', () => {
     db.prepare(`UPDATE companies SET bought_at = bought_at - ? WHERE domain IN (${stale.map(() => '?').join(',')})`).run(40 * day, ...stale);
     db.close();
 
-    const dry = await runCli([input, '--dry-run', '--max-age', '30d'], { env: env() });
+    const dry = await runCli([input, '--dry-run', '--max-age', '30d'], { env: t.env() });
     expect(dry.code).toBe(0);
     expect(dry.stderr).toContain('a real run would spend exactly 4 credits (4 of them refresh stale records)');
     // Without the flag nothing held is bought again.
-    expect(await summaryOf([input, '-o', dir.file('o.csv')])).toMatchObject({ bought: 0, reused: 10 });
-    expect(await summaryOf([input, '-o', dir.file('o.csv'), '--max-age', '30d'])).toMatchObject({ bought: 4, reused: 6, credits_charged: 4 });
-    const charged = sb.chargesByDomain(KEY);
+    expect(await summaryOf([input, '-o', t.dir.file('o.csv')])).toMatchObject({ bought: 0, reused: 10 });
+    expect(await summaryOf([input, '-o', t.dir.file('o.csv'), '--max-age', '30d'])).toMatchObject({ bought: 4, reused: 6, credits_charged: 4 });
+    const charged = t.sb.chargesByDomain(KEY);
     for (const d of list) expect(charged.get(d), d).toBe(stale.includes(d) ? 2 : 1);
     // A refresh is a new unit of work: the service saw a new key, not a replay of the old one.
-    expect(sb.stats.replays).toBe(0);
+    expect(t.sb.stats.replays).toBe(0);
     // And it is fresh now: the same flag buys nothing more.
-    expect(await summaryOf([input, '-o', dir.file('o.csv'), '--max-age', '30d'])).toMatchObject({ bought: 0, reused: 10 });
+    expect(await summaryOf([input, '-o', t.dir.file('o.csv'), '--max-age', '30d'])).toMatchObject({ bought: 0, reused: 10 });
   });
 
   it('two runs at once over overlapping inputs buy each company once between them', async () => {
-    await sandbox({ latencyMs: 20 });
-    const a = dir.file('a.csv', csvText([['domain'], ...domains(50).map((d) => [d])]));
-    const b = dir.file('b.csv', csvText([['domain'], ...domains(50, 25).map((d) => [d])]));
-    const first = spawnCli([a, '-o', dir.file('a.out.csv'), '--quiet', '--concurrency', '4'], { env: env() });
-    const second = spawnCli([b, '-o', dir.file('b.out.csv'), '--quiet', '--concurrency', '4'], { env: env() });
+    await t.sandbox({ latencyMs: 20 });
+    const a = t.dir.file('a.csv', csvText([['domain'], ...domains(50).map((d) => [d])]));
+    const b = t.dir.file('b.csv', csvText([['domain'], ...domains(50, 25).map((d) => [d])]));
+    const first = spawnCli([a, '-o', t.dir.file('a.out.csv'), '--quiet', '--concurrency', '4'], { env: t.env() });
+    const second = spawnCli([b, '-o', t.dir.file('b.out.csv'), '--quiet', '--concurrency', '4'], { env: t.env() });
     expect(await first.exited, first.stderr()).toBe(0);
     expect(await second.exited, second.stderr()).toBe(0);
     expectEachChargedOnce(domains(75));
     for (const out of ['a.out.csv', 'b.out.csv']) {
-      const rows = readCsvFile(dir.file(out));
+      const rows = readCsvFile(t.dir.file(out));
       expect(rows.every((r) => r['enrich_status'] === 'matched' && r['company_name'] !== ''), out).toBe(true);
     }
   }, 60_000);
 
   it('never refuses a changed input and keeps the key out of the store, which is owner-only', async () => {
-    await sandbox();
-    const input = dir.file('in.csv', csvText([['domain'], ...domains(3).map((d) => [d])]));
-    expect((await runCli([input, '-o', dir.file('o.csv')], { env: env() })).code).toBe(0);
+    await t.sandbox();
+    const input = t.dir.file('in.csv', csvText([['domain'], ...domains(3).map((d) => [d])]));
+    expect((await runCli([input, '-o', t.dir.file('o.csv')], { env: t.env() })).code).toBe(0);
     writeFileSync(input, csvText([['domain'], ...domains(4).map((d) => [d])]));
-    expect((await runCli([input, '-o', dir.file('o.csv')], { env: env() })).code).toBe(0);
+    expect((await runCli([input, '-o', t.dir.file('o.csv')], { env: t.env() })).code).toBe(0);
     const { statSync } = await import('node:fs');
     expect(statSync(storePath()).mode & 0o777).toBe(0o600);
     expect(readFileSync(storePath()).includes(KEY)).toBe(false);
@@ -138,14 +123,14 @@ describe('the store remembers what was bought', () => {
 
 describe('enrich ledger', () => {
   it('shows holdings and runs, exports every record, and prunes old ones (which are then bought under new keys)', async () => {
-    await sandbox();
-    const input = dir.file('in.csv', csvText([['domain'], ...domains(5).map((d) => [d]), ['nobody-ledger.com']]));
-    expect((await runCli([input, '-o', dir.file('o.csv')], { env: env() })).code).toBe(0);
-    expect((await runCli([input, '-o', dir.file('o.csv')], { env: env() })).code).toBe(0);
+    await t.sandbox();
+    const input = t.dir.file('in.csv', csvText([['domain'], ...domains(5).map((d) => [d]), ['nobody-ledger.com']]));
+    expect((await runCli([input, '-o', t.dir.file('o.csv')], { env: t.env() })).code).toBe(0);
+    expect((await runCli([input, '-o', t.dir.file('o.csv')], { env: t.env() })).code).toBe(0);
 
     const show = await runCli(['ledger', '--json']);
     const held = JSON.parse(show.stdout) as { services: { service: string; companies: number; credits: number; runs: number; misses: number }[] };
-    expect(held.services).toMatchObject([{ service: `${sb.url}/api/v1/public`, companies: 5, credits: 5, runs: 2, misses: 1 }]);
+    expect(held.services).toMatchObject([{ service: `${t.sb.url}/api/v1/public`, companies: 5, credits: 5, runs: 2, misses: 1 }]);
     const runs = JSON.parse((await runCli(['ledger', 'runs', '--json'])).stdout) as { credits: number; bought: number; reused: number }[];
     expect(runs.map((r) => [r.credits, r.bought, r.reused])).toStrictEqual([
       [0, 0, 5],
@@ -154,57 +139,57 @@ describe('enrich ledger', () => {
     const exported = await runCli(['ledger', 'export', '--format', 'jsonl']);
     const records = exported.stdout.trim().split('\n').map((l) => JSON.parse(l) as { company: { domain: string } });
     expect(records.map((r) => r.company.domain).sort()).toStrictEqual(domains(5).sort());
-    const csv = await runCli(['ledger', 'export', '-o', dir.file('held.csv')]);
+    const csv = await runCli(['ledger', 'export', '-o', t.dir.file('held.csv')]);
     expect(csv.code).toBe(0);
-    expect(readCsvFile(dir.file('held.csv')).map((r) => r['domain']).sort()).toStrictEqual(domains(5).sort());
+    expect(readCsvFile(t.dir.file('held.csv')).map((r) => r['domain']).sort()).toStrictEqual(domains(5).sort());
 
     expect((await runCli(['ledger', 'prune', '--older-than', '0d', '--dry-run'])).stdout).toContain('would forget 5 companies');
     expect((await runCli(['ledger', 'prune', '--older-than', '0d'])).stdout).toContain('forgot 5 companies');
-    expect((await runCli([input, '-o', dir.file('o.csv')], { env: env() })).code).toBe(0);
+    expect((await runCli([input, '-o', t.dir.file('o.csv')], { env: t.env() })).code).toBe(0);
     // Bought again, and not as a replay of the keys used before the prune.
-    expect(sb.ledger(KEY)).toHaveLength(10);
-    expect(sb.stats.replays).toBe(0);
+    expect(t.sb.ledger(KEY)).toHaveLength(10);
+    expect(t.sb.stats.replays).toBe(0);
   });
 });
 
 describe('review findings', () => {
   it('a --fresh run stopped by Ctrl-C and run again does not buy twice what it already refreshed', async () => {
-    await sandbox({ latencyMs: 40 });
+    await t.sandbox({ latencyMs: 40 });
     const list = domains(16);
-    const input = dir.file('in.csv', csvText([['domain'], ...list.map((d) => [d])]));
-    expect(await summaryOf([input, '-o', dir.file('o.csv')])).toMatchObject({ bought: 16 });
-    const p = spawnCli([input, '-o', dir.file('o.csv'), '--fresh', '--concurrency', '2', '--quiet'], { env: env() });
+    const input = t.dir.file('in.csv', csvText([['domain'], ...list.map((d) => [d])]));
+    expect(await summaryOf([input, '-o', t.dir.file('o.csv')])).toMatchObject({ bought: 16 });
+    const p = spawnCli([input, '-o', t.dir.file('o.csv'), '--fresh', '--concurrency', '2', '--quiet'], { env: t.env() });
     // Ctrl-C once the refresh has bought a few (progress, not the clock).
-    while (sb.ledger(KEY).length < 16 + 3) await new Promise((r) => setTimeout(r, 5));
+    while (t.sb.ledger(KEY).length < 16 + 3) await new Promise((r) => setTimeout(r, 5));
     p.child.kill('SIGINT');
     expect(await p.exited).toBe(130);
-    const refreshed = sb.ledger(KEY).length - 16;
+    const refreshed = t.sb.ledger(KEY).length - 16;
     expect(refreshed).toBeLessThan(16);
-    const rerun = await runCli([input, '-o', dir.file('o.csv'), '--fresh', '--quiet'], { env: env() });
+    const rerun = await runCli([input, '-o', t.dir.file('o.csv'), '--fresh', '--quiet'], { env: t.env() });
     expect(rerun.code, rerun.stderr).toBe(0);
     // Each company bought once, then refreshed once: never a third time.
-    for (const [domain, n] of sb.chargesByDomain(KEY)) expect(n, domain).toBe(2);
+    for (const [domain, n] of t.sb.chargesByDomain(KEY)) expect(n, domain).toBe(2);
     // A later --fresh is a new job: it refreshes all again.
-    expect(await summaryOf([input, '-o', dir.file('o.csv'), '--fresh'])).toMatchObject({ bought: 16 });
+    expect(await summaryOf([input, '-o', t.dir.file('o.csv'), '--fresh'])).toMatchObject({ bought: 16 });
   }, 60_000);
 
   it('a run stopped by --max-credits leaves nothing "at risk" for what it never sent', async () => {
-    await sandbox();
-    const input = dir.file('in.csv', csvText([['domain'], ...domains(10).map((d) => [d])]));
-    expect((await runCli([input, '-o', dir.file('o.csv'), '--max-credits', '2'], { env: env() })).code).toBe(4);
+    await t.sandbox();
+    const input = t.dir.file('in.csv', csvText([['domain'], ...domains(10).map((d) => [d])]));
+    expect((await runCli([input, '-o', t.dir.file('o.csv'), '--max-credits', '2'], { env: t.env() })).code).toBe(4);
     expect((await runCli(['ledger', 'release'])).stdout).toContain('no purchase is waiting on an unanswered paid call');
     const held = JSON.parse((await runCli(['ledger', '--json'])).stdout) as { services: { open: number }[] };
     expect(held.services[0]?.open).toBe(0);
   });
 
   it('refuses to export over the store itself, directly or through a symlink', async () => {
-    await sandbox();
-    const input = dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
-    expect((await runCli([input, '-o', dir.file('o.csv')], { env: env() })).code).toBe(0);
+    await t.sandbox();
+    const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
+    expect((await runCli([input, '-o', t.dir.file('o.csv')], { env: t.env() })).code).toBe(0);
     const direct = await runCli(['ledger', 'export', '-o', storePath()]);
     expect(direct).toMatchObject({ code: 2 });
     expect(direct.stderr).toContain('is the store itself');
-    const link = dir.file('link.csv');
+    const link = t.dir.file('link.csv');
     const { symlinkSync } = await import('node:fs');
     symlinkSync(storePath(), link);
     expect((await runCli(['ledger', 'export', '-o', link])).code).toBe(2);
@@ -214,12 +199,12 @@ describe('review findings', () => {
 
 describe('enrich ledger release', () => {
   it('lists companies stuck on a paid call that never answered, and releases them to be bought under new keys', async () => {
-    await sandbox();
+    await t.sandbox();
     const [stuck, other] = domains(2) as [string, string];
     // A run that sent stuck's paid call and never heard back (its process is gone).
     const { Store } = await import('../src/store/sqlite.js');
     const store = Store.open(storePath(), { tool: 'test' });
-    const records = store.beginRun(`${sb.url}/api/v1/public`, { inputName: 'x', inputSha256: 'x', rows: 1, dryRun: false, options: {} });
+    const records = store.beginRun(`${t.sb.url}/api/v1/public`, { inputName: 'x', inputSha256: 'x', rows: 1, dryRun: false, options: {} });
     await records.append({ t: 'intent', c: stuck, g: 1, v: 1, key: 'lost-key-1' }, true);
     await records.append({ t: 'enrich', c: stuck, g: 1, v: 1, s: 'error', code: 'network_error', key: 'kept', lost: true, at: Date.now() });
     await records.flush();
@@ -236,51 +221,51 @@ describe('enrich ledger release', () => {
     expect(released.stdout).toContain('released 1 companies');
     expect((await runCli(['ledger', 'release'])).stdout).toContain('no purchase is waiting on an unanswered paid call');
 
-    const input = dir.file('in.csv', csvText([['domain'], [stuck]]));
-    expect((await runCli([input, '-o', dir.file('o.csv')], { env: env() })).code).toBe(0);
-    expect(sb.ledger(KEY).map((e) => e.idempotencyKey)).toHaveLength(1);
-    expect(sb.ledger(KEY)[0]?.idempotencyKey).toMatch(/-g1-v2$/);
+    const input = t.dir.file('in.csv', csvText([['domain'], [stuck]]));
+    expect((await runCli([input, '-o', t.dir.file('o.csv')], { env: t.env() })).code).toBe(0);
+    expect(t.sb.ledger(KEY).map((e) => e.idempotencyKey)).toHaveLength(1);
+    expect(t.sb.ledger(KEY)[0]?.idempotencyKey).toMatch(/-g1-v2$/);
   });
 });
 
 describe('a journal written by enrich 0.1', () => {
   it('is imported once: its companies are not bought again, and an unfinished purchase resumes under its own key', async () => {
-    await sandbox();
-    const input = dir.file('crm.csv');
+    await t.sandbox();
+    const input = t.dir.file('crm.csv');
     writeFileSync(input, readFileSync('fixtures/v0.1/crm.csv'));
     // The fixture was written against a sandbox on port 4777: point it at this one.
-    const journal = readFileSync('fixtures/v0.1/crm.csv.enrich-journal', 'utf8').replaceAll('http://127.0.0.1:4777', sb.url);
+    const journal = readFileSync('fixtures/v0.1/crm.csv.enrich-journal', 'utf8').replaceAll('http://127.0.0.1:4777', t.sb.url);
     writeFileSync(`${input}.enrich-journal`, journal);
     // 0.1 was killed after sending granite-quill-coffee.ai under its intent's key: the service charged it.
     const lostKey = /"intent","c":"granite-quill-coffee.ai","v":1,"key":"([^"]+)"/.exec(journal)?.[1] as string;
-    const lost = await fetch(`${sb.url}/api/v1/public/company/enrich`, {
+    const lost = await fetch(`${t.sb.url}/api/v1/public/company/enrich`, {
       method: 'POST',
       headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', 'idempotency-key': lostKey },
       body: JSON.stringify({ domain: 'granite-quill-coffee.ai' }),
     });
     expect(lost.status).toBe(200);
 
-    const run = await runCli([input, '-o', dir.file('out.csv')], { env: env() });
+    const run = await runCli([input, '-o', t.dir.file('out.csv')], { env: t.env() });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toContain('imported 4 companies bought with enrich 0.1');
     expect(run.stderr).toContain('1 unfinished purchases resume under their own keys');
     // Only the company 0.1 never reached was bought; the lost answer was replayed, not charged again.
-    expect(sb.ledger(KEY).map((e) => e.domain).sort()).toStrictEqual(['granite-quill-coffee.ai', 'granitehavenindustries.de']);
-    expect(sb.stats.replays).toBe(1);
-    const rows = readCsvFile(dir.file('out.csv'));
+    expect(t.sb.ledger(KEY).map((e) => e.domain).sort()).toStrictEqual(['granite-quill-coffee.ai', 'granitehavenindustries.de']);
+    expect(t.sb.stats.replays).toBe(1);
+    const rows = readCsvFile(t.dir.file('out.csv'));
     expect(rows.map((r) => r['enrich_status'])).toStrictEqual([...Array(6).fill('matched'), 'no_match']);
     expect(rows.filter((r) => r['enrich_source'] === 'store')).toHaveLength(4);
-    const again = await runCli([input, '-o', dir.file('out.csv')], { env: env() });
+    const again = await runCli([input, '-o', t.dir.file('out.csv')], { env: t.env() });
     expect(again.stderr).not.toContain('imported');
-    expect(sb.ledger(KEY)).toHaveLength(2);
+    expect(t.sb.ledger(KEY)).toHaveLength(2);
     // 0.1 ran once more on that file: only its new lines are imported, nothing counted twice.
-    const credits = (): number => (JSON.parse(readFileSync(dir.file('held.json'), 'utf8')) as { services: { credits: number }[] }).services[0]?.credits ?? -1;
-    writeFileSync(dir.file('held.json'), (await runCli(['ledger', '--json'])).stdout);
+    const credits = (): number => (JSON.parse(readFileSync(t.dir.file('held.json'), 'utf8')) as { services: { credits: number }[] }).services[0]?.credits ?? -1;
+    writeFileSync(t.dir.file('held.json'), (await runCli(['ledger', '--json'])).stdout);
     const before = credits();
     const { appendFileSync } = await import('node:fs');
     appendFileSync(`${input}.enrich-journal`, '{"t":"session","n":3,"at":"2026-11-23T09:00:00.000Z","pid":1,"dry_run":false}\n');
-    expect((await runCli([input, '-o', dir.file('out.csv')], { env: env() })).code).toBe(0);
-    writeFileSync(dir.file('held.json'), (await runCli(['ledger', '--json'])).stdout);
+    expect((await runCli([input, '-o', t.dir.file('out.csv')], { env: t.env() })).code).toBe(0);
+    writeFileSync(t.dir.file('held.json'), (await runCli(['ledger', '--json'])).stdout);
     expect(credits()).toBe(before);
   });
 });
