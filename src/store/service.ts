@@ -13,6 +13,8 @@ const OK: Claim = { kind: 'ok' };
 /** Outcomes gather this long (or this many) before a commit; intents never wait for it. */
 const BATCH_MS = 20;
 const BATCH_ROWS = 2_000;
+/** Intents wait this long for others to share their commit and its fsync (a paid call waits on it). */
+const INTENT_GATHER_MS = 1;
 /** Lookups per INSERT statement (6 parameters each, well under SQLite's limit of 32,766). */
 const LOOKUP_ROWS = 200;
 /** How often a run says it is alive (its lease, in sqlite.ts, is a few of these). */
@@ -80,7 +82,7 @@ export class ServiceRecords implements ServiceStore {
   private failure: StoreWriteError | null = null;
   private heartbeat: NodeJS.Timeout | null = null;
   /** Sends the batch being gathered at once (an intent arrived, or flush was asked). */
-  private hurry: (() => void) | null = null;
+  private hurry: ((delayMs: number) => void) | null = null;
   private readonly now: () => number;
   /** Transactions that synced to disk: one per batch holding an intent, not one per intent. */
   syncs = 0;
@@ -195,34 +197,33 @@ export class ServiceRecords implements ServiceStore {
     const written = new Promise<Claim>((resolve, reject) => this.queue.push({ event, durable, resolve, reject }));
     // Callers need not wait on non-durable events; a failure still surfaces on flush.
     written.catch(() => {});
-    if (durable || this.queue.length >= BATCH_ROWS) this.hurry?.();
+    if (durable || this.queue.length >= BATCH_ROWS) this.hurry?.(durable ? INTENT_GATHER_MS : 0);
     this.draining ??= this.drain(durable);
     return written;
   }
 
   async flush(): Promise<void> {
-    this.hurry?.();
+    this.hurry?.(0);
     if (this.draining !== null) await this.draining;
     if (this.failure !== null) throw this.failure;
   }
 
   /**
-   * When the next batch goes: an intent waits only for the rest of this turn of the event loop
-   * (the paid call waits on it); outcomes and lookups wait a little longer, so a commit carries
-   * hundreds of them rather than one (a commit costs far more than a row).
+   * When the next batch goes: an intent waits a millisecond for others to share its commit and
+   * fsync (the paid call waits on it); outcomes and lookups wait a little longer, so a commit
+   * carries hundreds of them rather than one (a commit costs far more than a row).
    */
   private nextBatch(urgent: boolean): Promise<void> {
     return new Promise<void>((resolve) => {
-      const timer = setTimeout(go, urgent ? 0 : BATCH_MS);
-      const immediate = urgent ? setImmediate(go) : undefined;
+      let timer = setTimeout(go, urgent ? INTENT_GATHER_MS : BATCH_MS);
       function go(): void {
         clearTimeout(timer);
-        if (immediate !== undefined) clearImmediate(immediate);
         resolve();
       }
-      this.hurry = () => {
+      this.hurry = (delayMs) => {
         this.hurry = null;
-        setImmediate(go);
+        clearTimeout(timer);
+        timer = setTimeout(go, delayMs);
       };
     });
   }
