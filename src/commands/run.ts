@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readdir, rm, stat } from 'node:fs/promises';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { ServiceClient } from '../api/client.js';
 import { serviceIdentity } from '../api/endpoint.js';
 import type { RetryPolicy } from '../api/retry.js';
@@ -22,9 +21,9 @@ import { RunState, type Company } from '../pipeline/state.js';
 import { emptyTally, summarise, type RowTally, type Summary } from '../pipeline/summary.js';
 import type { SandboxOptions } from '../sandbox/index.js';
 import { importJournal, type Imported } from '../store/import-journal.js';
-import { scanCacheDir } from '../store/path.js';
-import type { ServiceRecords } from '../store/service.js';
+import { defaultStorePath, scanCacheDir } from '../store/path.js';
 import { Store } from '../store/sqlite.js';
+import type { ServiceStore } from '../store/types.js';
 import type { Reporter } from '../ui/reporter.js';
 import { VERSION } from '../version.js';
 
@@ -84,8 +83,8 @@ function legacyJournals(options: RunOptions, sha256: string, env: NodeJS.Process
   if (options.journal !== undefined) paths.push(options.journal);
   if (options.input !== '-') paths.push(`${options.input}.enrich-journal`);
   if (options.output !== '-') paths.push(`${options.output}.enrich-journal`);
-  const stateHome = env['XDG_STATE_HOME'] ?? join(env['HOME'] ?? homedir(), '.local', 'state');
-  paths.push(join(stateHome, 'enrich', `stdin-${sha256.slice(0, 16)}.enrich-journal`));
+  // 0.1 kept piped inputs' journals where the default store now lives.
+  paths.push(join(dirname(defaultStorePath(env)), `stdin-${sha256.slice(0, 16)}.enrich-journal`));
   return paths;
 }
 
@@ -155,7 +154,7 @@ async function scanInput(options: RunOptions, ctx: RunContext, progress: Progres
 }
 
 /** Loads what the store knows of the input's domains and their companies, judged by the policy. */
-function loadFromStore(state: RunState, records: ServiceRecords, policy: Policy): void {
+function loadFromStore(state: RunState, records: ServiceStore, policy: Policy): void {
   records.forEachLookup(state.domains, (d) => state.indexOf(d), (i, lookup) => state.loadDomain(i, planDomain(lookup, policy)));
   records.forEachCompany(
     state.companies.map((c) => c.domain),
@@ -193,7 +192,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   cleanups.push(() => store.close());
   for (const path of legacyJournals(options, sha256, ctx.env)) reportImport(ctx.reporter, await importJournal(store, path));
   const service = options.service.kind === 'sandbox' ? EMBEDDED_SERVICE : serviceIdentity(options.service.baseUrl);
-  const records = store.beginRun(service, {
+  const records: ServiceStore = store.beginRun(service, {
     inputName: input.fromStdin ? 'stdin' : input.displayName,
     inputSha256: sha256,
     rows: scan.rows,
@@ -353,7 +352,7 @@ interface Written {
   state: RunState;
   input: InputSource;
   format: CsvFormat;
-  records: ServiceRecords;
+  records: ServiceStore;
   stop: Stop | null;
   ctx: RunContext;
 }

@@ -59,7 +59,6 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       if (stops.paid.signal.aborted || !state.needsEnrich(c)) return false;
       const intent: IntentEvent = { t: 'intent', c: c.domain, g: c.generation, v: c.keyVersion, key: keyOf(c), at: deps.now() };
       const claim = await deps.claim(intent);
-      c.busy = claim.kind === 'busy';
       switch (claim.kind) {
         case 'ok':
           state.apply(intent);

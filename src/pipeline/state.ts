@@ -24,8 +24,6 @@ export interface Company {
   refresh: boolean;
   /** This run has written (or confirmed) the intent for the purchase: it owns it. */
   claimed: boolean;
-  /** Another live run owns the purchase: wait for its outcome before buying. */
-  busy: boolean;
   /** Version of the Idempotency-Key the next (or the unanswered) attempt uses. */
   keyVersion: number;
   /** An intent at keyVersion is on disk: attempts under this key may go without writing another. */
@@ -235,7 +233,6 @@ export class RunState {
       generation: 1,
       refresh: false,
       claimed: false,
-      busy: false,
       keyVersion: 1,
       intentOpen: false,
       intentKey: null,

@@ -155,6 +155,15 @@ export interface ServiceStore {
   forEachCompany(companies: readonly string[], visit: (domain: string, held: HeldCompany | null, purchase: Purchase | null) => void): void;
   /** The record as the service returned it; null if not held. */
   record(company: string): CompanyRecord | null;
+  /** What the store holds of one company, and its latest purchase (a company first met mid-run). */
+  held(company: string): HeldCompany | null;
+  latestPurchase(company: string): Purchase | null;
+  /** Whether the store holds any company or purchase of this service at all. */
+  holdsAny(): boolean;
+  /** The moment this run judges freshness at: now, or the cutoff of the job it resumes. */
+  readonly policyNow: number;
+  /** This run's hold on its claims may have lapsed (it was paused): claim again before sending. */
+  leaseLapsed(): boolean;
   /** Queues an event; written with the next group commit. An intent resolves with its claim. */
   append(event: StoreEvent, durable?: boolean): Promise<Claim>;
   /** Writes and syncs everything queued so far. */
