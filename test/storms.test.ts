@@ -1,34 +1,26 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { RunOptions, RunResult } from '../src/commands/run.js';
-import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
-import { csvText, readCsvFile, tempDir } from './helpers/cli.js';
+import type { Sandbox, SandboxOptions } from '../src/sandbox/index.js';
+import { csvText, readCsvFile } from './helpers/cli.js';
 import { batchOptions, runQuietBatch } from './helpers/batch.js';
+import { sandboxSuite } from './helpers/sandbox-suite.js';
 
 const KEY = 'sk_test_storm';
-let sb: Sandbox | undefined;
-let dir: ReturnType<typeof tempDir>;
-
-beforeEach(() => {
-  dir = tempDir();
-});
-afterEach(async () => {
-  await sb?.close();
-  sb = undefined;
-  dir.cleanup();
-});
+const t = sandboxSuite(KEY);
 
 /** The batch as a function, with retries fast enough for a test (the policy is the only change). */
 async function batch(options: SandboxOptions, companies: number, extra: Partial<RunOptions> = {}): Promise<{ result: RunResult; domains: string[]; out: string; sb: Sandbox }> {
-  sb ??= await startSandbox({ keys: [{ key: KEY }], ...options });
+  if (!t.started) await t.sandbox(options);
+  const sb = t.sb;
   const domains = [...sb.directory].slice(0, companies).map((c) => c.domain);
-  const input = dir.file('in.csv', csvText([['domain'], ...domains.map((d) => [d])]));
-  const out = dir.file('out.csv');
-  const result = await runQuietBatch(batchOptions(dir.path, input, { baseUrl: sb.url, apiKey: KEY }, { output: out, ...extra }));
+  const input = t.dir.file('in.csv', csvText([['domain'], ...domains.map((d) => [d])]));
+  const out = t.dir.file('out.csv');
+  const result = await runQuietBatch(batchOptions(t.dir.path, input, { baseUrl: sb.url, apiKey: KEY }, { output: out, ...extra }));
   return { result, domains, out, sb };
 }
 
 function expectEachChargedOnce(domains: string[]): void {
-  const charged = (sb as Sandbox).chargesByDomain(KEY);
+  const charged = t.sb.chargesByDomain(KEY);
   expect([...charged.keys()].sort()).toStrictEqual([...domains].sort());
   for (const [domain, n] of charged) expect(n, domain).toBe(1);
 }

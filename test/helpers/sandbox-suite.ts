@@ -5,6 +5,8 @@ import { tempDir } from './cli.js';
 export interface SandboxSuite {
   /** The sandbox the test started (set by `sandbox()`). */
   sb: Sandbox;
+  /** Whether this test has started its sandbox yet (tests that start it once, on first use). */
+  readonly started: boolean;
   /** A temp folder of the test's own, removed after it. */
   dir: ReturnType<typeof tempDir>;
   /** Starts a sandbox that accepts `key`, closed after the test. */
@@ -20,6 +22,9 @@ export function sandboxSuite(key: string): SandboxSuite {
     get sb(): Sandbox {
       if (current === undefined) throw new Error('start the sandbox first: await t.sandbox()');
       return current;
+    },
+    get started(): boolean {
+      return current !== undefined;
     },
     dir: undefined as unknown as ReturnType<typeof tempDir>,
     sandbox: async (options = {}) => (current = await startSandbox({ keys: [{ key }], ...options })),
