@@ -16,6 +16,12 @@ export default tseslint.config(
     },
   },
   {
+    // The launcher is CommonJS: it loads the one-file bundle without Node's ES module loader.
+    files: ['bin/*.cjs'],
+    languageOptions: { sourceType: 'commonjs' },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
+  {
     files: ['test/**', 'scripts/**'],
     rules: { 'no-console': 'off' },
   },

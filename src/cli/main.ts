@@ -1,11 +1,10 @@
-import v8 from 'node:v8';
 import type { RunOptions, RunResult } from '../commands/run.js';
 import { EnrichError, ExitCode, errorMessage, type ErrorKind } from '../errors.js';
 import type { Stop } from '../pipeline/stops.js';
 import type { Summary } from '../pipeline/summary.js';
 import type { Reporter } from '../ui/reporter.js';
 import { parseCommandLine, type RunFlags } from './program.js';
-import { performance } from 'node:perf_hooks';
+import { monotonicMs } from '../pipeline/clock.js';
 
 // Only parsing is loaded up front: --version and --help must start as fast as node itself, so
 // the batch, the sandbox and the live display (ora, cli-progress, csv, undici) load when asked.
@@ -21,28 +20,15 @@ export interface CliIO {
   hardExit(code: number): void;
 }
 
-/**
- * Keeps the heap near what is live. V8 otherwise lets the old generation grow up to fourfold
- * between collections under a high allocation rate (tens of thousands of requests), which is
- * most of a batch's peak memory. Growing by a fixed ENRICH_HEAP_GROWTH percent (default 25)
- * cut a 1M-row run's peak from 188 to 167 MiB; it costs about a tenth more CPU against an
- * unlimited service (measured), nothing in a run bound by the service's rate. The flag is read
- * on every collection, so setting it here, before any work, takes effect.
- */
-export function tuneProcess(env: NodeJS.ProcessEnv = process.env): void {
-  const percent = Number(env['ENRICH_HEAP_GROWTH'] ?? 25);
-  // V8 prints an unknown flag's error to stdout (our data): set it only on the V8s of Node 20
-  // to 24 (11 to 13), where it is known to exist; a later V8 runs untuned until checked.
-  const major = Number(process.versions.v8.split('.')[0]);
-  if (Number.isInteger(percent) && percent > 0 && major >= 11 && major <= 13) v8.setFlagsFromString(`--heap-growing-percent=${percent}`);
-}
-
 export function processIO(): CliIO {
   // A reader that goes away (`enrich x.csv | head`, a closed terminal) is not a crash: writers
   // see the stream's state and stop; nothing else needs the error event.
   for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
   return {
-    stdin: process.stdin,
+    get stdin() {
+      // Created only when read from: opening stdin costs a little even when the input is a file.
+      return process.stdin;
+    },
     stdout: process.stdout,
     stderr: process.stderr,
     env: process.env,
@@ -126,7 +112,7 @@ const setTo = (value: string | undefined): boolean => value !== undefined && val
  * plain lines at most every few seconds (none with --quiet), with no escape sequences.
  */
 export async function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'output'>, io: Pick<CliIO, 'stderr' | 'stdout' | 'env'>): Promise<Reporter> {
-  const now = (): number => performance.now();
+  const now = monotonicMs;
   // A terminal that reports no width (0 columns) cannot be redrawn in place.
   const interactive =
     io.stderr.isTTY === true &&
@@ -168,7 +154,9 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
   let result: RunResult;
   try {
     result = await runBatch(options, {
-      stdin: io.stdin,
+      get stdin() {
+        return io.stdin;
+      },
       stdout: io.stdout,
       env: io.env,
       reporter,

@@ -1,4 +1,5 @@
-import { readFile, stat } from 'node:fs/promises';
+import { statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { landsAt } from '../io/paths.js';
 import { unwritableReason } from '../io/sink.js';
 import { UsageError } from '../errors.js';
@@ -73,7 +74,7 @@ export function formatFor(output: string, requested: OutputFormat | undefined): 
  * done: two roles on one file (results over the input, or over the store that holds what was
  * paid for), a directory where a file goes, a folder that does not exist.
  */
-async function checkPaths(flags: RunFlags, store: string): Promise<void> {
+function checkPaths(flags: RunFlags, store: string): void {
   const output = flags.output ?? '-';
   const files: [string, string][] = [];
   if (flags.input !== '-') files.push(['the input', flags.input]);
@@ -83,36 +84,36 @@ async function checkPaths(flags: RunFlags, store: string): Promise<void> {
   if (flags.summaryJson !== undefined && flags.summaryJson !== '-') files.push(['--summary-json', flags.summaryJson]);
   const seen = new Map<string, string>();
   for (const [role, path] of files) {
-    const key = await landsAt(path);
+    const key = landsAt(path);
     const other = seen.get(key);
     if (other !== undefined) throw new UsageError(`${role} and ${other} are the same file (${path}); give each its own path`);
     seen.set(key, role);
   }
   if (flags.journal !== undefined) {
-    const info = await stat(flags.journal).catch(() => null);
-    if (info === null) throw new UsageError(`--journal ${flags.journal}: no such file`);
+    const info = statSync(flags.journal, { throwIfNoEntry: false });
+    if (info === undefined) throw new UsageError(`--journal ${flags.journal}: no such file`);
     if (info.isDirectory()) throw new UsageError(`--journal ${flags.journal} is a directory; give the path of a journal written by enrich 0.1`);
   }
-  if ((await stat(store).catch(() => null))?.isDirectory() === true) {
+  if (statSync(store, { throwIfNoEntry: false })?.isDirectory() === true) {
     throw new UsageError(`the store ${store} is a directory; give a file path with --store or ENRICH_STORE`);
   }
   for (const [flag, path] of [['-o', output], ['--summary-json', flags.summaryJson]] as const) {
     if (path === undefined || path === '-') continue;
-    const reason = await unwritableReason(path);
+    const reason = unwritableReason(path);
     if (reason !== null) throw new UsageError(`${flag} ${reason}`);
   }
 }
 
 /** `enrich sandox`: a mistyped subcommand reads as an input file; a file that exists wins. */
-async function checkNotACommand(input: string): Promise<void> {
+function checkNotACommand(input: string): void {
   const command = suggestCommand(input, SUBCOMMANDS);
-  if (command === null || (await stat(input).catch(() => null)) !== null) return;
+  if (command === null || statSync(input, { throwIfNoEntry: false }) !== undefined) return;
   throw new UsageError(`no such file or command: ${input}; did you mean \`enrich ${command}\`?`);
 }
 
 /** Flags and environment -> the batch's options. Every refusal is a one-line UsageError (exit 2). */
 export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv): Promise<RunOptions> {
-  await checkNotACommand(flags.input);
+  checkNotACommand(flags.input);
   if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
   if (flags.fresh && flags.maxAgeMs !== undefined) throw new UsageError('--fresh and --max-age exclude each other (--fresh is --max-age 0)');
   let service: ServiceTarget;
@@ -126,7 +127,7 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     service = { kind: 'remote', baseUrl: checkBaseUrl(raw.trim()), apiKey: await readApiKey(flags, env) };
   }
   const store = resolveStorePath(flags.store, env);
-  await checkPaths(flags, store);
+  checkPaths(flags, store);
   const output = flags.output ?? '-';
   const writesOutput = !flags.dryRun || flags.output !== undefined;
   if (flags.summaryJson === '-' && output === '-' && writesOutput) {

@@ -135,11 +135,11 @@ function csvRow(h: HeldRecord): unknown[] {
 
 async function exportRecords(store: Store, action: Extract<LedgerAction, { kind: 'export' }>, stdout: NodeJS.WritableStream): Promise<void> {
   if (action.output !== '-') {
-    const target = await landsAt(action.output);
+    const target = landsAt(action.output);
     for (const file of [store.path, `${store.path}-wal`, `${store.path}-shm`]) {
-      if (target === (await landsAt(file))) throw new UsageError(`-o ${action.output} is the store itself; give the export another path`);
+      if (target === landsAt(file)) throw new UsageError(`-o ${action.output} is the store itself; give the export another path`);
     }
-    const reason = await unwritableReason(action.output);
+    const reason = unwritableReason(action.output);
     if (reason !== null) throw new UsageError(`-o ${reason}`);
   }
   const sink = await openSink(action.output, stdout);

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { readdir, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { ServiceClient } from '../api/client.js';
@@ -7,7 +6,9 @@ import type { RetryPolicy } from '../api/retry.js';
 import { InterruptedError } from '../errors.js';
 import { detectFormat, type CsvFormat } from '../io/csv-format.js';
 import type { CsvBatch } from '../io/csv-reader.js';
-import { hashFile, resolveInput, type InputSource } from '../io/input.js';
+import { tuneHeap } from '../heap.js';
+import { resolveInput, type InputSource } from '../io/input.js';
+import { inputSha256 } from '../io/input-identity.js';
 import { loadScan, saveScan, type ScanKey } from '../io/scan-cache.js';
 import { copyCsvWithResults, csvResultSuffix, jsonlResultFormatter, writeJsonlResults, type OutputFormat } from '../io/output.js';
 import { openSink } from '../io/sink.js';
@@ -126,8 +127,8 @@ export async function runBatch(options: RunOptions, ctx: RunContext): Promise<Ru
 }
 
 /** Scan caches beyond the newest few are dropped: each is a pure speed-up for one input. */
-async function pruneScans(dir: string, keep: number): Promise<void> {
-  const names = (await readdir(dir).catch(() => [] as string[])).filter((n) => n.endsWith('.scan'));
+async function pruneScans(dir: string, keep: number, suffix = '.scan'): Promise<void> {
+  const names = (await readdir(dir).catch(() => [] as string[])).filter((n) => n.endsWith(suffix));
   if (names.length <= keep) return;
   const dated = await Promise.all(names.map(async (n) => ({ n, t: (await stat(join(dir, n)).catch(() => null))?.mtimeMs ?? 0 })));
   dated.sort((a, b) => b.t - a.t);
@@ -150,6 +151,7 @@ async function scanInput(options: RunOptions, ctx: RunContext, progress: Progres
   // Only a cache: a run that cannot write it is slower next time, nothing worse.
   await saveScan(cachePath, scanKey, scan, state.domains).catch(() => {});
   await pruneScans(dir, 16);
+  await pruneScans(dir, 64, '.input');
   return scan;
 }
 
@@ -175,15 +177,16 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   if (options.input === '-' && (ctx.stdin as { isTTY?: boolean }).isTTY === true) {
     ctx.reporter.note('reading CSV from the terminal: paste or type it, then press Ctrl-D');
   }
-  const input = await resolveInput(options.input, ctx.stdin);
+  const input = await resolveInput(options.input, () => ctx.stdin);
   cleanups.push(() => input.cleanup());
+  tuneHeap(input.bytes, ctx.env);
   const format = await detectFormat(input.path, input.displayName);
   if (!format.utf8) {
     ctx.reporter.warn(
       `${input.displayName} is not UTF-8 (Latin-1 or Windows-1252?): CSV results copy its rows unchanged, but a domain with accents may not match, and JSONL shows such characters as \ufffd; save it as UTF-8 to be sure`,
     );
   }
-  const sha256 = await hashFile(input.path);
+  const sha256 = await inputSha256(input, scanCacheDir(options.store), now);
   const state = new RunState();
   const scan = await scanInput(options, ctx, progress, input, format, sha256, state);
 
@@ -217,12 +220,13 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   if (matchesOwed > 0 || owesEnrich) {
     progress({ type: 'phase', phase: 'match' });
     ctx.reporter.refresh();
-    const [client, { execute }, { AdaptiveLimiter }, { Scheduler }, { DEFAULT_RETRY_POLICY }] = await Promise.all([
+    const [client, { execute }, { AdaptiveLimiter }, { Scheduler }, { DEFAULT_RETRY_POLICY }, { idempotencyKey }] = await Promise.all([
       connect(options, cleanups),
       import('../pipeline/execute.js'),
       import('../pipeline/limiter.js'),
       import('../pipeline/scheduler.js'),
       import('../api/retry.js'),
+      import('../pipeline/idempotency-key.js'),
     ]);
     const limiter = new AdaptiveLimiter({ clock });
     const scheduler = new Scheduler(limiter, clock, options.concurrency);
@@ -278,18 +282,6 @@ function reportImport(reporter: Reporter, imported: Imported | null): void {
   const open = imported.open > 0 ? `; ${imported.open} unfinished purchases resume under their own keys` : '';
   reporter.note(`imported ${imported.companies} companies bought with enrich 0.1 from ${imported.path}${open}`);
   if (imported.damaged !== null) reporter.warn(`${imported.path} is damaged (${imported.damaged}): what came before the damage was imported`);
-}
-
-/**
- * Stable per purchase across every run that shares the store: the store's identity, the company,
- * the purchase generation (a refresh is a new unit of work), and the key version, which moves on
- * only when the service's answers prove the current key uncharged (pipeline/keys.ts). Two
- * processes buying the same company at the same moment send the same key. The domain is hashed
- * to keep keys short and uniform.
- */
-export function idempotencyKey(storeId: string, domain: string, generation: number, version: number): string {
-  const digest = createHash('sha256').update(domain).digest('hex').slice(0, 24);
-  return `enrich-${storeId}-${digest}-g${generation}-v${version}`;
 }
 
 /** The network stack and the sandbox load only when there is work for them (not on a resume that is already done). */

@@ -1,4 +1,4 @@
-import { open } from 'node:fs/promises';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { InputError } from '../errors.js';
 
 /**
@@ -41,10 +41,11 @@ export function sniffDelimiter(firstLine: string): string {
 
 /** Reads the head of the file to refuse encodings we cannot read and to find the delimiter. */
 export async function detectFormat(path: string, displayName: string): Promise<CsvFormat> {
-  const handle = await open(path, 'r');
+  // Synchronous: one small read at start-up, with nothing to overlap it.
+  const fd = openSync(path, 'r');
   try {
     const buf = Buffer.alloc(64 * 1024);
-    const { bytesRead } = await handle.read(buf, 0, buf.length, 0);
+    const bytesRead = readSync(fd, buf, 0, buf.length, 0);
     const head = buf.subarray(0, bytesRead);
     if ((head[0] === 0xff && head[1] === 0xfe) || (head[0] === 0xfe && head[1] === 0xff)) {
       throw new InputError(`${displayName} is UTF-16 encoded; save it as UTF-8 CSV and run again`);
@@ -63,6 +64,6 @@ export async function detectFormat(path: string, displayName: string): Promise<C
     const end = text.search(/\r?\n/);
     return { delimiter: sniffDelimiter(end === -1 ? text : text.slice(0, end)), bom, crlf: end !== -1 && text[end] === '\r', utf8 };
   } finally {
-    await handle.close();
+    closeSync(fd);
   }
 }

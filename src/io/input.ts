@@ -1,5 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createReadStream, createWriteStream, statSync } from 'node:fs';
 import { lstat, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -53,6 +52,7 @@ export async function removeDeadSpools(dir: string): Promise<void> {
 async function spool(source: NodeJS.ReadableStream, displayName: string): Promise<InputSource> {
   const dir = await spoolFolder();
   await removeDeadSpools(dir);
+  const { randomBytes } = await import('node:crypto');
   const path = join(dir, `spool-${process.pid}-${randomBytes(6).toString('hex')}.csv`);
   const cleanup = (): Promise<void> => rm(path, { force: true });
   try {
@@ -66,11 +66,12 @@ async function spool(source: NodeJS.ReadableStream, displayName: string): Promis
   return { path, displayName, fromStdin: true, bytes: size, cleanup };
 }
 
-export async function resolveInput(spec: string, stdin: NodeJS.ReadableStream): Promise<InputSource> {
-  if (spec === '-') return spool(stdin, 'stdin');
+/** `stdin` is asked for only when the input is `-` (opening it costs a little). */
+export async function resolveInput(spec: string, stdin: () => NodeJS.ReadableStream): Promise<InputSource> {
+  if (spec === '-') return spool(stdin(), 'stdin');
   let info;
   try {
-    info = await stat(spec);
+    info = statSync(spec);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     throw new InputError(code === 'ENOENT' ? `no such file: ${spec}` : `cannot read ${spec}: ${code ?? String(error)}`, { cause: error });
@@ -83,6 +84,7 @@ export async function resolveInput(spec: string, stdin: NodeJS.ReadableStream): 
 
 /** The input's identity: sha256 of its bytes (hundreds of MB a second; no parsing). */
 export async function hashFile(path: string): Promise<string> {
+  const { createHash } = await import('node:crypto');
   const hash = createHash('sha256');
   for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 }) as AsyncIterable<Buffer>) hash.update(chunk);
   return hash.digest('hex');

@@ -1,4 +1,5 @@
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { ScanResult } from '../pipeline/scan.js';
 import type { RunState } from '../pipeline/state.js';
@@ -72,7 +73,9 @@ export async function loadScan(path: string, key: ScanKey, state: RunState): Pro
   if (state.domainCount !== 0) throw new Error('loadScan needs an empty state');
   let buf: Buffer;
   try {
-    buf = await readFile(path);
+    // Synchronous: nothing else runs while the cache loads, and a thread-pool round trip per
+    // read would cost more than the read itself for the usual small input.
+    buf = readFileSync(path);
   } catch {
     return null;
   }

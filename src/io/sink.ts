@@ -1,8 +1,7 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { once } from 'node:events';
-import { randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
-import { access, lstat, readdir, readlink, realpath, rename, rm, stat } from 'node:fs/promises';
+import { accessSync, constants, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { EnrichError, UsageError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
@@ -77,7 +76,13 @@ const tempPrefix = (destination: string): string => `.${basename(destination)}.e
 async function removeOrphans(destination: string): Promise<void> {
   const prefix = tempPrefix(destination);
   const dir = dirname(destination);
-  for (const name of await readdir(dir).catch(() => [] as string[])) {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
     if (!name.startsWith(prefix)) continue;
     const pid = Number(name.slice(prefix.length).split('-')[0]);
     if (Number.isInteger(pid) && pid !== process.pid && !isProcessAlive(pid)) await rm(join(dir, name), { force: true });
@@ -88,34 +93,55 @@ async function removeOrphans(destination: string): Promise<void> {
  * Why `path` cannot take results, or null if it can: a directory, a folder that does not exist or
  * cannot be written. Checked before a run starts, and again when the output is opened.
  */
-export async function unwritableReason(path: string): Promise<string | null> {
-  const existing = await stat(path).catch(() => null);
+export function unwritableReason(path: string): string | null {
+  // Synchronous on purpose: a few metadata calls at start-up, with nothing else to overlap them,
+  // cost microseconds each this way and a thread-pool round trip each as promises.
+  const existing = statSync(path, { throwIfNoEntry: false });
   if (existing?.isDirectory() === true) return `${path} is a directory; give a file path, or - for stdout`;
-  if (existing !== null && !existing.isFile()) return null; // a device or pipe: written in place
+  if (existing !== undefined && !existing.isFile()) return null; // a device or pipe: written in place
   const folder = dirname(resolve(path));
-  const info = await stat(folder).catch(() => null);
+  const info = statSync(folder, { throwIfNoEntry: false });
   if (info?.isDirectory() !== true) return `${path}: the folder ${folder} does not exist`;
   try {
     // The result is written beside the file and renamed over it: the folder must take writes.
-    await access(folder, constants.W_OK);
+    accessSync(folder, constants.W_OK);
   } catch {
     return `${path}: not allowed to write in ${folder}`;
   }
   return null;
 }
 
+/**
+ * A new file named `prefix` + a random suffix, created exclusively (O_EXCL: never an existing file,
+ * nor a link planted at a guessed name, so the suffix need not be unguessable), readable only by
+ * the owner.
+ */
+function createTemp(prefix: string, where: string): { path: string; fd: number } {
+  for (let attempt = 0; ; attempt++) {
+    const path = `${prefix}${Math.floor(Math.random() * 2 ** 32).toString(16).padStart(8, '0')}`;
+    try {
+      return { path, fd: openSync(path, 'wx', 0o600) };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 16) throw writeFailure(where, error);
+    }
+  }
+}
+
 /** A sink over a file stream, with what to do once it is complete or abandoned. */
 async function streamSink(
   path: string,
   where: string,
-  options: { flags?: string; mode?: number },
+  options: { flags?: string; mode?: number; fd?: number },
   afterFinish: () => Promise<void> = async () => {},
   afterAbort: () => Promise<void> = async () => {},
 ): Promise<Sink> {
   const stream: WriteStream = createWriteStream(path, options);
-  await once(stream, 'open').catch((error: unknown) => {
-    throw writeFailure(where, error);
-  });
+  // A stream over a descriptor already open has no 'open' event to wait for.
+  if (options.fd === undefined) {
+    await once(stream, 'open').catch((error: unknown) => {
+      throw writeFailure(where, error);
+    });
+  }
   return {
     write: (chunk) => writeTo(stream, chunk, where),
     finish: async () => {
@@ -147,19 +173,26 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
       abort: async () => {},
     };
   }
+  // The checks are synchronous: a few metadata calls, each a thread-pool round trip as promises.
   let target = destination;
-  const link = await lstat(destination).catch(() => null);
+  const link = lstatSync(destination, { throwIfNoEntry: false });
   // realpath needs the target to exist; a link to a file not written yet resolves by readlink.
-  if (link?.isSymbolicLink() === true) target = await realpath(destination).catch(async () => resolve(dirname(destination), await readlink(destination)));
-  const unusable = await unwritableReason(target);
+  if (link?.isSymbolicLink() === true) {
+    try {
+      target = realpathSync(destination);
+    } catch {
+      target = resolve(dirname(destination), readlinkSync(destination));
+    }
+  }
+  const unusable = unwritableReason(target);
   if (unusable !== null) throw new UsageError(unusable);
-  const existing = await stat(target).catch(() => null);
-  if (existing !== null && !existing.isFile()) return streamSink(target, destination, { flags: 'w' });
-  const tempPath = join(dirname(target), `${tempPrefix(target)}${process.pid}-${randomBytes(4).toString('hex')}`);
+  const existing = statSync(target, { throwIfNoEntry: false });
+  if (existing !== undefined && !existing.isFile()) return streamSink(target, destination, { flags: 'w' });
+  const { path: tempPath, fd } = createTemp(join(dirname(target), `${tempPrefix(target)}${process.pid}-`), destination);
   return streamSink(
     tempPath,
     destination,
-    { mode: 0o600 },
+    { fd },
     async () => {
       await rename(tempPath, target);
       await removeOrphans(target);

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { CompanyRecord } from '../api/types.js';
+import { PACKAGE_ROOT } from '../package-root.js';
 
 export interface FixtureCompany extends CompanyRecord {
   aliases: string[];
@@ -41,7 +42,7 @@ export class CompanyDirectory {
   }
 }
 
-export const DEFAULT_COMPANIES = new URL('../../fixtures/companies.jsonl', import.meta.url);
+export const DEFAULT_COMPANIES = new URL('fixtures/companies.jsonl', PACKAGE_ROOT);
 
 /** The response record: the spec's fields in the spec's order, nothing sandbox-internal. */
 export function toRecord(c: FixtureCompany): CompanyRecord {

@@ -1,11 +1,11 @@
-import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { isProcessAlive, processStartedAt } from '../process-alive.js';
-import Database from 'libsql';
+import type Database from 'libsql';
 import { EnrichError, UsageError } from '../errors.js';
 import { expectedColumns, SCHEMA, SCHEMA_VERSION } from './schema.js';
+import { libsql } from './libsql.js';
 import { ServiceRecords } from './service.js';
 import type { RunInfo } from './types.js';
 
@@ -80,7 +80,7 @@ export class Store {
       mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
       // Create it 0600 ourselves: SQLite would use the umask, and the WAL copies the mode.
       closeSync(openSync(path, 'a', 0o600));
-      db = new Database(path);
+      db = new (libsql())(path);
     } catch (error) {
       throw new UsageError(`cannot open the store ${path}: ${describeOpenError(error)}; pass --store <path> (or ENRICH_STORE) to use another`, { cause: error });
     }
@@ -111,7 +111,8 @@ export class Store {
   }
 
   private initialise(): string {
-    const id = randomBytes(8).toString('hex');
+    // Web Crypto's global: node:crypto loads only when a store is created, not on every open.
+    const id = Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(8))).toString('hex');
     // Two processes creating one store at once: the first id written wins for both.
     this.db.prepare('INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)').run('store_id', id);
     this.db.prepare('INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)').run('created_at', String(this.options.now()));

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 
-export const BIN = fileURLToPath(new URL('../../bin/enrich.js', import.meta.url));
+export const BIN = fileURLToPath(new URL('../../bin/enrich.cjs', import.meta.url));
 const CLK_TCK = 100;
 
 /** User + system CPU seconds a process has used so far (Linux /proc). */

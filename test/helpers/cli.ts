@@ -12,7 +12,7 @@ export interface CliRun {
   stderr: string;
 }
 
-/** Runs the CLI's main() in this process with captured streams: same code path as bin/enrich.js. */
+/** Runs the CLI's main() in this process with captured streams: same code path as bin/enrich.cjs. */
 export async function runCli(argv: string[], options: { env?: Record<string, string | undefined>; stdin?: string } = {}): Promise<CliRun> {
   const stdout = new PassThrough();
   const stderr = new PassThrough();

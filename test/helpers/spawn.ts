@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { baseEnv } from './setup.js';
 
-export const BIN = fileURLToPath(new URL('../../bin/enrich.js', import.meta.url));
+export const BIN = fileURLToPath(new URL('../../bin/enrich.cjs', import.meta.url));
 
 export interface Spawned {
   child: ChildProcess;

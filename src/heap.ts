@@ -1,0 +1,25 @@
+import { createRequire } from 'node:module';
+import type v8 from 'node:v8';
+
+/** Inputs below this are too small for the heap's growth to matter (and node:v8 costs ~3 ms to load). */
+export const TUNE_HEAP_FROM_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Keeps the heap near what is live for a large input. V8 otherwise lets the old generation grow
+ * up to fourfold between collections under a high allocation rate, which is most of a big batch's
+ * peak memory. Growing by a fixed ENRICH_HEAP_GROWTH percent (default 25) cut a 1M-row run's peak
+ * from 188 to 167 MiB; it costs about a tenth more CPU against an unlimited service (measured).
+ * The flag is read on every collection, so setting it once the input's size is known, before it
+ * is parsed, takes effect; a small input (most runs, and every quick rerun) skips it, and with it
+ * the cost of loading node:v8 at start-up.
+ */
+export function tuneHeap(inputBytes: number, env: NodeJS.ProcessEnv = process.env): void {
+  if (inputBytes < TUNE_HEAP_FROM_BYTES) return;
+  const percent = Number(env['ENRICH_HEAP_GROWTH'] ?? 25);
+  // V8 prints an unknown flag's error to stdout (our data): set it only on the V8s of Node 20
+  // to 24 (11 to 13), where it is known to exist; a later V8 runs untuned until checked.
+  const major = Number(process.versions.v8.split('.')[0]);
+  if (!Number.isInteger(percent) || percent <= 0 || major < 11 || major > 13) return;
+  const { setFlagsFromString } = createRequire(import.meta.url)('node:v8') as typeof v8;
+  setFlagsFromString(`--heap-growing-percent=${percent}`);
+}
