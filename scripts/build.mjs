@@ -31,7 +31,7 @@ await build({
   platform: 'node',
   target: 'node20',
   external: ['libsql', 'undici', 'tldts', 'csv-parse', 'cli-progress'],
-  minify: true,
+  minify: process.env['ENRICH_BUILD_MINIFY'] !== '0',
   sourcemap: 'linked',
   legalComments: 'linked',
   logLevel: 'warning',
