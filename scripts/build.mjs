@@ -1,6 +1,7 @@
 /**
  * The build: src/ and its dependencies that are cheap to parse, bundled into one CommonJS file,
- * dist/enrich.cjs (plus dist/version.cjs for `enrich --version`).
+ * dist/enrich.cjs (plus dist/version.cjs for `enrich --version`, and dist/store-writer.cjs, the
+ * store's writer thread: see src/store/write-channel.ts).
  *
  * Why: a run with nothing left to do is mostly start-up, and start-up was module loading. Node's
  * ES module loader costs a fixed few ms before any code runs and more for every file it links;
@@ -23,7 +24,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 rmSync(`${root}/dist`, { recursive: true, force: true });
 await build({
   absWorkingDir: root,
-  entryPoints: { enrich: 'src/cli/main.ts', version: 'src/version.ts' },
+  entryPoints: { enrich: 'src/cli/main.ts', version: 'src/version.ts', 'store-writer': 'src/store/writer-thread.ts' },
   outdir: 'dist',
   outExtension: { '.js': '.cjs' },
   bundle: true,

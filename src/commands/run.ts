@@ -203,7 +203,9 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
     options: { column: options.column ?? null, max_age_ms: options.maxAgeMs, max_credits: options.maxCredits, format: options.format },
   });
   let ended = false;
-  cleanups.push(() => {
+  cleanups.push(async () => {
+    // Whatever was queued is committed (or failed) before the claims are let go.
+    await records.close().catch(() => {});
     records.releaseClaims();
     if (!ended) records.endRun({ status: 'failed', credits: state.creditsThisSession, bought: 0, reused: 0 });
   });

@@ -152,7 +152,7 @@ export class Store {
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')`,
       )
       .run(serviceId, now, now, policyNow, process.pid, this.host, this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options));
-    const records = new ServiceRecords(this, service, serviceId, Number(result.lastInsertRowid), policyNow);
+    const records = new ServiceRecords(this, service, serviceId, Number(result.lastInsertRowid), policyNow, true);
     records.startHeartbeat();
     return records;
   }
@@ -184,14 +184,14 @@ export class Store {
    * heartbeat is recent (a lease that a killed process, a restarted container or a reused pid
    * cannot renew), and on this host its process exists.
    */
-  runAlive(run: number): boolean {
+  runAlive(run: number, now = this.options.now()): boolean {
     const row = this.sql('SELECT pid, host, status, coalesce(heartbeat_at, started_at), started_at FROM runs WHERE id = ?').raw(true).get(run) as
       | [number, string, string, number, number]
       | undefined;
     if (row === undefined || row[2] !== 'running') return false;
     const [pid, host, , beat, startedAt] = row;
     // Another host cannot be probed: its heartbeat is all there is to go by.
-    if (host !== this.host) return this.options.now() - beat <= LEASE_MS;
+    if (host !== this.host) return now - beat <= LEASE_MS;
     if (!isProcessAlive(pid)) return false;
     // On this host a process that exists is alive even if it stopped beating (Ctrl-Z, a paused
     // VM): only one that started after the run did is another program under a reused pid.

@@ -168,6 +168,8 @@ export interface ServiceStore {
   append(event: StoreEvent, durable?: boolean): Promise<Claim>;
   /** Writes and syncs everything queued so far. */
   flush(): Promise<void>;
+  /** Flushes, then stops the writer thread if one was started: the last write of a run. */
+  close(): Promise<void>;
   readonly runId: number;
   endRun(end: RunEnd): void;
   /** Releases the open intents this run holds, so other runs need not wait for them. */

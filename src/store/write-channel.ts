@@ -1,0 +1,119 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { Worker } from 'node:worker_threads';
+import type { Store } from './sqlite.js';
+import type { Claim } from './types.js';
+import { RecordWriter, type WriteItem } from './writer.js';
+
+/**
+ * Where a run's batches of writes go to be committed, one batch at a time (the caller waits for
+ * each before sending the next, so order is kept).
+ */
+export interface WriteChannel {
+  /** Commits the batch in one transaction; the claims, in order, once it is on disk. */
+  write(batch: readonly WriteItem[], now: number): Promise<Claim[]>;
+  /** Ends the channel once nothing is pending (idempotent). */
+  close(): Promise<void>;
+}
+
+/** On the run's own connection, in this thread: tests, and a build without the writer thread. */
+export function inlineChannel(store: Store, serviceId: number, run: number | null): WriteChannel {
+  const writer = new RecordWriter(store, serviceId, run);
+  return {
+    write: async (batch, now) => writer.write(batch, now),
+    close: async () => {},
+  };
+}
+
+/** What the writer thread is told when it starts (src/store/writer-thread.ts). */
+export interface WriterThreadData {
+  path: string;
+  tool: string;
+  serviceId: number;
+  run: number | null;
+}
+
+export type WriterRequest = { id: number; batch: readonly WriteItem[]; now: number } | { close: true };
+export type WriterReply = { id: number; claims: Claim[] } | { id: number; error: { message: string; code: string | undefined } };
+
+/** The built writer thread, beside the bundle (dist/); absent when running from src/. */
+const THREAD_FILE = new URL('store-writer.cjs', import.meta.url);
+
+/**
+ * The writer thread, when this build has one and ENRICH_STORE_WRITER does not say `inline`.
+ * SQLite's inserts are most of a fast run's CPU; on a thread of their own, with a connection of
+ * their own (WAL lets this thread read while that one writes), they overlap the requests instead
+ * of taking turns with them on the event loop.
+ */
+export function preferredChannel(store: Store, serviceId: number, run: number | null, env: NodeJS.ProcessEnv = process.env): WriteChannel {
+  if (env['ENRICH_STORE_WRITER'] === 'inline' || !existsSync(THREAD_FILE)) return inlineChannel(store, serviceId, run);
+  return threadChannel(fileURLToPath(THREAD_FILE), { path: store.path, tool: store.options.tool, serviceId, run });
+}
+
+/**
+ * A worker thread with its own connection, started at the first write (a run with nothing to
+ * write never pays for it). It holds the process open only while a batch is out. A thread that
+ * fails to start or dies fails every batch still out, as a failed write would.
+ */
+export function threadChannel(file: string, data: WriterThreadData): WriteChannel {
+  let worker: Worker | null = null;
+  let starting: Promise<Worker> | null = null;
+  let nextId = 0;
+  let dead: Error | null = null;
+  const pending = new Map<number, { resolve: (claims: Claim[]) => void; reject: (error: Error) => void }>();
+
+  const fail = (error: Error): void => {
+    dead ??= error;
+    for (const p of pending.values()) p.reject(dead);
+    pending.clear();
+  };
+
+  const start = async (): Promise<Worker> => {
+    const { Worker } = await import('node:worker_threads');
+    const w = new Worker(file, { workerData: data });
+    w.unref();
+    w.on('message', (reply: WriterReply) => {
+      const p = pending.get(reply.id);
+      if (p === undefined) return;
+      pending.delete(reply.id);
+      if (pending.size === 0) w.unref();
+      if ('error' in reply) p.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
+      else p.resolve(reply.claims);
+    });
+    w.on('error', (error) => fail(error));
+    w.on('exit', (code) => fail(new Error(`the store's writer thread stopped (exit code ${code})`)));
+    worker = w;
+    return w;
+  };
+
+  return {
+    async write(batch, now) {
+      if (dead !== null) throw dead;
+      const w = worker ?? (await (starting ??= start()));
+      const id = nextId++;
+      const claims = new Promise<Claim[]>((resolve, reject) => pending.set(id, { resolve, reject }));
+      w.ref();
+      // As JSON text: V8's JSON is several times faster than the structured clone postMessage
+      // would otherwise do, and this is on the run's busiest thread.
+      w.postMessage(JSON.stringify({ id, batch, now } satisfies WriterRequest));
+      return claims;
+    },
+    async close() {
+      const w = worker ?? (starting === null ? null : await starting.catch(() => null));
+      worker = null;
+      if (w === null || dead !== null) return;
+      // Whatever is out is committed first (a thread stopped mid-transaction would keep the
+      // store's write lock until the process ends); then the thread closes its connection.
+      await Promise.allSettled([...pending.keys()].map((id) => new Promise<void>((resolve) => {
+        const p = pending.get(id);
+        if (p === undefined) return resolve();
+        pending.set(id, { resolve: (c) => (p.resolve(c), resolve()), reject: (e) => (p.reject(e), resolve()) });
+      })));
+      dead = new Error("the store's writer thread was closed");
+      const exited = new Promise<void>((resolve) => w.once('exit', () => resolve()));
+      w.ref();
+      w.postMessage(JSON.stringify({ close: true } satisfies WriterRequest));
+      await exited;
+    },
+  };
+}
