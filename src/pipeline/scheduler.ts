@@ -22,8 +22,14 @@ export class StoppedError extends Error {
 const INITIAL_WINDOW = 16;
 /** Little's law gives the in-flight count the pace needs; this much more absorbs slow answers. */
 const HEADROOM = 1.5;
-/** Unpaced, the window grows while answers come back within this factor of the fastest seen. */
+/** Unpaced, the window grows while answers come back within this factor of the fastest seen... */
 const QUEUEING = 2;
+/** ...and shrinks while they take more than this factor of it: requests wait in a queue somewhere. */
+const CONGESTED = 4;
+/** The fastest latency is the least over the last two spans of this many answers. */
+const FLOOR_SPAN = 2_000;
+/** Unpaced, the window never shrinks below this. */
+const MIN_UNPACED = 8;
 
 /**
  * How many requests may be in flight: learned, never above the user's bound.
@@ -31,24 +37,42 @@ const QUEUEING = 2;
  * Paced, Little's law says the pace needs rate x latency in flight; the window keeps that with
  * headroom (and a few callers queued at the pacer, so the pace, not the window, is what binds).
  * Unpaced (no ceiling seen yet), it grows by one per answer, doubling every round trip as TCP's
- * slow start does, while the answers do not slow down: a service that queues our requests is
- * saturated, and more in flight would only add latency.
+ * slow start does, while the answers do not slow down; once they take several times the fastest
+ * recent latency, requests are queueing (at the service, or in this process), more in flight
+ * only adds latency and CPU, so it shrinks by one per answer until they speed up again. The
+ * fastest latency is a recent one (BBR keeps its minimum round trip the same way): the first
+ * answers of a run are slow (nothing is warm yet), and a floor set then would let the window
+ * grow far past what the service can use.
  */
 export class Window {
   size: number;
-  /** Smoothed latency of accepted answers, and the fastest smoothed value seen. */
+  /** Smoothed latency of accepted answers. */
   private latency = 0;
-  private floor = Number.POSITIVE_INFINITY;
+  /** The least smoothed latency in this span of answers and the one before. */
+  private floorNow = Number.POSITIVE_INFINITY;
+  private floorBefore = Number.POSITIVE_INFINITY;
+  private answers = 0;
 
   constructor(private readonly max: number) {
     this.size = Math.min(INITIAL_WINDOW, max);
   }
 
+  private get floor(): number {
+    return Math.min(this.floorNow, this.floorBefore);
+  }
+
   onAnswer(latencyMs: number, rate: number, busy: boolean): void {
     this.latency = this.latency === 0 ? latencyMs : this.latency * 0.9 + latencyMs * 0.1;
-    this.floor = Math.min(this.floor, this.latency);
+    if (++this.answers % FLOOR_SPAN === 0) {
+      this.floorBefore = this.floorNow;
+      this.floorNow = Number.POSITIVE_INFINITY;
+    }
+    // Only a full window measures the service under our load; idle slots would flatter it.
+    if (busy) this.floorNow = Math.min(this.floorNow, this.latency);
     if (Number.isFinite(rate)) {
       this.size = Math.min(this.max, Math.max(1, Math.ceil((rate * this.latency * HEADROOM) / 1000) + 2));
+    } else if (this.latency > this.floor * CONGESTED) {
+      this.size = Math.max(Math.min(MIN_UNPACED, this.max), this.size - 1);
     } else if (busy && this.latency <= this.floor * QUEUEING) {
       this.size = Math.min(this.max, this.size + 1);
     }

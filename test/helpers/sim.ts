@@ -120,6 +120,11 @@ export interface SimServerOptions {
   latencyMs: number;
   /** The way there, ms, drawn uniformly from [0, jitter]: when the bucket sees the request. */
   jitterMs?: number;
+  /**
+   * Requests a second the service can do at all, one at a time (a busy server): past it, requests
+   * queue, first come first served, and their latency grows with the queue. Default: no limit.
+   */
+  capacity?: number;
   seed?: number;
 }
 
@@ -132,8 +137,9 @@ export interface SimResult {
   share429: number;
   /** Times the limiter held every caller for a Retry-After. */
   pauses: number;
-  /** The most requests in flight at once. */
+  /** The most requests in flight at once, and the average over the run. */
   peakInFlight: number;
+  meanInFlight: number;
 }
 
 /**
@@ -149,14 +155,23 @@ export async function simulate(server: SimServerOptions, domains: number, concur
 
   let inFlight = 0;
   let peakInFlight = 0;
+  let inFlightArea = 0;
+  let lastChange = 0;
+  const count = (delta: number): void => {
+    inFlightArea += inFlight * (clock.now() - lastChange);
+    lastChange = clock.now();
+    inFlight += delta;
+    peakInFlight = Math.max(peakInFlight, inFlight);
+  };
   const answer = async <T>(value: T): Promise<T> => {
-    peakInFlight = Math.max(peakInFlight, ++inFlight);
+    count(1);
     try {
       return await respond(value);
     } finally {
-      inFlight--;
+      count(-1);
     }
   };
+  let busyUntil = 0;
   const respond = async <T>(value: T): Promise<T> => {
     const jitter = server.jitterMs ?? 0;
     if (jitter > 0) await clock.sleep(jitter * random());
@@ -173,7 +188,12 @@ export async function simulate(server: SimServerOptions, domains: number, concur
       }) as RateLimitedError;
     }
     accepted++;
-    await clock.sleep(server.latencyMs * (0.5 + random()));
+    let wait = server.latencyMs * (0.5 + random());
+    if (server.capacity !== undefined) {
+      busyUntil = Math.max(clock.now(), busyUntil) + 1000 / server.capacity;
+      wait += busyUntil - clock.now();
+    }
+    await clock.sleep(wait);
     return value;
   };
   const client: ServiceClient = {
@@ -211,5 +231,6 @@ export async function simulate(server: SimServerOptions, domains: number, concur
     share429: rateLimited / (accepted + rateLimited),
     pauses: limiter.pauses,
     peakInFlight,
+    meanInFlight: inFlightArea / elapsedMs,
   };
 }

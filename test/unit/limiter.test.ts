@@ -124,17 +124,32 @@ describe('Window (requests in flight)', () => {
     expect(small.size).toBe(4);
   });
 
-  it('grows unpaced while answers stay fast and every slot is busy, and stops when they slow down', () => {
+  it('grows unpaced while answers stay fast and every slot is busy, holds while they slow, shrinks while they queue', () => {
     const window = new Window(128);
     expect(window.size).toBe(16);
     for (let i = 0; i < 20; i++) window.onAnswer(10, Number.POSITIVE_INFINITY, true);
     expect(window.size).toBe(36);
     for (let i = 0; i < 20; i++) window.onAnswer(10, Number.POSITIVE_INFINITY, false);
     expect(window.size).toBe(36); // idle slots: more would not help
+    for (let i = 0; i < 40; i++) window.onAnswer(30, Number.POSITIVE_INFINITY, true);
+    const slower = window.size;
+    for (let i = 0; i < 20; i++) window.onAnswer(30, Number.POSITIVE_INFINITY, true);
+    expect(window.size).toBe(slower); // 3x the fastest: the service is busy, hold
     for (let i = 0; i < 60; i++) window.onAnswer(80, Number.POSITIVE_INFINITY, true);
-    const queued = window.size;
-    for (let i = 0; i < 20; i++) window.onAnswer(80, Number.POSITIVE_INFINITY, true);
-    expect(window.size).toBe(queued); // the service queues our requests: hold
+    expect(window.size).toBeLessThan(slower); // 8x: our requests queue, fewer in flight
+    for (let i = 0; i < 200; i++) window.onAnswer(80, Number.POSITIVE_INFINITY, true);
+    expect(window.size).toBe(8); // but never fewer than this
+  });
+
+  it('forgets a slow start: the fastest latency is a recent one', () => {
+    const window = new Window(128);
+    // Cold: every answer slow, so slow is all it knows as fast; it grows.
+    for (let i = 0; i < 2000; i++) window.onAnswer(40, Number.POSITIVE_INFINITY, true);
+    expect(window.size).toBe(128);
+    // Warm: answers at 10 ms show what the service does; 40 ms is now 4x that and then some.
+    for (let i = 0; i < 4000; i++) window.onAnswer(i % 2 === 0 ? 10 : 11, Number.POSITIVE_INFINITY, true);
+    for (let i = 0; i < 100; i++) window.onAnswer(45, Number.POSITIVE_INFINITY, true);
+    expect(window.size).toBeLessThan(128);
   });
 });
 
@@ -160,6 +175,14 @@ describe('against a token-bucket service (simulated time, the real executor)', (
     expect(r.efficiency).toBeGreaterThanOrEqual(0.9);
     expect(r.share429).toBeLessThanOrEqual(0.02);
     expect(r.peakInFlight).toBeGreaterThan(80); // the old fixed 16 could not have done it
+  });
+
+  it('keeps a busy service (no ceiling, but a queue) busy with few requests in flight', async () => {
+    // 2,000 requests a second at most, served one at a time: past a few in flight, more only wait.
+    const r = await simulate({ rate: 1e9, burst: 1e9, latencyMs: 2, capacity: 2000 }, 4000);
+    const throughput = r.accepted / (r.elapsedMs / 1000);
+    expect(throughput).toBeGreaterThanOrEqual(0.95 * 2000);
+    expect(r.meanInFlight).toBeLessThan(48); // it would sit at 128 if it never shrank
   });
 
   it('never has more in flight than --concurrency allows', async () => {
