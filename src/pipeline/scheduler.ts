@@ -18,8 +18,12 @@ export class StoppedError extends Error {
   override readonly name = 'StoppedError';
 }
 
-/** Requests in flight before anything is known about the service. */
-const INITIAL_WINDOW = 16;
+/**
+ * Requests in flight before anything is known about the service. Small, and growing by half
+ * again per round trip rather than doubling: whatever is in flight when a bucket first runs dry
+ * is refused together, so this is most of a run's 429s against a service with a ceiling.
+ */
+const INITIAL_WINDOW = 8;
 /** Little's law gives the in-flight count the pace needs; this much more absorbs slow answers. */
 const HEADROOM = 1.5;
 /** Unpaced, the window grows while answers come back within this factor of the fastest seen... */
@@ -36,8 +40,8 @@ const MIN_UNPACED = 8;
  *
  * Paced, Little's law says the pace needs rate x latency in flight; the window keeps that with
  * headroom (and a few callers queued at the pacer, so the pace, not the window, is what binds).
- * Unpaced (no ceiling seen yet), it grows by one per answer, doubling every round trip as TCP's
- * slow start does, while the answers do not slow down; once they take several times the fastest
+ * Unpaced (no ceiling seen yet), it grows by one per two answers, half again every round trip (a
+ * gentler TCP slow start), while the answers do not slow down; once they take several times the fastest
  * recent latency, requests are queueing (at the service, or in this process), more in flight
  * only adds latency and CPU, so it shrinks by one per answer until they speed up again. The
  * fastest latency is a recent one (BBR keeps its minimum round trip the same way): the first
@@ -52,6 +56,7 @@ export class Window {
   private floorNow = Number.POSITIVE_INFINITY;
   private floorBefore = Number.POSITIVE_INFINITY;
   private answers = 0;
+  private growth = 0;
 
   constructor(private readonly max: number) {
     this.size = Math.min(INITIAL_WINDOW, max);
@@ -74,7 +79,12 @@ export class Window {
     } else if (this.latency > this.floor * CONGESTED) {
       this.size = Math.max(Math.min(MIN_UNPACED, this.max), this.size - 1);
     } else if (busy && this.latency <= this.floor * QUEUEING) {
-      this.size = Math.min(this.max, this.size + 1);
+      // One more per two answers: half again per round trip.
+      this.growth += 0.5;
+      if (this.growth >= 1) {
+        this.growth -= 1;
+        this.size = Math.min(this.max, this.size + 1);
+      }
     }
   }
 }

@@ -48,6 +48,10 @@ export class SimClock implements Clock {
     });
   }
 
+  until(deadline: number, signal?: AbortSignal): Promise<void> {
+    return this.sleep(deadline - this.t, signal);
+  }
+
   private less(a: Timer, b: Timer): boolean {
     return a.at < b.at || (a.at === b.at && a.seq < b.seq);
   }

@@ -22,3 +22,22 @@ describe('systemClock.sleep', () => {
     }
   });
 });
+
+describe('systemClock.until', () => {
+  it('never resolves before its deadline, and stops when aborted', async () => {
+    // Only the direction is asserted (never early); how late depends on the machine.
+    for (let i = 0; i < 20; i++) {
+      const deadline = systemClock.now() + (i % 4) * 0.7 + 0.3;
+      await systemClock.until(deadline);
+      expect(systemClock.now()).toBeGreaterThanOrEqual(deadline);
+    }
+    const controller = new AbortController();
+    const waiting = systemClock.until(systemClock.now() + 60_000, controller.signal);
+    controller.abort(new Error('stop'));
+    await expect(waiting).rejects.toThrow();
+    const spinning = new AbortController();
+    const near = systemClock.until(systemClock.now() + 1, spinning.signal);
+    spinning.abort(new Error('stop'));
+    await expect(near).rejects.toThrow();
+  });
+});

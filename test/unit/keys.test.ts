@@ -115,7 +115,7 @@ async function run(steps: Step[], options: { seed?: (state: RunState) => void; m
       scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, 2),
       store,
       planCompany: () => {},
-      clock: { now: systemClock.now, sleep: () => Promise.resolve() },
+      clock: { now: systemClock.now, sleep: () => Promise.resolve(), until: () => Promise.resolve() },
       random: () => 0,
       idempotencyKey: (c, v) => `${c.domain}#${v}`,
       progress: new Progress().sink,

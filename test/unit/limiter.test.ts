@@ -25,7 +25,8 @@ describe('AdaptiveLimiter', () => {
     const limiter = new AdaptiveLimiter({ clock, initialRate: 100 });
     await clock.run(limiter.acquire(), 1000);
     await clock.run(clock.sleep(500), 1000);
-    limiter.onRateLimited(499, 1);
+    limiter.onRateLimited(498, 1); // a lone 429: jitter, no cut (next test)
+    limiter.onRateLimited(499, 1); // a second right after it: the pace is over the ceiling
     expect(limiter.rate).toBeCloseTo(95, 5);
     const t0 = clock.now();
     await clock.run(limiter.acquire(), 10_000);
@@ -37,15 +38,17 @@ describe('AdaptiveLimiter', () => {
     const clock = new SimClock();
     const limiter = new AdaptiveLimiter({ clock, initialRate: 100 });
     limiter.onRateLimited(-1, 1);
+    limiter.onRateLimited(-1, 1);
     const after = limiter.rate;
     for (let i = 0; i < 10; i++) limiter.onRateLimited(-1, 1);
     expect(limiter.rate).toBe(after);
     expect(after).toBeCloseTo(95, 5);
   });
 
-  it('cuts harder when cuts follow each other, and pauses everyone only when they do not stop the 429s', async () => {
+  it('cuts harder when dense refusals follow each other, and pauses everyone only when they do not stop the 429s', async () => {
     const clock = new SimClock();
     const limiter = new AdaptiveLimiter({ clock, initialRate: 1000 });
+    limiter.onRateLimited(clock.now() - 1, 1); // lone, taken for jitter
     const rates: number[] = [];
     for (let i = 1; i <= 10; i++) {
       await clock.run(clock.sleep(10), 10_000);
@@ -57,6 +60,26 @@ describe('AdaptiveLimiter', () => {
     for (let i = 1; i < factors.length; i++) expect(factors[i]).toBeLessThan(factors[i - 1] as number);
     expect(limiter.pauses).toBe(1);
     expect(limiter.pausedUntil).toBe(clock.now() + 1000);
+  });
+
+  it('takes sparse 429s for jitter: no cut while under 1.5% of paced requests, small cuts above', async () => {
+    const clock = new SimClock();
+    const limiter = new AdaptiveLimiter({ clock, initialRate: 100 });
+    // Paced requests, each answered; one in `every` refused. The pace never grows here: nobody
+    // queues at the pacer, so only cuts can move it.
+    const traffic = async (requests: number, every: number): Promise<void> => {
+      for (let i = 1; i <= requests; i++) {
+        await clock.run(limiter.acquire(), 600_000);
+        if (i % every === 0) limiter.onRateLimited(clock.now(), 1);
+        else limiter.onAccepted(clock.now());
+      }
+    };
+    await traffic(2000, 100); // 1%: the long tail of the way there
+    expect(limiter.rate).toBe(100);
+    await traffic(200, 25); // 4%: the pace itself is too close
+    expect(limiter.rate).toBeLessThan(100);
+    expect(limiter.rate).toBeGreaterThan(80); // by 2% steps once the share passed 1.5%, never compounded
+    expect(limiter.pauses).toBe(0);
   });
 
   it('does not hold the process open through a long pause once every caller has given up', async () => {
@@ -126,11 +149,11 @@ describe('Window (requests in flight)', () => {
 
   it('grows unpaced while answers stay fast and every slot is busy, holds while they slow, shrinks while they queue', () => {
     const window = new Window(128);
-    expect(window.size).toBe(16);
+    expect(window.size).toBe(8);
     for (let i = 0; i < 20; i++) window.onAnswer(10, Number.POSITIVE_INFINITY, true);
-    expect(window.size).toBe(36);
+    expect(window.size).toBe(18); // one more per two answers: half again per round trip
     for (let i = 0; i < 20; i++) window.onAnswer(10, Number.POSITIVE_INFINITY, false);
-    expect(window.size).toBe(36); // idle slots: more would not help
+    expect(window.size).toBe(18); // idle slots: more would not help
     for (let i = 0; i < 40; i++) window.onAnswer(30, Number.POSITIVE_INFINITY, true);
     const slower = window.size;
     for (let i = 0; i < 20; i++) window.onAnswer(30, Number.POSITIVE_INFINITY, true);
