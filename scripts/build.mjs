@@ -38,6 +38,7 @@ await build({
   logLevel: 'warning',
   // Where the code reads a file shipped beside it (src/package-root.ts) or requires relative to
   // itself, `import.meta.url` is this file's URL, as it is for the ES modules under src/.
-  define: { 'import.meta.url': '__enrichUrl' },
-  banner: { js: "const __enrichUrl = require('node:url').pathToFileURL(__filename).href;" },
+  // (esbuild's documented pattern: an injected module, so no banner comes before "use strict").
+  inject: ['scripts/import-meta-url.js'],
+  define: { 'import.meta.url': 'importMetaUrl' },
 });

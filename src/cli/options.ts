@@ -1,6 +1,5 @@
-import { statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { landsAt } from '../io/paths.js';
+import { landsAt, statOrNull } from '../io/paths.js';
 import { unwritableReason } from '../io/sink.js';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
@@ -90,11 +89,11 @@ function checkPaths(flags: RunFlags, store: string): void {
     seen.set(key, role);
   }
   if (flags.journal !== undefined) {
-    const info = statSync(flags.journal, { throwIfNoEntry: false });
-    if (info === undefined) throw new UsageError(`--journal ${flags.journal}: no such file`);
+    const info = statOrNull(flags.journal);
+    if (info === null) throw new UsageError(`--journal ${flags.journal}: no such file`);
     if (info.isDirectory()) throw new UsageError(`--journal ${flags.journal} is a directory; give the path of a journal written by enrich 0.1`);
   }
-  if (statSync(store, { throwIfNoEntry: false })?.isDirectory() === true) {
+  if (statOrNull(store)?.isDirectory() === true) {
     throw new UsageError(`the store ${store} is a directory; give a file path with --store or ENRICH_STORE`);
   }
   for (const [flag, path] of [['-o', output], ['--summary-json', flags.summaryJson]] as const) {
@@ -107,7 +106,7 @@ function checkPaths(flags: RunFlags, store: string): void {
 /** `enrich sandox`: a mistyped subcommand reads as an input file; a file that exists wins. */
 function checkNotACommand(input: string): void {
   const command = suggestCommand(input, SUBCOMMANDS);
-  if (command === null || statSync(input, { throwIfNoEntry: false }) !== undefined) return;
+  if (command === null || statOrNull(input) !== null) return;
   throw new UsageError(`no such file or command: ${input}; did you mean \`enrich ${command}\`?`);
 }
 

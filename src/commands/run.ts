@@ -9,6 +9,7 @@ import type { CsvBatch } from '../io/csv-reader.js';
 import { tuneHeap } from '../heap.js';
 import { resolveInput, type InputSource } from '../io/input.js';
 import { inputSha256 } from '../io/input-identity.js';
+import { chooseWriter } from '../store/write-channel.js';
 import { loadScan, saveScan, type ScanKey } from '../io/scan-cache.js';
 import { copyCsvWithResults, csvResultSuffix, jsonlResultFormatter, writeJsonlResults, type OutputFormat } from '../io/output.js';
 import { openSink } from '../io/sink.js';
@@ -195,13 +196,17 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   cleanups.push(() => store.close());
   for (const path of legacyJournals(options, sha256, ctx.env)) reportImport(ctx.reporter, await importJournal(store, path));
   const service = options.service.kind === 'sandbox' ? EMBEDDED_SERVICE : serviceIdentity(options.service.baseUrl);
-  const records: ServiceStore = store.beginRun(service, {
-    inputName: input.fromStdin ? 'stdin' : input.displayName,
-    inputSha256: sha256,
-    rows: scan.rows,
-    dryRun: options.dryRun,
-    options: { column: options.column ?? null, max_age_ms: options.maxAgeMs, max_credits: options.maxCredits, format: options.format },
-  });
+  const records: ServiceStore = store.beginRun(
+    service,
+    {
+      inputName: input.fromStdin ? 'stdin' : input.displayName,
+      inputSha256: sha256,
+      rows: scan.rows,
+      dryRun: options.dryRun,
+      options: { column: options.column ?? null, max_age_ms: options.maxAgeMs, max_credits: options.maxCredits, format: options.format },
+    },
+    chooseWriter(ctx.env),
+  );
   let ended = false;
   cleanups.push(async () => {
     // Whatever was queued is committed (or failed) before the claims are let go.

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync, type BigIntStats } from 'node:fs';
+import { mkdirSync, readFileSync, realpathSync, renameSync, rmSync, statfsSync, statSync, writeFileSync, type BigIntStats } from 'node:fs';
 import { basename, join } from 'node:path';
 import { hashFile, type InputSource } from './input.js';
 
@@ -17,9 +17,25 @@ import { hashFile, type InputSource } from './input.js';
  * times we saw. So a hash is remembered only for a file whose times are already two seconds
  * older than the moment hashing began; a file that fresh is simply hashed again next time.
  *
+ * Only on a local file system: an NFS client answers stat() from attributes it cached up to a
+ * minute ago (a file rewritten on another host would look unchanged), and FUSE or SMB mounts may
+ * not keep change times or inodes at all. Elsewhere the input is hashed every time, as before.
+ *
  * It is only a cache, beside the scan cache: unreadable, damaged or unwritable means hashing.
  */
 const RACY_MS = 2_000;
+
+/** Linux's local file systems (statfs f_type): ext2-4, XFS, Btrfs, tmpfs, overlayfs, ZFS, F2FS, ramfs, bcachefs. */
+const LOCAL_FILE_SYSTEMS = new Set([0xef53, 0x58465342, 0x9123683e, 0x01021994, 0x794c7630, 0x2fc12fc1, 0xf2f52010, 0x858458f6, 0xca451a4e]);
+
+function onLocalFileSystem(path: string): boolean {
+  if (process.platform !== 'linux') return false;
+  try {
+    return LOCAL_FILE_SYSTEMS.has(Number(statfsSync(path).type));
+  } catch {
+    return false;
+  }
+}
 
 interface Memo {
   path: string;
@@ -50,6 +66,7 @@ export async function inputSha256(input: InputSource, memoDir: string, nowMs: ()
   } catch {
     return hashFile(input.path);
   }
+  if (!onLocalFileSystem(path)) return hashFile(path);
   const identity = identityOf(before);
   const memoPath = join(memoDir, nameFor(path));
   const memo = readMemo(memoPath);
@@ -80,6 +97,10 @@ function writeMemo(memoDir: string, memoPath: string, memo: Memo): void {
     renameSync(temp, memoPath);
   } catch {
     // Only a cache: the next run hashes again.
-    rmSync(temp, { force: true });
+    try {
+      rmSync(temp, { force: true });
+    } catch {
+      // the folder itself is unusable: nothing was written
+    }
   }
 }

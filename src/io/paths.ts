@@ -1,4 +1,4 @@
-import { lstatSync, readlinkSync, realpathSync } from 'node:fs';
+import { lstatSync, readlinkSync, realpathSync, statSync, type Stats } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 
 /**
@@ -10,13 +10,27 @@ export function landsAt(path: string): string {
   for (let hops = 0; hops < 32; hops++) {
     const real = attempt(() => realpathSync(current));
     if (real !== null) return real;
-    const link = lstatSync(current, { throwIfNoEntry: false });
-    if (link?.isSymbolicLink() !== true) break;
-    current = resolve(dirname(current), readlinkSync(current));
+    const link = lstatOrNull(current);
+    const target = link?.isSymbolicLink() === true ? attempt(() => readlinkSync(current)) : null;
+    if (target === null) break;
+    current = resolve(dirname(current), target);
   }
   // A file not written yet: its folder may itself be reached through a link.
   const folder = attempt(() => realpathSync(dirname(current))) ?? dirname(current);
   return resolve(folder, basename(current));
+}
+
+/**
+ * A path's metadata, or null if it cannot be had for any reason (absent, a parent that is a file,
+ * a symlink loop, no permission, a name too long): callers then say what they need in their own
+ * words, as they did for a missing file, instead of failing with the system's error.
+ */
+export function statOrNull(path: string): Stats | null {
+  return attempt(() => statSync(path));
+}
+
+export function lstatOrNull(path: string): Stats | null {
+  return attempt(() => lstatSync(path));
 }
 
 function attempt<T>(f: () => T): T | null {

@@ -1,6 +1,7 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { once } from 'node:events';
-import { accessSync, constants, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { accessSync, constants, openSync, readdirSync } from 'node:fs';
+import { landsAt, lstatOrNull, statOrNull } from './paths.js';
 import { rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { EnrichError, UsageError } from '../errors.js';
@@ -96,11 +97,11 @@ async function removeOrphans(destination: string): Promise<void> {
 export function unwritableReason(path: string): string | null {
   // Synchronous on purpose: a few metadata calls at start-up, with nothing else to overlap them,
   // cost microseconds each this way and a thread-pool round trip each as promises.
-  const existing = statSync(path, { throwIfNoEntry: false });
+  const existing = statOrNull(path);
   if (existing?.isDirectory() === true) return `${path} is a directory; give a file path, or - for stdout`;
-  if (existing !== undefined && !existing.isFile()) return null; // a device or pipe: written in place
+  if (existing !== null && !existing.isFile()) return null; // a device or pipe: written in place
   const folder = dirname(resolve(path));
-  const info = statSync(folder, { throwIfNoEntry: false });
+  const info = statOrNull(folder);
   if (info?.isDirectory() !== true) return `${path}: the folder ${folder} does not exist`;
   try {
     // The result is written beside the file and renamed over it: the folder must take writes.
@@ -175,19 +176,13 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
   }
   // The checks are synchronous: a few metadata calls, each a thread-pool round trip as promises.
   let target = destination;
-  const link = lstatSync(destination, { throwIfNoEntry: false });
-  // realpath needs the target to exist; a link to a file not written yet resolves by readlink.
-  if (link?.isSymbolicLink() === true) {
-    try {
-      target = realpathSync(destination);
-    } catch {
-      target = resolve(dirname(destination), readlinkSync(destination));
-    }
-  }
+  // realpath needs the target to exist; a link to a file not written yet resolves by readlink
+  // (landsAt follows it link by link).
+  if (lstatOrNull(destination)?.isSymbolicLink() === true) target = landsAt(destination);
   const unusable = unwritableReason(target);
   if (unusable !== null) throw new UsageError(unusable);
-  const existing = statSync(target, { throwIfNoEntry: false });
-  if (existing !== undefined && !existing.isFile()) return streamSink(target, destination, { flags: 'w' });
+  const existing = statOrNull(target);
+  if (existing !== null && !existing.isFile()) return streamSink(target, destination, { flags: 'w' });
   const { path: tempPath, fd } = createTemp(join(dirname(target), `${tempPrefix(target)}${process.pid}-`), destination);
   return streamSink(
     tempPath,

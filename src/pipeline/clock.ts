@@ -17,9 +17,10 @@ export interface Clock {
  * about a millisecond longer than it meant (a tenth of the rate at 100 requests a second), while
  * a one-token bucket refuses anything that comes even slightly early. The last stretch before the
  * deadline is therefore spent in setImmediate turns (I/O still runs between them): sub-millisecond
- * precision for at most this much CPU per wait.
+ * precision for at most about this much CPU per wait (callers use it only for waits several times
+ * longer).
  */
-const PRECISE_MS = 1.5;
+const PRECISE_MS = 1;
 
 const [originS, originNs] = process.hrtime();
 

@@ -30,10 +30,37 @@ const HEADROOM = 1.5;
 const QUEUEING = 2;
 /** ...and shrinks while they take more than this factor of it: requests wait in a queue somewhere. */
 const CONGESTED = 4;
-/** The fastest latency is the least over the last two spans of this many answers. */
+/** The fastest latency is the least over the last two spans of this many answers, or of this long. */
 const FLOOR_SPAN = 2_000;
+const FLOOR_SPAN_MS = 5_000;
 /** Unpaced, the window never shrinks below this. */
 const MIN_UNPACED = 8;
+
+/** One endpoint's latency, smoothed, and the least of it lately (matches and enriches differ). */
+class LaneLatency {
+  latency = 0;
+  private floorNow = Number.POSITIVE_INFINITY;
+  private floorBefore = Number.POSITIVE_INFINITY;
+  private answers = 0;
+  private spanStart = Number.NaN;
+
+  get floor(): number {
+    return Math.min(this.floorNow, this.floorBefore);
+  }
+
+  add(latencyMs: number, busy: boolean, now: number): void {
+    this.latency = this.latency === 0 ? latencyMs : this.latency * 0.9 + latencyMs * 0.1;
+    if (Number.isNaN(this.spanStart)) this.spanStart = now;
+    if (++this.answers >= FLOOR_SPAN || now - this.spanStart >= FLOOR_SPAN_MS) {
+      this.floorBefore = this.floorNow;
+      this.floorNow = Number.POSITIVE_INFINITY;
+      this.answers = 0;
+      this.spanStart = now;
+    }
+    // Only a full window measures the service under our load; idle slots would flatter it.
+    if (busy) this.floorNow = Math.min(this.floorNow, this.latency);
+  }
+}
 
 /**
  * How many requests may be in flight: learned, never above the user's bound.
@@ -41,44 +68,34 @@ const MIN_UNPACED = 8;
  * Paced, Little's law says the pace needs rate x latency in flight; the window keeps that with
  * headroom (and a few callers queued at the pacer, so the pace, not the window, is what binds).
  * Unpaced (no ceiling seen yet), it grows by one per two answers, half again every round trip (a
- * gentler TCP slow start), while the answers do not slow down; once they take several times the fastest
- * recent latency, requests are queueing (at the service, or in this process), more in flight
- * only adds latency and CPU, so it shrinks by one per answer until they speed up again. The
- * fastest latency is a recent one (BBR keeps its minimum round trip the same way): the first
- * answers of a run are slow (nothing is warm yet), and a floor set then would let the window
- * grow far past what the service can use.
+ * gentler TCP slow start), while the answers do not slow down; once they take several times the
+ * fastest recent latency, requests are queueing (at the service, or in this process), more in
+ * flight only adds latency and CPU, so it shrinks by one per answer until they speed up again.
+ * Latency is judged per endpoint (a run moving from free matches to paid enriches is not a queue),
+ * and the fastest is a recent one, the least over the last few seconds (BBR keeps its minimum
+ * round trip the same way): the first answers of a run are slow (nothing is warm yet), and a
+ * service whose latency moved for good is judged by its new latency within seconds.
  */
 export class Window {
   size: number;
-  /** Smoothed latency of accepted answers. */
+  /** Smoothed latency of all accepted answers: Little's law's. */
   private latency = 0;
-  /** The least smoothed latency in this span of answers and the one before. */
-  private floorNow = Number.POSITIVE_INFINITY;
-  private floorBefore = Number.POSITIVE_INFINITY;
-  private answers = 0;
+  private readonly lanes: Record<Lane, LaneLatency> = { match: new LaneLatency(), enrich: new LaneLatency() };
   private growth = 0;
 
   constructor(private readonly max: number) {
     this.size = Math.min(INITIAL_WINDOW, max);
   }
 
-  private get floor(): number {
-    return Math.min(this.floorNow, this.floorBefore);
-  }
-
-  onAnswer(latencyMs: number, rate: number, busy: boolean): void {
+  onAnswer(latencyMs: number, rate: number, busy: boolean, lane: Lane = 'match', now = 0): void {
     this.latency = this.latency === 0 ? latencyMs : this.latency * 0.9 + latencyMs * 0.1;
-    if (++this.answers % FLOOR_SPAN === 0) {
-      this.floorBefore = this.floorNow;
-      this.floorNow = Number.POSITIVE_INFINITY;
-    }
-    // Only a full window measures the service under our load; idle slots would flatter it.
-    if (busy) this.floorNow = Math.min(this.floorNow, this.latency);
+    const own = this.lanes[lane];
+    own.add(latencyMs, busy, now);
     if (Number.isFinite(rate)) {
       this.size = Math.min(this.max, Math.max(1, Math.ceil((rate * this.latency * HEADROOM) / 1000) + 2));
-    } else if (this.latency > this.floor * CONGESTED) {
+    } else if (busy && own.latency > own.floor * CONGESTED) {
       this.size = Math.max(Math.min(MIN_UNPACED, this.max), this.size - 1);
-    } else if (busy && this.latency <= this.floor * QUEUEING) {
+    } else if (busy && own.latency <= own.floor * QUEUEING) {
       // One more per two answers: half again per round trip.
       this.growth += 0.5;
       if (this.growth >= 1) {
@@ -123,15 +140,18 @@ export class Scheduler {
     });
   }
 
-  private accepted(sentAt: number): void {
+  private accepted(sentAt: number, lane: Lane): void {
     const busy = this.limit.activeCount >= this.limit.concurrency;
     this.limiter.onAccepted(sentAt);
-    this.window.onAnswer(this.clock.now() - sentAt, this.limiter.rate, busy);
+    const now = this.clock.now();
+    this.window.onAnswer(now - sentAt, this.limiter.rate, busy, lane, now);
     if (this.window.size !== this.limit.concurrency) this.limit.concurrency = this.window.size;
   }
 
   private async next(): Promise<void> {
-    const job = this.queues.enrich.shift() ?? this.queues.match.shift();
+    const enrich = this.queues.enrich.shift();
+    const lane: Lane = enrich === undefined ? 'match' : 'enrich';
+    const job = enrich ?? this.queues.match.shift();
     if (job === undefined) return;
     if (job.signal?.aborted === true) {
       job.reject(new StoppedError('stopped before it was sent'));
@@ -146,11 +166,11 @@ export class Scheduler {
     const sentAt = this.clock.now();
     try {
       const value = await job.run();
-      this.accepted(sentAt);
+      this.accepted(sentAt, lane);
       job.resolve(value);
     } catch (error) {
       if (error instanceof RateLimitedError) this.limiter.onRateLimited(sentAt, error.retryAfterSeconds);
-      else if (!(error instanceof ConnectionError)) this.accepted(sentAt);
+      else if (!(error instanceof ConnectionError)) this.accepted(sentAt, lane);
       job.reject(error);
     }
   }

@@ -1,7 +1,7 @@
 import type { CompanyRecord } from '../api/types.js';
 import { LEASE_MS, StoreWriteError, type Store } from './sqlite.js';
 import type { Claim, HeldCompany, Lookup, Purchase, RunEnd, ServiceStore, StoreEvent } from './types.js';
-import { inlineChannel, preferredChannel, type WriteChannel } from './write-channel.js';
+import { openChannel, type WriteChannel, type WriterChoice } from './write-channel.js';
 import { COMPANY_COLUMNS, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
 
 interface Pending extends WriteItem {
@@ -9,7 +9,6 @@ interface Pending extends WriteItem {
   reject: (error: Error) => void;
 }
 
-const OK: Claim = { kind: 'ok' };
 /** Outcomes gather this long (or this many) before a commit; intents never wait for it. */
 const BATCH_MS = 20;
 const BATCH_ROWS = 2_000;
@@ -59,8 +58,8 @@ export class ServiceRecords implements ServiceStore {
     private readonly run: number | null,
     /** The moment this run judges freshness at (Store.policyNow): a resumed job keeps its own. */
     readonly policyNow: number = Date.now(),
-    /** Where batches are committed: this thread (tests, imports), or the writer thread if built. */
-    private readonly writerThread = false,
+    /** Where batches are committed: this thread (tests, imports), or the writer thread. */
+    private readonly writer: WriterChoice = { kind: 'inline' },
   ) {
     this.storeId = store.storeId;
     this.now = store.options.now;
@@ -203,13 +202,15 @@ export class ServiceRecords implements ServiceStore {
       this.queue = [];
       try {
         const durable = batch.some((p) => p.durable);
-        this.channel ??= this.writerThread ? preferredChannel(this.store, this.serviceId, this.run) : inlineChannel(this.store, this.serviceId, this.run);
+        this.channel ??= openChannel(this.writer, this.store, this.serviceId, this.run);
         const claims = await this.channel.write(
           batch.map(({ event, durable }) => ({ event, durable })),
           this.now(),
         );
+        // One claim per event, or none is trusted: a missing one must never read as "may buy".
+        if (claims.length !== batch.length) throw new Error(`the writer answered ${claims.length} claims for ${batch.length} events`);
         if (durable) this.syncs++;
-        batch.forEach((p, i) => p.resolve(claims[i] ?? OK));
+        batch.forEach((p, i) => p.resolve(claims[i] as Claim));
       } catch (error) {
         this.failure = new StoreWriteError(this.store.path, error);
         for (const p of [...batch, ...this.queue]) p.reject(this.failure);

@@ -8,6 +8,7 @@ import { expectedColumns, SCHEMA, SCHEMA_VERSION } from './schema.js';
 import { libsql } from './libsql.js';
 import { ServiceRecords } from './service.js';
 import type { RunInfo } from './types.js';
+import type { WriterChoice } from './write-channel.js';
 
 export type Db = InstanceType<typeof Database>;
 
@@ -142,7 +143,7 @@ export class Store {
   }
 
   /** Opens a run against one service: its records, and a row in `runs` saying it is under way. */
-  beginRun(service: string, info: RunInfo): ServiceRecords {
+  beginRun(service: string, info: RunInfo, writer: WriterChoice = { kind: 'inline' }): ServiceRecords {
     const serviceId = this.serviceId(service);
     const now = this.options.now();
     const policyNow = this.policyNow(serviceId, info, now);
@@ -152,7 +153,7 @@ export class Store {
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')`,
       )
       .run(serviceId, now, now, policyNow, process.pid, this.host, this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options));
-    const records = new ServiceRecords(this, service, serviceId, Number(result.lastInsertRowid), policyNow, true);
+    const records = new ServiceRecords(this, service, serviceId, Number(result.lastInsertRowid), policyNow, writer);
     records.startHeartbeat();
     return records;
   }
@@ -249,6 +250,6 @@ function describeOpenError(error: unknown): string {
   if (code === 'EROFS') return 'the file system is read-only';
   if (code === 'ENOSPC') return 'the disk is full';
   if (code === 'EISDIR') return 'it is a directory';
-  if (code === 'ENOTDIR') return 'a parent is not a directory';
+  if (code === 'ENOTDIR' || code === 'EEXIST') return 'a parent is not a directory';
   return describeSqliteError(error);
 }

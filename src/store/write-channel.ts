@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Worker } from 'node:worker_threads';
+import { PACKAGE_ROOT } from '../package-root.js';
 import type { Store } from './sqlite.js';
 import type { Claim } from './types.js';
 import { RecordWriter, type WriteItem } from './writer.js';
@@ -36,18 +37,32 @@ export interface WriterThreadData {
 export type WriterRequest = { id: number; batch: readonly WriteItem[]; now: number } | { close: true };
 export type WriterReply = { id: number; claims: Claim[] } | { id: number; error: { message: string; code: string | undefined } };
 
-/** The built writer thread, beside the bundle (dist/); absent when running from src/. */
-const THREAD_FILE = new URL('store-writer.cjs', import.meta.url);
+/** Where a run's writes are committed: on its own connection, or on the writer thread built here. */
+export type WriterChoice = { kind: 'inline' } | { kind: 'thread'; file: string };
+
+/** The writer thread beside the bundle (dist/), or the built one when running from src/ (tests). */
+const THREAD_FILES = [new URL('store-writer.cjs', import.meta.url), new URL('dist/store-writer.cjs', PACKAGE_ROOT)];
 
 /**
- * The writer thread, when this build has one and ENRICH_STORE_WRITER does not say `inline`.
+ * The writer thread when this build has one, unless ENRICH_STORE_WRITER says `inline`;
+ * `thread` asks for it even from src/ (the tests' in-process runs), using the built file.
  * SQLite's inserts are most of a fast run's CPU; on a thread of their own, with a connection of
  * their own (WAL lets this thread read while that one writes), they overlap the requests instead
  * of taking turns with them on the event loop.
  */
-export function preferredChannel(store: Store, serviceId: number, run: number | null, env: NodeJS.ProcessEnv = process.env): WriteChannel {
-  if (env['ENRICH_STORE_WRITER'] === 'inline' || !existsSync(THREAD_FILE)) return inlineChannel(store, serviceId, run);
-  return threadChannel(fileURLToPath(THREAD_FILE), { path: store.path, tool: store.options.tool, serviceId, run });
+export function chooseWriter(env: NodeJS.ProcessEnv): WriterChoice {
+  const asked = env['ENRICH_STORE_WRITER'];
+  if (asked === 'inline') return { kind: 'inline' };
+  const candidates = asked === 'thread' ? THREAD_FILES : THREAD_FILES.slice(0, 1);
+  const found = candidates.find((url) => existsSync(url));
+  if (found !== undefined) return { kind: 'thread', file: fileURLToPath(found) };
+  if (asked === 'thread') throw new Error('ENRICH_STORE_WRITER=thread, but dist/store-writer.cjs is not built (npm run build)');
+  return { kind: 'inline' };
+}
+
+export function openChannel(choice: WriterChoice, store: Store, serviceId: number, run: number | null): WriteChannel {
+  if (choice.kind === 'inline') return inlineChannel(store, serviceId, run);
+  return threadChannel(choice.file, { path: store.path, tool: store.options.tool, serviceId, run });
 }
 
 /**

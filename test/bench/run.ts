@@ -10,7 +10,8 @@
  *      and the store's size per company.
  *   5. sandbox: match/enrich req/s and server CPU per request, vs a bare node:http server.
  *   6. buckets: 100 req/s with buckets of 1, 20 and 100 (whole-second Retry-After), 5,000
- *      domains: fraction of the ideal time and share of 429s, enrich vs the plain fetch baseline.
+ *      domains: fraction of the ideal time and share of 429s, enrich vs the plain fetch baseline,
+ *      and vs a client told the ceiling that paces precisely (what jitter on this machine allows).
  *   7. latency: 200 ms answers, a 500 req/s ceiling, default flags: fraction of the ceiling.
  *   8. startup: --version, --help and a resume with nothing to do, over node -e ''.
  *
@@ -30,6 +31,7 @@ import { benchSandbox } from './sandbox.js';
 const only = new Set((process.env['BENCH_ONLY'] ?? 'rate,unlimited,scale,sandbox,buckets,latency,startup').split(','));
 const quick = process.env['BENCH_QUICK'] === '1';
 const BASELINE = fileURLToPath(new URL('./baseline-fetch.mjs', import.meta.url));
+const PACED = fileURLToPath(new URL('./baseline-paced.mjs', import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'enrich-bench-'));
 const lines: string[] = [];
 const say = (line: string): void => {
@@ -147,6 +149,11 @@ async function buckets(): Promise<void> {
     const b = await againstSandbox(server, process.execPath, [BASELINE, baseInput, join(work, 'buckets.base.csv')]);
     say(`   burst ${String(burst).padStart(3)}: enrich ${ofIdeal(e, 100)}, ${fmt(e.accepted + e.limited)} requests`);
     say(`              baseline ${ofIdeal(b, 100)}`);
+    // What this machine allows at all: a client told the ceiling, pacing to a fraction of a ms.
+    for (const interval of burst === 1 ? [10.1, 10.5, 11] : [10.1]) {
+      const o = await againstSandbox(server, process.execPath, [PACED, baseInput, String(interval)]);
+      say(`              told the ceiling, paced every ${interval} ms: ${ofIdeal(o, 100)}`);
+    }
   }
 }
 

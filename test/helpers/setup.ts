@@ -18,7 +18,10 @@ afterEach(() => {
   dir = undefined;
 });
 
-/** The environment every run of the CLI in tests starts from. */
+/**
+ * The environment every run of the CLI in tests starts from. Runs in this process (main() from
+ * src/) commit the store's writes on the built writer thread, as the installed CLI does.
+ */
 export function baseEnv(): Record<string, string | undefined> {
-  return { PATH: process.env['PATH'], HOME: process.env['HOME'], XDG_STATE_HOME: process.env['XDG_STATE_HOME'] };
+  return { PATH: process.env['PATH'], HOME: process.env['HOME'], XDG_STATE_HOME: process.env['XDG_STATE_HOME'], ENRICH_STORE_WRITER: 'thread' };
 }

@@ -164,6 +164,27 @@ describe('Window (requests in flight)', () => {
     expect(window.size).toBe(8); // but never fewer than this
   });
 
+  it('judges each endpoint by its own latency, and a latency that moved for good within seconds', () => {
+    const window = new Window(128);
+    let now = 0;
+    const answer = (ms: number, lane: 'match' | 'enrich', every = 1): void => {
+      now += every;
+      window.onAnswer(ms, Number.POSITIVE_INFINITY, true, lane, now);
+    };
+    for (let i = 0; i < 1500; i++) answer(20, 'match');
+    expect(window.size).toBe(128);
+    // Paid enriches answer in 100 ms where matches took 20: a different endpoint, not a queue.
+    for (let i = 0; i < 500; i++) answer(100, 'enrich');
+    expect(window.size).toBe(128);
+    // Matches now take 100 ms for good (at 12.5 ms an answer, 80 a second): it shrinks at first,
+    // then takes 100 ms as the new fastest and grows again.
+    for (let i = 0; i < 300; i++) answer(100, 'match', 12.5);
+    const shrunk = window.size;
+    expect(shrunk).toBeLessThan(128);
+    for (let i = 0; i < 1200; i++) answer(100, 'match', 12.5); // 15 s
+    expect(window.size).toBeGreaterThan(shrunk);
+  });
+
   it('forgets a slow start: the fastest latency is a recent one', () => {
     const window = new Window(128);
     // Cold: every answer slow, so slow is all it knows as fast; it grows.
