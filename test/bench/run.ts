@@ -104,7 +104,7 @@ async function unlimited(): Promise<void> {
   }
   await server.stop();
   say(`2. unlimited (${fmt(domains)} unique domains, 6,000 of them held: ${fmt(domains + 6000)} calls; median of ${pairs} A/B pairs):`);
-  say(`   enrich ${fmt(median(cliRates))} rows/s (store on, fsync'd intents) vs baseline ${fmt(median(baseRates))} rows/s: ${fmt(median(ratios), 2)}x faster (target >= 1.3x; pairs ${ratios.map((r) => fmt(r, 2)).join(', ')})`);
+  say(`   enrich ${fmt(median(cliRates))} rows/s (store on, fsync'd intents) vs baseline ${fmt(median(baseRates))} rows/s: ${fmt(median(ratios), 2)}x faster (target >= 2x, enrich 0.1's figure; pairs ${ratios.map((r) => fmt(r, 2)).join(', ')})`);
 }
 
 interface Limited {
