@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { landsAt, statOrNull } from '../io/paths.js';
+import { landsAt, lstatOrNull, statOrNull } from '../io/paths.js';
 import { unwritableReason } from '../io/sink.js';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
@@ -98,8 +98,10 @@ function checkPaths(flags: RunFlags, store: string): void {
   }
   for (const [flag, path] of [['-o', output], ['--summary-json', flags.summaryJson]] as const) {
     if (path === undefined || path === '-') continue;
-    const reason = unwritableReason(path);
-    if (reason !== null) throw new UsageError(`${flag} ${reason}`);
+    // Where the results will land (a symlink's target): checked now, before anything is bought.
+    const link = lstatOrNull(path)?.isSymbolicLink() === true;
+    const reason = unwritableReason(link ? landsAt(path) : path);
+    if (reason !== null) throw new UsageError(`${flag} ${reason}${link ? ` (${path} is a link there)` : ''}`);
   }
 }
 

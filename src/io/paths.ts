@@ -13,7 +13,9 @@ export function landsAt(path: string): string {
     const link = lstatOrNull(current);
     const target = link?.isSymbolicLink() === true ? attempt(() => readlinkSync(current)) : null;
     if (target === null) break;
-    current = resolve(dirname(current), target);
+    // A relative target is relative to the link's real folder, as the kernel reads it, not to
+    // the path as typed (which may itself pass through links).
+    current = resolve(attempt(() => realpathSync(dirname(current))) ?? dirname(current), target);
   }
   // A file not written yet: its folder may itself be reached through a link.
   const folder = attempt(() => realpathSync(dirname(current))) ?? dirname(current);

@@ -26,13 +26,16 @@ export class StoppedError extends Error {
 const INITIAL_WINDOW = 8;
 /** Little's law gives the in-flight count the pace needs; this much more absorbs slow answers. */
 const HEADROOM = 1.5;
-/** Unpaced, the window grows while answers come back within this factor of the fastest seen... */
-const QUEUEING = 2;
+/** Unpaced, the window grows while answers come back within this factor of the fastest lately... */
+const QUEUEING = 1.5;
 /** ...and shrinks while they take more than this factor of it: requests wait in a queue somewhere. */
-const CONGESTED = 4;
+const CONGESTED = 3;
 /** The fastest latency is the least over the last two spans of this many answers, or of this long. */
 const FLOOR_SPAN = 2_000;
 const FLOOR_SPAN_MS = 5_000;
+/** The first span is short: the first answers of a run are slow (nothing is warm yet). */
+const FIRST_SPAN = 200;
+const FIRST_SPAN_MS = 1_000;
 /** Unpaced, the window never shrinks below this (0.1's fixed window, which local runs found as fast as any). */
 const MIN_UNPACED = 16;
 
@@ -42,6 +45,7 @@ class LaneLatency {
   private floorNow = Number.POSITIVE_INFINITY;
   private floorBefore = Number.POSITIVE_INFINITY;
   private answers = 0;
+  private spans = 0;
   private spanStart = Number.NaN;
 
   get floor(): number {
@@ -51,16 +55,19 @@ class LaneLatency {
   add(latencyMs: number, busy: boolean, now: number): void {
     this.latency = this.latency === 0 ? latencyMs : this.latency * 0.9 + latencyMs * 0.1;
     if (Number.isNaN(this.spanStart)) this.spanStart = now;
-    if (++this.answers >= FLOOR_SPAN || now - this.spanStart >= FLOOR_SPAN_MS) {
-      this.floorBefore = this.floorNow;
+    const first = this.spans === 0;
+    if (++this.answers >= (first ? FIRST_SPAN : FLOOR_SPAN) || now - this.spanStart >= (first ? FIRST_SPAN_MS : FLOOR_SPAN_MS)) {
+      // The first span was cold: forget it rather than keep it as the span before.
+      this.floorBefore = first ? Number.POSITIVE_INFINITY : this.floorNow;
       this.floorNow = Number.POSITIVE_INFINITY;
       this.answers = 0;
+      this.spans++;
       this.spanStart = now;
     }
-    // The fastest single answer, not the smoothed latency: a cold start is slow on average but
-    // not every answer is, so the floor drops within the first answers rather than spans later.
-    // Only a full window measures the service under our load; idle slots would flatter it.
-    if (busy) this.floorNow = Math.min(this.floorNow, latencyMs);
+    // The least smoothed latency, not the fastest single answer: a service whose answers vary
+    // (a cache, a long tail) has some far faster than its usual, and judged by those it would
+    // look congested all the time. Only a full window measures the service under our load.
+    if (busy) this.floorNow = Math.min(this.floorNow, this.latency);
   }
 }
 
@@ -74,9 +81,10 @@ class LaneLatency {
  * fastest recent latency, requests are queueing (at the service, or in this process), more in
  * flight only adds latency and CPU, so it shrinks by one per answer until they speed up again.
  * Latency is judged per endpoint (a run moving from free matches to paid enriches is not a queue),
- * and the fastest is a recent one, the least over the last few seconds (BBR keeps its minimum
- * round trip the same way): the first answers of a run are slow (nothing is warm yet), and a
- * service whose latency moved for good is judged by its new latency within seconds.
+ * on successful answers only, and the fastest is a recent one, the least over the last few seconds
+ * (BBR keeps its minimum round trip the same way): the first answers of a run are slow (nothing is
+ * warm yet) and are forgotten after a second, and a service whose latency moved for good is judged
+ * by its new latency within seconds.
  */
 export class Window {
   size: number;
@@ -97,7 +105,7 @@ export class Window {
       this.size = Math.min(this.max, Math.max(1, Math.ceil((rate * this.latency * HEADROOM) / 1000) + 2));
     } else if (busy && own.latency > own.floor * CONGESTED) {
       if (this.size > MIN_UNPACED) this.size--;
-    } else if (busy && own.latency <= own.floor * QUEUEING) {
+    } else if (busy && (this.size < MIN_UNPACED || own.latency <= own.floor * QUEUEING)) {
       // One more per two answers: half again per round trip.
       this.growth += 0.5;
       if (this.growth >= 1) {
@@ -142,11 +150,13 @@ export class Scheduler {
     });
   }
 
-  private accepted(sentAt: number, lane: Lane): void {
+  /** An answer other than a 429; `ok`: a success, whose time says how fast the service is. */
+  private accepted(sentAt: number, lane: Lane, ok: boolean): void {
     const busy = this.limit.activeCount >= this.limit.concurrency;
     this.limiter.onAccepted(sentAt);
     const now = this.clock.now();
-    this.window.onAnswer(now - sentAt, this.limiter.rate, busy, lane, now);
+    // An error answer (a proxy's quick 5xx, a 4xx) is no measure of how fast the service works.
+    if (ok) this.window.onAnswer(now - sentAt, this.limiter.rate, busy, lane, now);
     if (this.window.size !== this.limit.concurrency) this.limit.concurrency = this.window.size;
   }
 
@@ -168,11 +178,11 @@ export class Scheduler {
     const sentAt = this.clock.now();
     try {
       const value = await job.run();
-      this.accepted(sentAt, lane);
+      this.accepted(sentAt, lane, true);
       job.resolve(value);
     } catch (error) {
       if (error instanceof RateLimitedError) this.limiter.onRateLimited(sentAt, error.retryAfterSeconds);
-      else if (!(error instanceof ConnectionError)) this.accepted(sentAt, lane);
+      else if (!(error instanceof ConnectionError)) this.accepted(sentAt, lane, false);
       job.reject(error);
     }
   }

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Worker } from 'node:worker_threads';
+import { UsageError } from '../errors.js';
 import { PACKAGE_ROOT } from '../package-root.js';
 import type { Store } from './sqlite.js';
 import type { Claim } from './types.js';
@@ -52,11 +53,14 @@ const THREAD_FILES = [new URL('store-writer.cjs', import.meta.url), new URL('dis
  */
 export function chooseWriter(env: NodeJS.ProcessEnv): WriterChoice {
   const asked = env['ENRICH_STORE_WRITER'];
+  if (asked !== undefined && asked !== '' && asked !== 'inline' && asked !== 'thread') {
+    throw new UsageError(`ENRICH_STORE_WRITER=${asked}: expected inline or thread`);
+  }
   if (asked === 'inline') return { kind: 'inline' };
   const candidates = asked === 'thread' ? THREAD_FILES : THREAD_FILES.slice(0, 1);
   const found = candidates.find((url) => existsSync(url));
   if (found !== undefined) return { kind: 'thread', file: fileURLToPath(found) };
-  if (asked === 'thread') throw new Error('ENRICH_STORE_WRITER=thread, but dist/store-writer.cjs is not built (npm run build)');
+  if (asked === 'thread') throw new UsageError('ENRICH_STORE_WRITER=thread, but dist/store-writer.cjs is not built (npm run build)');
   return { kind: 'inline' };
 }
 

@@ -120,8 +120,9 @@ export interface SimServerOptions {
   /** The service's ceiling, requests a second, and its bucket depth. */
   rate: number;
   burst: number;
-  /** Answer time, ms, drawn uniformly from [latency/2, 3*latency/2]. */
+  /** Answer time, ms, drawn uniformly from latency x [1 - spread/2, 1 + spread/2] (spread default 1). */
   latencyMs: number;
+  spread?: number;
   /** The way there, ms, drawn uniformly from [0, jitter]: when the bucket sees the request. */
   jitterMs?: number;
   /**
@@ -192,7 +193,8 @@ export async function simulate(server: SimServerOptions, domains: number, concur
       }) as RateLimitedError;
     }
     accepted++;
-    let wait = server.latencyMs * (0.5 + random());
+    const spread = server.spread ?? 1;
+    let wait = server.latencyMs * (1 - spread / 2 + spread * random());
     if (server.capacity !== undefined) {
       busyUntil = Math.max(clock.now(), busyUntil) + 1000 / server.capacity;
       wait += busyUntil - clock.now();
