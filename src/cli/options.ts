@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
-import { landsAt, lstatOrNull, statOrNull } from '../io/paths.js';
-import { unwritableReason } from '../io/sink.js';
+import { landsAt, statOrNull } from '../io/paths.js';
+import { outputTarget, unwritableReason } from '../io/sink.js';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
 import { DEFAULT_MISS_MAX_AGE_MS } from '../pipeline/plan.js';
@@ -99,9 +99,9 @@ function checkPaths(flags: RunFlags, store: string): void {
   for (const [flag, path] of [['-o', output], ['--summary-json', flags.summaryJson]] as const) {
     if (path === undefined || path === '-') continue;
     // Where the results will land (a symlink's target): checked now, before anything is bought.
-    const link = lstatOrNull(path)?.isSymbolicLink() === true;
-    const reason = unwritableReason(link ? landsAt(path) : path);
-    if (reason !== null) throw new UsageError(`${flag} ${reason}${link ? ` (${path} is a link there)` : ''}`);
+    const { target, viaLink } = outputTarget(path);
+    const reason = unwritableReason(target);
+    if (reason !== null) throw new UsageError(`${flag} ${reason}${viaLink ? ` (${path} is a link there)` : ''}`);
   }
 }
 

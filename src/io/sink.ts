@@ -1,11 +1,10 @@
-import { createWriteStream, type WriteStream } from 'node:fs';
 import { once } from 'node:events';
-import { accessSync, constants, openSync, readdirSync } from 'node:fs';
-import { landsAt, lstatOrNull, statOrNull } from './paths.js';
+import { accessSync, constants, createWriteStream, openSync, readdirSync, type WriteStream } from 'node:fs';
 import { rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { EnrichError, UsageError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
+import { landsAt, lstatOrNull, statOrNull } from './paths.js';
 
 /** Whoever read our stdout stopped reading (`| head`): the store holds everything bought, so nothing is lost. */
 export class OutputClosedError extends EnrichError {
@@ -113,6 +112,15 @@ export function unwritableReason(path: string): string | null {
 }
 
 /**
+ * The file results for `destination` are written to: a symlink's target (followed link by link,
+ * so a link to a file not written yet counts; the link itself stays a link), else the path itself.
+ */
+export function outputTarget(destination: string): { target: string; viaLink: boolean } {
+  const viaLink = lstatOrNull(destination)?.isSymbolicLink() === true;
+  return { target: viaLink ? landsAt(destination) : destination, viaLink };
+}
+
+/**
  * A new file named `prefix` + a random suffix, created exclusively (O_EXCL: never an existing file,
  * nor a link planted at a guessed name, so the suffix need not be unguessable), readable only by
  * the owner.
@@ -175,10 +183,7 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
     };
   }
   // The checks are synchronous: a few metadata calls, each a thread-pool round trip as promises.
-  let target = destination;
-  // realpath needs the target to exist; a link to a file not written yet resolves by readlink
-  // (landsAt follows it link by link).
-  if (lstatOrNull(destination)?.isSymbolicLink() === true) target = landsAt(destination);
+  const { target } = outputTarget(destination);
   const unusable = unwritableReason(target);
   if (unusable !== null) throw new UsageError(unusable);
   const existing = statOrNull(target);

@@ -272,10 +272,14 @@ export class AdaptiveLimiter {
     // other within a second cut harder each time (a deep bucket hid how far slow start went past
     // the ceiling, and the pace must come down in a few round trips, not in a second's worth of
     // 429s). Sparser ones are the pace brushing the ceiling: one plain cut each.
-    const recentCuts = dense ? this.cuts.since(now - 1000) + 1 : 1;
-    if (dense) this.cuts.add(now);
-    if (dense) this.cut(this.rate * this.backoff ** recentCuts, this.backoff);
-    else this.cut(this.rate * SHARE_BACKOFF, SHARE_BACKOFF);
+    let recentCuts = 1;
+    if (dense) {
+      recentCuts = this.cuts.since(now - 1000) + 1;
+      this.cuts.add(now);
+      this.cut(this.rate * this.backoff ** recentCuts, this.backoff);
+    } else {
+      this.cut(this.rate * SHARE_BACKOFF, SHARE_BACKOFF);
+    }
     // Still refused after cuts that took the pace to a fraction of what it was a second ago: the
     // ceiling fell (or another client shares the key). Everyone waits out the Retry-After.
     if (recentCuts >= CLUSTER_CUTS) this.pause(now, retryAfterSeconds);

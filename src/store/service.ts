@@ -2,7 +2,7 @@ import type { CompanyRecord } from '../api/types.js';
 import { LEASE_MS, StoreWriteError, type Store } from './sqlite.js';
 import type { Claim, HeldCompany, Lookup, Purchase, RunEnd, ServiceStore, StoreEvent } from './types.js';
 import { openChannel, type WriteChannel, type WriterChoice } from './write-channel.js';
-import { COMPANY_COLUMNS, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
+import { COMPANY_COLUMNS, heldCompany, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
 
 interface Pending extends WriteItem {
   resolve: (claim: Claim) => void;
@@ -79,10 +79,6 @@ export class ServiceRecords implements ServiceStore {
     return this.run ?? 0;
   }
 
-  private get db(): Store['db'] {
-    return this.store.db;
-  }
-
   // ---- reads ----
 
   /**
@@ -140,8 +136,7 @@ export class ServiceRecords implements ServiceStore {
   }
 
   held(company: string): HeldCompany | null {
-    const row = this.store.sql(`SELECT ${COMPANY_COLUMNS} FROM companies WHERE service = ? AND domain = ?`).raw(true).get(this.serviceId, company) as CompanyRow | undefined;
-    return row === undefined ? null : toHeld(row);
+    return heldCompany(this.store, this.serviceId, company);
   }
 
   latestPurchase(company: string): Purchase | null {

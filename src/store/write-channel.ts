@@ -79,6 +79,8 @@ export function threadChannel(file: string, data: WriterThreadData): WriteChanne
   let starting: Promise<Worker> | null = null;
   let nextId = 0;
   let dead: Error | null = null;
+  /** The batch last sent: batches go one at a time, so when it settles nothing is out. */
+  let last: Promise<unknown> = Promise.resolve();
   const pending = new Map<number, { resolve: (claims: Claim[]) => void; reject: (error: Error) => void }>();
 
   const fail = (error: Error): void => {
@@ -115,6 +117,7 @@ export function threadChannel(file: string, data: WriterThreadData): WriteChanne
       // As JSON text: V8's JSON is several times faster than the structured clone postMessage
       // would otherwise do, and this is on the run's busiest thread.
       w.postMessage(JSON.stringify({ id, batch, now } satisfies WriterRequest));
+      last = claims;
       return claims;
     },
     async close() {
@@ -123,11 +126,7 @@ export function threadChannel(file: string, data: WriterThreadData): WriteChanne
       if (w === null || dead !== null) return;
       // Whatever is out is committed first (a thread stopped mid-transaction would keep the
       // store's write lock until the process ends); then the thread closes its connection.
-      await Promise.allSettled([...pending.keys()].map((id) => new Promise<void>((resolve) => {
-        const p = pending.get(id);
-        if (p === undefined) return resolve();
-        pending.set(id, { resolve: (c) => (p.resolve(c), resolve()), reject: (e) => (p.reject(e), resolve()) });
-      })));
+      await last.catch(() => {});
       dead = new Error("the store's writer thread was closed");
       const exited = new Promise<void>((resolve) => w.once('exit', () => resolve()));
       w.ref();

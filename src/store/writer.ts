@@ -47,6 +47,12 @@ export const toHeld = (r: CompanyRow): HeldCompany => ({
   credits: Number(r[5]),
 });
 
+/** The company as held by the store, read on `store`'s connection; null if not held. */
+export function heldCompany(store: Store, serviceId: number, domain: string): HeldCompany | null {
+  const row = store.sql(`SELECT ${COMPANY_COLUMNS} FROM companies WHERE service = ? AND domain = ?`).raw(true).get(serviceId, domain) as CompanyRow | undefined;
+  return row === undefined ? null : toHeld(row);
+}
+
 /**
  * A run's writes to one service's records, a batch to a transaction. It runs on whichever
  * connection it is given: the run's own (tests, imports, a store that cannot spare a thread), or
@@ -147,8 +153,8 @@ export class RecordWriter {
    * since this one read it (a new key version, an outcome) is handed back for the caller to adopt.
    */
   private claim(event: IntentEvent, now: number): Claim {
-    const heldRow = this.store.sql(`SELECT ${COMPANY_COLUMNS} FROM companies WHERE service = ? AND domain = ?`).raw(true).get(this.serviceId, event.c) as CompanyRow | undefined;
-    if (heldRow !== undefined && Number(heldRow[4]) >= event.g) return { kind: 'held', held: toHeld(heldRow) };
+    const held = heldCompany(this.store, this.serviceId, event.c);
+    if (held !== null && held.generation >= event.g) return { kind: 'held', held };
     const row = this.store.sql(`SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`)
       .raw(true)
       .get(this.serviceId, event.c, event.g) as PurchaseRow | undefined;
