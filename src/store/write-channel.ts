@@ -38,8 +38,11 @@ export interface WriterThreadData {
 export type WriterRequest = { id: number; batch: readonly WriteItem[]; now: number } | { close: true };
 export type WriterReply = { id: number; claims: Claim[] } | { id: number; error: { message: string; code: string | undefined } };
 
-/** Where a run's writes are committed: on its own connection, or on the writer thread built here. */
-export type WriterChoice = { kind: 'inline' } | { kind: 'thread'; file: string };
+/**
+ * Where a run's writes are committed: on its own connection, on the writer thread built here, or
+ * on a channel of the caller's own (tests that hold commits back to see what gathers meanwhile).
+ */
+export type WriterChoice = { kind: 'inline' } | { kind: 'thread'; file: string } | { kind: 'channel'; open: () => WriteChannel };
 
 /** The writer thread beside the bundle (dist/), or the built one when running from src/ (tests). */
 const THREAD_FILES = [new URL('store-writer.cjs', import.meta.url), new URL('dist/store-writer.cjs', PACKAGE_ROOT)];
@@ -66,6 +69,7 @@ export function chooseWriter(env: NodeJS.ProcessEnv): WriterChoice {
 
 export function openChannel(choice: WriterChoice, store: Store, serviceId: number, run: number | null): WriteChannel {
   if (choice.kind === 'inline') return inlineChannel(store, serviceId, run);
+  if (choice.kind === 'channel') return choice.open();
   return threadChannel(choice.file, { path: store.path, tool: store.options.tool, serviceId, run });
 }
 

@@ -1,10 +1,11 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { CompanyRecord } from '../../src/api/types.js';
 import { atRisk } from '../../src/store/ledger.js';
 import { LEASE_MS, Store } from '../../src/store/sqlite.js';
-import type { StoreEvent } from '../../src/store/types.js';
+import type { Claim, StoreEvent } from '../../src/store/types.js';
+import type { WriteChannel } from '../../src/store/write-channel.js';
 import { tempDir } from '../helpers/cli.js';
 
 let dir: ReturnType<typeof tempDir>;
@@ -48,6 +49,58 @@ describe('the SQLite store', () => {
     expect(claims.every((c) => c.kind === 'ok')).toBe(true);
     expect(run.syncs).toBeGreaterThanOrEqual(1);
     expect(run.syncs).toBeLessThan(10);
+  });
+
+  it('gathers outcomes and lookups queued while a commit is out, and sends an intent among them at once', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      // A channel whose commits the test releases: what queues meanwhile is what the next batch holds.
+      const batches: string[][] = [];
+      const out: (() => void)[] = [];
+      const channel: WriteChannel = {
+        write: (batch) => {
+          batches.push(batch.map((w) => ('d' in w.event ? w.event.d : w.event.c)));
+          return new Promise<Claim[]>((resolve) => out.push(() => resolve(batch.map(() => ({ kind: 'ok' })))));
+        },
+        close: async () => {},
+      };
+      const release = async (): Promise<void> => {
+        (out.shift() as () => void)();
+        await vi.advanceTimersByTimeAsync(0);
+      };
+      const lookup = (d: string): StoreEvent => ({ t: 'match', d, s: 'miss' });
+      const run = open().beginRun('svc', info, { kind: 'channel', open: () => channel });
+
+      void run.append(lookup('a.com'));
+      await vi.advanceTimersByTimeAsync(20);
+      expect(batches).toStrictEqual([['a.com']]);
+      // Lookups queued while that commit is out wait out their own gathering time after it...
+      void run.append(lookup('b.com'));
+      void run.append(lookup('c.com'));
+      await release();
+      await vi.advanceTimersByTimeAsync(19);
+      expect(batches).toHaveLength(1);
+      void run.append(lookup('d.com'));
+      await vi.advanceTimersByTimeAsync(1);
+      expect(batches).toStrictEqual([['a.com'], ['b.com', 'c.com', 'd.com']]);
+      // ...but an intent queued meanwhile takes them along at once: a paid call waits on it.
+      void run.append(lookup('e.com'));
+      const claim = run.append({ t: 'intent', c: 'f.com', g: 1, v: 1, key: 'k-f' }, true);
+      await release();
+      expect(batches[2]).toStrictEqual(['e.com', 'f.com']);
+      await release();
+      await expect(claim).resolves.toStrictEqual({ kind: 'ok' });
+      // A flush waits for nothing to gather.
+      void run.append(lookup('g.com'));
+      const flushed = run.flush();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(batches[3]).toStrictEqual(['g.com']);
+      await release();
+      await flushed;
+      expect(batches).toHaveLength(4);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('lets one run claim a purchase: another live run is told busy, then sees it held', async () => {
