@@ -109,6 +109,31 @@ describe('connection failures name the host and the cause', () => {
     setTimeout(() => controller.abort(new Error('stop')), 20);
     expect(await failure(call)).toMatchObject({ failure: 'aborted' });
   });
+
+  it('a call aborted while it waits for a connection ends at once and never goes out', async () => {
+    const server = await hostile(() => {});
+    // Two connections (the test client's pool), both held by calls the server never answers.
+    const held = new AbortController();
+    const c = client(server.url, { deadlineMs: 60_000 });
+    const busy = [c.match('a.com', { signal: held.signal }), c.match('b.com', { signal: held.signal })];
+    const controller = new AbortController();
+    const queued = c.match('c.com', { signal: controller.signal });
+    while (server.requests < 2) await new Promise((r) => setTimeout(r, 5));
+    controller.abort(new Error('stop'));
+    expect(await failure(queued)).toMatchObject({ failure: 'aborted' });
+    held.abort();
+    for (const call of busy) expect(await failure(call)).toMatchObject({ failure: 'aborted' });
+    expect(server.requests).toBe(2);
+  });
+
+  it('an answer that arrives in pieces, each well inside the deadline, is read whole', async () => {
+    const server = await hostile((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"matched":');
+      setTimeout(() => res.end('false,"credits_charged":0,"company":null}'), 30);
+    });
+    expect(await client(server.url, { deadlineMs: 5_000 }).match('acme.com')).toStrictEqual({ matched: false, credits_charged: 0, company: null });
+  });
 });
 
 /** Streams `total` bytes of JSON-ish filler as fast as the client reads; counts what left. */

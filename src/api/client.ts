@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { Pool, type Dispatcher } from 'undici';
 import { apiErrorFromResponse, connectionError, NotServiceApiError, UnexpectedResponseError } from './errors.js';
 import { serviceEndpoint } from './endpoint.js';
-import { DeadlineExceeded } from './network.js';
+import { CallerAborted, exchange, type Answer, type ExchangeLimits } from './exchange.js';
 import { asRecord, asSummary, ENRICH_PRICE, isObject, statedCredits } from './response.js';
 import type { EnrichResponse, MatchResponse } from './types.js';
 
@@ -47,54 +47,8 @@ function contractError(status: number, what: string, requestId: string | undefin
   return new UnexpectedResponseError({ status, code: 'bad_response', message: `the service answered ${status} with ${what}`, requestId, definitive: false });
 }
 
-/** The caller gave up (Ctrl-C, a stopped run): told apart from our deadline when classified. */
-class CallerAborted extends Error {
-  override readonly name = 'AbortError';
-}
-
-/**
- * The body as text, or null once it passes `limit` bytes (the rest is never read). Events rather
- * than an async iterator: this runs for every answer, tens of thousands a second.
- */
-function readBounded(res: Dispatcher.ResponseData, limit: number): Promise<string | null> {
-  const declared = Number(res.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limit) {
-    res.body.destroy();
-    return Promise.resolve(null);
-  }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    res.body.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= limit) chunks.push(chunk);
-      else {
-        resolve(null);
-        res.body.destroy();
-      }
-    });
-    res.body.on('end', () => resolve(Buffer.concat(chunks, size).toString('utf8')));
-    res.body.on('error', reject);
-  });
-}
-
-/**
- * Reads the body before the whole-request deadline. The headers are already bounded by undici's
- * headersTimeout (total, not idle), so one timer for the rest of the time is enough; a body
- * dripped a byte at a time, never idle, ends here.
- */
-async function readBefore(res: Dispatcher.ResponseData, limit: number, deadlineMs: number, startedAt: number): Promise<string | null> {
-  const remaining = deadlineMs - (performance.now() - startedAt);
-  const timer = setTimeout(() => res.body.destroy(new DeadlineExceeded(deadlineMs)), Math.max(0, remaining));
-  try {
-    return await readBounded(res, limit);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-const headerOf = (res: Dispatcher.ResponseData, name: string): string | undefined => {
-  const v = res.headers[name];
+const headerOf = (headers: Answer['headers'], name: string): string | undefined => {
+  const v = headers[name];
   return Array.isArray(v) ? v[0] : v;
 };
 
@@ -118,28 +72,25 @@ export function createClient(options: ClientOptions): ServiceClient {
     'user-agent': options.userAgent,
   };
 
-  /** One exchange within the deadline: the status, the bounded body. */
-  async function exchange(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body: string | undefined, caller: AbortSignal | undefined) {
-    const startedAt = performance.now();
-    try {
-      const res = await options.dispatcher.request({ method, path, headers, body: body ?? null, signal: caller ?? null, headersTimeout, bodyTimeout: timeout });
-      return { res, text: await readBefore(res, limit, deadlineMs, startedAt) };
-    } catch (error) {
-      throw connectionError(caller?.aborted === true ? new CallerAborted('aborted', { cause: error }) : error, host);
-    }
-  }
+  const limits: ExchangeLimits = { deadlineMs, maxBytes: limit, now: () => performance.now() };
 
   async function send(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body: string | undefined, signal: AbortSignal | undefined): Promise<Reply> {
-    const { res, text } = await exchange(method, path, headers, body, signal);
-    const requestId = headerOf(res, 'x-request-id');
-    if (text === null) throw contractError(res.statusCode, `an answer over ${limit} bytes (not read)`, requestId);
-    if (res.statusCode < 200 || res.statusCode >= 300) {
-      throw apiErrorFromResponse({ status: res.statusCode, contentType: headerOf(res, 'content-type') ?? '', retryAfter: headerOf(res, 'retry-after'), requestId, body: text });
+    let answer: Answer;
+    try {
+      answer = await exchange(options.dispatcher, { method, path, headers, body: body ?? null, headersTimeout, bodyTimeout: timeout }, limits, signal);
+    } catch (error) {
+      throw connectionError(signal?.aborted === true && !(error instanceof CallerAborted) ? new CallerAborted('aborted', { cause: error }) : error, host);
+    }
+    const { status, headers: got, text } = answer;
+    const requestId = headerOf(got, 'x-request-id');
+    if (text === null) throw contractError(status, `an answer over ${limit} bytes (not read)`, requestId);
+    if (status < 200 || status >= 300) {
+      throw apiErrorFromResponse({ status, contentType: headerOf(got, 'content-type') ?? '', retryAfter: headerOf(got, 'retry-after'), requestId, body: text });
     }
     try {
-      return { status: res.statusCode, json: JSON.parse(text) as unknown, requestId };
+      return { status, json: JSON.parse(text) as unknown, requestId };
     } catch {
-      throw notJson(res.statusCode, headerOf(res, 'content-type') ?? '', requestId);
+      throw notJson(status, headerOf(got, 'content-type') ?? '', requestId);
     }
   }
 

@@ -1,0 +1,155 @@
+import type { Dispatcher } from 'undici';
+import { DeadlineExceeded } from './network.js';
+
+/** What came back for one request: the status, the headers, and the body as text (null: over the bound, not read). */
+export interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string | null;
+}
+
+export interface ExchangeLimits {
+  /** The whole request, headers and all of the body, within this many ms (the clock is `now`'s). */
+  deadlineMs: number;
+  /** The most bytes of a body read; past them the answer's text is null and the rest is never read. */
+  maxBytes: number;
+  now: () => number;
+}
+
+/** The caller gave up (Ctrl-C, a stopped run): told apart from our deadline when classified. */
+export class CallerAborted extends Error {
+  override readonly name = 'AbortError';
+}
+
+/**
+ * One request over undici's dispatch API, the layer its own `request()` is built on: the body is
+ * gathered straight from the parser's callbacks, without the Readable stream, the async resource
+ * and the per-request timer `request()` would add. This runs for every answer, tens of thousands
+ * a second, so it is written to allocate little.
+ *
+ * The whole-request deadline: undici's headersTimeout bounds the headers; a body that is complete
+ * in the packet that brought its headers (nearly every answer) needs no timer at all; any other
+ * body gets one, armed on the next tick, for what is left of the deadline. A body dripped a byte
+ * at a time, never idle, ends there.
+ */
+class Exchange implements Dispatcher.DispatchHandler {
+  private controller: Dispatcher.DispatchController | null = null;
+  private chunks: Buffer[] = [];
+  private size = 0;
+  private status = 0;
+  private headers: Answer['headers'] = {};
+  private settled = false;
+  private timer: NodeJS.Timeout | undefined = undefined;
+  /** Why this side ended the request (the caller's abort, the deadline), if it did. */
+  private stopped: Error | null = null;
+
+  constructor(
+    private readonly limits: ExchangeLimits,
+    private readonly startedAt: number,
+    private readonly signal: AbortSignal | undefined,
+    private readonly resolve: (answer: Answer) => void,
+    private readonly reject: (error: unknown) => void,
+  ) {
+    signal?.addEventListener('abort', this);
+  }
+
+  /** The caller's signal aborted (EventListener object: no closure per request). */
+  handleEvent(): void {
+    this.stop(new CallerAborted('aborted', { cause: this.signal?.reason }));
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    // Aborted while it waited for a connection: it never goes out.
+    if (this.stopped !== null) controller.abort(this.stopped);
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Answer['headers']): void {
+    if (statusCode < 200) return; // 1xx: informational, the answer follows
+    this.status = statusCode;
+    this.headers = headers;
+    const declared = Number(headers['content-length']);
+    if (Number.isFinite(declared) && declared > this.limits.maxBytes) {
+      this.overBound();
+      return;
+    }
+    process.nextTick(armDeadline, this);
+  }
+
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.settled) return;
+    this.size += chunk.length;
+    if (this.size > this.limits.maxBytes) this.overBound();
+    else this.chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    if (this.settled) return;
+    const text = this.chunks.length === 1 ? (this.chunks[0] as Buffer).toString('utf8') : Buffer.concat(this.chunks, this.size).toString('utf8');
+    this.settle();
+    this.resolve({ status: this.status, headers: this.headers, text });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (this.settled) return;
+    this.settle();
+    this.reject(this.stopped ?? error);
+  }
+
+  /** Arms the deadline for a body still coming in after the tick that brought its headers. */
+  arm(): void {
+    if (this.settled || this.timer !== undefined) return;
+    const left = this.limits.deadlineMs - (this.limits.now() - this.startedAt);
+    this.timer = setTimeout(() => this.stop(new DeadlineExceeded(this.limits.deadlineMs)), Math.max(0, left));
+  }
+
+  /** Ends the request from this side; it settles as a failure with `reason`. */
+  private stop(reason: Error): void {
+    if (this.settled || this.stopped !== null) return;
+    this.stopped = reason;
+    if (this.controller !== null) this.controller.abort(reason);
+    else {
+      // Still queued for a connection: settle now; it is aborted before it is written.
+      this.settle();
+      this.reject(reason);
+    }
+  }
+
+  /** Past the bound: the answer is reported unread, and the connection is dropped, not drained. */
+  private overBound(): void {
+    this.settle();
+    this.chunks = [];
+    this.resolve({ status: this.status, headers: this.headers, text: null });
+    this.controller?.abort(new Error('answer over the size bound'));
+  }
+
+  private settle(): void {
+    this.settled = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.signal?.removeEventListener('abort', this);
+  }
+}
+
+function armDeadline(exchange: Exchange): void {
+  exchange.arm();
+}
+
+/**
+ * Sends one request on `dispatcher` and gathers its answer. Rejects with undici's error for a
+ * transport failure, CallerAborted when `signal` aborts, DeadlineExceeded past the deadline.
+ */
+export function exchange(
+  dispatcher: Dispatcher,
+  options: Dispatcher.DispatchOptions,
+  limits: ExchangeLimits,
+  signal: AbortSignal | undefined,
+): Promise<Answer> {
+  const startedAt = limits.now();
+  return new Promise<Answer>((resolve, reject) => {
+    if (signal?.aborted === true) {
+      reject(new CallerAborted('aborted', { cause: signal.reason }));
+      return;
+    }
+    dispatcher.dispatch(options, new Exchange(limits, startedAt, signal, resolve, reject));
+  });
+}
