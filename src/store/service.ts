@@ -14,6 +14,12 @@ const BATCH_MS = 20;
 const BATCH_ROWS = 2_000;
 /** Intents wait this long for others to share their commit and its fsync (a paid call waits on it). */
 const INTENT_GATHER_MS = 1;
+/**
+ * Lookups gather apart, this long or this many: losing some costs only a free match again, and
+ * a table of random domains is rewritten page by page by every commit that adds a few to it.
+ */
+const LOOKUP_GATHER_MS = 1_000;
+const LOOKUP_ROWS = 5_000;
 /** How often a run says it is alive (its lease, in sqlite.ts, is a few of these). */
 const HEARTBEAT_MS = 10_000;
 
@@ -52,6 +58,10 @@ export class ServiceRecords implements ServiceStore {
   private channel: WriteChannel | null = null;
   /** An intent is among the queued events: the next batch goes as soon as it may. */
   private urgentQueued = false;
+  /** Lookups gathering apart from the queue (LOOKUP_GATHER_MS), and whether their time is up. */
+  private lookups: Pending[] = [];
+  private lookupsRipe = false;
+  private lookupTimer: NodeJS.Timeout | null = null;
   /** Flushes waiting: while any is, nothing gathers, every batch goes at once. */
   private flushing = 0;
 
@@ -84,6 +94,21 @@ export class ServiceRecords implements ServiceStore {
   }
 
   // ---- reads ----
+
+  /**
+   * Reads made in one burst (the results' writing reads thousands of records in one loop) share
+   * one read transaction, ended as soon as the burst is: on its own, each statement takes and
+   * drops WAL read locks (system calls) and finds its page cache possibly stale. It never spans
+   * an await, so nothing this connection writes waits on it.
+   */
+  private readBurst(): void {
+    const db = this.store.db;
+    if (db.inTransaction) return;
+    db.exec('BEGIN');
+    queueMicrotask(() => {
+      if (db.inTransaction) db.exec('COMMIT');
+    });
+  }
 
   /**
    * Point queries for a few keys, one scan of the service's rows for many: past about an eighth
@@ -135,6 +160,7 @@ export class ServiceRecords implements ServiceStore {
   }
 
   record(company: string): CompanyRecord | null {
+    this.readBurst();
     const row = this.store.sql('SELECT record FROM companies WHERE service = ? AND domain = ?').raw(true).get(this.serviceId, company) as [string] | undefined;
     return row === undefined ? null : parseRecord(row[0]);
   }
@@ -159,6 +185,7 @@ export class ServiceRecords implements ServiceStore {
       failed.catch(() => {});
       return failed;
     }
+    if (event.t === 'match' && !durable) return this.appendLookup(event);
     const written = new Promise<Claim>((resolve, reject) => this.queue.push({ event, durable, resolve, reject }));
     // Callers need not wait on non-durable events; a failure still surfaces on flush.
     written.catch(() => {});
@@ -168,9 +195,29 @@ export class ServiceRecords implements ServiceStore {
     return written;
   }
 
+  private appendLookup(event: StoreEvent): Promise<Claim> {
+    const written = new Promise<Claim>((resolve, reject) => this.lookups.push({ event, durable: false, resolve, reject }));
+    written.catch(() => {});
+    if (this.lookups.length >= LOOKUP_ROWS) this.ripenLookups();
+    else if (this.lookupTimer === null) {
+      this.lookupTimer = setTimeout(() => this.ripenLookups(), LOOKUP_GATHER_MS);
+      this.lookupTimer.unref();
+    }
+    return written;
+  }
+
+  /** The gathered lookups go with the next batch (or one of their own). */
+  private ripenLookups(): void {
+    if (this.lookupTimer !== null) clearTimeout(this.lookupTimer);
+    this.lookupTimer = null;
+    this.lookupsRipe = true;
+    this.draining ??= this.drain(false);
+  }
+
   async flush(): Promise<void> {
     this.flushing++;
     try {
+      if (this.lookups.length > 0) this.ripenLookups();
       this.hurry?.(0);
       if (this.draining !== null) await this.draining;
     } finally {
@@ -200,12 +247,20 @@ export class ServiceRecords implements ServiceStore {
   }
 
   private async drain(urgent: boolean): Promise<void> {
-    await this.nextBatch(urgent);
-    this.hurry = null;
-    while (this.queue.length > 0 && this.failure === null) {
-      const batch = this.queue;
+    if (this.flushing === 0) {
+      await this.nextBatch(urgent);
+      this.hurry = null;
+    }
+    while (this.failure === null && (this.queue.length > 0 || this.lookupsRipe)) {
+      let batch = this.queue;
       this.queue = [];
       this.urgentQueued = false;
+      if (this.lookupsRipe) {
+        // Lookups first: they depend on nothing, and nothing queued depends on them.
+        batch = this.lookups.concat(batch);
+        this.lookups = [];
+        this.lookupsRipe = false;
+      }
       try {
         const durable = batch.some((p) => p.durable);
         this.channel ??= openChannel(this.writer, this.store, this.serviceId, this.run);
@@ -219,14 +274,15 @@ export class ServiceRecords implements ServiceStore {
         batch.forEach((p, i) => p.resolve(claims[i] as Claim));
       } catch (error) {
         this.failure = new StoreWriteError(this.store.path, error);
-        for (const p of [...batch, ...this.queue]) p.reject(this.failure);
+        if (this.lookupTimer !== null) clearTimeout(this.lookupTimer);
+        for (const p of [...batch, ...this.queue, ...this.lookups]) p.reject(this.failure);
         this.queue = [];
+        this.lookups = [];
       }
       // What queued while that batch committed goes at once only if an intent waits in it, it is
-      // already large, or a flush asked; outcomes and lookups otherwise gather their full time.
-      // Sent at once, a fast writer commits a handful of rows at a time, and every commit
-      // rewrites each B-tree page its rows touch (hundreds of small commits wrote the store's
-      // size many times over).
+      // already large, or a flush asked; outcomes otherwise gather their full time. Sent at once,
+      // a fast writer commits a handful of rows at a time, and every commit rewrites each B-tree
+      // page its rows touch (hundreds of small commits wrote the store's size many times over).
       if (this.queue.length > 0 && !this.urgentQueued && this.queue.length < BATCH_ROWS && this.flushing === 0) {
         await this.nextBatch(false);
         this.hurry = null;

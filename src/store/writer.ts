@@ -1,5 +1,5 @@
 import type { Store } from './sqlite.js';
-import type { Claim, EnrichEvent, HeldCompany, IntentEvent, Purchase, StoreEvent } from './types.js';
+import type { Claim, EnrichEvent, HeldCompany, IntentEvent, MatchEvent, Purchase, StoreEvent } from './types.js';
 
 /** One queued write, and whether the caller needs it on disk before going on (an intent). */
 export interface WriteItem {
@@ -106,11 +106,12 @@ export class RecordWriter {
   }
 
   private insertLookups(batch: readonly WriteItem[], now: number): void {
+    const lookups: MatchEvent[] = [];
+    for (const { event } of batch) if (event.t === 'match' && event.s !== 'error') lookups.push(event);
+    // In key order: each leaf page of the table is then visited once, in turn.
+    lookups.sort((a, b) => (a.d < b.d ? -1 : a.d > b.d ? 1 : 0));
     const rows: unknown[] = [];
-    for (const { event } of batch) {
-      if (event.t !== 'match' || event.s === 'error') continue;
-      rows.push(this.serviceId, event.d, event.s, event.c ?? null, event.n ?? null, now);
-    }
+    for (const event of lookups) rows.push(this.serviceId, event.d, event.s, event.c ?? null, event.n ?? null, now);
     for (let at = 0; at < rows.length; at += LOOKUP_ROWS * 6) {
       const chunk = rows.slice(at, at + LOOKUP_ROWS * 6);
       const n = chunk.length / 6;

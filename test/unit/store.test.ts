@@ -51,47 +51,54 @@ describe('the SQLite store', () => {
     expect(run.syncs).toBeLessThan(10);
   });
 
-  it('gathers outcomes and lookups queued while a commit is out, and sends an intent among them at once', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    try {
-      // A channel whose commits the test releases: what queues meanwhile is what the next batch holds.
-      const batches: string[][] = [];
-      const out: (() => void)[] = [];
-      const channel: WriteChannel = {
+  /** A channel whose commits the test releases: what queues meanwhile is what the next batch holds. */
+  function heldChannel(): { batches: string[][]; release: () => Promise<void>; channel: WriteChannel } {
+    const batches: string[][] = [];
+    const out: (() => void)[] = [];
+    return {
+      batches,
+      release: async () => {
+        (out.shift() as () => void)();
+        await vi.advanceTimersByTimeAsync(0);
+      },
+      channel: {
         write: (batch) => {
           batches.push(batch.map((w) => ('d' in w.event ? w.event.d : w.event.c)));
           return new Promise<Claim[]>((resolve) => out.push(() => resolve(batch.map(() => ({ kind: 'ok' })))));
         },
         close: async () => {},
-      };
-      const release = async (): Promise<void> => {
-        (out.shift() as () => void)();
-        await vi.advanceTimersByTimeAsync(0);
-      };
-      const lookup = (d: string): StoreEvent => ({ t: 'match', d, s: 'miss' });
-      const run = open().beginRun('svc', info, { kind: 'channel', open: () => channel });
+      },
+    };
+  }
+  const outcome = (c: string): StoreEvent => ({ t: 'enrich', c, g: 1, v: 1, s: 'miss', charged: 0 });
+  const lookup = (d: string): StoreEvent => ({ t: 'match', d, s: 'miss' });
 
-      void run.append(lookup('a.com'));
+  it('gathers outcomes queued while a commit is out, and sends an intent among them at once', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const { batches, release, channel } = heldChannel();
+      const run = open().beginRun('svc', info, { kind: 'channel', open: () => channel });
+      void run.append(outcome('a.com'));
       await vi.advanceTimersByTimeAsync(20);
       expect(batches).toStrictEqual([['a.com']]);
-      // Lookups queued while that commit is out wait out their own gathering time after it...
-      void run.append(lookup('b.com'));
-      void run.append(lookup('c.com'));
+      // Outcomes queued while that commit is out wait out their own gathering time after it...
+      void run.append(outcome('b.com'));
+      void run.append(outcome('c.com'));
       await release();
       await vi.advanceTimersByTimeAsync(19);
       expect(batches).toHaveLength(1);
-      void run.append(lookup('d.com'));
+      void run.append(outcome('d.com'));
       await vi.advanceTimersByTimeAsync(1);
       expect(batches).toStrictEqual([['a.com'], ['b.com', 'c.com', 'd.com']]);
       // ...but an intent queued meanwhile takes them along at once: a paid call waits on it.
-      void run.append(lookup('e.com'));
+      void run.append(outcome('e.com'));
       const claim = run.append({ t: 'intent', c: 'f.com', g: 1, v: 1, key: 'k-f' }, true);
       await release();
       expect(batches[2]).toStrictEqual(['e.com', 'f.com']);
       await release();
       await expect(claim).resolves.toStrictEqual({ kind: 'ok' });
       // A flush waits for nothing to gather.
-      void run.append(lookup('g.com'));
+      void run.append(outcome('g.com'));
       const flushed = run.flush();
       await vi.advanceTimersByTimeAsync(0);
       expect(batches[3]).toStrictEqual(['g.com']);
@@ -101,6 +108,74 @@ describe('the SQLite store', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  it('gathers lookups apart, for a second or 5,000 of them, never holding up an intent', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const { batches, release, channel } = heldChannel();
+      const run = open().beginRun('svc', info, { kind: 'channel', open: () => channel });
+      void run.append(lookup('a.com'));
+      const claim = run.append({ t: 'intent', c: 'b.com', g: 1, v: 1, key: 'k-b' }, true);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(batches).toStrictEqual([['b.com']]);
+      await release();
+      await expect(claim).resolves.toStrictEqual({ kind: 'ok' });
+      void run.append(lookup('c.com'));
+      await vi.advanceTimersByTimeAsync(990);
+      expect(batches).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(30);
+      expect(batches[1]).toStrictEqual(['a.com', 'c.com']);
+      await release();
+      // 5,000 waiting go at once...
+      for (let i = 0; i < 5_000; i++) void run.append(lookup(`d${i}.com`));
+      await vi.advanceTimersByTimeAsync(20);
+      expect(batches[2]).toHaveLength(5_000);
+      await release();
+      // ...and a flush takes whatever is gathering.
+      void run.append(lookup('e.com'));
+      const flushed = run.flush();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(batches[3]).toStrictEqual(['e.com']);
+      await release();
+      await flushed;
+      expect(batches).toHaveLength(4);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('keeps the last of two lookups of one domain in a batch (they are written in key order)', async () => {
+    const run = open().beginRun('svc', info);
+    void run.append({ t: 'match', d: 'b.com', s: 'miss' });
+    void run.append({ t: 'match', d: 'a.com', s: 'hit', c: 'acme.com', n: 'Acme' });
+    void run.append({ t: 'match', d: 'a.com', s: 'miss' });
+    await run.flush();
+    const seen: [number, string][] = [];
+    run.forEachLookup(['a.com', 'b.com'], (d) => ['a.com', 'b.com'].indexOf(d), (i, l) => seen.push([i, l.status]));
+    expect(seen.sort()).toStrictEqual([
+      [0, 'miss'],
+      [1, 'miss'],
+    ]);
+  });
+
+  it('reads a burst of records in one read transaction, over before anything awaits', async () => {
+    const store = open();
+    const run = store.beginRun('svc', info);
+    void run.append({ t: 'intent', c: 'a.com', g: 1, v: 1, key: 'k-a.com' }, true);
+    void run.append(hit('a.com'));
+    await run.flush();
+    expect(run.record('a.com')?.domain).toBe('a.com');
+    expect(run.record('b.com')).toBeNull();
+    expect(store.db.inTransaction).toBe(true);
+    await Promise.resolve();
+    expect(store.db.inTransaction).toBe(false);
+    // A write right after a burst (the run's end) still lands.
+    run.record('a.com');
+    run.endRun({ status: 'done', credits: 1, bought: 1, reused: 0 });
+    await Promise.resolve();
+    expect(store.db.inTransaction).toBe(false);
+    expect(open(store.path).db.prepare('SELECT status FROM runs WHERE id = ?').raw(true).get(run.runId)).toStrictEqual(['done']);
   });
 
   it('lets one run claim a purchase: another live run is told busy, then sees it held', async () => {
