@@ -9,6 +9,7 @@ import {
   UnexpectedResponseError,
 } from '../src/api/errors.js';
 import { startSandbox } from '../src/sandbox/index.js';
+import { Pool } from 'undici';
 import { closedPort, hostileServer, json, rawServer, type Hostile } from './helpers/hostile.js';
 
 const KEY = 'sk_live_secret_do_not_print_0123456789';
@@ -41,6 +42,12 @@ async function failure(call: Promise<unknown>): Promise<Error> {
   expect(`${error.message} ${String(error.stack)}`).not.toContain(KEY);
   return error;
 }
+
+it("the dispatcher is undici's own Pool, loaded without the rest of the package", () => {
+  const dispatcher = createDispatcher('http://127.0.0.1:9', 2);
+  cleanups.push(() => dispatcher.destroy());
+  expect(dispatcher).toBeInstanceOf(Pool);
+});
 
 describe('connection failures name the host and the cause', () => {
   it('DNS: a host that cannot resolve', async () => {

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
-import { Pool, type Dispatcher } from 'undici';
+import { createRequire } from 'node:module';
+import type { Dispatcher, Pool } from 'undici';
 import { apiErrorFromResponse, connectionError, NotServiceApiError, UnexpectedResponseError } from './errors.js';
 import { serviceEndpoint } from './endpoint.js';
 import { CallerAborted, exchange, type Answer, type ExchangeLimits } from './exchange.js';
@@ -33,8 +34,26 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 export const DEFAULT_DEADLINE_MS = 60_000;
 export const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
 
+/**
+ * undici's Pool on its own: the package's entry also loads fetch, WebSocket, the cache and the
+ * cookie code, which nothing here uses and which cost a run some 35 ms before its first request
+ * (measured). undici has no `exports` map, so its files are reachable by path; should a later
+ * version move this one, the entry is used instead.
+ */
+function loadPool(): typeof Pool {
+  const require = createRequire(import.meta.url);
+  try {
+    const pool = require('undici/lib/dispatcher/pool.js') as unknown;
+    if (typeof pool === 'function' && pool.name === 'Pool') return pool as typeof Pool;
+  } catch {
+    // moved or renamed: the entry below has it
+  }
+  return (require('undici') as { Pool: typeof Pool }).Pool;
+}
+
 /** A keep-alive pool sized to the concurrency the batch may use. */
 export function createDispatcher(baseUrl: string, connections: number): Pool {
+  const Pool = loadPool();
   return new Pool(serviceEndpoint(baseUrl).origin, {
     connections,
     pipelining: 1,

@@ -4,8 +4,10 @@ import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
 import { ApiError, ConnectionError, InsufficientScopeError, InvalidTokenError, RateLimitedError } from '../api/errors.js';
+import { exchange } from '../api/exchange.js';
 import type { ServiceClient } from '../api/client.js';
 import type { ErrorKind } from '../errors.js';
+import { monotonicMs } from '../pipeline/clock.js';
 import { duration, num } from '../ui/format.js';
 
 /** One line of the report: ok, a note (worth knowing, not a failure), or a failure with its fix. */
@@ -44,14 +46,21 @@ export interface Description {
   json: unknown;
 }
 
+/** The most of a service description read: far above any real one. */
+const DESCRIPTION_MAX_BYTES = 8 * 1024 * 1024;
+
 /** GET <prefix>/openapi.json, no key: reachability and the machine-readable description in one call. */
 export async function fetchDescription(dispatcher: Dispatcher, prefix: string, timeoutMs: number): Promise<Description> {
-  const res = await dispatcher.request({ method: 'GET', path: `${prefix}/openapi.json`, headers: { accept: 'application/json' }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
-  const text = await res.body.text();
+  const answer = await exchange(
+    dispatcher,
+    { method: 'GET', path: `${prefix}/openapi.json`, headers: { accept: 'application/json' }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs },
+    { deadlineMs: 2 * timeoutMs, maxBytes: DESCRIPTION_MAX_BYTES, now: monotonicMs },
+    undefined,
+  );
   try {
-    return { status: res.statusCode, json: JSON.parse(text) as unknown };
+    return { status: answer.status, json: answer.text === null ? undefined : (JSON.parse(answer.text) as unknown) };
   } catch {
-    return { status: res.statusCode, json: undefined };
+    return { status: answer.status, json: undefined };
   }
 }
 
