@@ -23,3 +23,22 @@ export function tuneHeap(inputBytes: number, env: NodeJS.ProcessEnv = process.en
   const { setFlagsFromString } = createRequire(import.meta.url)('node:v8') as typeof v8;
   setFlagsFromString(`--heap-growing-percent=${percent}`);
 }
+
+/** V8's young generation for a run that talks to the service, in MiB per semi-space. */
+const YOUNG_SEMI_SPACE_MB = 16;
+
+/**
+ * Starts the young generation at its full size for a run that will talk to the service. Every
+ * request allocates short-lived objects that live about as long as a round trip; V8 20's
+ * heuristics keep the young generation near half its maximum under that load, so more of them
+ * survive a scavenge, are copied, and promoted to be collected again by the old generation's
+ * marker. Full size from the start: a fifth fewer scavenges and about 3% less wall time on
+ * 20,000 domains (paired A/B, Node 20). Only for V8 11 (Node 20): on Node 22 the same flag made
+ * scavenges slower, and on Node 24 it made no difference, so there it is left alone. Costs up to
+ * 2 x 16 MiB of resident memory while a run is busy.
+ */
+export function tuneYoungGeneration(): void {
+  if (Number(process.versions.v8.split('.')[0]) !== 11) return;
+  const { setFlagsFromString } = createRequire(import.meta.url)('node:v8') as typeof v8;
+  setFlagsFromString(`--min-semi-space-size=${YOUNG_SEMI_SPACE_MB}`);
+}

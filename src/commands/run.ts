@@ -6,7 +6,7 @@ import type { RetryPolicy } from '../api/retry.js';
 import { InterruptedError } from '../errors.js';
 import { detectFormat, type CsvFormat } from '../io/csv-format.js';
 import type { CsvBatch } from '../io/csv-reader.js';
-import { tuneHeap } from '../heap.js';
+import { tuneHeap, tuneYoungGeneration } from '../heap.js';
 import { resolveInput, type InputSource } from '../io/input.js';
 import { inputSha256 } from '../io/input-identity.js';
 import { loadScan, saveScan, type ScanKey } from '../io/scan-cache.js';
@@ -293,6 +293,7 @@ function reportImport(reporter: Reporter, imported: Imported | null): void {
 
 /** The network stack and the sandbox load only when there is work for them (not on a resume that is already done). */
 async function connect(options: RunOptions, cleanups: Cleanups): Promise<ServiceClient> {
+  tuneYoungGeneration();
   const { createClient, createDispatcher } = await import('../api/client.js');
   let baseUrl: string;
   let apiKey: string;
