@@ -17,14 +17,15 @@
  * Type-checking is `npm run typecheck`; this only transpiles.
  */
 import { build } from 'esbuild';
-import { rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 rmSync(`${root}/dist`, { recursive: true, force: true });
 await build({
   absWorkingDir: root,
-  entryPoints: { enrich: 'src/cli/main.ts', version: 'src/version.ts', 'store-writer': 'src/store/writer-thread.ts' },
+  entryPoints: { enrich: 'src/cli/main.ts', version: 'src/version.ts', 'store-writer': 'src/store/writer-thread.ts', 'code-cache': 'src/cli/code-cache.ts' },
   outdir: 'dist',
   outExtension: { '.js': '.cjs' },
   bundle: true,
@@ -42,3 +43,6 @@ await build({
   inject: ['scripts/import-meta-url.js'],
   define: { 'import.meta.url': 'importMetaUrl' },
 });
+// The bundle's content, which names its V8 code cache (src/cli/code-cache.ts): V8 checks only
+// a source's length, so the name is what keeps a cache from meeting another build.
+writeFileSync(`${root}/dist/enrich.cjs.sha256`, `${createHash('sha256').update(readFileSync(`${root}/dist/enrich.cjs`)).digest('hex')}\n`);

@@ -1,6 +1,27 @@
 import { createRequire } from 'node:module';
 import type v8 from 'node:v8';
 
+/** The V8 flags this process set, with the value each had before: restoreV8Flags puts them back. */
+const changed = new Map<string, string>();
+
+function setFlag(name: string, value: number, before: string): void {
+  const { setFlagsFromString } = createRequire(import.meta.url)('node:v8') as typeof v8;
+  if (!changed.has(name)) changed.set(name, before);
+  setFlagsFromString(`--${name}=${value}`);
+}
+
+/**
+ * Puts back the V8 flags this process set. V8 stamps a code cache with a hash of the flags in
+ * force when it is made, and refuses one made under other flags: the code cache kept at the end
+ * of a run (cli/code-cache.ts) must carry the flags every run starts with.
+ */
+export function restoreV8Flags(): void {
+  if (changed.size === 0) return;
+  const { setFlagsFromString } = createRequire(import.meta.url)('node:v8') as typeof v8;
+  for (const [name, before] of changed) setFlagsFromString(`--${name}=${before}`);
+  changed.clear();
+}
+
 /** Inputs below this are too small for the heap's growth to matter (and node:v8 costs ~3 ms to load). */
 export const TUNE_HEAP_FROM_BYTES = 4 * 1024 * 1024;
 
@@ -20,8 +41,7 @@ export function tuneHeap(inputBytes: number, env: NodeJS.ProcessEnv = process.en
   // to 24 (11 to 13), where it is known to exist; a later V8 runs untuned until checked.
   const major = Number(process.versions.v8.split('.')[0]);
   if (!Number.isInteger(percent) || percent <= 0 || major < 11 || major > 13) return;
-  const { setFlagsFromString } = createRequire(import.meta.url)('node:v8') as typeof v8;
-  setFlagsFromString(`--heap-growing-percent=${percent}`);
+  setFlag('heap-growing-percent', percent, '0');
 }
 
 /** V8's young generation for a run that talks to the service, in MiB per semi-space. */
@@ -39,6 +59,5 @@ const YOUNG_SEMI_SPACE_MB = 16;
  */
 export function tuneYoungGeneration(): void {
   if (Number(process.versions.v8.split('.')[0]) !== 11) return;
-  const { setFlagsFromString } = createRequire(import.meta.url)('node:v8') as typeof v8;
-  setFlagsFromString(`--min-semi-space-size=${YOUNG_SEMI_SPACE_MB}`);
+  setFlag('min-semi-space-size', YOUNG_SEMI_SPACE_MB, '0');
 }

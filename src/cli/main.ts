@@ -1,3 +1,5 @@
+import type * as FsPromises from 'node:fs/promises';
+import { builtin } from '../builtin.js';
 import type { RunOptions, RunResult } from '../commands/run.js';
 import { EnrichError, ExitCode, errorMessage, type ErrorKind } from '../errors.js';
 import type { Stop } from '../pipeline/stops.js';
@@ -51,6 +53,19 @@ function redactor(secrets: readonly string[]): (text: string) => string {
   return (text) => real.reduce((t, s) => t.split(s).join('[redacted]'), text);
 }
 
+export { restoreV8Flags } from '../heap.js';
+
+/** A batch ran in this process (whatever its outcome): its compiled code is the one worth keeping. */
+let ranBatch = false;
+
+/**
+ * Whether the launcher should keep V8's code cache after this process (cli/code-cache.ts): a
+ * batch ran, the command whose start-up counts (cron, a rerun that finds everything done).
+ */
+export function codeCacheWanted(): boolean {
+  return ranBatch;
+}
+
 /** The one place where outcomes and errors become exit codes and messages. */
 export async function main(argv: readonly string[], io: CliIO): Promise<number> {
   const parsed = parseCommandLine(argv, { writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) }, io.env);
@@ -89,6 +104,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         const { resolveRunOptions } = await import('./options.js');
         const options = await resolveRunOptions(parsed.flags, io.env);
         if (options.service.kind === 'remote') redact = redactor([options.service.apiKey]);
+        ranBatch = true;
         return await runCommand(parsed.flags, options, io, redact);
       }
     }
@@ -177,7 +193,7 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
   if (flags.summaryJson !== undefined) {
     const json = `${JSON.stringify(summary, null, 2)}\n`;
     if (flags.summaryJson === '-') io.stdout.write(json);
-    else await (await import('node:fs/promises')).writeFile(flags.summaryJson, json, { mode: 0o600 });
+    else await builtin<typeof FsPromises>('node:fs/promises').writeFile(flags.summaryJson, json, { mode: 0o600 });
   }
   return exitCode(troubleOf(stop, summary));
 }

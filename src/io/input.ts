@@ -3,6 +3,8 @@ import { lstat, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import type * as Crypto from 'node:crypto';
+import { builtin } from '../builtin.js';
 import { InputError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
 
@@ -52,7 +54,7 @@ export async function removeDeadSpools(dir: string): Promise<void> {
 async function spool(source: NodeJS.ReadableStream, displayName: string): Promise<InputSource> {
   const dir = await spoolFolder();
   await removeDeadSpools(dir);
-  const { randomBytes } = await import('node:crypto');
+  const { randomBytes } = builtin<typeof Crypto>('node:crypto');
   const path = join(dir, `spool-${process.pid}-${randomBytes(6).toString('hex')}.csv`);
   const cleanup = (): Promise<void> => rm(path, { force: true });
   try {
@@ -84,7 +86,7 @@ export async function resolveInput(spec: string, stdin: () => NodeJS.ReadableStr
 
 /** The input's identity: sha256 of its bytes (hundreds of MB a second; no parsing). */
 export async function hashFile(path: string): Promise<string> {
-  const { createHash } = await import('node:crypto');
+  const { createHash } = builtin<typeof Crypto>('node:crypto');
   const hash = createHash('sha256');
   for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 }) as AsyncIterable<Buffer>) hash.update(chunk);
   return hash.digest('hex');

@@ -1,6 +1,8 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import type * as WorkerThreads from 'node:worker_threads';
 import type { Worker } from 'node:worker_threads';
+import { builtin } from '../builtin.js';
 import { UsageError } from '../errors.js';
 import { PACKAGE_ROOT } from '../package-root.js';
 import type { Store } from './sqlite.js';
@@ -94,7 +96,7 @@ export function threadChannel(file: string, data: WriterThreadData): WriteChanne
   };
 
   const start = async (): Promise<Worker> => {
-    const { Worker } = await import('node:worker_threads');
+    const { Worker } = builtin<typeof WorkerThreads>('node:worker_threads');
     const w = new Worker(file, { workerData: data });
     w.unref();
     w.on('message', (reply: WriterReply) => {

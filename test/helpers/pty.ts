@@ -25,7 +25,7 @@ export interface LiveTerminal {
 export function liveTerminal(args: string[], env: Record<string, string>, columns: number, ttyFile: string): LiveTerminal {
   const command = `stty cols ${columns} rows 40 2>/dev/null; tty > ${JSON.stringify(ttyFile)}; exec ${JSON.stringify(process.execPath)} ${[BIN, ...args].map((a) => JSON.stringify(a)).join(' ')}`;
   const child = spawn('script', ['-qfec', command, '/dev/null'], {
-    env: { PATH: process.env['PATH'], HOME: process.env['HOME'], TERM: 'xterm-256color', ...env },
+    env: { PATH: process.env['PATH'], HOME: process.env['HOME'], XDG_CACHE_HOME: process.env['XDG_CACHE_HOME'] ?? '', TERM: 'xterm-256color', ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let output = '';

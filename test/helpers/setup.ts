@@ -6,12 +6,14 @@ import { afterEach, beforeEach } from 'vitest';
 /**
  * Every test gets a state directory of its own, so its purchase store starts empty and no test
  * sees (or leaves) another's purchases, nor the user's own store. A test that needs one store
- * across several runs simply runs them inside one test; the CLI helpers pass this on.
+ * across several runs simply runs them inside one test; the CLI helpers pass this on. The V8 code
+ * cache the CLI keeps (cli/code-cache.ts) goes in a cache directory of the test's own too.
  */
 let dir: string | undefined;
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'enrich-state-'));
   process.env['XDG_STATE_HOME'] = dir;
+  process.env['XDG_CACHE_HOME'] = join(dir, 'cache');
 });
 afterEach(() => {
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
@@ -23,5 +25,5 @@ afterEach(() => {
  * src/) commit the store's writes on the built writer thread, as the installed CLI does.
  */
 export function baseEnv(): Record<string, string | undefined> {
-  return { PATH: process.env['PATH'], HOME: process.env['HOME'], XDG_STATE_HOME: process.env['XDG_STATE_HOME'], ENRICH_STORE_WRITER: 'thread' };
+  return { PATH: process.env['PATH'], HOME: process.env['HOME'], XDG_STATE_HOME: process.env['XDG_STATE_HOME'], XDG_CACHE_HOME: process.env['XDG_CACHE_HOME'], ENRICH_STORE_WRITER: 'thread' };
 }
