@@ -28,6 +28,8 @@ const INITIAL_WINDOW = 8;
 const HEADROOM = 1.5;
 /** Unpaced, the window grows while answers come back within this factor of the fastest lately... */
 const QUEUEING = 1.5;
+/** ...or, in a lane's first span, of its fastest answer yet (the smoothed latency is still cold). */
+const QUEUEING_FIRST = 1.2;
 /** ...and shrinks while they take more than this factor of it: requests wait in a queue somewhere. */
 const CONGESTED = 3;
 /** The fastest latency is the least over the last two spans of this many answers, or of this long. */
@@ -48,12 +50,25 @@ class LaneLatency {
   private spans = 0;
   private spanStart = Number.NaN;
 
+  /** The fastest single answer of the first span, and the floor until that span is over. */
+  private fastest = Number.POSITIVE_INFINITY;
+
   get floor(): number {
+    // The first span's smoothed latency starts cold (high), so judged by it nothing looks like
+    // queueing: a local service's first wave of requests grew to 44 in flight, and a ceiling's
+    // first 429s came as many. Until it ends (a second at most), the fastest answer is the floor.
+    if (this.spans === 0) return this.fastest;
     return Math.min(this.floorNow, this.floorBefore);
+  }
+
+  /** Answers come back about as fast as this endpoint can: more in flight would not only queue. */
+  get unqueued(): boolean {
+    return this.latency <= this.floor * (this.spans === 0 ? QUEUEING_FIRST : QUEUEING);
   }
 
   add(latencyMs: number, busy: boolean, now: number): void {
     this.latency = this.latency === 0 ? latencyMs : this.latency * 0.9 + latencyMs * 0.1;
+    if (latencyMs < this.fastest) this.fastest = latencyMs;
     if (Number.isNaN(this.spanStart)) this.spanStart = now;
     const first = this.spans === 0;
     if (++this.answers >= (first ? FIRST_SPAN : FLOOR_SPAN) || now - this.spanStart >= (first ? FIRST_SPAN_MS : FLOOR_SPAN_MS)) {
@@ -105,7 +120,7 @@ export class Window {
       this.size = Math.min(this.max, Math.max(1, Math.ceil((rate * this.latency * HEADROOM) / 1000) + 2));
     } else if (busy && own.latency > own.floor * CONGESTED) {
       if (this.size > MIN_UNPACED) this.size--;
-    } else if (busy && (this.size < MIN_UNPACED || own.latency <= own.floor * QUEUEING)) {
+    } else if (busy && (this.size < MIN_UNPACED || own.unqueued)) {
       // One more per two answers: half again per round trip.
       this.growth += 0.5;
       if (this.growth >= 1) {

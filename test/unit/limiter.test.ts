@@ -186,6 +186,20 @@ describe('Window (requests in flight)', () => {
     expect(window.size).toBeGreaterThan(shrunk);
   });
 
+  it("stays at 16 in a lane's first span unless answers come back near the fastest yet", () => {
+    // A local service: the fastest answer 1 ms, the rest half as slow again (requests queue in
+    // the client). Judged by the cold smoothed latency, this grew to 44 in flight, and against a
+    // ceiling all of them came back 429 together.
+    const near = new Window(128);
+    near.onAnswer(1, Number.POSITIVE_INFINITY, true, 'match', 0);
+    for (let i = 1; i <= 150; i++) near.onAnswer(1.5, Number.POSITIVE_INFINITY, true, 'match', i);
+    expect(near.size).toBe(16);
+    // A far service answering in a steady 200 ms ramps through its first span all the same.
+    const far = new Window(128);
+    for (let i = 0; i < 150; i++) far.onAnswer(200, Number.POSITIVE_INFINITY, true, 'match', 200 + i * 2);
+    expect(far.size).toBeGreaterThan(60);
+  });
+
   it('forgets a slow start: the fastest latency is a recent one', () => {
     const window = new Window(128);
     // Cold: every answer slow, so slow is all it knows as fast; it grows.
