@@ -227,6 +227,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   if (matchesOwed > 0 || owesEnrich) {
     progress({ type: 'phase', phase: 'match' });
     ctx.reporter.refresh();
+    tuneYoungGeneration(input.bytes);
     const [client, { execute }, { AdaptiveLimiter }, { Scheduler }, { DEFAULT_RETRY_POLICY }, { idempotencyKey }] = await Promise.all([
       connect(options, cleanups),
       import('../pipeline/execute.js'),
@@ -293,7 +294,6 @@ function reportImport(reporter: Reporter, imported: Imported | null): void {
 
 /** The network stack and the sandbox load only when there is work for them (not on a resume that is already done). */
 async function connect(options: RunOptions, cleanups: Cleanups): Promise<ServiceClient> {
-  tuneYoungGeneration();
   const { createClient, createDispatcher } = await import('../api/client.js');
   let baseUrl: string;
   let apiKey: string;
