@@ -17,8 +17,7 @@
  * Type-checking is `npm run typecheck`; this only transpiles.
  */
 import { build } from 'esbuild';
-import { createHash } from 'node:crypto';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -43,6 +42,7 @@ await build({
   inject: ['scripts/import-meta-url.js'],
   define: { 'import.meta.url': 'importMetaUrl' },
 });
-// The bundle's content, which names its V8 code cache (src/cli/code-cache.ts): V8 checks only
-// a source's length, so the name is what keeps a cache from meeting another build.
-writeFileSync(`${root}/dist/enrich.cjs.sha256`, `${createHash('sha256').update(readFileSync(`${root}/dist/enrich.cjs`)).digest('hex')}\n`);
+// The bundle runs from V8's code cache through node:vm (src/cli/code-cache.ts), with no ES module
+// loader behind it: an import() left in it would fail at run time, so the build fails instead
+// (load a built-in with src/builtin.ts).
+if (/\bimport\(/.test(readFileSync(`${root}/dist/enrich.cjs`, 'utf8'))) throw new Error('dist/enrich.cjs calls import(): see src/builtin.ts');

@@ -4,7 +4,10 @@ import type v8 from 'node:v8';
 /** The V8 flags this process set, with the value each had before: restoreV8Flags puts them back. */
 const changed = new Map<string, string>();
 
+/** Sets a V8 flag to `value`, unless Node was started with it (the user's choice stands). */
 function setFlag(name: string, value: number, before: string): void {
+  const given = `${process.execArgv.join(' ')} ${process.env['NODE_OPTIONS'] ?? ''}`;
+  if (given.includes(`--${name}`) || given.includes(`--${name.replace(/-/g, '_')}`)) return;
   const { setFlagsFromString } = createRequire(import.meta.url)('node:v8') as typeof v8;
   if (!changed.has(name)) changed.set(name, before);
   setFlagsFromString(`--${name}=${value}`);
@@ -42,24 +45,4 @@ export function tuneHeap(inputBytes: number, env: NodeJS.ProcessEnv = process.en
   const major = Number(process.versions.v8.split('.')[0]);
   if (!Number.isInteger(percent) || percent <= 0 || major < 11 || major > 13) return;
   setFlag('heap-growing-percent', percent, '0');
-}
-
-/** V8's young generation for a run that talks to the service, in MiB per semi-space. */
-const YOUNG_SEMI_SPACE_MB = 16;
-
-/**
- * Starts the young generation at its full size for a run that will talk to the service. Every
- * request allocates short-lived objects that live about as long as a round trip; V8 20's
- * heuristics keep the young generation near half its maximum under that load, so more of them
- * survive a scavenge, are copied, and promoted to be collected again by the old generation's
- * marker. Full size from the start: a fifth fewer scavenges and about 3% less wall time on
- * 20,000 domains (paired A/B, Node 20). Only for V8 11 (Node 20): on Node 22 the same flag made
- * scavenges slower, and on Node 24 it made no difference, so there it is left alone. Costs up to
- * 2 x 16 MiB of resident memory while a run is busy.
- */
-export function tuneYoungGeneration(inputBytes: number): void {
-  // A big input is held to its peak memory instead (tuneHeap): there the 32 MiB are a seventh
-  // of a 1M-row run's peak, for a gain the run's parsing and writing dilute.
-  if (inputBytes >= TUNE_HEAP_FROM_BYTES || Number(process.versions.v8.split('.')[0]) !== 11) return;
-  setFlag('min-semi-space-size', YOUNG_SEMI_SPACE_MB, '0');
 }

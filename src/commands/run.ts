@@ -6,7 +6,7 @@ import type { RetryPolicy } from '../api/retry.js';
 import { InterruptedError } from '../errors.js';
 import { detectFormat, type CsvFormat } from '../io/csv-format.js';
 import type { CsvBatch } from '../io/csv-reader.js';
-import { tuneHeap, tuneYoungGeneration } from '../heap.js';
+import { tuneHeap } from '../heap.js';
 import { resolveInput, type InputSource } from '../io/input.js';
 import { inputSha256 } from '../io/input-identity.js';
 import { loadScan, saveScan, type ScanKey } from '../io/scan-cache.js';
@@ -227,7 +227,6 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   if (matchesOwed > 0 || owesEnrich) {
     progress({ type: 'phase', phase: 'match' });
     ctx.reporter.refresh();
-    tuneYoungGeneration(input.bytes);
     const [client, { execute }, { AdaptiveLimiter }, { Scheduler }, { DEFAULT_RETRY_POLICY }, { idempotencyKey }] = await Promise.all([
       connect(options, cleanups),
       import('../pipeline/execute.js'),

@@ -1,6 +1,6 @@
 import type { CompanyRecord } from '../api/types.js';
 import { LEASE_MS, StoreWriteError, type Store } from './sqlite.js';
-import type { Claim, HeldCompany, Lookup, Purchase, RunEnd, ServiceStore, StoreEvent } from './types.js';
+import type { Claim, HeldCompany, Lookup, MatchEvent, Purchase, RunEnd, ServiceStore, StoreEvent } from './types.js';
 import { openChannel, type WriteChannel, type WriterChoice } from './write-channel.js';
 import { COMPANY_COLUMNS, heldCompany, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
 
@@ -58,8 +58,12 @@ export class ServiceRecords implements ServiceStore {
   private channel: WriteChannel | null = null;
   /** An intent is among the queued events: the next batch goes as soon as it may. */
   private urgentQueued = false;
+  /** A burst of reads holds a read transaction open on the run's connection (readBurst). */
+  private burst = false;
   /** Lookups gathering apart from the queue (LOOKUP_GATHER_MS), and whether their time is up. */
   private lookups: Pending[] = [];
+  /** The gathering lookups of hits, by the company they name. */
+  private lookupsOf = new Map<string, Pending[]>();
   private lookupsRipe = false;
   private lookupTimer: NodeJS.Timeout | null = null;
   /** Flushes waiting: while any is, nothing gathers, every batch goes at once. */
@@ -103,11 +107,17 @@ export class ServiceRecords implements ServiceStore {
    */
   private readBurst(): void {
     const db = this.store.db;
-    if (db.inTransaction) return;
+    if (this.burst || db.inTransaction) return;
     db.exec('BEGIN');
-    queueMicrotask(() => {
-      if (db.inTransaction) db.exec('COMMIT');
-    });
+    this.burst = true;
+    queueMicrotask(() => this.endBurst());
+  }
+
+  /** Ends a burst's read transaction now: a write on this connection must not join it. */
+  private endBurst(): void {
+    if (!this.burst) return;
+    this.burst = false;
+    if (this.store.db.inTransaction) this.store.db.exec('COMMIT');
   }
 
   /**
@@ -186,6 +196,10 @@ export class ServiceRecords implements ServiceStore {
       return failed;
     }
     if (event.t === 'match' && !durable) return this.appendLookup(event);
+    // The lookup that named an intent's company goes in the intent's commit: a run killed before
+    // the lookups' own would leave a purchase open that this input, matched again, might not
+    // find its way back to.
+    if (event.t === 'intent') this.takeLookupsOf(event.c);
     const written = new Promise<Claim>((resolve, reject) => this.queue.push({ event, durable, resolve, reject }));
     // Callers need not wait on non-durable events; a failure still surfaces on flush.
     written.catch(() => {});
@@ -195,15 +209,32 @@ export class ServiceRecords implements ServiceStore {
     return written;
   }
 
-  private appendLookup(event: StoreEvent): Promise<Claim> {
-    const written = new Promise<Claim>((resolve, reject) => this.lookups.push({ event, durable: false, resolve, reject }));
+  private appendLookup(event: MatchEvent): Promise<Claim> {
+    let pending!: Pending;
+    const written = new Promise<Claim>((resolve, reject) => (pending = { event, durable: false, resolve, reject }));
     written.catch(() => {});
+    this.lookups.push(pending);
+    if (event.c !== undefined) {
+      const named = this.lookupsOf.get(event.c);
+      if (named === undefined) this.lookupsOf.set(event.c, [pending]);
+      else named.push(pending);
+    }
     if (this.lookups.length >= LOOKUP_ROWS) this.ripenLookups();
     else if (this.lookupTimer === null) {
       this.lookupTimer = setTimeout(() => this.ripenLookups(), LOOKUP_GATHER_MS);
       this.lookupTimer.unref();
     }
     return written;
+  }
+
+  /** Moves the gathering lookups that name `company` to the queue. */
+  private takeLookupsOf(company: string): void {
+    const named = this.lookupsOf.get(company);
+    if (named === undefined) return;
+    this.lookupsOf.delete(company);
+    const taken = new Set(named);
+    this.lookups = this.lookups.filter((p) => !taken.has(p));
+    this.queue.push(...named);
   }
 
   /** The gathered lookups go with the next batch (or one of their own). */
@@ -253,17 +284,22 @@ export class ServiceRecords implements ServiceStore {
     }
     while (this.failure === null && (this.queue.length > 0 || this.lookupsRipe)) {
       let batch = this.queue;
+      const urgent = this.urgentQueued;
       this.queue = [];
       this.urgentQueued = false;
-      if (this.lookupsRipe) {
+      // Ripe lookups wait for a batch without an intent (a paid call waits on its commit), but
+      // not past LOOKUP_ROWS of them, so a long run of purchases does not hold them all back.
+      if (this.lookupsRipe && (!urgent || batch.length === 0 || this.lookups.length >= LOOKUP_ROWS)) {
         // Lookups first: they depend on nothing, and nothing queued depends on them.
         batch = this.lookups.concat(batch);
         this.lookups = [];
+        this.lookupsOf.clear();
         this.lookupsRipe = false;
       }
       try {
         const durable = batch.some((p) => p.durable);
         this.channel ??= openChannel(this.writer, this.store, this.serviceId, this.run);
+        this.endBurst(); // the inline writer commits on this very connection
         const claims = await this.channel.write(
           batch.map(({ event, durable }) => ({ event, durable })),
           this.now(),
@@ -318,6 +354,7 @@ export class ServiceRecords implements ServiceStore {
   private beat(): void {
     if (this.run === null) return;
     try {
+      this.endBurst();
       this.store.sql('UPDATE runs SET heartbeat_at = ? WHERE id = ?').run(this.now(), this.run);
       this.lastBeat = this.now();
     } catch {
@@ -342,12 +379,14 @@ export class ServiceRecords implements ServiceStore {
 
   releaseClaims(): void {
     this.stopHeartbeat();
+    this.endBurst();
     if (this.run === null || this.failure !== null) return;
     this.store.sql('UPDATE purchases SET owner_run = NULL WHERE owner_run = ?').run(this.run);
   }
 
   endRun(end: RunEnd): void {
     this.stopHeartbeat();
+    this.endBurst();
     if (this.run === null) return;
     this.store.sql('UPDATE runs SET ended_at = ?, status = ?, credits = ?, bought = ?, reused = ? WHERE id = ?')
       .run(this.now(), end.status, end.credits, end.bought, end.reused, this.run);

@@ -145,6 +145,47 @@ describe('the SQLite store', () => {
     }
   });
 
+  it("takes the lookup that named an intent's company into the intent's commit; ripe lookups wait for one without an intent", async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const { batches, release, channel } = heldChannel();
+      const run = open().beginRun('svc', info, { kind: 'channel', open: () => channel });
+      void run.append({ t: 'match', d: 'www-acme.com', s: 'hit', c: 'acme.com', n: 'Acme' });
+      void run.append(lookup('other.com'));
+      const claim = run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k-acme' }, true);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(batches).toStrictEqual([['www-acme.com', 'acme.com']]);
+      await release();
+      await expect(claim).resolves.toStrictEqual({ kind: 'ok' });
+      // The other lookup ripens while an intent is queued: the intent goes alone, the lookup after.
+      await vi.advanceTimersByTimeAsync(999);
+      void run.append({ t: 'intent', c: 'b.com', g: 1, v: 1, key: 'k-b' }, true);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(batches[1]).toStrictEqual(['b.com']);
+      await release();
+      expect(batches[2]).toStrictEqual(['other.com']);
+      await release();
+      await run.flush();
+      expect(batches).toHaveLength(3);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('ends a burst of reads before the run writes on the same connection (the inline writer)', async () => {
+    const store = open();
+    const run = store.beginRun('svc', info);
+    void run.append({ t: 'intent', c: 'a.com', g: 1, v: 1, key: 'k-a.com' }, true);
+    void run.append(hit('a.com'));
+    await run.flush();
+    void run.append({ t: 'match', d: 'b.com', s: 'miss' });
+    expect(run.record('a.com')?.domain).toBe('a.com');
+    await run.flush();
+    run.record('a.com');
+    run.releaseClaims();
+    expect(store.db.inTransaction).toBe(false);
+  });
+
   it('keeps the last of two lookups of one domain in a batch (they are written in key order)', async () => {
     const run = open().beginRun('svc', info);
     void run.append({ t: 'match', d: 'b.com', s: 'miss' });
