@@ -7,6 +7,8 @@ import { COMPANY_COLUMNS, heldCompany, PURCHASE_COLUMNS, RecordWriter, toHeld, t
 interface Pending extends WriteItem {
   resolve: (claim: Claim) => void;
   reject: (error: Error) => void;
+  /** A lookup taken from the gathering ones into an intent's batch. */
+  taken?: boolean;
 }
 
 /** Outcomes gather this long (or this many) before a commit; intents never wait for it. */
@@ -64,6 +66,7 @@ export class ServiceRecords implements ServiceStore {
   private lookups: Pending[] = [];
   /** The gathering lookups of hits, by the company they name. */
   private lookupsOf = new Map<string, Pending[]>();
+  private takenLookups = 0;
   private lookupsRipe = false;
   private lookupTimer: NodeJS.Timeout | null = null;
   /** Flushes waiting: while any is, nothing gathers, every batch goes at once. */
@@ -227,14 +230,16 @@ export class ServiceRecords implements ServiceStore {
     return written;
   }
 
-  /** Moves the gathering lookups that name `company` to the queue. */
+  /** Moves the gathering lookups that name `company` to the queue (marked, left where they were). */
   private takeLookupsOf(company: string): void {
     const named = this.lookupsOf.get(company);
     if (named === undefined) return;
     this.lookupsOf.delete(company);
-    const taken = new Set(named);
-    this.lookups = this.lookups.filter((p) => !taken.has(p));
-    this.queue.push(...named);
+    for (const p of named) {
+      p.taken = true;
+      this.queue.push(p);
+    }
+    this.takenLookups += named.length;
   }
 
   /** The gathered lookups go with the next batch (or one of their own). */
@@ -291,8 +296,9 @@ export class ServiceRecords implements ServiceStore {
       // not past LOOKUP_ROWS of them, so a long run of purchases does not hold them all back.
       if (this.lookupsRipe && (!urgent || batch.length === 0 || this.lookups.length >= LOOKUP_ROWS)) {
         // Lookups first: they depend on nothing, and nothing queued depends on them.
-        batch = this.lookups.concat(batch);
+        batch = (this.takenLookups === 0 ? this.lookups : this.lookups.filter((p) => p.taken !== true)).concat(batch);
         this.lookups = [];
+        this.takenLookups = 0;
         this.lookupsOf.clear();
         this.lookupsRipe = false;
       }
@@ -311,9 +317,11 @@ export class ServiceRecords implements ServiceStore {
       } catch (error) {
         this.failure = new StoreWriteError(this.store.path, error);
         if (this.lookupTimer !== null) clearTimeout(this.lookupTimer);
-        for (const p of [...batch, ...this.queue, ...this.lookups]) p.reject(this.failure);
+        for (const p of [...batch, ...this.queue, ...this.lookups.filter((l) => l.taken !== true)]) p.reject(this.failure);
         this.queue = [];
         this.lookups = [];
+        this.lookupsOf.clear();
+        this.takenLookups = 0;
       }
       // What queued while that batch committed goes at once only if an intent waits in it, it is
       // already large, or a flush asked; outcomes otherwise gather their full time. Sent at once,
