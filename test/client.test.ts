@@ -61,9 +61,10 @@ it("the dispatcher is undici's own Pool, loaded without the rest of the package"
      process.stdout.write(JSON.stringify(Object.keys(createRequire(import.meta.url).cache).filter((k) => k.includes('undici'))));
      await d.destroy();`,
   ], { cwd: root }).toString();
+  // By their endings: node_modules may be a link, or a parent folder's.
   const files = JSON.parse(loaded) as string[];
-  expect(files).toContain(join(root, 'node_modules/undici/lib/dispatcher/pool.js'));
-  expect(files).not.toContain(join(root, 'node_modules/undici/index.js'));
+  expect(files.some((f) => f.endsWith('/undici/lib/dispatcher/pool.js'))).toBe(true);
+  expect(files.some((f) => f.endsWith('/undici/index.js'))).toBe(false);
 });
 
 describe('connection failures name the host and the cause', () => {

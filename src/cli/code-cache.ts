@@ -54,10 +54,14 @@ export function codeCacheDir(env: NodeJS.ProcessEnv): string | null {
   }
 }
 
-/** Only this user's folder (or file), written by no one else: its bytecode would run as ours. */
+/**
+ * Only this user's folder (a link to one is followed) or file (not a link), written by no one
+ * else: its bytecode would run as ours. Windows reports no such modes: there, any will do.
+ */
 function ours(path: string, directory: boolean): boolean {
-  const st = lstatSync(path);
+  const st = directory ? statSync(path) : lstatSync(path);
   if (directory ? !st.isDirectory() : !st.isFile()) return false;
+  if (process.platform === 'win32') return true;
   const uid = process.getuid?.();
   return (uid === undefined || st.uid === uid) && (st.mode & 0o022) === 0;
 }

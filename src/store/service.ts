@@ -11,6 +11,8 @@ interface Pending extends WriteItem {
   taken?: boolean;
 }
 
+const OK_CLAIM: Claim = { kind: 'ok' };
+
 /** Outcomes gather this long (or this many) before a commit; intents never wait for it. */
 const BATCH_MS = 20;
 const BATCH_ROWS = 2_000;
@@ -66,6 +68,8 @@ export class ServiceRecords implements ServiceStore {
   private lookups: Pending[] = [];
   /** The gathering lookups of hits, by the company they name. */
   private lookupsOf = new Map<string, Pending[]>();
+  /** The gathering lookup of each domain. */
+  private lookupOfDomain = new Map<string, Pending>();
   private takenLookups = 0;
   private lookupsRipe = false;
   private lookupTimer: NodeJS.Timeout | null = null;
@@ -216,6 +220,15 @@ export class ServiceRecords implements ServiceStore {
     let pending!: Pending;
     const written = new Promise<Claim>((resolve, reject) => (pending = { event, durable: false, resolve, reject }));
     written.catch(() => {});
+    // A domain's newer lookup supersedes one still gathering (the last one wins): only the newer
+    // is written, so taking it forward into an intent's commit cannot reorder the two.
+    const earlier = this.lookupOfDomain.get(event.d);
+    if (earlier !== undefined && earlier.taken !== true) {
+      earlier.taken = true;
+      this.takenLookups++;
+      earlier.resolve(OK_CLAIM);
+    }
+    this.lookupOfDomain.set(event.d, pending);
     this.lookups.push(pending);
     if (event.c !== undefined) {
       const named = this.lookupsOf.get(event.c);
@@ -300,8 +313,11 @@ export class ServiceRecords implements ServiceStore {
         this.lookups = [];
         this.takenLookups = 0;
         this.lookupsOf.clear();
+        this.lookupOfDomain.clear();
         this.lookupsRipe = false;
       }
+      // Every ripe lookup was taken into an intent's commit: nothing is left to write.
+      if (batch.length === 0) continue;
       try {
         const durable = batch.some((p) => p.durable);
         this.channel ??= openChannel(this.writer, this.store, this.serviceId, this.run);
@@ -321,6 +337,7 @@ export class ServiceRecords implements ServiceStore {
         this.queue = [];
         this.lookups = [];
         this.lookupsOf.clear();
+        this.lookupOfDomain.clear();
         this.takenLookups = 0;
       }
       // What queued while that batch committed goes at once only if an intent waits in it, it is

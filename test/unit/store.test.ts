@@ -172,6 +172,38 @@ describe('the SQLite store', () => {
     }
   });
 
+  it("keeps a domain's last lookup when it goes ahead with an intent", async () => {
+    const store = open();
+    const run = store.beginRun('svc', info);
+    void run.append({ t: 'match', d: 'www.acme.com', s: 'miss' });
+    void run.append({ t: 'match', d: 'www.acme.com', s: 'hit', c: 'acme.com', n: 'Acme' });
+    await run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k-acme' }, true);
+    await run.flush();
+    const seen: string[] = [];
+    run.forEachLookup(['www.acme.com'], () => 0, (_i, l) => seen.push(l.status));
+    expect(seen).toStrictEqual(['hit']);
+  });
+
+  it('writes no empty batch when every gathering lookup went with an intent', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const { batches, release, channel } = heldChannel();
+      const run = open().beginRun('svc', info, { kind: 'channel', open: () => channel });
+      void run.append({ t: 'match', d: 'www.acme.com', s: 'hit', c: 'acme.com', n: 'Acme' });
+      const claim = run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k-acme' }, true);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(batches).toStrictEqual([['www.acme.com', 'acme.com']]);
+      await release();
+      await claim;
+      const flushed = run.flush();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(batches).toHaveLength(1);
+      await flushed;
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('ends a burst of reads before the run writes on the same connection (the inline writer)', async () => {
     const store = open();
     const run = store.beginRun('svc', info);
