@@ -2,7 +2,7 @@ import type { CompanyRecord } from '../api/types.js';
 import { LEASE_MS, StoreWriteError, type Store } from './sqlite.js';
 import type { Claim, HeldCompany, Lookup, MatchEvent, Purchase, RunEnd, ServiceStore, StoreEvent } from './types.js';
 import { openChannel, type WriteChannel, type WriterChoice } from './write-channel.js';
-import { COMPANY_COLUMNS, heldCompany, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
+import { COMPANY_COLUMNS, heldCompany, OK, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
 
 interface Pending extends WriteItem {
   resolve: (claim: Claim) => void;
@@ -10,8 +10,6 @@ interface Pending extends WriteItem {
   /** A lookup taken from the gathering ones into an intent's batch. */
   taken?: boolean;
 }
-
-const OK_CLAIM: Claim = { kind: 'ok' };
 
 /** Outcomes gather this long (or this many) before a commit; intents never wait for it. */
 const BATCH_MS = 20;
@@ -70,7 +68,6 @@ export class ServiceRecords implements ServiceStore {
   private lookupsOf = new Map<string, Pending[]>();
   /** The gathering lookup of each domain. */
   private lookupOfDomain = new Map<string, Pending>();
-  private takenLookups = 0;
   private lookupsRipe = false;
   private lookupTimer: NodeJS.Timeout | null = null;
   /** Flushes waiting: while any is, nothing gathers, every batch goes at once. */
@@ -225,8 +222,7 @@ export class ServiceRecords implements ServiceStore {
     const earlier = this.lookupOfDomain.get(event.d);
     if (earlier !== undefined && earlier.taken !== true) {
       earlier.taken = true;
-      this.takenLookups++;
-      earlier.resolve(OK_CLAIM);
+      earlier.resolve(OK);
     }
     this.lookupOfDomain.set(event.d, pending);
     this.lookups.push(pending);
@@ -252,7 +248,18 @@ export class ServiceRecords implements ServiceStore {
       p.taken = true;
       this.queue.push(p);
     }
-    this.takenLookups += named.length;
+  }
+
+  /** The gathering lookups not taken or superseded, which leave the gathering with them. */
+  private takeGathered(): Pending[] {
+    if (this.lookupTimer !== null) clearTimeout(this.lookupTimer);
+    this.lookupTimer = null;
+    const gathered = this.lookups.filter((p) => p.taken !== true);
+    this.lookups = [];
+    this.lookupsOf.clear();
+    this.lookupOfDomain.clear();
+    this.lookupsRipe = false;
+    return gathered;
   }
 
   /** The gathered lookups go with the next batch (or one of their own). */
@@ -309,12 +316,7 @@ export class ServiceRecords implements ServiceStore {
       // not past LOOKUP_ROWS of them, so a long run of purchases does not hold them all back.
       if (this.lookupsRipe && (!urgent || batch.length === 0 || this.lookups.length >= LOOKUP_ROWS)) {
         // Lookups first: they depend on nothing, and nothing queued depends on them.
-        batch = (this.takenLookups === 0 ? this.lookups : this.lookups.filter((p) => p.taken !== true)).concat(batch);
-        this.lookups = [];
-        this.takenLookups = 0;
-        this.lookupsOf.clear();
-        this.lookupOfDomain.clear();
-        this.lookupsRipe = false;
+        batch = this.takeGathered().concat(batch);
       }
       // Every ripe lookup was taken into an intent's commit: nothing is left to write.
       if (batch.length === 0) continue;
@@ -332,13 +334,8 @@ export class ServiceRecords implements ServiceStore {
         batch.forEach((p, i) => p.resolve(claims[i] as Claim));
       } catch (error) {
         this.failure = new StoreWriteError(this.store.path, error);
-        if (this.lookupTimer !== null) clearTimeout(this.lookupTimer);
-        for (const p of [...batch, ...this.queue, ...this.lookups.filter((l) => l.taken !== true)]) p.reject(this.failure);
+        for (const p of [...batch, ...this.queue, ...this.takeGathered()]) p.reject(this.failure);
         this.queue = [];
-        this.lookups = [];
-        this.lookupsOf.clear();
-        this.lookupOfDomain.clear();
-        this.takenLookups = 0;
       }
       // What queued while that batch committed goes at once only if an intent waits in it, it is
       // already large, or a flush asked; outcomes otherwise gather their full time. Sent at once,

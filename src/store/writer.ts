@@ -7,7 +7,8 @@ export interface WriteItem {
   durable: boolean;
 }
 
-const OK: Claim = { kind: 'ok' };
+/** The claim of an event that claims nothing (all but intents), and of an intent this run may buy under. */
+export const OK: Claim = { kind: 'ok' };
 /** Lookups per INSERT statement (6 parameters each, well under SQLite's limit of 32,766). */
 const LOOKUP_ROWS = 200;
 
