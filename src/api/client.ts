@@ -1,4 +1,3 @@
-import { performance } from 'node:perf_hooks';
 import { createRequire } from 'node:module';
 import type { Dispatcher, Pool } from 'undici';
 import { apiErrorFromResponse, connectionError, NotServiceApiError, UnexpectedResponseError } from './errors.js';
@@ -91,7 +90,7 @@ export function createClient(options: ClientOptions): ServiceClient {
     'user-agent': options.userAgent,
   };
 
-  const limits: ExchangeLimits = { deadlineMs, maxBytes: limit, now: () => performance.now() };
+  const limits: ExchangeLimits = { deadlineMs, maxBytes: limit };
 
   async function send(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body: string | undefined, signal: AbortSignal | undefined): Promise<Reply> {
     let answer: Answer;

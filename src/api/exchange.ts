@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici';
+import { monotonicMs } from '../pipeline/clock.js';
 import { DeadlineExceeded } from './network.js';
 
 /** What came back for one request: the status, the headers, and the body as text (null: over the bound, not read). */
@@ -9,11 +10,10 @@ export interface Answer {
 }
 
 export interface ExchangeLimits {
-  /** The whole request, headers and all of the body, within this many ms (the clock is `now`'s). */
+  /** The whole request, headers and all of the body, within this many ms. */
   deadlineMs: number;
   /** The most bytes of a body read; past them the answer's text is null and the rest is never read. */
   maxBytes: number;
-  now: () => number;
 }
 
 /** The caller gave up (Ctrl-C, a stopped run): told apart from our deadline when classified. */
@@ -99,7 +99,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** Arms the deadline for a body still coming in after the tick that brought its headers. */
   arm(): void {
     if (this.settled || this.timer !== undefined) return;
-    const left = this.limits.deadlineMs - (this.limits.now() - this.startedAt);
+    const left = this.limits.deadlineMs - (monotonicMs() - this.startedAt);
     this.timer = setTimeout(() => this.stop(new DeadlineExceeded(this.limits.deadlineMs)), Math.max(0, left));
   }
 
@@ -144,7 +144,7 @@ export function exchange(
   limits: ExchangeLimits,
   signal: AbortSignal | undefined,
 ): Promise<Answer> {
-  const startedAt = limits.now();
+  const startedAt = monotonicMs();
   return new Promise<Answer>((resolve, reject) => {
     if (signal?.aborted === true) {
       reject(new CallerAborted('aborted', { cause: signal.reason }));

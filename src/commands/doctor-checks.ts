@@ -7,7 +7,6 @@ import { ApiError, ConnectionError, InsufficientScopeError, InvalidTokenError, R
 import { exchange } from '../api/exchange.js';
 import type { ServiceClient } from '../api/client.js';
 import type { ErrorKind } from '../errors.js';
-import { monotonicMs } from '../pipeline/clock.js';
 import { duration, num } from '../ui/format.js';
 
 /** One line of the report: ok, a note (worth knowing, not a failure), or a failure with its fix. */
@@ -54,7 +53,7 @@ export async function fetchDescription(dispatcher: Dispatcher, prefix: string, t
   const answer = await exchange(
     dispatcher,
     { method: 'GET', path: `${prefix}/openapi.json`, headers: { accept: 'application/json' }, headersTimeout: timeoutMs, bodyTimeout: timeoutMs },
-    { deadlineMs: 2 * timeoutMs, maxBytes: DESCRIPTION_MAX_BYTES, now: monotonicMs },
+    { deadlineMs: 2 * timeoutMs, maxBytes: DESCRIPTION_MAX_BYTES },
     undefined,
   );
   try {
