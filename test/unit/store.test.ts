@@ -51,33 +51,39 @@ describe('the SQLite store', () => {
     expect(run.syncs).toBeLessThan(10);
   });
 
-  /** A channel whose commits the test releases: what queues meanwhile is what the next batch holds. */
-  function heldChannel(): { batches: string[][]; release: () => Promise<void>; channel: WriteChannel } {
-    const batches: string[][] = [];
-    const out: (() => void)[] = [];
-    return {
-      batches,
-      release: async () => {
-        (out.shift() as () => void)();
-        await vi.advanceTimersByTimeAsync(0);
-      },
-      channel: {
+  describe('batching, its commits held back by the test (fake timers)', () => {
+    beforeEach(() => {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    });
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    /** A run whose commits the test releases: what queues meanwhile is what the next batch holds. */
+    function heldRun(): { batches: string[][]; release: () => Promise<void>; run: ReturnType<Store['beginRun']> } {
+      const batches: string[][] = [];
+      const out: (() => void)[] = [];
+      const channel: WriteChannel = {
         write: (batch) => {
           batches.push(batch.map((w) => ('d' in w.event ? w.event.d : w.event.c)));
           return new Promise<Claim[]>((resolve) => out.push(() => resolve(batch.map(() => ({ kind: 'ok' })))));
         },
         close: async () => {},
-      },
-    };
-  }
-  const outcome = (c: string): StoreEvent => ({ t: 'enrich', c, g: 1, v: 1, s: 'miss', charged: 0 });
-  const lookup = (d: string): StoreEvent => ({ t: 'match', d, s: 'miss' });
+      };
+      return {
+        batches,
+        release: async () => {
+          (out.shift() as () => void)();
+          await vi.advanceTimersByTimeAsync(0);
+        },
+        run: open().beginRun('svc', info, { kind: 'channel', open: () => channel }),
+      };
+    }
+    const outcome = (c: string): StoreEvent => ({ t: 'enrich', c, g: 1, v: 1, s: 'miss', charged: 0 });
+    const lookup = (d: string): StoreEvent => ({ t: 'match', d, s: 'miss' });
 
-  it('gathers outcomes queued while a commit is out, and sends an intent among them at once', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    try {
-      const { batches, release, channel } = heldChannel();
-      const run = open().beginRun('svc', info, { kind: 'channel', open: () => channel });
+    it('gathers outcomes queued while a commit is out, and sends an intent among them at once', async () => {
+      const { batches, release, run } = heldRun();
       void run.append(outcome('a.com'));
       await vi.advanceTimersByTimeAsync(20);
       expect(batches).toStrictEqual([['a.com']]);
@@ -105,16 +111,10 @@ describe('the SQLite store', () => {
       await release();
       await flushed;
       expect(batches).toHaveLength(4);
-    } finally {
-      vi.useRealTimers();
-    }
-  });
+    });
 
-  it('gathers lookups apart, for a second or 5,000 of them, never holding up an intent', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    try {
-      const { batches, release, channel } = heldChannel();
-      const run = open().beginRun('svc', info, { kind: 'channel', open: () => channel });
+    it('gathers lookups apart, for a second or 5,000 of them, never holding up an intent', async () => {
+      const { batches, release, run } = heldRun();
       void run.append(lookup('a.com'));
       const claim = run.append({ t: 'intent', c: 'b.com', g: 1, v: 1, key: 'k-b' }, true);
       await vi.advanceTimersByTimeAsync(1);
@@ -140,16 +140,10 @@ describe('the SQLite store', () => {
       await release();
       await flushed;
       expect(batches).toHaveLength(4);
-    } finally {
-      vi.useRealTimers();
-    }
-  });
+    });
 
-  it("takes the lookup that named an intent's company into the intent's commit; ripe lookups wait for one without an intent", async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    try {
-      const { batches, release, channel } = heldChannel();
-      const run = open().beginRun('svc', info, { kind: 'channel', open: () => channel });
+    it("takes the lookup that named an intent's company into the intent's commit; ripe lookups wait for one without an intent", async () => {
+      const { batches, release, run } = heldRun();
       void run.append({ t: 'match', d: 'www-acme.com', s: 'hit', c: 'acme.com', n: 'Acme' });
       void run.append(lookup('other.com'));
       const claim = run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k-acme' }, true);
@@ -167,9 +161,21 @@ describe('the SQLite store', () => {
       await release();
       await run.flush();
       expect(batches).toHaveLength(3);
-    } finally {
-      vi.useRealTimers();
-    }
+    });
+
+    it('writes no empty batch when every gathering lookup went with an intent', async () => {
+      const { batches, release, run } = heldRun();
+      void run.append({ t: 'match', d: 'www.acme.com', s: 'hit', c: 'acme.com', n: 'Acme' });
+      const claim = run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k-acme' }, true);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(batches).toStrictEqual([['www.acme.com', 'acme.com']]);
+      await release();
+      await claim;
+      const flushed = run.flush();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(batches).toHaveLength(1);
+      await flushed;
+    });
   });
 
   it("keeps a domain's last lookup when it goes ahead with an intent", async () => {
@@ -182,26 +188,6 @@ describe('the SQLite store', () => {
     const seen: string[] = [];
     run.forEachLookup(['www.acme.com'], () => 0, (_i, l) => seen.push(l.status));
     expect(seen).toStrictEqual(['hit']);
-  });
-
-  it('writes no empty batch when every gathering lookup went with an intent', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    try {
-      const { batches, release, channel } = heldChannel();
-      const run = open().beginRun('svc', info, { kind: 'channel', open: () => channel });
-      void run.append({ t: 'match', d: 'www.acme.com', s: 'hit', c: 'acme.com', n: 'Acme' });
-      const claim = run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k-acme' }, true);
-      await vi.advanceTimersByTimeAsync(1);
-      expect(batches).toStrictEqual([['www.acme.com', 'acme.com']]);
-      await release();
-      await claim;
-      const flushed = run.flush();
-      await vi.advanceTimersByTimeAsync(0);
-      expect(batches).toHaveLength(1);
-      await flushed;
-    } finally {
-      vi.useRealTimers();
-    }
   });
 
   it('ends a burst of reads before the run writes on the same connection (the inline writer)', async () => {
@@ -218,7 +204,7 @@ describe('the SQLite store', () => {
     expect(store.db.inTransaction).toBe(false);
   });
 
-  it('keeps the last of two lookups of one domain in a batch (they are written in key order)', async () => {
+  it('keeps the last of two lookups of one domain (the writer sorts lookups by key, stably)', async () => {
     const run = open().beginRun('svc', info);
     void run.append({ t: 'match', d: 'b.com', s: 'miss' });
     void run.append({ t: 'match', d: 'a.com', s: 'hit', c: 'acme.com', n: 'Acme' });
