@@ -1,12 +1,13 @@
 import { createRequire } from 'node:module';
 import type v8 from 'node:v8';
+import { startFlags } from './node-flags.js';
 
 /** The V8 flags this process set, with the value each had before: restoreV8Flags puts them back. */
 const changed = new Map<string, string>();
 
 /** Sets a V8 flag to `value`, unless Node was started with it (the user's choice stands). */
 function setFlag(name: string, value: number, before: string): void {
-  const given = `${process.execArgv.join(' ')} ${process.env['NODE_OPTIONS'] ?? ''}`;
+  const given = startFlags();
   if (given.includes(`--${name}`) || given.includes(`--${name.replace(/-/g, '_')}`)) return;
   const { setFlagsFromString } = createRequire(import.meta.url)('node:v8') as typeof v8;
   if (!changed.has(name)) changed.set(name, before);

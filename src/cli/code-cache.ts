@@ -22,6 +22,7 @@ import { createRequire, wrap } from 'node:module';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join } from 'node:path';
 import { Script } from 'node:vm';
+import { startFlags } from '../node-flags.js';
 
 export type CacheUse = 'accepted' | 'rejected' | 'none' | 'off';
 
@@ -68,7 +69,7 @@ function ours(path: string, directory: boolean): boolean {
 
 /** The flags this Node was started with: a cache made under other flags is refused by V8. */
 function flagsKey(env: NodeJS.ProcessEnv): string {
-  const flags = `${process.execArgv.join(' ')}\n${env['NODE_OPTIONS'] ?? ''}`;
+  const flags = startFlags(env);
   return flags === '\n' ? 'default' : sha256(flags).toString('hex').slice(0, 8);
 }
 
