@@ -14,6 +14,7 @@ const SCHEME = /^[a-z][a-z0-9+.-]*:\/\//i;
  * `https://www.Shop.Example.co.uk:8443/about?x` -> `example.co.uk`. Uses the Public Suffix List
  * (tldts) including its private section, so `acme.myshopify.com` stays a company of its own.
  * IDNs come back in their ASCII (punycode) form, which is what goes on the wire.
+ * A change to what a value becomes moves NORMALISATION_RULES on (normalise-rules.ts).
  */
 export function normaliseDomain(raw: string): Normalised {
   // Quotes left in a field (`, "acme.com"`) and link brackets (`<https://acme.com>`) are not part of it.
@@ -21,6 +22,10 @@ export function normaliseDomain(raw: string): Normalised {
     (open === '<' ? close === '>' : open === close) ? inner.trim() : whole,
   );
   if (value === '') return { ok: false, reason: 'empty' };
+  // Two values in one cell (a quoted newline, a tab): URL parsing would drop the control characters
+  // and glue them into one host, which may name a real company, so the cell is not a domain.
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what it looks for
+  if (/[\x00-\x1f\x7f]/.test(value)) return { ok: false, reason: 'not_a_domain' };
   if (PLACEHOLDERS.has(value.toLowerCase())) return { ok: false, reason: 'not_a_domain' };
   // A contact address in the website column still names the company's domain.
   if (!SCHEME.test(value) && /^[^\s/@]+@[^\s/@]+$/.test(value)) value = value.slice(value.indexOf('@') + 1);

@@ -40,6 +40,11 @@ describe('normaliseDomain', () => {
     ['https://', 'not_a_domain'],
     ['intranet.corp', 'unknown_suffix'],
     ['exa mple.com', 'not_a_domain'],
+    // Two domains in one cell must not be glued into a third (URL parsing drops tabs and newlines).
+    ['www.crescent-fjord-energy.com\nwww.grove-lark-shipping.fr', 'not_a_domain'],
+    ['crescent-fjord-energy.com\r\ngrove-lark-shipping.fr', 'not_a_domain'],
+    ['acme.com\tgrove-lark-shipping.fr', 'not_a_domain'],
+    ['https://acme.com/\x00', 'not_a_domain'],
   ])('%j is invalid (%s)', (input, reason) => {
     expect(normaliseDomain(input)).toStrictEqual({ ok: false, reason });
   });
