@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { readCsvFile, runCli, tempDir } from './helpers/cli.js';
+import { baseEnv } from './helpers/setup.js';
+import { BIN } from './helpers/spawn.js';
 
 const KEY = 'sk_test_output';
 let sb: Sandbox;
@@ -111,6 +113,14 @@ describe('output destinations', () => {
     expect(toFifo.code).toBe(0);
     expect(await reader).toContain('nobody-g.com,no_match');
     expect(statSync(fifo).isFIFO()).toBe(true);
+
+    // A link to a pipe whose target names no file: /dev/stdout into a pipeline, as bash's >(gzip).
+    const piped = dir.file('piped.csv');
+    const rc = dir.file('piped.rc');
+    const script = `{ "$NODE" "$BIN" "$IN" -o /dev/stdout; echo $? > "$RC"; } | cat > "$OUT"`;
+    execFileSync('sh', ['-c', script], { env: { ...baseEnv(), ...env, NODE: process.execPath, BIN, IN: input, RC: rc, OUT: piped } });
+    expect(readFileSync(rc, 'utf8').trim()).toBe('0');
+    expect(readFileSync(piped, 'utf8')).toContain('nobody-g.com,no_match');
 
     const real = dir.file('real.csv');
     const link = dir.file('link.csv');

@@ -117,7 +117,12 @@ export function unwritableReason(path: string): string | null {
  */
 export function outputTarget(destination: string): { target: string; viaLink: boolean } {
   const viaLink = lstatOrNull(destination)?.isSymbolicLink() === true;
-  return { target: viaLink ? landsAt(destination) : destination, viaLink };
+  if (!viaLink) return { target: destination, viaLink };
+  // A link to a pipe or a device (`/dev/stdout`, bash's `>(gzip ...)` as /dev/fd/63) is opened
+  // through the link: its target there (`pipe:[N]`) names no file, and nothing is renamed over it.
+  const existing = statOrNull(destination);
+  if (existing !== null && !existing.isFile() && !existing.isDirectory()) return { target: destination, viaLink };
+  return { target: landsAt(destination), viaLink };
 }
 
 /**
