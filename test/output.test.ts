@@ -98,6 +98,18 @@ describe('the scan cache', () => {
   });
 });
 
+describe('line endings', () => {
+  it('keeps rows that end otherwise than the header apart, each in its place, ending like the header', async () => {
+    // A line appended to a CRLF export with `echo`, and one ending in a lone CR.
+    const text = await enrich('domain\r\nnobody-m1.com\nnobody-m2.com\r\nnobody-m3.com\rnobody-m4.com\r\n');
+    expect(text).toBe(`domain,${RESULT_HEADER}\r\n${['m1', 'm2', 'm3', 'm4'].map((m) => `nobody-${m}.com,${miss}\r\n`).join('')}`);
+  });
+
+  it('ends rows with a lone CR when the header line does (old Mac exports)', async () => {
+    expect(await enrich('domain\rnobody-c1.com\rnobody-c2.com\r')).toBe(`domain,${RESULT_HEADER}\rnobody-c1.com,${miss}\rnobody-c2.com,${miss}\r`);
+  });
+});
+
 describe('output destinations', () => {
   it('writes into a pipe or device in place, follows a symlink, and refuses a directory', async () => {
     const { execFileSync } = await import('node:child_process');

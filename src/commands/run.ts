@@ -14,7 +14,7 @@ import { copyCsvWithResults, csvResultSuffix, jsonlResultFormatter, writeJsonlRe
 import { openSink } from '../io/sink.js';
 import { systemClock, type Clock } from '../pipeline/clock.js';
 import type { Stop } from '../pipeline/execute.js';
-import { NORMALISATION_RULES } from '../pipeline/normalise-rules.js';
+import { SCAN_RULES } from '../pipeline/scan-rules.js';
 import { planCompany, planDomain, type Policy } from '../pipeline/plan.js';
 import { Progress, type ProgressSink } from '../pipeline/progress.js';
 import { resultForRow, resultKey, type RowResult } from '../pipeline/results.js';
@@ -139,7 +139,7 @@ async function pruneScans(dir: string, keep: number, suffix = '.scan'): Promise<
 
 /** Reads the input once: validate, normalise, dedupe (from the scan cache when it is the same input). */
 async function scanInput(options: RunOptions, ctx: RunContext, progress: ProgressSink, input: InputSource, format: CsvFormat, sha256: string, state: RunState): Promise<ScanResult> {
-  const scanKey: ScanKey = { tool: VERSION, rules: NORMALISATION_RULES, sha256, bytes: input.bytes, column: options.column ?? null, format };
+  const scanKey: ScanKey = { tool: VERSION, rules: SCAN_RULES, sha256, bytes: input.bytes, column: options.column ?? null, format };
   const dir = scanCacheDir(options.store);
   const cachePath = join(dir, `${sha256.slice(0, 32)}.scan`);
   const cached = await loadScan(cachePath, scanKey, state);

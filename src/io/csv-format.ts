@@ -9,8 +9,8 @@ export interface CsvFormat {
   delimiter: string;
   /** The file starts with a UTF-8 byte-order mark (spreadsheet exports do). */
   bom: boolean;
-  /** The header line ends in CRLF: output rows end the same way. */
-  crlf: boolean;
+  /** How the first line ends (CRLF from Windows, CR from old Mac exports): output rows end the same way. */
+  lineEnd: '\r\n' | '\n' | '\r';
   /** The start of the file is valid UTF-8 (else: most likely Latin-1 or Windows-1252). */
   utf8: boolean;
 }
@@ -61,8 +61,9 @@ export async function detectFormat(path: string, displayName: string): Promise<C
     let text = head.toString('utf8');
     const bom = text.charCodeAt(0) === 0xfeff;
     if (bom) text = text.slice(1);
-    const end = text.search(/\r?\n/);
-    return { delimiter: sniffDelimiter(end === -1 ? text : text.slice(0, end)), bom, crlf: end !== -1 && text[end] === '\r', utf8 };
+    const end = text.search(/[\r\n]/);
+    const lineEnd = end === -1 || text[end] === '\n' ? '\n' : text[end + 1] === '\n' ? '\r\n' : '\r';
+    return { delimiter: sniffDelimiter(end === -1 ? text : text.slice(0, end)), bom, lineEnd, utf8 };
   } finally {
     closeSync(fd);
   }

@@ -21,6 +21,11 @@ function parserOptions(format: CsvFormat): Options {
   return {
     bom: true,
     delimiter: format.delimiter,
+    // Every row may end its own way: a line appended to a CRLF export with `echo`, or files
+    // joined with cat, mix them. (Auto-detection would take the first line's ending for all, and
+    // glue the rows ending otherwise into their neighbours.) Quoted line breaks stay in their field.
+    // A change to how rows are split moves SCAN_RULES on (pipeline/scan-rules.ts).
+    record_delimiter: ['\r\n', '\n', '\r'],
     // Real exports put stray quotes inside unquoted fields (Joe's "Bar"); that is not ambiguous.
     relax_quotes: true,
     // Column counts are checked by the reader, which must drop short all-empty padding rows

@@ -73,7 +73,7 @@ const cleanValue = (v: Value, clean: (s: string) => string): Value =>
  * in the input's dialect (csv-stringify does the quoting).
  */
 export function csvSuffix(values: readonly string[], format: CsvFormat): string {
-  return stringify([['', ...values]], { delimiter: format.delimiter, record_delimiter: format.crlf ? 'windows' : 'unix' });
+  return stringify([['', ...values]], { delimiter: format.delimiter, record_delimiter: format.lineEnd });
 }
 
 /** In the input's encoding: UTF-8, or Windows-1252 when the input is not UTF-8 (one encoding per file). */

@@ -20,7 +20,7 @@ const FORMAT = 1;
 export interface ScanKey {
   /** The tool version: normalisation or the row encoding may change between releases. */
   tool: string;
-  /** The normalisation rules' revision: they may change within a version too. */
+  /** The scan rules' revision (pipeline/scan-rules.ts): they may change within a version too. */
   rules: number;
   sha256: string;
   bytes: number;

@@ -14,7 +14,7 @@ const SCHEME = /^[a-z][a-z0-9+.-]*:\/\//i;
  * `https://www.Shop.Example.co.uk:8443/about?x` -> `example.co.uk`. Uses the Public Suffix List
  * (tldts) including its private section, so `acme.myshopify.com` stays a company of its own.
  * IDNs come back in their ASCII (punycode) form, which is what goes on the wire.
- * A change to what a value becomes moves NORMALISATION_RULES on (normalise-rules.ts).
+ * A change to what a value becomes moves SCAN_RULES on (scan-rules.ts).
  */
 export function normaliseDomain(raw: string): Normalised {
   // Quotes left in a field (`, "acme.com"`) and link brackets (`<https://acme.com>`) are not part of it.

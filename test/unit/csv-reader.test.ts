@@ -29,6 +29,12 @@ describe('readCsv', () => {
     ]);
   });
 
+  it('ends a row at CRLF, LF or CR, mixed in one file, and keeps quoted line breaks in their field', async () => {
+    const rows = await records('id,domain\r\n1,a.com\n2,b.com\r\n3,"c\nd.com"\r4,e.com\r\n');
+    expect(rows).toStrictEqual([['id', 'domain'], ['1', 'a.com'], ['2', 'b.com'], ['3', 'c\nd.com'], ['4', 'e.com']]);
+    expect(await records('domain\rA.com\rb.com\r')).toStrictEqual([['domain'], ['A.com'], ['b.com']]);
+  });
+
   it('keeps stray quotes inside unquoted fields', async () => {
     const rows = await records('name,domain\nJoe\'s "Bar",joes.com\n');
     expect(rows[1]).toStrictEqual(['Joe\'s "Bar"', 'joes.com']);
