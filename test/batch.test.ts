@@ -291,6 +291,24 @@ describe('odd inputs', () => {
     expect(readFileSync(out).includes(Buffer.from('Caf\xe9 Ren\xe9,nobody-x.fr,no_match', 'latin1'))).toBe(true);
   });
 
+  it('finds a file not UTF-8 past the sample its format is read from, and writes its results as for one that is not', async () => {
+    await t.sandbox();
+    const input = t.dir.file('late-latin1.csv');
+    const store = t.dir.file('late.db');
+    // Over 64 KiB of ASCII first, then a Latin-1 row naming a company whose name has an umlaut.
+    const rows = Array.from({ length: 3000 }, (_, i) => `Acme ${i},nobody-late-${i}.com\n`).join('');
+    writeFileSync(input, Buffer.concat([Buffer.from(`Firma,Website\n${rows}`), Buffer.from('M\xfcller,xn--mllerlabs-q9a.de\n', 'latin1')]));
+    for (const pass of ['scanned', 'from the cached scan']) {
+      const out = t.dir.file(`late-${pass.length}.csv`);
+      const run = await runCli([input, '-o', out, '--store', store], { env: t.env() });
+      expect(run.code, pass).toBe(0);
+      expect(run.stderr, pass).toContain('late-latin1.csv is not UTF-8 (from line 3002) (Latin-1 or Windows-1252?)');
+      const last = readFileSync(out).subarray(-400);
+      expect(last.includes(Buffer.from('M\xfcller,xn--mllerlabs-q9a.de,matched', 'latin1')), pass).toBe(true);
+      expect(last.includes(Buffer.from('M\xfcller Labs GmbH', 'latin1')), pass).toBe(true);
+    }
+  });
+
   it('takes --column with a headerless list of domains', async () => {
     await t.sandbox();
     const [a] = companies(1).map((c) => c.domain);

@@ -148,8 +148,10 @@ async function scanInput(options: RunOptions, ctx: RunContext, progress: Progres
     return cached;
   }
   // The parser and the domain rules load only when the input must be read again.
-  const [{ readCsv }, { scanRecords }] = await Promise.all([import('../io/csv-reader.js'), import('../pipeline/scan.js')]);
-  const scan = await scanRecords(checked(readCsv(input.path, input.displayName, format), ctx.interrupt, progress), state, options.column, input.bytes);
+  const [{ readCsv }, { scanRecords }, { Utf8Check }] = await Promise.all([import('../io/csv-reader.js'), import('../pipeline/scan.js'), import('../io/utf8-check.js')]);
+  const utf8 = format.utf8 ? new Utf8Check() : undefined;
+  const scan = await scanRecords(checked(readCsv(input.path, input.displayName, format, utf8), ctx.interrupt, progress), state, options.column, input.bytes);
+  scan.notUtf8At = utf8?.firstInvalid ?? null;
   // Only a cache: a run that cannot write it is slower next time, nothing worse.
   await saveScan(cachePath, scanKey, scan, state.domains).catch(() => {});
   await pruneScans(dir, 16);
@@ -182,15 +184,19 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   const input = await resolveInput(options.input, () => ctx.stdin);
   cleanups.push(() => input.cleanup());
   tuneHeap(input.bytes, ctx.env);
-  const format = await detectFormat(input.path, input.displayName);
-  if (!format.utf8) {
-    ctx.reporter.warn(
-      `${input.displayName} is not UTF-8 (Latin-1 or Windows-1252?): CSV results copy its rows unchanged, but a domain with accents may not match, and JSONL shows such characters as \ufffd; save it as UTF-8 to be sure`,
-    );
-  }
+  const detected = await detectFormat(input.path, input.displayName);
   const sha256 = await inputSha256(input, scanCacheDir(options.store), now);
   const state = new RunState();
-  const scan = await scanInput(options, ctx, progress, input, format, sha256, state);
+  const scan = await scanInput(options, ctx, progress, input, detected, sha256, state);
+  // The format is read from the first 64 KiB: a byte further on may show the file is not UTF-8
+  // after all, and then results are written as for one that is not (one encoding per file).
+  const format: CsvFormat = scan.notUtf8At === null ? detected : { ...detected, utf8: false };
+  if (!format.utf8) {
+    const from = scan.notUtf8At === null ? '' : ` (from line ${await (await import('../io/csv-reader.js')).lineAt(input.path, scan.notUtf8At, false)})`;
+    ctx.reporter.warn(
+      `${input.displayName} is not UTF-8${from} (Latin-1 or Windows-1252?): CSV results copy its rows unchanged, but a domain with accents may not match, and JSONL shows such characters as \ufffd; save it as UTF-8 to be sure`,
+    );
+  }
 
   // 2. The store: what was bought and learned before, by any run, from any input.
   const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now });

@@ -2,6 +2,7 @@ import { createReadStream } from 'node:fs';
 import { Parser, type Options } from 'csv-parse';
 import { InputError } from '../errors.js';
 import type { CsvFormat } from './csv-format.js';
+import type { Utf8Check } from './utf8-check.js';
 
 export type { CsvFormat } from './csv-format.js';
 export { detectFormat, sniffDelimiter } from './csv-format.js';
@@ -100,9 +101,10 @@ async function describeCsvError(error: unknown, path: string, displayName: strin
 
 /**
  * Streams the records of a CSV file, header included, in bounded memory: one batch per chunk
- * read. A malformed file fails with an InputError naming the line.
+ * read. A malformed file fails with an InputError naming the line. Every byte read goes through
+ * `utf8`, if given, which says after the last batch whether the whole file was UTF-8.
  */
-export async function* readCsv(path: string, displayName: string, format: CsvFormat): AsyncGenerator<CsvBatch> {
+export async function* readCsv(path: string, displayName: string, format: CsvFormat, utf8?: Utf8Check): AsyncGenerator<CsvBatch> {
   let batch: CsvBatch = { records: [], starts: [], ends: [] };
   let lastEnd = 0;
   let width: number | undefined;
@@ -133,6 +135,7 @@ export async function* readCsv(path: string, displayName: string, format: CsvFor
   const source = createReadStream(path, { highWaterMark: 256 * 1024 });
   try {
     for await (const chunk of source as AsyncIterable<Buffer>) {
+      utf8?.push(chunk);
       parser.write(chunk);
       if (parser.errored !== null) await fail(parser.errored);
       if (ragged !== undefined) await fail(ragged);
@@ -148,6 +151,7 @@ export async function* readCsv(path: string, displayName: string, format: CsvFor
   } finally {
     source.destroy();
   }
+  utf8?.end();
   // The last record may have no line break after it, and an unclosed quote shows only at the end.
   parser.end();
   await new Promise<void>((resolve) => {

@@ -15,7 +15,7 @@ import type { CsvFormat } from './csv-reader.js';
  * Layout: one JSON line (what the scan found, and the sizes of what follows), then the row
  * references (Int32), the row ends (Uint32 or Float64) and the domains, one per line.
  */
-const FORMAT = 1;
+const FORMAT = 2; // 2: notUtf8At
 
 export interface ScanKey {
   /** The tool version: normalisation or the row encoding may change between releases. */
@@ -37,6 +37,7 @@ interface Header {
   rows: number;
   invalidRows: number;
   headerRange: ScanResult['headerRange'];
+  notUtf8At: number | null;
   rowStarts: [number, number][];
   ends: 'u32' | 'f64';
   domains: number;
@@ -59,6 +60,7 @@ export async function saveScan(path: string, key: ScanKey, scan: ScanResult, dom
     rows: scan.rows,
     invalidRows: scan.invalidRows,
     headerRange: scan.headerRange,
+    notUtf8At: scan.notUtf8At,
     rowStarts: [...scan.rowStarts],
     ends: endsView instanceof Float64Array ? 'f64' : 'u32',
     domains: domains.length,
@@ -104,6 +106,7 @@ export async function loadScan(path: string, key: ScanKey, state: RunState): Pro
       rowEnds,
       rowStarts: new Map(header.rowStarts),
       headerRange: header.headerRange,
+      notUtf8At: header.notUtf8At,
     };
   } catch {
     await rm(path, { force: true });

@@ -5,6 +5,7 @@
  * served from the cached scan does not load the Public Suffix List.
  *
  * 2: a value with a control character in it (two domains in one cell) is not a domain; a row
- *    may end with CRLF, LF or CR whatever the first line ends with.
+ *    may end with CRLF, LF or CR whatever the first line ends with; every byte is checked for
+ *    UTF-8, not only the first 64 KiB.
  */
 export const SCAN_RULES = 2;

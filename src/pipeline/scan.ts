@@ -27,6 +27,11 @@ export interface ScanResult {
   rowStarts: Map<number, number>;
   /** Where the header row sits; null for a headerless input. */
   headerRange: { start: number; end: number } | null;
+  /**
+   * The file offset of the first byte that is not UTF-8, in an input whose detected format said
+   * UTF-8 (from its first 64 KiB); null when every byte is, or when the format said otherwise.
+   */
+  notUtf8At: number | null;
 }
 
 /** A batch of parsed records with their byte ranges (see io/csv-reader). */
@@ -110,5 +115,5 @@ export async function scanRecords(
     }
   }
   if (header === undefined) throw new InputError('the input is empty: expected a header row (or a list of domains)');
-  return { header, headerless, columnIndex, rows: rowRefs.length, invalidRows, rowRefs, rowStarts, rowEnds, headerRange };
+  return { header, headerless, columnIndex, rows: rowRefs.length, invalidRows, rowRefs, rowStarts, rowEnds, headerRange, notUtf8At: null };
 }
