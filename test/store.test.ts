@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'libsql';
 import { describe, expect, it } from 'vitest';
@@ -149,6 +149,18 @@ describe('enrich ledger', () => {
     // Bought again, and not as a replay of the keys used before the prune.
     expect(t.sb.ledger(KEY)).toHaveLength(10);
     expect(t.sb.stats.replays).toBe(0);
+  });
+});
+
+describe('enrich ledger without a store', () => {
+  it('says there is no store at a path that has none, rather than create one there', async () => {
+    const typo = t.dir.file('typo.db');
+    for (const args of [['ledger'], ['ledger', 'runs'], ['ledger', 'export'], ['ledger', 'prune', '--older-than', '1d'], ['ledger', 'release']]) {
+      const run = await runCli([...args, '--store', typo]);
+      expect(run, args.join(' ')).toMatchObject({ code: 2, stdout: '' });
+      expect(run.stderr).toBe(`enrich: no store at ${typo}: a batch run creates it with its first purchase or lookup; give --store <path> (or ENRICH_STORE) to read another\n`);
+      expect(existsSync(typo)).toBe(false);
+    }
   });
 });
 

@@ -2,7 +2,7 @@ import { stat } from 'node:fs/promises';
 import { stringify } from 'csv-stringify/sync';
 import { serviceIdentity } from '../api/endpoint.js';
 import { UsageError } from '../errors.js';
-import { landsAt } from '../io/paths.js';
+import { landsAt, statOrNull } from '../io/paths.js';
 import { openSink, unwritableReason } from '../io/sink.js';
 import { importJournal } from '../store/import-journal.js';
 import { atRisk, holdings, prune, records, release, runs, type HeldRecord } from '../store/ledger.js';
@@ -39,6 +39,11 @@ function mib(bytes: number): string {
 /** `enrich ledger ...`: what the store holds, its runs, every record, and housekeeping. */
 export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void> {
   const now = io.now ?? Date.now;
+  // Only an import may start a store: the others read or tidy one, and a mistyped --store would
+  // otherwise be created empty and reported as holding nothing.
+  if (options.action.kind !== 'import' && statOrNull(options.store) === null) {
+    throw new UsageError(`no store at ${options.store}: a batch run creates it with its first purchase or lookup; give --store <path> (or ENRICH_STORE) to read another`);
+  }
   const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now });
   const print = (text: string): void => void io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
   try {
