@@ -97,6 +97,23 @@ describe('enrich doctor over real HTTP', () => {
     }
   });
 
+  it('an address that answers, but not as the service (a wrong base path), is exit 6 as for a batch run, and not blamed on the key', async () => {
+    const r = await doctor([], { ENRICH_BASE_URL: `${sb.url}/wrong/prefix` });
+    expect(r.code, r.stdout).toBe(6);
+    expect(report(r.stdout).get('key')).toEqual(['FIX', 'not checked: this address does not answer as the service API (HTTP 404 not_found on a documented endpoint); check the base URL']);
+  });
+
+  it('a free match answered 500 is exit 6 (the service is failing), not a fix to the key', async () => {
+    const failing = await startSandbox({ keys: [{ key: KEY }], failRate: 1 });
+    try {
+      const r = await doctor([], { ENRICH_BASE_URL: failing.url });
+      expect(r.code, r.stdout).toBe(6);
+      expect(report(r.stdout).get('key')).toEqual(['FIX', 'not checked: the service answered 500 internal to a free match; it is down or failing, try again later']);
+    } finally {
+      await failing.close();
+    }
+  });
+
   it('usage problems are fixes with exit 2: no address, plain http to another host, no key, a directory as the store', async () => {
     expect((await doctor([], { ENRICH_BASE_URL: '' })).code).toBe(2);
     const http = await doctor(['--base-url', 'http://data.example.invalid']);

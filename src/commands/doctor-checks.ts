@@ -3,7 +3,7 @@ import { access, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
-import { ApiError, ConnectionError, InsufficientScopeError, InvalidTokenError, RateLimitedError } from '../api/errors.js';
+import { ApiError, ConnectionError, InsufficientScopeError, InvalidTokenError, NotServiceApiError, RateLimitedError } from '../api/errors.js';
 import { exchange } from '../api/exchange.js';
 import type { ServiceClient } from '../api/client.js';
 import type { ErrorKind } from '../errors.js';
@@ -102,6 +102,9 @@ export async function keyCheck(client: ServiceClient, samples: number[]): Promis
     if (error instanceof InsufficientScopeError) return fail('key', 'valid but lacks the search:read scope (403 insufficient_scope): use a key that has it', 'auth');
     if (error instanceof RateLimitedError) return fail('key', `not checked: rate limited (429); run enrich doctor again in ${error.retryAfterSeconds}s`, 'failure');
     if (error instanceof ConnectionError) return fail('key', `${error.message}: the service stopped answering`, 'unavailable');
+    // Not the key's fault, and what a batch run would stop on with exit 6: the base URL, or the service.
+    if (error instanceof NotServiceApiError) return fail('key', `not checked: ${error.message}`, 'unavailable');
+    if (error instanceof ApiError && error.status >= 500) return fail('key', `not checked: the service answered ${error.status} ${error.code} to a free match; it is down or failing, try again later`, 'unavailable');
     if (error instanceof ApiError) return fail('key', `the service answered ${error.status} ${error.code} to a free match`, 'failure');
     throw error;
   }
