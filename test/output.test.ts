@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { readCsvFile, runCli, tempDir } from './helpers/cli.js';
 import { baseEnv } from './helpers/setup.js';
-import { BIN } from './helpers/spawn.js';
+import { BIN, spawnCli } from './helpers/spawn.js';
 
 const KEY = 'sk_test_output';
 let sb: Sandbox;
@@ -133,6 +133,21 @@ describe('output destinations', () => {
     execFileSync('sh', ['-c', script], { env: { ...baseEnv(), ...env, NODE: process.execPath, BIN, IN: input, RC: rc, OUT: piped } });
     expect(readFileSync(rc, 'utf8').trim()).toBe('0');
     expect(readFileSync(piped, 'utf8')).toContain('nobody-g.com,no_match');
+
+    // /dev/stdout appended to a log: written through the descriptor, so the log keeps what it had.
+    const log = dir.file('app.log', 'old line\n');
+    execFileSync('sh', ['-c', '"$NODE" "$BIN" "$IN" -o /dev/stdout --quiet >> "$LOG"'], { env: { ...baseEnv(), ...env, NODE: process.execPath, BIN, IN: input, LOG: log } });
+    expect(readFileSync(log, 'utf8')).toMatch(/^old line\ndomain,enrich_status,.*\nnobody-g\.com,no_match,/s);
+    expect(statSync(log).mode & 0o777).not.toBe(0o600);
+
+    // /dev/stdout when stdout is a socket (a parent's stdio, systemd's journal): no open by path.
+    const socketed = spawnCli([input, '-o', '/dev/stdout', '--quiet'], { env });
+    expect(await socketed.exited, socketed.stderr()).toBe(0);
+    expect(socketed.stdout()).toContain('nobody-g.com,no_match');
+
+    // A descriptor nobody opened for it is refused before anything is done.
+    const unopened = await runCli([input, '-o', '/dev/fd/97'], { env });
+    expect(unopened).toMatchObject({ code: 2, stderr: 'enrich: -o /dev/fd/97: no descriptor 97 is open for enrich (as with `97> file`)\n' });
 
     const real = dir.file('real.csv');
     const link = dir.file('link.csv');

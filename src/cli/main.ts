@@ -7,6 +7,7 @@ import type { Summary } from '../pipeline/summary.js';
 import type { Reporter } from '../ui/reporter.js';
 import { parseCommandLine, type RunFlags } from './program.js';
 import { monotonicMs } from '../pipeline/clock.js';
+import { inheritedDescriptor } from '../io/paths.js';
 
 // Only parsing is loaded up front: --version and --help must start as fast as node itself, so
 // the batch, the sandbox and the live display (ora, cli-progress, csv, undici) load when asked.
@@ -193,6 +194,8 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
   if (flags.summaryJson !== undefined) {
     const json = `${JSON.stringify(summary, null, 2)}\n`;
     if (flags.summaryJson === '-') io.stdout.write(json);
+    // Through the descriptor, as results are (see inheritedDescriptor): `--summary-json /dev/stderr`.
+    else if (inheritedDescriptor(flags.summaryJson) === 2) io.stderr.write(json);
     else await builtin<typeof FsPromises>('node:fs/promises').writeFile(flags.summaryJson, json, { mode: 0o600 });
   }
   return exitCode(troubleOf(stop, summary));

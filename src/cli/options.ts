@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { landsAt, statOrNull } from '../io/paths.js';
+import { inheritedDescriptor, landsAt, statOrNull } from '../io/paths.js';
 import { outputTarget, unwritableReason } from '../io/sink.js';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
@@ -98,6 +98,7 @@ function checkPaths(flags: RunFlags, store: string): void {
   }
   for (const [flag, path] of [['-o', output], ['--summary-json', flags.summaryJson]] as const) {
     if (path === undefined || path === '-') continue;
+    if (inheritedDescriptor(path) !== null) continue;
     // Where the results will land (a symlink's target): checked now, before anything is bought.
     const { target, viaLink } = outputTarget(path);
     const reason = unwritableReason(target);

@@ -1,7 +1,12 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { VERSION } from '../version.js';
+import { inheritedDescriptor } from '../io/paths.js';
 import type { LedgerAction } from '../commands/ledger.js';
 import type { SandboxCommandOptions } from '../commands/sandbox.js';
+
+
+/** `-o /dev/stdout` (or /dev/fd/1, /proc/self/fd/1) is stdout, with all that `-` means for it. */
+const stdoutAlias = (path: string): string => (inheritedDescriptor(path) === 1 ? '-' : path);
 
 /** `enrich ledger ...`: the store is resolved from --store / ENRICH_STORE in cli/main.ts. */
 export interface LedgerFlags {
@@ -154,7 +159,7 @@ function addLedgerCommands(program: Command, done: (options: LedgerFlags) => voi
     .option('--limit <n>', 'how many runs', integer(1, 100_000, '--limit'), 20)
     .action((opts: Record<string, unknown>) => finish(opts, { kind: 'runs', limit: opts['limit'] as number }));
   common(ledger.command('export').description('every record held, as CSV or JSONL'))
-    .option('-o, --output <path>', 'where to write (- for stdout)', '-')
+    .option('-o, --output <path>', 'where to write (- for stdout)', stdoutAlias, '-')
     .addOption(new Option('--format <format>', 'csv or jsonl (default: from the extension, else csv)').choices(['csv', 'jsonl']))
     .option('--service <service>', 'only this service (as `enrich ledger` names it, or a base URL)')
     .action((opts: Record<string, unknown>) => {
@@ -215,7 +220,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .version(VERSION, '-V, --version', 'print the version')
     .helpOption('-h, --help', 'show this help')
     .argument('[input]', 'CSV file to read, or - for stdin')
-    .option('-o, --output <path>', 'where results go, - for stdout (the default; a dry run writes none unless given)')
+    .option('-o, --output <path>', 'where results go, - for stdout (the default; a dry run writes none unless given)', stdoutAlias)
     .addOption(new Option('--format <format>', 'results format (default: from the output extension, else csv)').choices(['csv', 'jsonl']))
     .option('--column <name>', 'the column holding domains (default: detected from the header)')
     .option('--dry-run', 'run the free matches only and report the exact cost; spends nothing', false)
@@ -227,7 +232,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--fresh', 'buy every held record again (same as --max-age 0; the dry run prices it)', false)
     .option('--journal <path>', 'import a journal written by enrich 0.1 (one beside the input is found by itself)')
     .option('--concurrency <n>', 'most requests in flight at once (how many are is learned below it)', integer(1, 256, '--concurrency'), DEFAULT_CONCURRENCY)
-    .option('--summary-json <path>', 'also write the totals as JSON (- for stdout)')
+    .option('--summary-json <path>', 'also write the totals as JSON (- for stdout)', stdoutAlias)
     .option('--base-url <url>', 'service address (env: ENRICH_BASE_URL)')
     .option('--sandbox', 'run against an embedded sandbox started in-process (no key needed)', false)
     .option('--api-key-file <path>', 'read the API key from a file instead of ENRICH_API_KEY')

@@ -1,4 +1,4 @@
-import { lstatSync, readlinkSync, realpathSync, statSync, type Stats } from 'node:fs';
+import { lstatSync, readdirSync, readlinkSync, realpathSync, statSync, type Stats } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 
 /**
@@ -20,6 +20,40 @@ export function landsAt(path: string): string {
   // A file not written yet: its folder may itself be reached through a link.
   const folder = attempt(() => realpathSync(dirname(current))) ?? dirname(current);
   return resolve(folder, basename(current));
+}
+
+/**
+ * 1 or 2 when `path` names this process's stdout or stderr (/dev/stdout, /dev/fd/1,
+ * /proc/self/fd/2, ...); else null. Output to them goes through the descriptor, never a new open
+ * of the path: that would truncate a file the shell opened for appending (`-o /dev/stdout >> log`),
+ * a temp file renamed over it would replace the file, and Linux refuses to open a socket (a
+ * parent's stdio, systemd's journal) by path. (Other descriptors are opened by path, as a pipe
+ * from bash's `>(gzip ...)` can be: past 2, this process cannot tell one given to it from one of
+ * Node's own.)
+ */
+export function inheritedDescriptor(path: string): 1 | 2 | null {
+  if (process.platform === 'win32') return null;
+  const m = /^\/(?:dev\/(?:(stdout)|(stderr)|fd\/([12]))|proc\/(self|\d+)\/fd\/([12]))$/.exec(resolve(path));
+  if (m === null) return null;
+  if (m[4] !== undefined && m[4] !== 'self' && Number(m[4]) !== process.pid) return null;
+  return m[1] !== undefined || (m[3] ?? m[5]) === '1' ? 1 : 2;
+}
+
+/**
+ * Whether `path` (/dev/fd/N, /proc/self/fd/N) names a descriptor Node opened for itself: an
+ * event or epoll descriptor, or a pipe with both of its ends open here. Writing into one would
+ * corrupt the event loop, or fail once the work is done; a pipe given to us (bash's
+ * `>(gzip ...)`) has its other end elsewhere. Linux only; false elsewhere.
+ */
+export function ownDescriptor(path: string): boolean {
+  const m = /^\/(?:dev\/fd|proc\/self\/fd)\/(\d+)$/.exec(resolve(path));
+  if (m === null || process.platform !== 'linux') return false;
+  const target = attempt(() => readlinkSync(`/proc/self/fd/${m[1] as string}`));
+  if (target === null) return false;
+  if (target.startsWith('anon_inode:')) return true;
+  if (!target.startsWith('pipe:')) return false;
+  const fds = attempt(() => readdirSync('/proc/self/fd')) ?? [];
+  return fds.some((fd) => fd !== m[1] && attempt(() => readlinkSync(`/proc/self/fd/${fd}`)) === target);
 }
 
 /**

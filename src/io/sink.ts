@@ -4,7 +4,7 @@ import { rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { EnrichError, UsageError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
-import { landsAt, lstatOrNull, statOrNull } from './paths.js';
+import { inheritedDescriptor, landsAt, lstatOrNull, ownDescriptor, statOrNull } from './paths.js';
 
 /** Whoever read our stdout stopped reading (`| head`): the store holds everything bought, so nothing is lost. */
 export class OutputClosedError extends EnrichError {
@@ -98,6 +98,12 @@ export function unwritableReason(path: string): string | null {
   // cost microseconds each this way and a thread-pool round trip each as promises.
   const existing = statOrNull(path);
   if (existing?.isDirectory() === true) return `${path} is a directory; give a file path, or - for stdout`;
+  // Checked before the run opens its own files: a descriptor not open then is nobody's to name.
+  const descriptor = /^\/(?:dev|proc\/self)\/fd\/(\d+)$/.exec(resolve(path));
+  if (descriptor !== null && existing === null) return `${path}: no descriptor ${descriptor[1] as string} is open for enrich (as with \`${descriptor[1] as string}> file\`)`;
+  if (descriptor !== null && ownDescriptor(path)) return `${path} is not a descriptor given to enrich (open one for it, as with \`${descriptor[1] as string}> file\`), or give a file`;
+  // Linux opens no socket by path (one reached through /dev/fd/N): say so now, not after the work.
+  if (existing?.isSocket() === true) return `${path} is a socket, which cannot be opened by name; give a file, or - for stdout`;
   if (existing !== null && !existing.isFile()) return null; // a device or pipe: written in place
   const folder = dirname(resolve(path));
   const info = statOrNull(folder);
@@ -145,7 +151,7 @@ function createTemp(prefix: string, where: string): { path: string; fd: number }
 async function streamSink(
   path: string,
   where: string,
-  options: { flags?: string; mode?: number; fd?: number },
+  options: { flags?: string; mode?: number; fd?: number; autoClose?: boolean },
   afterFinish: () => Promise<void> = async () => {},
   afterAbort: () => Promise<void> = async () => {},
 ): Promise<Sink> {
@@ -176,17 +182,21 @@ async function streamSink(
 /**
  * A file is written to a private (0600) temp file beside it and renamed into place at the end,
  * so a crash never leaves a half-written output that looks finished. A symlink is followed (the
- * link stays a link); a device or pipe (`-o /dev/null`, `-o >(gzip ...)`) is written in place,
- * since renaming over it would replace it. Writes respect backpressure.
+ * link stays a link); a device or pipe (`-o /dev/null`, a FIFO) is written in place, since
+ * renaming over it would replace it; `-o /dev/stdout` or `/dev/stderr` is written through the
+ * descriptor (see inheritedDescriptor). Writes respect backpressure.
  */
 export async function openSink(destination: string, stdout: NodeJS.WritableStream): Promise<Sink> {
-  if (destination === '-') {
+  const inherited = inheritedDescriptor(destination);
+  if (destination === '-' || inherited === 1) {
     return {
       write: (chunk) => writeTo(stdout, chunk, 'stdout'),
       finish: async () => {},
       abort: async () => {},
     };
   }
+  // Through the descriptor, left open for the messages after it.
+  if (inherited === 2) return streamSink(destination, destination, { fd: 2, autoClose: false });
   // The checks are synchronous: a few metadata calls, each a thread-pool round trip as promises.
   const { target } = outputTarget(destination);
   const unusable = unwritableReason(target);
