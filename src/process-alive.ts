@@ -1,12 +1,27 @@
 import { readFileSync } from 'node:fs';
 
-/** Whether a process with this pid exists on this host (EPERM: it exists, owned by someone else). */
+/**
+ * Whether a process with this pid runs on this host (EPERM: it exists, owned by someone else). A
+ * zombie, dead but not yet reaped by its parent (a container whose PID 1 reaps nothing), answers
+ * the signal check as if alive: on Linux its state in /proc says it is not.
+ */
 export function isProcessAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  return !isZombie(pid);
+}
+
+function isZombie(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    // The state follows the command name, which is in parentheses and may hold any character.
+    const state = stat.charAt(stat.lastIndexOf(')') + 2);
+    return state === 'Z' || state === 'X';
+  } catch {
+    return false;
   }
 }
 
