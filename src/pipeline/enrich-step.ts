@@ -55,6 +55,21 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
    * its key on (adopt where it stands). False when there is nothing left to buy.
    */
   async function claimPurchase(c: Company): Promise<boolean> {
+    let waiting = false;
+    try {
+      return await claimLoop(c, (claim) => {
+        // Said once per company while it waits, so a wait on another run is never silent.
+        if (waiting) return;
+        waiting = true;
+        const run = claim.pid === undefined ? undefined : `pid ${claim.pid}${claim.host === undefined ? '' : ` on ${claim.host}`}`;
+        progress(run === undefined ? { type: 'waiting', by: 1 } : { type: 'waiting', by: 1, run });
+      });
+    } finally {
+      if (waiting) progress({ type: 'waiting', by: -1 });
+    }
+  }
+
+  async function claimLoop(c: Company, onBusy: (claim: Extract<Claim, { kind: 'busy' }>) => void): Promise<boolean> {
     for (;;) {
       if (stops.paid.signal.aborted || !state.needsEnrich(c)) return false;
       const intent: IntentEvent = { t: 'intent', c: c.domain, g: c.generation, v: c.keyVersion, key: keyOf(c), at: deps.now() };
@@ -75,6 +90,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
           state.adopt(c, claim.purchase);
           continue;
         case 'busy':
+          onBusy(claim);
           try {
             await deps.clock.sleep(deps.busyPollMs, stops.paid.signal);
           } catch {
@@ -173,6 +189,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
   }
 
   return async (c) => {
+    let claimed = false;
     for (let round = 0; round < 2; round++) {
       // The credit first: an intent is written only for a call this run is allowed to make.
       if (!(await deps.budget.acquire(stops.paid.signal))) {
@@ -183,7 +200,10 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       // Every key a request went out under, so only an intent nothing was sent under is given back.
       const sentKeys = new Set<string>();
       try {
-        if (await claimPurchase(c)) outcome = await buy(c, sentKeys);
+        if (await claimPurchase(c)) {
+          claimed = true;
+          outcome = await buy(c, sentKeys);
+        }
       } finally {
         // A key left uncertain may have been charged: --max-credits counts it as spent.
         deps.budget.settle(c.keyUncertain && c.status !== 'hit' && c.status !== 'miss' ? Math.max(outcome.charged, 1) : outcome.charged);
@@ -192,6 +212,8 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       if (sentKeys.size === 0 && !state.needsEnrich(c)) break;
       if (round === 1 || !(await settleWait(c, outcome.answered))) break;
     }
+    // Not bought this run: another run may take it over now, rather than wait for this one to end.
+    if (claimed && state.needsEnrich(c)) record({ t: 'release', c: c.domain, g: c.generation });
     if (!state.needsEnrich(c) || c.status === 'error') progress({ type: 'enriched' });
   };
 }

@@ -12,7 +12,12 @@ export type ProgressEvent =
   | { type: 'charged'; credits: number }
   | { type: 'retry' }
   /** A 429 holds requests back until this monotonic ms. */
-  | { type: 'paused'; until: number };
+  | { type: 'paused'; until: number }
+  /**
+   * A company started (+1) or stopped (-1) waiting for another live run that holds its purchase
+   * open; `run` names that run ("pid 4242", "pid 4242 on build-7") when one starts.
+   */
+  | { type: 'waiting'; by: 1 | -1; run?: string };
 
 export type Phase = 'scan' | 'match' | 'write' | 'done';
 export type ProgressSink = (event: ProgressEvent) => void;
@@ -32,6 +37,9 @@ export class Progress {
   retries = 0;
   /** Monotonic ms until which a 429 holds every request back (0: not paused). */
   pausedUntil = 0;
+  /** Companies waiting for another run that holds their purchase, and the last such run named. */
+  waiting = 0;
+  waitingOn = '';
 
   readonly sink: ProgressSink = (e) => this.apply(e);
 
@@ -63,6 +71,10 @@ export class Progress {
         return;
       case 'paused':
         this.pausedUntil = Math.max(this.pausedUntil, e.until);
+        return;
+      case 'waiting':
+        this.waiting += e.by;
+        if (e.run !== undefined) this.waitingOn = e.run;
         return;
     }
   }

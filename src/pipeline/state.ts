@@ -188,6 +188,11 @@ export class RunState {
       case 'enrich':
         this.applyEnrich(event);
         return;
+      case 'release': {
+        const c = this.company(event.c);
+        if (c !== undefined) c.claimed = false;
+        return;
+      }
       case 'unclaim': {
         const c = this.company(event.c);
         if (c === undefined) return;

@@ -2,6 +2,7 @@ import { closeSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { isProcessAlive, processStartedAt } from '../process-alive.js';
+import { monotonicMs } from '../pipeline/clock.js';
 import type Database from 'libsql';
 import { EnrichError, UsageError } from '../errors.js';
 import { expectedColumns, SCHEMA, SCHEMA_VERSION } from './schema.js';
@@ -41,6 +42,29 @@ export function describeSqliteError(error: unknown): string {
   if (/CORRUPT|NOTADB/.test(code)) return 'the file is damaged or not an enrich store';
   if (/BUSY|LOCKED/.test(code)) return 'another process holds it locked for too long';
   return code !== '' ? code : error instanceof Error ? error.message : String(error);
+}
+
+/** How long a statement waits for another process's transaction on the store. */
+const BUSY_TIMEOUT_MS = 15_000;
+
+/**
+ * `PRAGMA journal_mode = WAL`, tried again while SQLite answers SQLITE_BUSY. Two runs that
+ * create a new store at the same moment both switch it: SQLite refuses the loser at once, without
+ * the busy timeout, and the run failed with "locked for too long". Bounded by the busy timeout.
+ */
+export function enableWal(db: Pick<Db, 'pragma'>): void {
+  const deadline = monotonicMs() + BUSY_TIMEOUT_MS;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (let attempt = 0; ; attempt++) {
+    try {
+      db.pragma('journal_mode = WAL');
+      return;
+    } catch (error) {
+      if (!/BUSY|LOCKED/.test((error as { code?: string }).code ?? '') || monotonicMs() > deadline) throw error;
+      // Synchronous, as opening is: a few ms, then longer, never over 100.
+      Atomics.wait(pause, 0, 0, Math.min(100, 2 ** attempt) * (0.5 + Math.random()));
+    }
+  }
 }
 
 export interface OpenStoreOptions {
@@ -87,8 +111,8 @@ export class Store {
     }
     try {
       // First: every later statement may meet another process's transaction and must wait.
-      db.pragma('busy_timeout = 15000');
-      db.pragma('journal_mode = WAL');
+      db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+      enableWal(db);
       db.pragma('synchronous = FULL');
       db.pragma('foreign_keys = ON');
       const version = Number((db.pragma('user_version', { simple: true }) as number | undefined) ?? 0);

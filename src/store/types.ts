@@ -75,7 +75,19 @@ export interface UnclaimEvent {
   key: string;
 }
 
-export type StoreEvent = MatchEvent | IntentEvent | EnrichEvent | UnclaimEvent;
+/**
+ * This run is done with a purchase it could not finish (the company ends as an error this run):
+ * the purchase keeps its key and what is known of it, but this run no longer holds it from
+ * other runs, which take it over as from a run that is gone. Without it, two runs each waiting on
+ * a company the other had failed would wait for each other to exit.
+ */
+export interface ReleaseEvent {
+  t: 'release';
+  c: string;
+  g: number;
+}
+
+export type StoreEvent = MatchEvent | IntentEvent | EnrichEvent | UnclaimEvent | ReleaseEvent;
 
 /** What an intent found when it was written: go ahead, or another run got there first. */
 export type Claim =
@@ -84,8 +96,8 @@ export type Claim =
    * same key was taken over (that run is gone), so the key may have been charged unseen.
    */
   | { kind: 'ok'; tookOver?: boolean }
-  /** Another live run holds an open intent for this purchase: wait for its outcome. */
-  | { kind: 'busy' }
+  /** Another live run holds an open intent for this purchase: wait for its outcome. `pid` (and `host`, when it is another machine) name that run, for a person to see what is waited on. */
+  | { kind: 'busy'; pid?: number; host?: string }
   /** Another run has bought this company (this generation or later) since the plan was made. */
   | { kind: 'held'; held: HeldCompany }
   /** Another run moved this purchase on (a new key version, or an outcome) since it was read. */

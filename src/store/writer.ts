@@ -133,6 +133,13 @@ export class RecordWriter {
       case 'enrich':
         this.applyEnrich(event, now);
         return OK;
+      case 'release':
+        if (this.run !== null) {
+          this.store
+            .sql(`UPDATE purchases SET owner_run = NULL WHERE service = ? AND domain = ? AND generation = ? AND owner_run = ? AND outcome = 'open'`)
+            .run(this.serviceId, event.c, event.g, this.run);
+        }
+        return OK;
       case 'unclaim':
         this.store
           .sql(
@@ -163,7 +170,12 @@ export class RecordWriter {
     let tookOver = false;
     if (row !== undefined) {
       const owner = row[9];
-      if (row[7] === 'open' && owner !== null && owner !== this.run && this.runAlive(owner, now)) return { kind: 'busy' };
+      if (row[7] === 'open' && owner !== null && owner !== this.run && this.runAlive(owner, now)) {
+        const run = this.store.sql('SELECT pid, host FROM runs WHERE id = ?').raw(true).get(owner) as [number, string] | undefined;
+        if (run === undefined) return { kind: 'busy' };
+        // The host only when it is another machine's (a store on a share).
+        return run[1] === this.store.host ? { kind: 'busy', pid: run[0] } : { kind: 'busy', pid: run[0], host: run[1] };
+      }
       tookOver = row[3] !== null && owner !== this.run;
       const current = toPurchase(row);
       if (current.outcome !== 'open' || current.keyVersion !== event.v || (current.intentKey !== null && current.intentKey !== event.key)) {

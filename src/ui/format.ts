@@ -40,6 +40,13 @@ export function wrapWords(text: string, columns: number, indent = '  '): string 
   return lines.join('\n');
 }
 
+/** `waiting for another run (pid 4242) to finish 3 companies`, or null when nothing waits. */
+export function waitingText(p: Progress): string | null {
+  if (p.waiting <= 0) return null;
+  const what = p.waiting === 1 ? '1 company' : `${num(p.waiting)} companies`;
+  return `waiting for another run${p.waitingOn === '' ? '' : ` (${p.waitingOn})`} to finish ${what}`;
+}
+
 /** One line of where the run is, for logs: `matching 1,200/5,000 · enriching 300/800 · 300 credits`. */
 export function progressLine(p: Progress, now: number): string {
   const parts: string[] = [];
@@ -51,6 +58,8 @@ export function progressLine(p: Progress, now: number): string {
     if (p.enrichTotal > 0) parts.push(`enriched ${num(p.enrichDone)}/${num(p.enrichTotal)}${p.matchDone < p.matchTotal ? '+' : ''}`);
     parts.push(`${num(p.credits)} credits`);
     if (p.pausedUntil > now) parts.push(`paused ${countdown(p.pausedUntil - now)} (rate limited)`);
+    const waiting = waitingText(p);
+    if (waiting !== null) parts.push(waiting);
   }
   return parts.join(' · ');
 }

@@ -1,6 +1,6 @@
 import ora, { type Ora } from 'ora';
 import type { Progress } from '../pipeline/progress.js';
-import { countdown, duration, num, wrapWords } from './format.js';
+import { countdown, duration, num, waitingText, wrapWords } from './format.js';
 import { LiveFrame } from './frame.js';
 import { layoutLines, type BarLine } from './layout.js';
 import type { Reporter } from './reporter.js';
@@ -47,8 +47,10 @@ export function matchLine(p: Progress, r: Rate, pause: string | null): BarLine {
 export function enrichLine(p: Progress, r: Rate, pause: string | null): BarLine {
   const growing = p.matchDone < p.matchTotal;
   const projected = growing && p.matchDone > 0 ? (p.enrichTotal * p.matchTotal) / p.matchDone : p.enrichTotal;
+  const waiting = waitingText(p);
   const extras = [
     ...(pause !== null && !growing ? [pause] : []),
+    ...(waiting !== null ? [waiting] : []),
     `${num(p.credits)} ${p.credits === 1 ? 'credit' : 'credits'}`,
     ...(p.retries > 0 ? [`${num(p.retries)} ${p.retries === 1 ? 'retry' : 'retries'}`] : []),
     ...(p.enrichTotal > p.enrichDone ? [perSecond(r)] : []),

@@ -101,7 +101,7 @@ function resumeFrom(state: RunState, purchase: Partial<Purchase>): void {
   state.loadCompany(state.company('acme.com') as NonNullable<ReturnType<RunState['company']>>, { action: 'buy', generation: 1, refresh: false, held: null, resume: open });
 }
 
-async function run(steps: Step[], options: { seed?: (state: RunState) => void; maxRateLimited?: number } = {}) {
+async function run(steps: Step[], options: { seed?: (state: RunState) => void; maxRateLimited?: number; maxAttempts?: number } = {}) {
   const svc = scripted(steps);
   const state = new RunState();
   state.addDomain('acme.com');
@@ -109,7 +109,7 @@ async function run(steps: Step[], options: { seed?: (state: RunState) => void; m
   const store = memoryStore();
   const stop = await execute(
     state,
-    { dryRun: false, maxCredits: null, retry: { maxAttempts: 8, maxRateLimitedAttempts: options.maxRateLimited ?? 8, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100 },
+    { dryRun: false, maxCredits: null, retry: { maxAttempts: options.maxAttempts ?? 8, maxRateLimitedAttempts: options.maxRateLimited ?? 8, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100 },
     {
       client: svc.client,
       scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, 2),
@@ -158,6 +158,18 @@ describe('paid attempts and their keys', () => {
     expect(r.stop?.reason).toBe('credits');
     const c = r.state.company('acme.com');
     expect([c?.keyVersion, c?.status, c?.errorCode]).toStrictEqual([2, 'error', 'insufficient_credits']);
+  });
+});
+
+describe('a purchase this run could not finish', () => {
+  it('is released for other runs once the run is done with it, and only then', async () => {
+    const failed = await run(['lost-before', 'lost-before', 'lost-before'], { maxAttempts: 3 });
+    expect(failed.state.company('acme.com')?.status).toBe('error');
+    expect(failed.journal.at(-1)).toStrictEqual({ t: 'release', c: 'acme.com', g: 1 });
+    expect(failed.journal.filter((e) => e.t === 'release')).toHaveLength(1);
+    const bought = await run(['lost-before', 'ok']);
+    expect(bought.state.company('acme.com')?.status).toBe('hit');
+    expect(bought.journal.some((e) => e.t === 'release')).toBe(false);
   });
 });
 

@@ -61,6 +61,17 @@ describe('progressLine, for logs', () => {
     expect(progressLine(p, 1_000)).toBe('matched 284/500 · enriched 280/284+ · 280 credits · paused 1s (rate limited)');
     expect(progressLine(Object.assign(p, { matchDone: 500 }), 2_000)).toBe('matched 500/500 · enriched 280/284 · 280 credits');
   });
+
+  it('says what a run waits on when another run holds companies it needs, and stops saying it once none waits', () => {
+    const p = Object.assign(new Progress(), { phase: 'match', matchTotal: 10, matchDone: 10, enrichTotal: 10, enrichDone: 7, credits: 7 });
+    p.apply({ type: 'waiting', by: 1, run: 'pid 4242' });
+    p.apply({ type: 'waiting', by: 1 });
+    expect(progressLine(p, 0)).toBe('matched 10/10 · enriched 7/10 · 7 credits · waiting for another run (pid 4242) to finish 2 companies');
+    expect(enrichLine(p, { at: 0, done: 0, perSecond: 0 }, null).extras).toContain('waiting for another run (pid 4242) to finish 2 companies');
+    p.apply({ type: 'waiting', by: -1 });
+    p.apply({ type: 'waiting', by: -1 });
+    expect(progressLine(p, 0)).toBe('matched 10/10 · enriched 7/10 · 7 credits');
+  });
 });
 
 describe('countdown and wrapWords', () => {

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { CompanyRecord } from '../../src/api/types.js';
 import { atRisk } from '../../src/store/ledger.js';
-import { LEASE_MS, Store } from '../../src/store/sqlite.js';
+import { enableWal, LEASE_MS, Store } from '../../src/store/sqlite.js';
 import type { Claim, StoreEvent } from '../../src/store/types.js';
 import type { WriteChannel } from '../../src/store/write-channel.js';
 import { tempDir } from '../helpers/cli.js';
@@ -237,6 +237,16 @@ describe('the SQLite store', () => {
     expect(open(store.path).db.prepare('SELECT status FROM runs WHERE id = ?').raw(true).get(run.runId)).toStrictEqual(['done']);
   });
 
+  it('switches a new store to WAL even when SQLite refuses at once because another run is switching it too', () => {
+    const busy = Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' });
+    let calls = 0;
+    enableWal({ pragma: () => (++calls < 4 ? raise(busy) : 'wal') } as never);
+    expect(calls).toBe(4);
+    // Anything else is not waited out.
+    const corrupt = Object.assign(new Error('file is not a database'), { code: 'SQLITE_NOTADB' });
+    expect(() => enableWal({ pragma: () => raise(corrupt) } as never)).toThrow(corrupt);
+  });
+
   it('lets one run claim a purchase: another live run is told busy, then sees it held', async () => {
     const path = join(dir.path, 'shared.db');
     const first = open(path);
@@ -245,12 +255,34 @@ describe('the SQLite store', () => {
     expect(await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).toStrictEqual({ kind: 'ok' });
     // Run a stands for another live process (our parent): its claim holds.
     first.db.prepare('UPDATE runs SET pid = ? WHERE id = ?').run(process.ppid, a.runId);
-    expect((await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).kind).toBe('busy');
+    // Named, for a person to see what the run waits on.
+    expect(await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).toStrictEqual({ kind: 'busy', pid: process.ppid });
     await a.append(hit('acme.com'));
     await a.flush();
     const claim = await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
     expect(claim.kind).toBe('held');
     expect(b.record('acme.com')?.name).toBe('acme.com');
+  });
+
+  it('lets a live run release a purchase it could not finish, so another takes it over instead of waiting for it to exit', async () => {
+    const path = join(dir.path, 'released.db');
+    const first = open(path);
+    const a = first.beginRun('svc', info);
+    const b = open(path).beginRun('svc', info);
+    // Run a stands for another live process (our parent); its answer was lost, so its key is kept.
+    first.db.prepare('UPDATE runs SET pid = ? WHERE id = ?').run(process.ppid, a.runId);
+    expect(await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).toStrictEqual({ kind: 'ok' });
+    await a.append({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'timeout', key: 'kept', lost: true });
+    await a.flush();
+    expect((await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).kind).toBe('busy');
+    await a.append({ t: 'release', c: 'acme.com', g: 1 });
+    await a.flush();
+    // Taken over under the same key, whose fate is open: the next attempt replays, never pays twice.
+    expect(await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).toStrictEqual({ kind: 'ok', tookOver: true });
+    // A release by a run that no longer owns the purchase changes nothing.
+    await a.append({ t: 'release', c: 'acme.com', g: 1 });
+    await a.flush();
+    expect(first.db.prepare('SELECT owner_run FROM purchases').raw(true).get()).toStrictEqual([b.runId]);
   });
 
   it('hands back a purchase another run moved on, and takes over one whose run is gone', async () => {
@@ -393,3 +425,7 @@ describe('the SQLite store', () => {
     expect(store.beginRun('svc', job).policyNow).toBe(now);
   });
 });
+
+function raise(error: Error): never {
+  throw error;
+}
