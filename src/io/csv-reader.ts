@@ -60,16 +60,22 @@ class RangedParser extends Parser {
 const allEmpty = (record: string[]): boolean => record.every((f) => f === '');
 
 /**
- * The 1-based line of a byte offset, counting LF bytes before it. With `skipBlank`, blank lines
- * at the offset are passed first (a row "starts" at its first character). csv-parse's own line
- * counter counts a CRLF inside a quoted field twice, so messages use this instead.
+ * The 1-based line of a byte offset, counting the line breaks before it: CRLF, LF and a lone CR
+ * each end a line, as rows may (see parserOptions). With `skipBlank`, blank lines at the offset
+ * are passed first (a row "starts" at its first character). csv-parse's own line counter counts
+ * a CRLF inside a quoted field twice, so messages use this instead.
  */
 export async function lineAt(path: string, offset: number, skipBlank: boolean): Promise<number> {
   let line = 1;
   let pos = 0;
+  // A break is counted at its last byte: the LF of a CRLF, or the byte after a lone CR shows it
+  // was one. (An offset on a row's own line break is then still on the row's line.)
+  let afterCR = false;
   for await (const chunk of createReadStream(path, { highWaterMark: 256 * 1024 }) as AsyncIterable<Buffer>) {
     for (let i = 0; i < chunk.length; i++, pos++) {
       const byte = chunk[i] as number;
+      if (afterCR && byte !== 0x0a) line++;
+      afterCR = byte === 0x0d;
       if (pos >= offset && !(skipBlank && (byte === 0x0a || byte === 0x0d))) return line;
       if (byte === 0x0a) line++;
     }

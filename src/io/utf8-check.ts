@@ -41,16 +41,19 @@ function completeLength(buf: Buffer): number {
   return buf.length;
 }
 
-/** Where in `buf` (not UTF-8) the first bad sequence starts: the longest prefix that is UTF-8. */
+/** Where in `buf` (not UTF-8) the first bad sequence starts: character by character, once a file. */
 function invalidAt(buf: Buffer): number {
-  let good = 0;
-  let bad = buf.length;
-  // isUtf8 of a prefix is false when the prefix ends inside a character, so trim those first.
-  while (bad - good > 1) {
-    const mid = (good + bad) >>> 1;
-    const end = completeLength(buf.subarray(0, mid));
-    if (end > good && isUtf8(buf.subarray(0, end))) good = end;
-    else bad = mid;
+  let i = 0;
+  while (i < buf.length) {
+    const byte = buf[i] as number;
+    if (byte < 0x80) {
+      i++;
+      continue;
+    }
+    const length = byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc0 ? 2 : 1;
+    // isUtf8 of the one character judges what a lead byte cannot: overlong forms, surrogates.
+    if (length === 1 || i + length > buf.length || !isUtf8(buf.subarray(i, i + length))) return i;
+    i += length;
   }
-  return good;
+  return buf.length;
 }

@@ -57,6 +57,10 @@ describe('readCsv', () => {
   it('names the line where the row with an unterminated quote starts', async () => {
     await expect(records('a,b\n1,2\n3,"four\n5,6\n7,8\n')).rejects.toThrow('in.csv:3: malformed CSV: a quoted field in the row starting here is never closed');
     await expect(records('a,b\r\n"1\r\n1",2\r\n\r\n"3,4\r\n')).rejects.toThrow('in.csv:5: malformed CSV');
+    // Lines end as rows may: a lone CR (old Mac exports) and mixed endings count too.
+    await expect(records('a,b\r1,2\r3\r4,5\r')).rejects.toThrow('in.csv:3: malformed CSV: the row has 1 fields where the header has 2');
+    await expect(records('a,b\r\n1,2\n3,4\r5\r\n')).rejects.toThrow('in.csv:4: malformed CSV: the row has 1 fields where the header has 2');
+    await expect(records('a,b\r1,2\r3,"four\r5,6\r')).rejects.toThrow('in.csv:3: malformed CSV: a quoted field in the row starting here is never closed');
   });
 
   it('refuses UTF-16 and binary files with a clear message', async () => {

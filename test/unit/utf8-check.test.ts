@@ -32,3 +32,25 @@ describe('Utf8Check', () => {
     expect(check(cut, [])).toBe(7);
   });
 });
+
+describe('Utf8Check, where the first bad byte is', () => {
+  it('names the bad byte itself, not a character before it cut by the chunk boundary', () => {
+    // The reviewer's case: an emoji cut by the 256 KiB boundary, a line break, then a Latin-1 byte.
+    const head = Buffer.alloc(262143, 0x61);
+    const bytes = Buffer.concat([head, Buffer.from('😀\n'), Buffer.from('\xc4rr.de,A\n', 'latin1')]);
+    expect(check(bytes, [262144])).toBe(262143 + 4 + 1);
+  });
+
+  it('agrees with a character-by-character reading for random files cut at random places', () => {
+    let seed = 7;
+    const random = (n: number): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % n);
+    const pieces = ['a', 'é', '€', '😀', '\n', ',', 'z'];
+    for (let round = 0; round < 300; round++) {
+      const good = Buffer.from(Array.from({ length: 1 + random(60) }, () => pieces[random(pieces.length)]).join(''));
+      const bad = Buffer.from([[0xff], [0xc3, 0x41], [0xe2, 0x82], [0xed, 0xa0, 0x80], [0xc0, 0xaf]][random(5)] as number[]);
+      const bytes = Buffer.concat([good, bad, Buffer.from('tail.com\n')]);
+      const cuts = Array.from({ length: random(4) }, () => random(bytes.length)).sort((a, b) => a - b);
+      expect(check(bytes, cuts), `round ${round}`).toBe(good.length);
+    }
+  });
+});
