@@ -77,10 +77,14 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       switch (claim.kind) {
         case 'ok':
           state.apply(intent);
-          // A dead run's intent under this key may have been sent: its fate is open.
-          if (claim.tookOver === true && !c.keyUncertain) {
+          // Another run's intent under this key (a run that died, or released the purchase) may
+          // have been sent: its fate is open, and its last attempt may still be running at the
+          // service. That run sent nothing after this takeover, so the settle time runs from now,
+          // whatever this run's plan had read (an earlier loss would let a fresh error retire the
+          // key too soon, and a new key buy what the old one may yet be charged for).
+          if (claim.tookOver === true) {
             c.keyUncertain = true;
-            c.lostAt = intent.at ?? deps.now();
+            c.lostAt = Math.max(c.lostAt ?? 0, intent.at ?? deps.now());
           }
           return true;
         case 'held':

@@ -3,7 +3,7 @@ import { apiErrorFromResponse, connectionError } from '../../src/api/errors.js';
 import type { ServiceClient } from '../../src/api/client.js';
 import type { EnrichResponse } from '../../src/api/types.js';
 import { memoryStore } from '../helpers/memory-store.js';
-import type { Purchase } from '../../src/store/types.js';
+import type { Purchase, StoreEvent } from '../../src/store/types.js';
 import { systemClock } from '../../src/pipeline/clock.js';
 import { execute } from '../../src/pipeline/execute.js';
 import { keyVerdict } from '../../src/pipeline/keys.js';
@@ -101,12 +101,12 @@ function resumeFrom(state: RunState, purchase: Partial<Purchase>): void {
   state.loadCompany(state.company('acme.com') as NonNullable<ReturnType<RunState['company']>>, { action: 'buy', generation: 1, refresh: false, held: null, resume: open });
 }
 
-async function run(steps: Step[], options: { seed?: (state: RunState) => void; maxRateLimited?: number; maxAttempts?: number } = {}) {
+async function run(steps: Step[], options: { seed?: (state: RunState) => void; maxRateLimited?: number; maxAttempts?: number; store?: ReturnType<typeof memoryStore> } = {}) {
   const svc = scripted(steps);
   const state = new RunState();
   state.addDomain('acme.com');
   options.seed?.(state);
-  const store = memoryStore();
+  const store = options.store ?? memoryStore();
   const stop = await execute(
     state,
     { dryRun: false, maxCredits: null, retry: { maxAttempts: options.maxAttempts ?? 8, maxRateLimitedAttempts: options.maxRateLimited ?? 8, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100 },
@@ -197,6 +197,21 @@ describe('paid attempts that end without an answer', () => {
     const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'written-by-an-older-version' });
     const r = await run(['ok'], { seed });
     expect(r.keys).toStrictEqual(['written-by-an-older-version']);
+  });
+});
+
+describe('a purchase taken over from another run', () => {
+  it('waits out the settle time from the takeover, not from a loss the plan read earlier: a fresh error then keeps the key', async () => {
+    // The plan read the key as uncertain long ago; the run that held it since has just released
+    // it, and its last attempt may still be running at the service.
+    const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', uncertain: true, lostAt: Date.now() - 10 * 60_000 });
+    const store = memoryStore();
+    const takeover = { ...store, append: (event: StoreEvent) => (event.t === 'intent' ? store.append(event).then(() => ({ kind: 'ok', tookOver: true }) as const) : store.append(event)) };
+    // A 500 from in front of the idempotency store: fresh, so it says nothing of that attempt.
+    const r = await run([{ status: 500, code: 'internal', rid: 'fresh', beforeLookup: true }, 'ok'], { seed, store: takeover as ReturnType<typeof memoryStore> });
+    // Retiring the key here would buy under #2 what #1 may yet be charged for.
+    expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#1']);
+    expect(r.charges).toBe(1);
   });
 });
 
