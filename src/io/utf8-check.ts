@@ -6,7 +6,7 @@ import { isUtf8 } from 'node:buffer';
  * is held back and checked with the next.
  */
 export class Utf8Check {
-  /** The file offset of the first byte that is not UTF-8 (near it, at worst); null while all is. */
+  /** The file offset of the first byte that is not UTF-8; null while all is. */
   firstInvalid: number | null = null;
   private carry: Buffer | null = null;
   private offset = 0;
@@ -30,13 +30,15 @@ export class Utf8Check {
   }
 }
 
+/** How many bytes a character starting with `lead` takes (1 for a stray continuation byte). */
+const sequenceLength = (lead: number): number => (lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1);
+
 /** `buf`'s length without a multi-byte character its end cuts short. */
 function completeLength(buf: Buffer): number {
   for (let i = buf.length - 1; i >= 0 && i >= buf.length - 3; i--) {
     const byte = buf[i] as number;
     if ((byte & 0xc0) === 0x80) continue; // a continuation byte: look further back for its lead
-    const needs = byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc0 ? 2 : 1;
-    return buf.length - i < needs ? i : buf.length;
+    return buf.length - i < sequenceLength(byte) ? i : buf.length;
   }
   return buf.length;
 }
@@ -50,7 +52,7 @@ function invalidAt(buf: Buffer): number {
       i++;
       continue;
     }
-    const length = byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc0 ? 2 : 1;
+    const length = sequenceLength(byte);
     // isUtf8 of the one character judges what a lead byte cannot: overlong forms, surrogates.
     if (length === 1 || i + length > buf.length || !isUtf8(buf.subarray(i, i + length))) return i;
     i += length;
