@@ -39,21 +39,26 @@ export function inheritedDescriptor(path: string): 1 | 2 | null {
   return m[1] !== undefined || (m[3] ?? m[5]) === '1' ? 1 : 2;
 }
 
+/** N when `path` is /dev/fd/N or /proc/self/fd/N (a descriptor of this process named by path); else null. */
+export function descriptorNumber(path: string): number | null {
+  const m = /^\/(?:dev|proc\/self)\/fd\/(\d+)$/.exec(resolve(path));
+  return m === null ? null : Number(m[1]);
+}
+
 /**
- * Whether `path` (/dev/fd/N, /proc/self/fd/N) names a descriptor Node opened for itself: an
- * event or epoll descriptor, or a pipe with both of its ends open here. Writing into one would
- * corrupt the event loop, or fail once the work is done; a pipe given to us (bash's
- * `>(gzip ...)`) has its other end elsewhere. Linux only; false elsewhere.
+ * Whether descriptor `fd` is one Node opened for itself: an event or epoll descriptor, or a pipe
+ * with both of its ends open here. Writing into one would corrupt the event loop, or fail once
+ * the work is done; a pipe given to us (bash's `>(gzip ...)`) has its other end elsewhere. Linux
+ * only; false elsewhere.
  */
-export function ownDescriptor(path: string): boolean {
-  const m = /^\/(?:dev\/fd|proc\/self\/fd)\/(\d+)$/.exec(resolve(path));
-  if (m === null || process.platform !== 'linux') return false;
-  const target = attempt(() => readlinkSync(`/proc/self/fd/${m[1] as string}`));
+export function ownDescriptor(fd: number): boolean {
+  if (process.platform !== 'linux') return false;
+  const target = attempt(() => readlinkSync(`/proc/self/fd/${fd}`));
   if (target === null) return false;
   if (target.startsWith('anon_inode:')) return true;
   if (!target.startsWith('pipe:')) return false;
   const fds = attempt(() => readdirSync('/proc/self/fd')) ?? [];
-  return fds.some((fd) => fd !== m[1] && attempt(() => readlinkSync(`/proc/self/fd/${fd}`)) === target);
+  return fds.some((other) => other !== String(fd) && attempt(() => readlinkSync(`/proc/self/fd/${other}`)) === target);
 }
 
 /**

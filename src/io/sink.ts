@@ -4,7 +4,7 @@ import { rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { EnrichError, UsageError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
-import { inheritedDescriptor, landsAt, lstatOrNull, ownDescriptor, statOrNull } from './paths.js';
+import { descriptorNumber, inheritedDescriptor, landsAt, lstatOrNull, ownDescriptor, statOrNull } from './paths.js';
 
 /** Whoever read our stdout stopped reading (`| head`): the store holds everything bought, so nothing is lost. */
 export class OutputClosedError extends EnrichError {
@@ -99,9 +99,9 @@ export function unwritableReason(path: string): string | null {
   const existing = statOrNull(path);
   if (existing?.isDirectory() === true) return `${path} is a directory; give a file path, or - for stdout`;
   // Checked before the run opens its own files: a descriptor not open then is nobody's to name.
-  const descriptor = /^\/(?:dev|proc\/self)\/fd\/(\d+)$/.exec(resolve(path));
-  if (descriptor !== null && existing === null) return `${path}: no descriptor ${descriptor[1] as string} is open for enrich (as with \`${descriptor[1] as string}> file\`)`;
-  if (descriptor !== null && ownDescriptor(path)) return `${path} is not a descriptor given to enrich (open one for it, as with \`${descriptor[1] as string}> file\`), or give a file`;
+  const fd = descriptorNumber(path);
+  if (fd !== null && existing === null) return `${path}: no descriptor ${fd} is open for enrich (as with \`${fd}> file\`)`;
+  if (fd !== null && ownDescriptor(fd)) return `${path} is not a descriptor given to enrich (open one for it, as with \`${fd}> file\`), or give a file`;
   // Linux opens no socket by path (one reached through /dev/fd/N): say so now, not after the work.
   if (existing?.isSocket() === true) return `${path} is a socket, which cannot be opened by name; give a file, or - for stdout`;
   if (existing !== null && !existing.isFile()) return null; // a device or pipe: written in place
