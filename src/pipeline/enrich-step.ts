@@ -55,52 +55,47 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
    * its key on (adopt where it stands). False when there is nothing left to buy.
    */
   async function claimPurchase(c: Company): Promise<boolean> {
+    // Said once per company while it waits, so a wait on another run is never silent.
     let waiting = false;
     try {
-      return await claimLoop(c, (claim) => {
-        // Said once per company while it waits, so a wait on another run is never silent.
-        if (waiting) return;
-        waiting = true;
-        const run = claim.pid === undefined ? undefined : `pid ${claim.pid}${claim.host === undefined ? '' : ` on ${claim.host}`}`;
-        progress(run === undefined ? { type: 'waiting', by: 1 } : { type: 'waiting', by: 1, run });
-      });
+      for (;;) {
+        if (stops.paid.signal.aborted || !state.needsEnrich(c)) return false;
+        const intent: IntentEvent = { t: 'intent', c: c.domain, g: c.generation, v: c.keyVersion, key: keyOf(c), at: deps.now() };
+        const claim = await deps.claim(intent);
+        switch (claim.kind) {
+          case 'ok':
+            state.apply(intent);
+            // Another run's intent under this key (a run that died, or released the purchase) may
+            // have been sent: its fate is open, and its last attempt may still be running at the
+            // service. That run sent nothing after this takeover, so the settle time runs from now,
+            // whatever this run's plan had read (an earlier loss would let a fresh error retire the
+            // key too soon, and a new key buy what the old one may yet be charged for).
+            if (claim.tookOver === true) {
+              c.keyUncertain = true;
+              c.lostAt = Math.max(c.lostAt ?? 0, intent.at ?? deps.now());
+            }
+            return true;
+          case 'held':
+            state.reuse(c, claim.held);
+            return false;
+          case 'moved':
+            state.adopt(c, claim.purchase);
+            continue;
+          case 'busy':
+            if (!waiting) {
+              waiting = true;
+              const run = claim.pid === undefined ? {} : { run: `pid ${claim.pid}${claim.host === undefined ? '' : ` on ${claim.host}`}` };
+              progress({ type: 'waiting', by: 1, ...run });
+            }
+            try {
+              await deps.clock.sleep(deps.busyPollMs, stops.paid.signal);
+            } catch {
+              return false;
+            }
+        }
+      }
     } finally {
       if (waiting) progress({ type: 'waiting', by: -1 });
-    }
-  }
-
-  async function claimLoop(c: Company, onBusy: (claim: Extract<Claim, { kind: 'busy' }>) => void): Promise<boolean> {
-    for (;;) {
-      if (stops.paid.signal.aborted || !state.needsEnrich(c)) return false;
-      const intent: IntentEvent = { t: 'intent', c: c.domain, g: c.generation, v: c.keyVersion, key: keyOf(c), at: deps.now() };
-      const claim = await deps.claim(intent);
-      switch (claim.kind) {
-        case 'ok':
-          state.apply(intent);
-          // Another run's intent under this key (a run that died, or released the purchase) may
-          // have been sent: its fate is open, and its last attempt may still be running at the
-          // service. That run sent nothing after this takeover, so the settle time runs from now,
-          // whatever this run's plan had read (an earlier loss would let a fresh error retire the
-          // key too soon, and a new key buy what the old one may yet be charged for).
-          if (claim.tookOver === true) {
-            c.keyUncertain = true;
-            c.lostAt = Math.max(c.lostAt ?? 0, intent.at ?? deps.now());
-          }
-          return true;
-        case 'held':
-          state.reuse(c, claim.held);
-          return false;
-        case 'moved':
-          state.adopt(c, claim.purchase);
-          continue;
-        case 'busy':
-          onBusy(claim);
-          try {
-            await deps.clock.sleep(deps.busyPollMs, stops.paid.signal);
-          } catch {
-            return false;
-          }
-      }
     }
   }
 
