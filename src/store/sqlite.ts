@@ -168,6 +168,20 @@ export class Store {
 
   /** Opens a run against one service: its records, and a row in `runs` saying it is under way. */
   beginRun(service: string, info: RunInfo, writer: WriterChoice = { kind: 'inline' }): ServiceRecords {
+    let run: { serviceId: number; id: number; policyNow: number };
+    try {
+      run = this.insertRun(service, info);
+    } catch (error) {
+      // Locked past the busy timeout (another run paused inside a commit), a full disk: said in
+      // one line, where it was an "unexpected error".
+      throw new StoreWriteError(this.path, error);
+    }
+    const records = new ServiceRecords(this, service, run.serviceId, run.id, run.policyNow, writer);
+    records.startHeartbeat();
+    return records;
+  }
+
+  private insertRun(service: string, info: RunInfo): { serviceId: number; id: number; policyNow: number } {
     const serviceId = this.serviceId(service);
     const now = this.options.now();
     const policyNow = this.policyNow(serviceId, info, now);
@@ -177,9 +191,7 @@ export class Store {
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')`,
       )
       .run(serviceId, now, now, policyNow, process.pid, this.host, this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options));
-    const records = new ServiceRecords(this, service, serviceId, Number(result.lastInsertRowid), policyNow, writer);
-    records.startHeartbeat();
-    return records;
+    return { serviceId, id: Number(result.lastInsertRowid), policyNow };
   }
 
   /**

@@ -321,6 +321,17 @@ describe('the SQLite store', () => {
     expect(() => open(junk)).toThrow(expect.objectContaining({ kind: 'usage', message: expect.stringContaining('damaged or not an enrich store') }));
   });
 
+  it('says in one line that the store is locked when a run cannot even begin (another run paused inside a commit)', () => {
+    const path = join(dir.path, 'locked.db');
+    const holder = open(path);
+    holder.db.exec('BEGIN IMMEDIATE');
+    const waiting = open(path);
+    // The busy timeout, without its 15 seconds.
+    waiting.db.pragma('busy_timeout = 0');
+    expect(() => waiting.beginRun('svc', info)).toThrow(expect.objectContaining({ kind: 'failure', message: expect.stringMatching(/^cannot write the store .*another process holds it locked for too long/) }));
+    holder.db.exec('ROLLBACK');
+  });
+
   it('stops paid work with a clear error when the store cannot be written', async () => {
     const store = open();
     const run = store.beginRun('svc', info);
