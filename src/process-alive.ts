@@ -15,13 +15,20 @@ export function isProcessAlive(pid: number): boolean {
 }
 
 function isZombie(pid: number): boolean {
+  const state = statFields(pid)?.[0];
+  return state === 'Z' || state === 'X';
+}
+
+/**
+ * The fields of Linux's /proc/<pid>/stat after the command name (the state first), which is in
+ * parentheses and may hold any character; null where that cannot be read.
+ */
+function statFields(pid: number): string[] | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    // The state follows the command name, which is in parentheses and may hold any character.
-    const state = stat.charAt(stat.lastIndexOf(')') + 2);
-    return state === 'Z' || state === 'X';
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
-    return false;
+    return null;
   }
 }
 
@@ -30,9 +37,10 @@ function isZombie(pid: number): boolean {
  * cannot be read (another OS, or the process is gone). Tells a live run from a reused pid.
  */
 export function processStartedAt(pid: number): number | null {
+  const fields = statFields(pid);
+  if (fields === null) return null;
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const ticks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    const ticks = Number(fields[19]);
     const boot = /^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1];
     if (boot === undefined || !Number.isFinite(ticks)) return null;
     // Clock ticks are 100 a second on every Linux this runs on (USER_HZ).
