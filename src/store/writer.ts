@@ -226,8 +226,11 @@ export class RecordWriter {
       this.store.sql(`UPDATE purchases SET outcome = 'failed', intent_key = NULL, owner_run = NULL, error_code = ?, run = ?, closed_at = ? ${where}`).run(e.code ?? 'error', this.run, now, ...id);
     } else if (e.key === 'retired') {
       // Proven uncharged: a service that stored this error under the key would replay it forever.
-      this.store.sql(`UPDATE purchases SET key_version = ?, intent_key = NULL, uncertain = 0, error_ids = NULL, lost_at = NULL, error_code = ? ${where}`)
-        .run(e.v + 1, e.code ?? 'error', ...id);
+      // Only the key this run sent under, and only while no other run has taken the purchase over
+      // (it may be sending under that key now): a stale retire must not free it for a new key.
+      const mine = this.run === null ? '' : ' AND key_version = ? AND (owner_run IS NULL OR owner_run = ?)';
+      this.store.sql(`UPDATE purchases SET key_version = ?, intent_key = NULL, uncertain = 0, error_ids = NULL, lost_at = NULL, error_code = ? ${where}${mine}`)
+        .run(e.v + 1, e.code ?? 'error', ...id, ...(this.run === null ? [] : [e.v, this.run]));
     } else {
       const row = this.store.sql(`SELECT error_ids FROM purchases ${where}`).raw(true).get(...id) as [string | null] | undefined;
       let ids: string[] = [];

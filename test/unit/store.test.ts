@@ -285,6 +285,28 @@ describe('the SQLite store', () => {
     expect(first.db.prepare('SELECT owner_run FROM purchases').raw(true).get()).toStrictEqual([b.runId]);
   });
 
+  it('retires only the key a run sent under, and not once another run has taken the purchase over', async () => {
+    const path = join(dir.path, 'retire.db');
+    const store = open(path);
+    const a = store.beginRun('svc', info);
+    await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    await a.append({ t: 'intent', c: 'beta.com', g: 1, v: 1, key: 'b1' }, true);
+    await a.flush();
+    const b = open(path).beginRun('svc', info);
+    // As after run a's lease lapsed on another host: run b took acme.com over and may be sending under k1.
+    store.db.prepare("UPDATE purchases SET owner_run = ? WHERE domain = 'acme.com'").run(b.runId);
+    await a.append({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired' });
+    // A retire for a key version the purchase has already left behind changes nothing either.
+    await a.append({ t: 'enrich', c: 'beta.com', g: 1, v: 0, s: 'error', code: 'internal', key: 'retired' });
+    await a.flush();
+    const keys = (): unknown => store.db.prepare('SELECT domain, key_version, intent_key FROM purchases ORDER BY domain').raw(true).all();
+    expect(keys()).toStrictEqual([['acme.com', 1, 'k1'], ['beta.com', 1, 'b1']]);
+    // Its own key, still its own: retired, for the next attempt to take a new one.
+    await a.append({ t: 'enrich', c: 'beta.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired' });
+    await a.flush();
+    expect(keys()).toStrictEqual([['acme.com', 1, 'k1'], ['beta.com', 2, null]]);
+  });
+
   it('hands back a purchase another run moved on, and takes over one whose run is gone', async () => {
     const path = join(dir.path, 'moved.db');
     const store = open(path);
