@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'libsql';
 import { describe, expect, it } from 'vitest';
@@ -161,6 +161,12 @@ describe('enrich ledger without a store', () => {
       expect(run.stderr).toBe(`enrich: no store at ${typo}: a batch run creates it with its first purchase or lookup; give --store <path> (or ENRICH_STORE) to read another\n`);
       expect(existsSync(typo)).toBe(false);
     }
+    // An empty file (a placeholder from mktemp, a truncated copy) is no store either, and stays empty.
+    const empty = t.dir.file('empty.db');
+    writeFileSync(empty, '');
+    const run = await runCli(['ledger', '--store', empty]);
+    expect(run).toMatchObject({ code: 2, stdout: '', stderr: `enrich: no store at ${empty}: a batch run creates it with its first purchase or lookup; give --store <path> (or ENRICH_STORE) to read another\n` });
+    expect(statSync(empty).size).toBe(0);
   });
 });
 

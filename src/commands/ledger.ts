@@ -40,8 +40,10 @@ function mib(bytes: number): string {
 export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void> {
   const now = io.now ?? Date.now;
   // Only an import may start a store: the others read or tidy one, and a mistyped --store would
-  // otherwise be created empty and reported as holding nothing.
-  if (options.action.kind !== 'import' && statOrNull(options.store) === null) {
+  // otherwise be created empty and reported as holding nothing. An empty file is no store either
+  // (SQLite would take it for an empty database and write one into it).
+  const found = statOrNull(options.store);
+  if (options.action.kind !== 'import' && (found === null || (found.isFile() && found.size === 0))) {
     throw new UsageError(`no store at ${options.store}: a batch run creates it with its first purchase or lookup; give --store <path> (or ENRICH_STORE) to read another`);
   }
   const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now });
