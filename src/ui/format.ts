@@ -47,6 +47,11 @@ export function waitingText(p: Progress): string | null {
   return `waiting for another run${p.waitingOn === '' ? '' : ` (${p.waitingOn})`} to finish ${what}`;
 }
 
+/** `paused 3s (rate limited)` while the limiter holds every request back, else null. */
+export function pausedText(p: Progress, now: number): string | null {
+  return p.pausedUntil > now ? `paused ${countdown(p.pausedUntil - now)} (rate limited)` : null;
+}
+
 /** One line of where the run is, for logs: `matching 1,200/5,000 · enriching 300/800 · 300 credits`. */
 export function progressLine(p: Progress, now: number): string {
   const parts: string[] = [];
@@ -57,9 +62,7 @@ export function progressLine(p: Progress, now: number): string {
     // `+`: the total grows until every domain is matched (as on the live display).
     if (p.enrichTotal > 0) parts.push(`enriched ${num(p.enrichDone)}/${num(p.enrichTotal)}${p.matchDone < p.matchTotal ? '+' : ''}`);
     parts.push(`${num(p.credits)} credits`);
-    if (p.pausedUntil > now) parts.push(`paused ${countdown(p.pausedUntil - now)} (rate limited)`);
-    const waiting = waitingText(p);
-    if (waiting !== null) parts.push(waiting);
+    for (const text of [pausedText(p, now), waitingText(p)]) if (text !== null) parts.push(text);
   }
   return parts.join(' · ');
 }

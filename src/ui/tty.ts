@@ -1,6 +1,6 @@
 import ora, { type Ora } from 'ora';
 import type { Progress } from '../pipeline/progress.js';
-import { countdown, duration, num, waitingText, wrapWords } from './format.js';
+import { duration, num, pausedText, waitingText, wrapWords } from './format.js';
 import { LiveFrame } from './frame.js';
 import { layoutLines, type BarLine } from './layout.js';
 import type { Reporter } from './reporter.js';
@@ -87,7 +87,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
   const drawBars = (p: Progress, t: number): void => {
     matchRate = rate(matchRate, p.matchDone, t);
     enrichRate = rate(enrichRate, p.enrichDone, t);
-    const pause = p.pausedUntil > t ? `paused ${countdown(p.pausedUntil - t)} (rate limited)` : null;
+    const pause = pausedText(p, t);
     const columns = stream.columns || 80;
     const lines = [matchLine(p, matchRate, p.matchDone < p.matchTotal ? pause : null), enrichLine(p, enrichRate, pause)];
     frame.draw(layoutLines(lines, columns));
