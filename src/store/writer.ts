@@ -144,9 +144,9 @@ export class RecordWriter {
         this.store
           .sql(
             `UPDATE purchases SET intent_key = NULL, owner_run = NULL, lost_at = NULL
-             WHERE service = ? AND domain = ? AND generation = ? AND key_version = ? AND intent_key = ? AND outcome = 'open' AND uncertain = 0`,
+             WHERE service = ? AND domain = ? AND generation = ? AND key_version = ? AND intent_key = ? AND outcome = 'open' AND uncertain = 0${this.run === null ? '' : ' AND owner_run = ?'}`,
           )
-          .run(this.serviceId, event.c, event.g, event.v, event.key);
+          .run(this.serviceId, event.c, event.g, event.v, event.key, ...(this.run === null ? [] : [this.run]));
         return OK;
     }
   }
@@ -226,9 +226,11 @@ export class RecordWriter {
       this.store.sql(`UPDATE purchases SET outcome = 'failed', intent_key = NULL, owner_run = NULL, error_code = ?, run = ?, closed_at = ? ${where}`).run(e.code ?? 'error', this.run, now, ...id);
     } else if (e.key === 'retired') {
       // Proven uncharged: a service that stored this error under the key would replay it forever.
-      // Only the key this run sent under, and only while no other run has taken the purchase over
-      // (it may be sending under that key now): a stale retire must not free it for a new key.
-      const mine = this.run === null ? '' : ' AND key_version = ? AND (owner_run IS NULL OR owner_run = ?)';
+      // Only the key this run sent under, on a purchase still open and still this run's: a run
+      // retires a key before it lets the purchase go, so a retire arriving once another run has
+      // taken it over (and perhaps sent under that key, perhaps handed it back since) is stale,
+      // and must not free the purchase for a new key.
+      const mine = this.run === null ? '' : " AND key_version = ? AND owner_run = ? AND outcome = 'open'";
       this.store.sql(`UPDATE purchases SET key_version = ?, intent_key = NULL, uncertain = 0, error_ids = NULL, lost_at = NULL, error_code = ? ${where}${mine}`)
         .run(e.v + 1, e.code ?? 'error', ...id, ...(this.run === null ? [] : [e.v, this.run]));
     } else {

@@ -305,6 +305,34 @@ describe('the SQLite store', () => {
     await a.append({ t: 'enrich', c: 'beta.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired' });
     await a.flush();
     expect(keys()).toStrictEqual([['acme.com', 1, 'k1'], ['beta.com', 2, null]]);
+    // Run b's answer under k1 was lost (maybe charged), and b handed the purchase back: a's late
+    // retire must still not forget that k1 may have been charged.
+    await b.append({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'network_error', key: 'kept', lost: true });
+    await b.append({ t: 'release', c: 'acme.com', g: 1 });
+    await b.flush();
+    await a.append({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired' });
+    await a.flush();
+    expect(store.db.prepare("SELECT key_version, intent_key, uncertain, owner_run FROM purchases WHERE domain = 'acme.com'").raw(true).get()).toStrictEqual([1, 'k1', 1, null]);
+  });
+
+  it('gives back only its own claim: an unclaim once another run has taken the purchase over changes nothing', async () => {
+    const path = join(dir.path, 'unclaim.db');
+    const store = open(path);
+    const a = store.beginRun('svc', info);
+    await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    await a.flush();
+    const b = open(path).beginRun('svc', info);
+    // As after run a's lease lapsed on another host: run b took the purchase over and is sending under k1.
+    store.db.prepare("UPDATE purchases SET owner_run = ? WHERE domain = 'acme.com'").run(b.runId);
+    // Run a, stopped before it sent anything, gives back what it thinks is its claim.
+    await a.append({ t: 'unclaim', c: 'acme.com', g: 1, v: 1, key: 'k1' });
+    await a.flush();
+    expect(store.db.prepare("SELECT intent_key, owner_run, lost_at IS NOT NULL FROM purchases WHERE domain = 'acme.com'").raw(true).get()).toStrictEqual(['k1', b.runId, 1]);
+    // Its own claim it gives back.
+    await a.append({ t: 'intent', c: 'beta.com', g: 1, v: 1, key: 'b1' }, true);
+    await a.append({ t: 'unclaim', c: 'beta.com', g: 1, v: 1, key: 'b1' });
+    await a.flush();
+    expect(store.db.prepare("SELECT intent_key, owner_run FROM purchases WHERE domain = 'beta.com'").raw(true).get()).toStrictEqual([null, null]);
   });
 
   it('hands back a purchase another run moved on, and takes over one whose run is gone', async () => {
