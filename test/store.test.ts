@@ -47,6 +47,23 @@ describe('the store remembers what was bought', () => {
     expect(rows.every((r) => r['enrich_status'] !== 'matched' || r['company_name'] !== '')).toBe(true);
   });
 
+  it('a small file against a bigger store buys its new company and reuses the held one, each with its own record', async () => {
+    await t.sandbox();
+    const held = domains(30);
+    expect(await summaryOf([t.dir.file('big.csv', csvText([['domain'], ...held.map((d) => [d])])), '-o', t.dir.file('big.out.csv')])).toMatchObject({ bought: 30 });
+    // Few companies next to the store: each is looked up by its key (not by reading the table).
+    const fresh = domains(1, 30)[0] as string;
+    const small = t.dir.file('small.csv', csvText([['domain'], [held[5] as string], [fresh]]));
+    expect(await summaryOf([small, '--dry-run'])).toMatchObject({ estimated_credits: 1 });
+    expect(await summaryOf([small, '-o', t.dir.file('small.out.csv')])).toMatchObject({ bought: 1, reused: 1, credits_charged: 1 });
+    expectEachChargedOnce(domains(31));
+    const rows = readCsvFile(t.dir.file('small.out.csv'));
+    expect(rows.map((r) => [r['domain'], r['enrich_source'], r['company_domain']])).toStrictEqual([
+      [held[5], 'store', held[5]],
+      [fresh, 'bought', fresh],
+    ]);
+  });
+
   it('two files that share companies buy their union once', async () => {
     await t.sandbox();
     const a = t.dir.file('a.csv', csvText([['domain'], ...domains(40).map((d) => [d])]));

@@ -26,10 +26,37 @@ export function libsql(): typeof Database {
     const header = { glibcVersionRuntime: 'present' };
     Object.defineProperty(process, 'report', { configurable: true, enumerable: true, value: { excludeNetwork: true, getReport: () => ({ header }) } });
   }
+  let database: typeof Database;
   try {
-    loaded = require('libsql') as typeof Database;
+    database = require('libsql') as typeof Database;
   } finally {
     if (swap) Object.defineProperty(process, 'report', report);
   }
+  firstRowByAll(database);
+  loaded = database;
   return loaded;
+}
+
+interface RowStatement {
+  get(...params: unknown[]): unknown;
+  all(...params: unknown[]): unknown[];
+}
+
+/**
+ * libsql 0.5's `Statement.get()` steps the statement without resetting it: once the statement
+ * has been read with `all()` or `iterate()`, `get()` answers with a row of that earlier read (a
+ * miss comes back as the last company looked up, a hit as the wrong one). The store caches its
+ * statements and reads one lookup both ways, so `get()` here is the first row of `all()`, which
+ * starts afresh every time. Every `get()` in the store reads one row, so this costs nothing.
+ */
+function firstRowByAll(database: typeof Database): void {
+  const db = new database(':memory:');
+  try {
+    const proto = Object.getPrototypeOf(db.prepare('SELECT 1')) as RowStatement;
+    proto.get = function get(this: RowStatement, ...params: unknown[]): unknown {
+      return this.all(...params)[0];
+    };
+  } finally {
+    db.close();
+  }
 }

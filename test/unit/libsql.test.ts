@@ -14,4 +14,20 @@ describe('loading the SQLite binding', () => {
     expect(header['glibcVersionRuntime']).not.toBe('present');
     expect(libsql()).toBe(Database);
   });
+
+  it('reads the right row with get() from a statement read before with all() or iterate() (libsql 0.5 stepped on from that read)', () => {
+    const db = new (libsql())(':memory:');
+    db.exec("CREATE TABLE t (k TEXT PRIMARY KEY, v TEXT); INSERT INTO t VALUES ('a', '1'), ('b', '2'), ('c', '3')");
+    const point = db.prepare('SELECT k, v FROM t WHERE k = ?').raw(true);
+    expect(point.all('a')).toStrictEqual([['a', '1']]);
+    expect(point.get('zz')).toBeUndefined();
+    point.all('a');
+    expect(point.get('b')).toStrictEqual(['b', '2']);
+    const from = db.prepare('SELECT k FROM t WHERE k >= ? ORDER BY k').raw(true);
+    const rows = from.iterate('a');
+    rows.next();
+    expect(from.get('c')).toStrictEqual(['c']);
+    expect(from.pluck().get('b')).toBe('b');
+    db.close();
+  });
 });
