@@ -36,6 +36,22 @@ describe('the built CLI', () => {
     for (const r of [none, flag, missing, noUrl]) expect(r.stderr).not.toMatch(/\n\s+at /);
   });
 
+  it.runIf(process.platform === 'linux')('refuses a store where no folder can be made (under /proc) in one line, where Node\'s own mkdir -p spun forever', async () => {
+    const dir = tempDir();
+    const run = spawnCli(['fixtures/companies.csv', '--sandbox', '--quiet', '-o', dir.file('out.csv'), '--store', '/proc/enrich-test/store.db']);
+    try {
+      expect(await run.exited).toBe(2);
+      expect(run.stderr()).toBe('enrich: cannot open the store /proc/enrich-test/store.db: ENOENT; pass --store <path> (or ENRICH_STORE) to use another\n');
+      // doctor makes a folder there for real before it says the store can be created (root may write anywhere, by its bits).
+      const doctor = await runProcess(['doctor', '--sandbox', '--store', '/proc/enrich-test/store.db']);
+      expect(doctor.code).toBe(2);
+      expect(doctor.stdout).toContain('store      FIX   /proc/enrich-test/store.db cannot be created: /proc is not writable (ENOENT)');
+    } finally {
+      run.child.kill('SIGKILL');
+      dir.cleanup();
+    }
+  });
+
   it('refuses a subcommand flag in one enrich: line with exit 2, and never names 2^53 - 1 as a limit', async () => {
     const port = await runProcess(['sandbox', '--port', 'abc']);
     expect(port).toMatchObject({ code: 2, stdout: '' });

@@ -17,12 +17,13 @@
  * imports only Node's built-ins.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, lstatSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { createRequire, wrap } from 'node:module';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join } from 'node:path';
 import { Script } from 'node:vm';
 import { startFlags } from '../node-flags.js';
+import { makeDirs } from '../io/paths.js';
 
 export type CacheUse = 'accepted' | 'rejected' | 'none' | 'off';
 
@@ -122,7 +123,7 @@ function save(script: Script, sourceHash: Buffer, path: string): void {
   const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
   try {
     const data = script.createCachedData();
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    makeDirs(dir, 0o700);
     if (!ours(dir, true)) return;
     const fd = openSync(tmp, 'wx', 0o600);
     try {

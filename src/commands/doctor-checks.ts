@@ -1,6 +1,5 @@
-import { constants } from 'node:fs';
-import { access, stat } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
 import { ApiError, ConnectionError, InsufficientScopeError, InvalidTokenError, NotServiceApiError, RateLimitedError } from '../api/errors.js';
@@ -163,8 +162,16 @@ export async function storeCheck(path: string): Promise<Check> {
   }
   let dir = dirname(path);
   while ((await stat(dir).catch(() => null)) === null && dirname(dir) !== dir) dir = dirname(dir);
-  const writable = await access(dir, constants.W_OK).then(() => true, () => false);
-  if (!writable) return fail('store', `${path} cannot be created: ${dir} is not writable; set ENRICH_STORE or pass --store <path>`, 'usage');
+  // Made and removed for real: access() says yes to root anywhere, and a folder may refuse what
+  // its permission bits allow (a read-only mount, /proc).
+  const refused = await mkdtemp(join(dir, '.enrich-doctor-')).then(
+    async (probe) => {
+      await rm(probe, { recursive: true, force: true });
+      return null;
+    },
+    (error: NodeJS.ErrnoException) => error.code ?? 'error',
+  );
+  if (refused !== null) return fail('store', `${path} cannot be created: ${dir} is not writable (${refused}); set ENRICH_STORE or pass --store <path>`, 'usage');
   return ok('store', `${path} (not created yet; the first run creates it)`);
 }
 

@@ -1,6 +1,7 @@
-import { mkdirSync, readFileSync, realpathSync, renameSync, rmSync, statfsSync, statSync, writeFileSync, type BigIntStats } from 'node:fs';
+import { readFileSync, realpathSync, renameSync, rmSync, statfsSync, statSync, writeFileSync, type BigIntStats } from 'node:fs';
 import { basename, join } from 'node:path';
 import { hashFile, type InputSource } from './input.js';
+import { makeDirs } from './paths.js';
 
 /**
  * The input's sha256, without reading it again when it has not changed since it was last hashed.
@@ -92,7 +93,7 @@ function readMemo(memoPath: string): Memo | null {
 function writeMemo(memoDir: string, memoPath: string, memo: Memo): void {
   const temp = `${memoPath}.${process.pid}.tmp`;
   try {
-    mkdirSync(memoDir, { recursive: true, mode: 0o700 });
+    makeDirs(memoDir, 0o700);
     writeFileSync(temp, `${JSON.stringify(memo)}\n`, { mode: 0o600 });
     renameSync(temp, memoPath);
   } catch {

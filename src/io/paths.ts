@@ -1,4 +1,4 @@
-import { lstatSync, readdirSync, readlinkSync, realpathSync, statSync, type Stats } from 'node:fs';
+import { lstatSync, mkdirSync, readdirSync, readlinkSync, realpathSync, statSync, type Stats } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 
 /**
@@ -66,6 +66,28 @@ export function ownDescriptor(fd: number): boolean {
  * a symlink loop, no permission, a name too long): callers then say what they need in their own
  * words, as they did for a missing file, instead of failing with the system's error.
  */
+/**
+ * `mkdir -p`, one level at a time from the deepest folder there is. Node's own recursive mkdir
+ * never returns where mkdir answers ENOENT for a folder whose parent exists (under /proc, for
+ * one): it makes the parent again, forever, at full CPU and deaf to Ctrl-C. Throws what mkdir
+ * answered for the first folder it could not make.
+ */
+export function makeDirs(dir: string, mode: number): void {
+  const missing: string[] = [];
+  for (let at = resolve(dir); statOrNull(at) === null; at = dirname(at)) {
+    missing.push(at);
+    if (dirname(at) === at) break;
+  }
+  for (const folder of missing.reverse()) {
+    try {
+      mkdirSync(folder, { mode });
+    } catch (error) {
+      // Made by another process meanwhile: fine.
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+  }
+}
+
 export function statOrNull(path: string): Stats | null {
   return attempt(() => statSync(path));
 }

@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { rename, rm, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { ScanResult } from '../pipeline/scan.js';
 import type { RunState } from '../pipeline/state.js';
 import { IntVector } from '../pipeline/vector.js';
 import type { CsvFormat } from './csv-reader.js';
+import { makeDirs } from './paths.js';
 
 /**
  * The scan's result, kept beside the store so a rerun skips parsing the input again: for a
@@ -66,7 +67,7 @@ export async function saveScan(path: string, key: ScanKey, scan: ScanResult, dom
     domains: domains.length,
     sizes: [refs.length, ends.length, text.length],
   };
-  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  makeDirs(dirname(path), 0o700);
   const temp = `${path}.tmp-${process.pid}`;
   await writeFile(temp, Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), refs, ends, text]), { mode: 0o600 });
   await rename(temp, path);

@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { closeSync, openSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { isProcessAlive, processStartedAt } from '../process-alive.js';
@@ -10,6 +10,7 @@ import { libsql } from './libsql.js';
 import { ServiceRecords } from './service.js';
 import type { RunInfo } from './types.js';
 import type { WriterChoice } from './write-channel.js';
+import { makeDirs } from '../io/paths.js';
 
 export type Db = InstanceType<typeof Database>;
 
@@ -102,7 +103,7 @@ export class Store {
     const full = { now: () => Date.now(), ...options };
     let db: Db;
     try {
-      mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+      makeDirs(dirname(path), 0o700);
       // Create it 0600 ourselves: SQLite would use the umask, and the WAL copies the mode.
       closeSync(openSync(path, 'a', 0o600));
       db = new (libsql())(path);
