@@ -2,6 +2,9 @@ import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ServiceClient } from '../src/api/client.js';
+import { InvalidTokenError, RateLimitedError } from '../src/api/errors.js';
+import { keyCheck } from '../src/commands/doctor-checks.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { runCli, tempDir } from './helpers/cli.js';
 import { runProcess } from './helpers/spawn.js';
@@ -163,5 +166,30 @@ describe('enrich doctor over real HTTP', () => {
     const help = await runProcess(['doctor', '--help']);
     expect(help.stdout).toContain('Examples:');
     expect(help.stdout).toContain('enrich doctor --probe-rate 50');
+  });
+});
+
+describe('the key check, as the service answers it', () => {
+  const refusing = (error: Error): ServiceClient => ({ match: () => Promise.reject(error) }) as unknown as ServiceClient;
+  const problem = (status: number, code: string) => ({ status, code, message: code, requestId: undefined, problem: undefined, definitive: true });
+
+  it("names the service's own code for a refused key, as a batch run does", async () => {
+    expect(await keyCheck(refusing(new InvalidTokenError(problem(401, 'key_suspended'))), [])).toMatchObject({
+      status: 'fail',
+      kind: 'auth',
+      text: 'refused (401 key_suspended): check ENRICH_API_KEY or --api-key-file',
+    });
+  });
+
+  it('stops as a batch would (exit 6) when the service asks to wait longer than a batch waits out', async () => {
+    expect(await keyCheck(refusing(new RateLimitedError(problem(429, 'rate_limited'), 86_400)), [])).toMatchObject({
+      status: 'fail',
+      kind: 'unavailable',
+      text: 'not checked: the service asks to wait 24 h (429 rate_limited); a batch would stop too, rerun later',
+    });
+    expect(await keyCheck(refusing(new RateLimitedError(problem(429, 'rate_limited'), 2)), [])).toMatchObject({
+      kind: 'failure',
+      text: 'not checked: rate limited (429); run enrich doctor again in 2s',
+    });
   });
 });

@@ -5,7 +5,8 @@ import type { Dispatcher } from 'undici';
 import { ApiError, ConnectionError, InsufficientScopeError, InvalidTokenError, NotServiceApiError, RateLimitedError } from '../api/errors.js';
 import { exchange } from '../api/exchange.js';
 import type { ServiceClient } from '../api/client.js';
-import type { ErrorKind } from '../errors.js';
+import { formatWait, type ErrorKind } from '../errors.js';
+import { DEFAULT_RETRY_POLICY } from '../api/retry.js';
 import { duration, num } from '../ui/format.js';
 
 /** One line of the report: ok, a note (worth knowing, not a failure), or a failure with its fix. */
@@ -97,9 +98,16 @@ export async function keyCheck(client: ServiceClient, samples: number[]): Promis
     samples.push(ms);
     return ok('key', `accepted with scope search:read (a free match of ${PROBE_DOMAIN}: ${value.matched ? 'matched' : 'no match'}, 0 credits)`);
   } catch (error) {
-    if (error instanceof InvalidTokenError) return fail('key', 'refused (401 invalid_token): check ENRICH_API_KEY or --api-key-file', 'auth');
-    if (error instanceof InsufficientScopeError) return fail('key', 'valid but lacks the search:read scope (403 insufficient_scope): use a key that has it', 'auth');
-    if (error instanceof RateLimitedError) return fail('key', `not checked: rate limited (429); run enrich doctor again in ${error.retryAfterSeconds}s`, 'failure');
+    // The service's own code, as a batch run shows it (a key_suspended is not an invalid_token).
+    if (error instanceof InvalidTokenError) return fail('key', `refused (401 ${error.code}): check ENRICH_API_KEY or --api-key-file`, 'auth');
+    if (error instanceof InsufficientScopeError) return fail('key', `valid but lacks the search:read scope (403 ${error.code}): use a key that has it`, 'auth');
+    if (error instanceof RateLimitedError) {
+      // Past what a batch run waits out, it stops with exit 6: so does this check.
+      if (error.retryAfterSeconds > (DEFAULT_RETRY_POLICY.maxRetryAfterSeconds ?? 0)) {
+        return fail('key', `not checked: the service asks to wait ${formatWait(error.retryAfterSeconds)} (429 ${error.code}); a batch would stop too, rerun later`, 'unavailable');
+      }
+      return fail('key', `not checked: rate limited (429); run enrich doctor again in ${error.retryAfterSeconds}s`, 'failure');
+    }
     if (error instanceof ConnectionError) return fail('key', `${error.message}: the service stopped answering`, 'unavailable');
     // Not the key's fault, and what a batch run would stop on with exit 6: the base URL, or the service.
     if (error instanceof NotServiceApiError) return fail('key', `not checked: ${error.message}`, 'unavailable');
