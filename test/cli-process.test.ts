@@ -33,7 +33,11 @@ describe('the built CLI', () => {
     const noUrl = await runProcess(['x.csv'], { env: { ENRICH_API_KEY: 'k' } });
     expect(noUrl.code).toBe(2);
     expect(noUrl.stderr).toMatch(/^enrich: no service address: set ENRICH_BASE_URL or pass --base-url <url>/);
-    for (const r of [none, flag, missing, noUrl]) expect(r.stderr).not.toMatch(/\n\s+at /);
+    const dir = tempDir();
+    const keyDir = await runProcess(['x.csv', '--base-url', 'http://127.0.0.1:9', '--api-key-file', dir.path]);
+    dir.cleanup();
+    expect(keyDir).toMatchObject({ code: 2, stderr: `enrich: cannot read the API key file ${dir.path}: it is a directory\n` });
+    for (const r of [none, flag, missing, noUrl, keyDir]) expect(r.stderr).not.toMatch(/\n\s+at /);
   });
 
   it.runIf(process.platform === 'linux')('refuses a store where no folder can be made (under /proc) in one line, where Node\'s own mkdir -p spun forever', async () => {

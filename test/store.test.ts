@@ -248,12 +248,12 @@ describe('enrich ledger release', () => {
 
     const list = await runCli(['ledger', 'release']);
     expect(list.stdout).toContain(`${stuck}  (`);
-    expect(list.stdout).toContain('1 companies wait on a paid call whose answer never came: at most 1 credits at risk');
+    expect(list.stdout).toContain('1 company waits on a paid call whose answer never came: at most 1 credit at risk');
     const refused = await runCli(['ledger', 'release', other]);
     expect(refused).toMatchObject({ code: 2 });
     expect(refused.stderr).toContain(`nothing to release for ${other}`);
     const released = await runCli(['ledger', 'release', '--all']);
-    expect(released.stdout).toContain('released 1 companies');
+    expect(released.stdout).toContain('released 1 company: the next run buys it under a new key');
     expect((await runCli(['ledger', 'release'])).stdout).toContain('no purchase is waiting on an unanswered paid call');
 
     const input = t.dir.file('in.csv', csvText([['domain'], [stuck]]));

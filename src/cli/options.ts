@@ -39,7 +39,8 @@ export async function readApiKey(flags: Pick<RunFlags, 'apiKeyFile'>, env: NodeJ
       key = (await readFile(flags.apiKeyFile, 'utf8')).split(/\r?\n/)[0]?.trim();
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
-      throw new UsageError(`cannot read the API key file ${flags.apiKeyFile}: ${code === 'ENOENT' ? 'no such file' : (code ?? String(error))}`);
+      const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : code === 'EACCES' ? 'permission denied' : (code ?? String(error));
+      throw new UsageError(`cannot read the API key file ${flags.apiKeyFile}: ${why}`);
     }
   } else {
     source = 'ENRICH_API_KEY';

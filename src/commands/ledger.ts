@@ -7,7 +7,7 @@ import { openSink, unwritableReason } from '../io/sink.js';
 import { importJournal } from '../store/import-journal.js';
 import { atRisk, holdings, prune, records, release, runs, type HeldRecord } from '../store/ledger.js';
 import { Store } from '../store/sqlite.js';
-import { num } from '../ui/format.js';
+import { count, num } from '../ui/format.js';
 import { VERSION } from '../version.js';
 
 export type LedgerAction =
@@ -88,14 +88,14 @@ function releaseHeld(store: Store, action: Extract<LedgerAction, { kind: 'releas
     if (json) return print(JSON.stringify(held, null, 2));
     if (held.length === 0) return print('no purchase is waiting on an unanswered paid call');
     print(held.map((p) => `${p.domain}  (${p.service}; last error ${p.errorCode ?? 'none'}${p.lostAt === null ? '' : `; unanswered since ${stamp(p.lostAt)}`})`).join('\n'));
-    return print(`${num(held.length)} companies wait on a paid call whose answer never came: at most ${num(held.length)} credits at risk. Rerun first; if the service never answers for them, release them with --all or by name (each may then be charged twice)`);
+    return print(`${held.length === 1 ? '1 company waits' : `${num(held.length)} companies wait`} on a paid call whose answer never came: at most ${count(held.length, 'credit')} at risk. Rerun first; if the service never answers for them, release them with --all or by name (each may then be charged twice)`);
   }
   const held = atRisk(store, action.all ? [] : action.domains);
   const unknown = action.domains.filter((d) => !held.some((p) => p.domain === d));
   if (unknown.length > 0) throw new UsageError(`nothing to release for ${unknown.join(', ')}: no unanswered paid call is held for it (see \`enrich ledger release\`)`);
   release(store, held);
   if (json) return print(JSON.stringify({ released: held.map((p) => p.domain) }));
-  print(`released ${num(held.length)} companies: the next run buys them under new keys; if a lost call was charged after all, that company is charged twice (at most ${num(held.length)} credits)`);
+  print(`released ${count(held.length, 'company', 'companies')}: the next run buys ${held.length === 1 ? 'it under a new key' : 'them under new keys'}; if a lost call was charged after all, that company is charged twice (at most ${count(held.length, 'credit')})`);
 }
 
 function show(store: Store, json: boolean, print: (s: string) => void): void {

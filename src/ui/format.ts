@@ -5,6 +5,9 @@ let nf: Intl.NumberFormat | undefined;
 export const num = (n: number): string =>
   Number.isSafeInteger(n) ? String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',') : (nf ??= new Intl.NumberFormat('en-US')).format(n);
 
+/** `1 credit`, `2 credits`, `1,200 companies`: a count with its noun. */
+export const count = (n: number, one: string, many = `${one}s`): string => `${num(n)} ${n === 1 ? one : many}`;
+
 export function duration(ms: number): string {
   const s = Math.max(0, Math.round(ms / 1000));
   if (s < 60) return `${s}s`;

@@ -1,6 +1,6 @@
 import type { Stop } from '../pipeline/stops.js';
 import type { Summary } from '../pipeline/summary.js';
-import { elapsed, num } from './format.js';
+import { count, elapsed, num } from './format.js';
 import { describePlanFit } from './plans.js';
 
 const usd = (n: number): string => `$${n.toFixed(2)}`;
@@ -17,15 +17,15 @@ export function formatSummary(s: Summary): string {
   if (s.errors > 0 || !s.dry_run) rows.push(['rows errored', num(s.errors)]);
   if (s.skipped > 0 || !s.dry_run) rows.push(['rows skipped', num(s.skipped)]);
   if (s.dry_run) {
-    if (s.reused > 0) rows.push(['reused', `${num(s.reused)}   companies held in the store, free (${num(s.credits_saved)} credits saved)`]);
+    if (s.reused > 0) rows.push(['reused', `${num(s.reused)}   ${s.reused === 1 ? 'company' : 'companies'} held in the store, free (${count(s.credits_saved, 'credit')} saved)`]);
     const c = s.estimated_cost_usd;
     const stale = s.stale > 0 ? `   (${num(s.stale)} to refresh stale records)` : '';
-    rows.push(['to buy', `${num(s.estimated_credits)} companies${stale}`]);
-    rows.push(['estimated cost', `${num(s.estimated_credits)} credits   ${usd(c.starter)} Starter · ${usd(c.growth)} Growth · ${usd(c.scale)} Scale`]);
+    rows.push(['to buy', `${count(s.estimated_credits, 'company', 'companies')}${stale}`]);
+    rows.push(['estimated cost', `${count(s.estimated_credits, 'credit')}   ${usd(c.starter)} Starter · ${usd(c.growth)} Growth · ${usd(c.scale)} Scale`]);
     rows.push(['plan', describePlanFit(s.estimated_credits)]);
   } else {
-    rows.push(['bought', `${num(s.bought)}${s.bought > 0 ? '   companies, by this run' : ''}`]);
-    rows.push(['reused', `${num(s.reused)}${s.reused > 0 ? `   companies from the store (${num(s.credits_saved)} credits saved)` : ''}`]);
+    rows.push(['bought', `${num(s.bought)}${s.bought > 0 ? `   ${s.bought === 1 ? 'company' : 'companies'}, by this run` : ''}`]);
+    rows.push(['reused', `${num(s.reused)}${s.reused > 0 ? `   ${s.reused === 1 ? 'company' : 'companies'} from the store (${count(s.credits_saved, 'credit')} saved)` : ''}`]);
     rows.push(['credits spent', `${num(s.credits_charged)}${s.credits_remaining !== null ? `   (${num(s.credits_remaining)} left)` : ''}`]);
   }
   // Figures are right-aligned in a column; the trailing text rows are not figures.
@@ -85,7 +85,7 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
     return `a real run would spend exactly ${num(s.estimated_credits)} credits${stale}; drop --dry-run to go ahead`;
   }
   if (s.errors > 0 && s.at_risk > 0) {
-    return `${num(s.errors)} rows failed (see enrich_error); ${num(s.at_risk)} companies wait on a paid call whose answer never came (at most ${num(s.at_risk)} credits at risk): run the same command later to finish them; if the service never answers for them, \`enrich ledger release\` lists them and lets them be bought again`;
+    return `${num(s.errors)} rows failed (see enrich_error); ${s.at_risk === 1 ? '1 company waits' : `${num(s.at_risk)} companies wait`} on a paid call whose answer never came (at most ${count(s.at_risk, 'credit')} at risk): run the same command later to finish them; if the service never answers for them, \`enrich ledger release\` lists them and lets them be bought again`;
   }
   if (s.errors > 0) return `${num(s.errors)} rows failed (see enrich_error); run the same command to retry them`;
   return null;
