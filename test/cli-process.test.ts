@@ -37,7 +37,12 @@ describe('the built CLI', () => {
     const keyDir = await runProcess(['x.csv', '--base-url', 'http://127.0.0.1:9', '--api-key-file', dir.path]);
     dir.cleanup();
     expect(keyDir).toMatchObject({ code: 2, stderr: `enrich: cannot read the API key file ${dir.path}: it is a directory\n` });
-    for (const r of [none, flag, missing, noUrl, keyDir]) expect(r.stderr).not.toMatch(/\n\s+at /);
+    // A mistyped ledger command is not an argument to its default (show); every ledger refusal points at its help.
+    const ledger = await runProcess(['ledger', 'bogus']);
+    expect(ledger).toMatchObject({ code: 2, stderr: "enrich: unknown ledger command 'bogus': give show, runs, export, prune, release or import (see enrich ledger --help)\n" });
+    const prune = await runProcess(['ledger', 'prune']);
+    expect(prune).toMatchObject({ code: 2, stderr: "enrich: required option '--older-than <duration>' not specified (see enrich ledger prune --help)\n" });
+    for (const r of [none, flag, missing, noUrl, keyDir, ledger, prune]) expect(r.stderr).not.toMatch(/\n\s+at /);
   });
 
   it.runIf(process.platform === 'linux')('refuses a store where no folder can be made (under /proc) in one line, where Node\'s own mkdir -p spun forever', async () => {

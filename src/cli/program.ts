@@ -154,7 +154,13 @@ function addLedgerCommands(program: Command, done: (options: LedgerFlags) => voi
   const finish = (opts: Record<string, unknown>, action: LedgerAction): void =>
     done({ store: opts['store'] as string | undefined, json: opts['json'] as boolean, action });
   common(ledger.command('show', { isDefault: true }).description('companies held, credits spent, oldest record, size on disk'))
-    .action((opts: Record<string, unknown>) => finish(opts, { kind: 'show' }));
+    // The default: `enrich ledger bogus` lands here, and is a mistyped command, not an argument.
+    .allowExcessArguments(true)
+    .action((opts: Record<string, unknown>, command: Command) => {
+      const [word] = command.args;
+      if (word !== undefined) command.error(`unknown ledger command '${word}': give show, runs, export, prune, release or import`, { code: 'commander.unknownCommand' });
+      finish(opts, { kind: 'show' });
+    });
   common(ledger.command('runs').description('the most recent runs: input, status, credits, bought and reused'))
     .option('--limit <n>', 'how many runs', integer(1, 100_000, '--limit'), 20)
     .action((opts: Record<string, unknown>) => finish(opts, { kind: 'runs', limit: opts['limit'] as number }));
@@ -359,8 +365,10 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
 
   // Subcommands inherit these only if set before they are created: set them on each, so that
   // every refusal is one line, `enrich: ...` with the help to read, and exit 2.
-  for (const command of [program, ...program.commands]) {
-    const help = command === program ? 'enrich --help' : `enrich ${command.name()} --help`;
+  const every = (command: Command, path: string): [Command, string][] => [[command, path], ...command.commands.flatMap((c) => every(c, `${path} ${c.name()}`))];
+  for (const [command, path] of every(program, 'enrich')) {
+    // `enrich ledger show` is `enrich ledger` (its default): the help to read is the ledger's.
+    const help = `${path.replace(/ show$/, '')} --help`;
     command.exitOverride().configureOutput({
       writeOut: (s) => out.writeOut(s),
       writeErr: (s) => out.writeErr(s),
