@@ -47,7 +47,7 @@ describe('a service that cannot be reached stops the run with one line and exit 
     try {
       const run = await runCli([input(), '-o', dir.file('out.csv')], { env: { ENRICH_BASE_URL: `${sb.url}/wrong/prefix`, ENRICH_API_KEY: KEY } });
       expect(run.code).toBe(6);
-      expect(run.stderr).toContain('not as the service API; check ENRICH_BASE_URL');
+      expect(run.stderr).toContain('enrich: this address does not answer as the service API (HTTP 404 not_found on a documented endpoint); check the base URL (ENRICH_BASE_URL or --base-url) and rerun\n');
       expect(sb.stats.requests).toBeLessThanOrEqual(16);
     } finally {
       await sb.close();

@@ -33,7 +33,7 @@ export class Health {
   /** An attempt that failed; returns the outage if this one opens the breaker. */
   failed(error: unknown): Outage | null {
     if (error instanceof NotServiceApiError && !this.worked) {
-      return { message: `${error.message}: the address answers, but not as the service API; check ENRICH_BASE_URL (or --base-url) and rerun`, worked: this.worked };
+      return { message: `${error.message} (ENRICH_BASE_URL or --base-url) and rerun`, worked: this.worked };
     }
     if (error instanceof ApiError && error.status >= 400 && error.status < 500 && !(error instanceof NotServiceApiError)) {
       // The service judged the request (a 422, a 429): it is there. A 5xx is not counted as an
