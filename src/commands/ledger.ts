@@ -62,7 +62,7 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
         const pruned = prune(store, cutoff, action.dryRun);
         if (options.json) return print(JSON.stringify({ cutoff: new Date(cutoff).toISOString(), dry_run: action.dryRun, ...pruned }));
         const verb = action.dryRun ? 'would forget' : 'forgot';
-        return print(`${verb} ${num(pruned.companies)} companies bought and ${num(pruned.lookups)} lookups made before ${day(cutoff)}; open purchases are always kept`);
+        return print(`${verb} ${count(pruned.companies, 'company', 'companies')} bought and ${count(pruned.lookups, 'lookup')} made before ${stamp(cutoff)} UTC; open purchases are always kept`);
       }
       case 'release':
         return releaseHeld(store, action, options.json, print);
