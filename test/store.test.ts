@@ -264,6 +264,17 @@ describe('enrich ledger release', () => {
 });
 
 describe('a journal written by enrich 0.1', () => {
+  it('is told from a file that is not one: ledger import refuses it (exit 2), a batch warns and goes on', async () => {
+    await t.sandbox();
+    const csv = t.dir.file('crm.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
+    const refused = await runCli(['ledger', 'import', csv]);
+    expect(refused).toMatchObject({ code: 2, stdout: '', stderr: `enrich: ${csv} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported\n` });
+    const junk = t.dir.file('crm.csv.enrich-journal', 'not a journal\n');
+    const run = await runCli([csv, '-o', t.dir.file('out.csv')], { env: t.env() });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toContain(`${junk} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported from it`);
+  });
+
   it('is imported once: its companies are not bought again, and an unfinished purchase resumes under its own key', async () => {
     await t.sandbox();
     const input = t.dir.file('crm.csv');

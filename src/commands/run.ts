@@ -201,7 +201,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   // 2. The store: what was bought and learned before, by any run, from any input.
   const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now });
   cleanups.push(() => store.close());
-  for (const path of legacyJournals(options, sha256, ctx.env)) reportImport(ctx.reporter, await importJournal(store, path));
+  for (const path of legacyJournals(options, sha256, ctx.env)) reportImport(ctx.reporter, path, await importJournal(store, path));
   const service = options.service.kind === 'sandbox' ? EMBEDDED_SERVICE : serviceIdentity(options.service.baseUrl);
   const records: ServiceStore = store.beginRun(
     service,
@@ -291,7 +291,11 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   return { summary, stop };
 }
 
-function reportImport(reporter: Reporter, imported: Imported | null): void {
+function reportImport(reporter: Reporter, path: string, imported: Imported | 'not_journal' | null): void {
+  if (imported === 'not_journal') {
+    reporter.warn(`${path} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported from it`);
+    return;
+  }
   if (imported === null || (imported.companies === 0 && imported.open === 0 && imported.damaged === null)) return;
   const open = imported.open > 0 ? `; ${imported.open} unfinished purchases resume under their own keys` : '';
   reporter.note(`imported ${imported.companies} companies bought with enrich 0.1 from ${imported.path}${open}`);

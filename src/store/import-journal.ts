@@ -61,7 +61,7 @@ function enrichEvent(e: EnrichEntry, lastKey: Map<string, string>): StoreEvent |
  * nothing bought with that version is bought again: its companies become held records, its
  * lookups are reused, and a purchase it left open resumes under the very key it was sent with.
  */
-export async function importJournal(store: Store, path: string): Promise<Imported | null> {
+export async function importJournal(store: Store, path: string): Promise<Imported | 'not_journal' | null> {
   let real: string;
   let bytes: number;
   try {
@@ -112,7 +112,8 @@ export async function importJournal(store: Store, path: string): Promise<Importe
     if (!(error instanceof JournalCorruptError)) throw error;
     damaged = error.message;
   }
-  if (service === null || records === null) return null;
+  // No journal header to start it (a CSV given by mistake): nothing in it was written by 0.1.
+  if (service === null || records === null) return bytes === 0 || from > 0 ? null : 'not_journal';
   // TypeScript cannot see the callback's assignment: name the narrowed value.
   const target: ReturnType<Store['records']> = records;
   target.importEvents(events);
