@@ -47,10 +47,11 @@ describe('the built CLI', () => {
 
   it.runIf(process.platform === 'linux')('refuses a store where no folder can be made (under /proc) in one line, where Node\'s own mkdir -p spun forever', async () => {
     const dir = tempDir();
-    const run = spawnCli(['fixtures/companies.csv', '--sandbox', '--quiet', '-o', dir.file('out.csv'), '--store', '/proc/enrich-test/store.db']);
+    // The default store, whose folders are made on first use, in a state home under /proc.
+    const run = spawnCli(['fixtures/companies.csv', '--sandbox', '--quiet', '-o', dir.file('out.csv')], { env: { XDG_STATE_HOME: '/proc/enrich-test', ENRICH_STORE: undefined } });
     try {
       expect(await run.exited).toBe(2);
-      expect(run.stderr()).toBe('enrich: cannot open the store /proc/enrich-test/store.db: ENOENT; pass --store <path> (or ENRICH_STORE) to use another\n');
+      expect(run.stderr()).toBe('enrich: cannot open the store /proc/enrich-test/enrich/store.db: ENOENT; pass --store <path> (or ENRICH_STORE) to use another\n');
       // doctor makes a folder there for real before it says the store can be created (root may write anywhere, by its bits).
       const doctor = await runProcess(['doctor', '--sandbox', '--store', '/proc/enrich-test/store.db']);
       expect(doctor.code).toBe(2);

@@ -1,10 +1,11 @@
 import { readFile } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import { inheritedDescriptor, landsAt, statOrNull } from '../io/paths.js';
 import { outputTarget, unwritableReason } from '../io/sink.js';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
 import { DEFAULT_MISS_MAX_AGE_MS } from '../pipeline/plan.js';
-import { resolveStorePath } from '../store/path.js';
+import { defaultStorePath, resolveStorePath } from '../store/path.js';
 import type { OutputFormat } from '../io/output.js';
 import { SUBCOMMANDS, type DoctorFlags, type RunFlags } from './program.js';
 import type { DoctorOptions } from '../commands/doctor.js';
@@ -74,7 +75,7 @@ export function formatFor(output: string, requested: OutputFormat | undefined): 
  * done: two roles on one file (results over the input, or over the store that holds what was
  * paid for), a directory where a file goes, a folder that does not exist.
  */
-function checkPaths(flags: RunFlags, store: string): void {
+function checkPaths(flags: RunFlags, store: string, env: NodeJS.ProcessEnv): void {
   const output = flags.output ?? '-';
   const files: [string, string][] = [];
   if (flags.input !== '-') files.push(['the input', flags.input]);
@@ -96,6 +97,13 @@ function checkPaths(flags: RunFlags, store: string): void {
   }
   if (statOrNull(store)?.isDirectory() === true) {
     throw new UsageError(`the store ${store} is a directory; give a file path with --store or ENRICH_STORE`);
+  }
+  // A store named by --store or ENRICH_STORE goes in a folder that exists, as -o does: a mistyped
+  // folder would otherwise be made, with an empty store in it, and what is held bought again.
+  // Only the default's folder (under $XDG_STATE_HOME) is made on first use.
+  if (store !== defaultStorePath(env)) {
+    const folder = dirname(resolve(store));
+    if (statOrNull(folder)?.isDirectory() !== true) throw new UsageError(`the store ${store}: the folder ${folder} does not exist; create it, or fix --store (or ENRICH_STORE)`);
   }
   for (const [flag, path] of [['-o', output], ['--summary-json', flags.summaryJson]] as const) {
     if (path === undefined || path === '-') continue;
@@ -130,7 +138,7 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     service = { kind: 'remote', baseUrl: checkBaseUrl(raw.trim()), apiKey: await readApiKey(flags, env) };
   }
   const store = resolveStorePath(flags.store, env);
-  checkPaths(flags, store);
+  checkPaths(flags, store, env);
   const output = flags.output ?? '-';
   const writesOutput = !flags.dryRun || flags.output !== undefined;
   if (flags.summaryJson === '-' && output === '-' && writesOutput) {

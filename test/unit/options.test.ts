@@ -27,7 +27,7 @@ describe('argv -> options', () => {
     ['a dry run writes results only when asked', ['in.csv', '--dry-run'], { dryRun: true, writesOutput: false }],
     ['a cap, an age, a miss age', ['in.csv', '--max-credits', '50', '--max-age', '30d', '--miss-max-age', '12h'], { maxCredits: 50, maxAgeMs: 30 * DAY, missMaxAgeMs: 12 * 3_600_000 }],
     ['--fresh is --max-age 0', ['in.csv', '--fresh'], { maxAgeMs: 0 }],
-    ['--store names the store', ['in.csv', '--store', '/team/enrich.db'], { store: '/team/enrich.db' }],
+    ['--store names the store', ['in.csv', '--store', '/tmp/enrich.db'], { store: '/tmp/enrich.db' }],
     ['the embedded sandbox', ['in.csv', '--sandbox'], { service: { kind: 'sandbox', options: expect.anything() as never } }],
     ['the service from the environment', ['in.csv'], { service: { kind: 'remote', baseUrl: 'https://data.example.com/', apiKey: 'sk_table' } }],
   ])('%s', async (_, argv, expected) => {
@@ -37,6 +37,13 @@ describe('argv -> options', () => {
   it('takes the store from ENRICH_STORE, and --store over it', async () => {
     expect((await options(['in.csv'], { ...ENV, ENRICH_STORE: '/env.db' })).store).toBe('/env.db');
     expect((await options(['in.csv', '--store', '/flag.db'], { ...ENV, ENRICH_STORE: '/env.db' })).store).toBe('/flag.db');
+  });
+
+  it('refuses a named store in a folder that does not exist (a typo would start an empty store), but makes the default one\'s', async () => {
+    const refusal = 'the store /no-such-folder/enrich.db: the folder /no-such-folder does not exist; create it, or fix --store (or ENRICH_STORE)';
+    await expect(options(['in.csv', '--store', '/no-such-folder/enrich.db'])).rejects.toThrow(refusal);
+    await expect(options(['in.csv'], { ...ENV, ENRICH_STORE: '/no-such-folder/enrich.db' })).rejects.toThrow(refusal);
+    expect((await options(['in.csv'], { ...ENV, XDG_STATE_HOME: '/no-such-folder' })).store).toBe('/no-such-folder/enrich/store.db');
   });
 
   it.each([
