@@ -53,9 +53,13 @@ describe('the built CLI', () => {
       expect(await run.exited).toBe(2);
       expect(run.stderr()).toBe('enrich: cannot open the store /proc/enrich-test/enrich/store.db: ENOENT; pass --store <path> (or ENRICH_STORE) to use another\n');
       // doctor makes a folder there for real before it says the store can be created (root may write anywhere, by its bits).
-      const doctor = await runProcess(['doctor', '--sandbox', '--store', '/proc/enrich-test/store.db']);
+      const doctor = await runProcess(['doctor', '--sandbox'], { env: { XDG_STATE_HOME: '/proc/enrich-test', ENRICH_STORE: undefined } });
       expect(doctor.code).toBe(2);
-      expect(doctor.stdout).toContain('store      FIX   /proc/enrich-test/store.db cannot be created: /proc is not writable (ENOENT)');
+      expect(doctor.stdout).toContain('store      FIX   /proc/enrich-test/enrich/store.db cannot be created: /proc is not writable (ENOENT)');
+      // A named store's folder must be there, as for a batch.
+      const named = await runProcess(['doctor', '--sandbox', '--store', dir.file('typo/store.db')]);
+      expect(named.code).toBe(2);
+      expect(named.stdout).toContain(`store      FIX   ${dir.file('typo/store.db')} cannot be created: the folder ${dir.file('typo')} does not exist; create it, or fix --store (or ENRICH_STORE)`);
     } finally {
       run.child.kill('SIGKILL');
       dir.cleanup();

@@ -171,7 +171,7 @@ const problemOf = (error: unknown): string => {
 /** Doctor's flags -> its options. Nothing is refused here: each problem becomes a report line. */
 export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.ProcessEnv): Promise<DoctorOptions> {
   const storePath = resolveStorePath(flags.store, env);
-  const common = { storePath, probeRate: flags.probeRate, timeoutMs: 10_000 };
+  const common = { storePath, storeNamed: storePath !== defaultStorePath(env), probeRate: flags.probeRate, timeoutMs: 10_000 };
   if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
   if (flags.sandbox) return { ...common, service: { kind: 'sandbox', options: { ...EMBEDDED_SANDBOX, failRate: 0 } } };
   const raw = (flags.baseUrl ?? env['ENRICH_BASE_URL'] ?? '').trim();
