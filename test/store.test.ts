@@ -55,6 +55,7 @@ describe('the store remembers what was bought', () => {
     const fresh = domains(1, 30)[0] as string;
     const small = t.dir.file('small.csv', csvText([['domain'], [held[5] as string], [fresh]]));
     expect(await summaryOf([small, '--dry-run'])).toMatchObject({ estimated_credits: 1 });
+    expect((await runCli([small, '--dry-run'], { env: t.env() })).stderr).toContain('a real run would spend exactly 1 credit; drop --dry-run to go ahead');
     expect(await summaryOf([small, '-o', t.dir.file('small.out.csv')])).toMatchObject({ bought: 1, reused: 1, credits_charged: 1 });
     expectEachChargedOnce(domains(31));
     const rows = readCsvFile(t.dir.file('small.out.csv'));

@@ -64,7 +64,7 @@ export function progressLine(p: Progress, now: number): string {
     parts.push(`matched ${num(p.matchDone)}/${num(p.matchTotal)}`);
     // `+`: the total grows until every domain is matched (as on the live display).
     if (p.enrichTotal > 0) parts.push(`enriched ${num(p.enrichDone)}/${num(p.enrichTotal)}${p.matchDone < p.matchTotal ? '+' : ''}`);
-    parts.push(`${num(p.credits)} credits`);
+    parts.push(count(p.credits, 'credit'));
     for (const text of [pausedText(p, now), waitingText(p)]) if (text !== null) parts.push(text);
   }
   return parts.join(' · ');

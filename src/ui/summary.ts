@@ -65,10 +65,10 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
       // Refused before anything billable was known to be owed: "needs 0 more credits" would
       // contradict the stop itself.
       if (s.estimated_credits === 0) return `stopped: the service refused for credits (${balance.replace(/, $/, '') || 'no balance given'}) before anything left was priced; top up, or ask the service, then run the same command to finish`;
-      return `stopped: ${balance}needs ${num(s.estimated_credits)} more credits; top up and run the same command to finish (what was bought is kept)`;
+      return `stopped: ${balance}needs ${count(s.estimated_credits, 'more credit', 'more credits')}; top up and run the same command to finish (what was bought is kept)`;
     }
     case 'budget':
-      return `stopped at --max-credits ${num(stop.limit)} (the cap on this invocation): ${num(s.estimated_credits)} more credits would finish the job; what was bought is kept, and the next run buys only the rest`;
+      return `stopped at --max-credits ${num(stop.limit)} (the cap on this invocation): ${count(s.estimated_credits, 'more credit', 'more credits')} would finish the job; what was bought is kept, and the next run buys only the rest`;
     case 'unavailable':
       return stop.message;
     case 'auth':
@@ -82,7 +82,7 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
     }
     if (s.estimated_credits === 0) return null;
     const stale = s.stale > 0 ? ` (${num(s.stale)} of them refresh stale records)` : '';
-    return `a real run would spend exactly ${num(s.estimated_credits)} credits${stale}; drop --dry-run to go ahead`;
+    return `a real run would spend exactly ${count(s.estimated_credits, 'credit')}${stale}; drop --dry-run to go ahead`;
   }
   if (s.errors > 0 && s.at_risk > 0) {
     return `${num(s.errors)} rows failed (see enrich_error); ${s.at_risk === 1 ? '1 company waits' : `${num(s.at_risk)} companies wait`} on a paid call whose answer never came (at most ${count(s.at_risk, 'credit')} at risk): run the same command later to finish them; if the service never answers for them, \`enrich ledger release\` lists them and lets them be bought again`;

@@ -60,6 +60,7 @@ describe('progressLine, for logs', () => {
     const p = Object.assign(new Progress(), { phase: 'match', matchTotal: 500, matchDone: 284, enrichTotal: 284, enrichDone: 280, credits: 280, pausedUntil: 1_200 });
     expect(progressLine(p, 1_000)).toBe('matched 284/500 · enriched 280/284+ · 280 credits · paused 1s (rate limited)');
     expect(progressLine(Object.assign(p, { matchDone: 500 }), 2_000)).toBe('matched 500/500 · enriched 280/284 · 280 credits');
+    expect(progressLine(Object.assign(p, { enrichDone: 1, credits: 1 }), 2_000)).toBe('matched 500/500 · enriched 1/284 · 1 credit');
   });
 
   it('says what a run waits on when another run holds companies it needs, and stops saying it once none waits', () => {
