@@ -33,20 +33,28 @@ export function monotonicMs(): number {
   return (s - originS) * 1e3 + (ns - originNs) / 1e6;
 }
 
+// Past 2^31-1 ms Node fires the timer at once (with a warning): a huge pause would become a
+// busy loop. A capped sleep wakes early instead, and its caller looks at the time again.
+const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
+  delay(Math.min(MAX_TIMER_MS, Math.max(0, ms)), undefined, signal === undefined ? undefined : { signal });
+
+/**
+ * Resolves at `deadline` on the clock `now`: a timer to about PRECISE_MS before it, then event-loop
+ * turns. An abort is seen at every turn, before the time is: one that came while the wait was on
+ * rejects it, even if the deadline has passed by the turn that sees it.
+ */
+export async function preciseUntil(deadline: number, signal: AbortSignal | undefined, now: () => number = monotonicMs): Promise<void> {
+  for (;;) {
+    const left = deadline - now();
+    signal?.throwIfAborted();
+    if (left <= 0) return;
+    if (left > PRECISE_MS) await sleep(left - PRECISE_MS, signal);
+    else await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+}
+
 export const systemClock: Clock = {
   now: monotonicMs,
-  // Past 2^31-1 ms Node fires the timer at once (with a warning): a huge pause would become a
-  // busy loop. A capped sleep wakes early instead, and its caller looks at the time again.
-  sleep: (ms, signal) => delay(Math.min(MAX_TIMER_MS, Math.max(0, ms)), undefined, signal === undefined ? undefined : { signal }),
-  async until(deadline, signal) {
-    for (;;) {
-      const left = deadline - monotonicMs();
-      if (left <= 0) return;
-      if (left > PRECISE_MS) await systemClock.sleep(left - PRECISE_MS, signal);
-      else {
-        signal?.throwIfAborted();
-        await new Promise<void>((resolve) => setImmediate(resolve));
-      }
-    }
-  },
+  sleep,
+  until: (deadline, signal) => preciseUntil(deadline, signal),
 };

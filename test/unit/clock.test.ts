@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { systemClock } from '../../src/pipeline/clock.js';
+import { preciseUntil, systemClock } from '../../src/pipeline/clock.js';
 
 describe('systemClock.sleep', () => {
   it('takes a pause past 2^31-1 ms as a long sleep, not an instant timer that warns', async () => {
@@ -35,9 +35,24 @@ describe('systemClock.until', () => {
     const waiting = systemClock.until(systemClock.now() + 60_000, controller.signal);
     controller.abort(new Error('stop'));
     await expect(waiting).rejects.toThrow();
+  });
+
+  it('stops when aborted in its last stretch, spent in event-loop turns (by progress: its clock stands still)', async () => {
     const spinning = new AbortController();
-    const near = systemClock.until(systemClock.now() + 1, spinning.signal);
-    spinning.abort(new Error('stop'));
-    await expect(near).rejects.toThrow();
+    let turns = 0;
+    // Half a millisecond before the deadline for as long as the test likes: the wait spins.
+    const near = preciseUntil(100, spinning.signal, () => {
+      if (++turns === 3) spinning.abort(new Error('stop'));
+      return 99.5;
+    });
+    await expect(near).rejects.toThrow('stop');
+    expect(turns).toBe(3);
+    // An abort seen only once the deadline has passed still rejects: it came while the wait was on.
+    const late = new AbortController();
+    const passed = preciseUntil(100, late.signal, () => {
+      late.abort(new Error('late'));
+      return 101;
+    });
+    await expect(passed).rejects.toThrow('late');
   });
 });
