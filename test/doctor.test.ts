@@ -179,6 +179,9 @@ describe('the key check, as the service answers it', () => {
       kind: 'auth',
       text: 'refused (401 key_suspended): check ENRICH_API_KEY or --api-key-file',
     });
+    // Shown, never obeyed: a code carrying terminal escapes is printed without them.
+    const hostile = await keyCheck(refusing(new InvalidTokenError(problem(401, 'key_\u001b[2J\u001b[31msuspended\u0007'))), []);
+    expect(hostile.text).toBe('refused (401 key_ [2J [31msuspended): check ENRICH_API_KEY or --api-key-file');
   });
 
   it('stops as a batch would (exit 6) when the service asks to wait longer than a batch waits out', async () => {

@@ -295,7 +295,7 @@ describe('a journal written by enrich 0.1', () => {
     const run = await runCli([input, '-o', t.dir.file('out.csv')], { env: t.env() });
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toContain('imported 4 companies bought with enrich 0.1');
-    expect(run.stderr).toContain('1 unfinished purchases resume under their own keys');
+    expect(run.stderr).toContain('1 unfinished purchase resumes under its own key');
     // Only the company 0.1 never reached was bought; the lost answer was replayed, not charged again.
     expect(t.sb.ledger(KEY).map((e) => e.domain).sort()).toStrictEqual(['granite-quill-coffee.ai', 'granitehavenindustries.de']);
     expect(t.sb.stats.replays).toBe(1);

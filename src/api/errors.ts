@@ -175,7 +175,7 @@ const STATUS_CLASSES: Record<number, typeof ApiError> = {
  * The service's prose as it may be shown on a terminal: a string, without control characters
  * (an ESC sequence in a `detail` would drive the user's terminal), and not a page long.
  */
-function printable(text: unknown): string {
+export function printable(text: unknown): string {
   if (typeof text !== 'string') return '';
   // eslint-disable-next-line no-control-regex
   const clean = text.replace(/[\x00-\x1f\x7f-\x9f]+/g, ' ').trim();

@@ -2,7 +2,7 @@ import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
-import { ApiError, ConnectionError, InsufficientScopeError, InvalidTokenError, NotServiceApiError, RateLimitedError } from '../api/errors.js';
+import { ApiError, ConnectionError, InsufficientScopeError, InvalidTokenError, NotServiceApiError, printable, RateLimitedError } from '../api/errors.js';
 import { exchange } from '../api/exchange.js';
 import type { ServiceClient } from '../api/client.js';
 import { formatWait, type ErrorKind } from '../errors.js';
@@ -99,12 +99,12 @@ export async function keyCheck(client: ServiceClient, samples: number[]): Promis
     return ok('key', `accepted with scope search:read (a free match of ${PROBE_DOMAIN}: ${value.matched ? 'matched' : 'no match'}, 0 credits)`);
   } catch (error) {
     // The service's own code, as a batch run shows it (a key_suspended is not an invalid_token).
-    if (error instanceof InvalidTokenError) return fail('key', `refused (401 ${error.code}): check ENRICH_API_KEY or --api-key-file`, 'auth');
-    if (error instanceof InsufficientScopeError) return fail('key', `valid but lacks the search:read scope (403 ${error.code}): use a key that has it`, 'auth');
+    if (error instanceof InvalidTokenError) return fail('key', `refused (401 ${printable(error.code)}): check ENRICH_API_KEY or --api-key-file`, 'auth');
+    if (error instanceof InsufficientScopeError) return fail('key', `valid but lacks the search:read scope (403 ${printable(error.code)}): use a key that has it`, 'auth');
     if (error instanceof RateLimitedError) {
       // Past what a batch run waits out, it stops with exit 6: so does this check.
       if (error.retryAfterSeconds > (DEFAULT_RETRY_POLICY.maxRetryAfterSeconds ?? 0)) {
-        return fail('key', `not checked: the service asks to wait ${formatWait(error.retryAfterSeconds)} (429 ${error.code}); a batch would stop too, rerun later`, 'unavailable');
+        return fail('key', `not checked: the service asks to wait ${formatWait(error.retryAfterSeconds)} (429 ${printable(error.code)}); a batch would stop too, rerun later`, 'unavailable');
       }
       return fail('key', `not checked: rate limited (429); run enrich doctor again in ${error.retryAfterSeconds}s`, 'failure');
     }

@@ -73,7 +73,7 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
           if (!info.isFile()) throw new UsageError(`${path} is not a file; give the path of a journal written by enrich 0.1`);
           const imported = await importJournal(store, path);
           if (imported === 'not_journal') throw new UsageError(`${path} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported`);
-          print(imported === null ? `${path}: nothing new to import` : `${path}: imported ${num(imported.companies)} companies for ${imported.service}`);
+          print(imported === null ? `${path}: nothing new to import` : `${path}: imported ${count(imported.companies, 'company', 'companies')} for ${imported.service}`);
         }
         return;
     }

@@ -28,6 +28,7 @@ import { Store } from '../store/sqlite.js';
 import { chooseWriter } from '../store/write-channel.js';
 import type { ServiceStore } from '../store/types.js';
 import type { Reporter } from '../ui/reporter.js';
+import { count } from '../ui/format.js';
 import { VERSION } from '../version.js';
 
 export type ServiceTarget = { kind: 'remote'; baseUrl: string; apiKey: string } | { kind: 'sandbox'; options: SandboxOptions };
@@ -297,8 +298,8 @@ function reportImport(reporter: Reporter, path: string, imported: Imported | 'no
     return;
   }
   if (imported === null || (imported.companies === 0 && imported.open === 0 && imported.damaged === null)) return;
-  const open = imported.open > 0 ? `; ${imported.open} unfinished purchases resume under their own keys` : '';
-  reporter.note(`imported ${imported.companies} companies bought with enrich 0.1 from ${imported.path}${open}`);
+  const open = imported.open > 0 ? `; ${count(imported.open, 'unfinished purchase')} ${imported.open === 1 ? 'resumes under its own key' : 'resume under their own keys'}` : '';
+  reporter.note(`imported ${count(imported.companies, 'company', 'companies')} bought with enrich 0.1 from ${imported.path}${open}`);
   if (imported.damaged !== null) reporter.warn(`${imported.path} is damaged (${imported.damaged}): what came before the damage was imported`);
 }
 
