@@ -268,6 +268,10 @@ describe('a journal written by enrich 0.1', () => {
   it('is told from a file that is not one: ledger import refuses it (exit 2), a batch warns and goes on', async () => {
     await t.sandbox();
     const csv = t.dir.file('crm.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
+    // Into a store in a mistyped folder: refused before anything is made there.
+    const typo = t.dir.file('tyop/store.db');
+    expect(await runCli(['ledger', 'import', csv, '--store', typo])).toMatchObject({ code: 2, stderr: `enrich: the store ${typo}: the folder ${t.dir.file('tyop')} does not exist; create it, or fix --store (or ENRICH_STORE)\n` });
+    expect(existsSync(t.dir.file('tyop'))).toBe(false);
     const refused = await runCli(['ledger', 'import', csv]);
     expect(refused).toMatchObject({ code: 2, stdout: '', stderr: `enrich: ${csv} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported\n` });
     const junk = t.dir.file('crm.csv.enrich-journal', 'not a journal\n');

@@ -89,10 +89,13 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
       }
       case 'ledger': {
         const { ledger, checkService } = await import('../commands/ledger.js');
-        const { resolveStorePath } = await import('../store/path.js');
+        const { checkStoreFolder, resolveStorePath } = await import('../store/path.js');
         const { action } = parsed.options;
         const checked = action.kind === 'export' ? { ...action, service: checkService(action.service) } : action;
-        await ledger({ store: resolveStorePath(parsed.options.store, io.env), json: parsed.options.json, action: checked }, { stdout: io.stdout });
+        const store = resolveStorePath(parsed.options.store, io.env);
+        // Only an import may start a store: in a folder that is there, as for a batch.
+        if (action.kind === 'import') checkStoreFolder(store, io.env);
+        await ledger({ store, json: parsed.options.json, action: checked }, { stdout: io.stdout });
         return ExitCode.OK;
       }
       case 'doctor': {

@@ -1,11 +1,10 @@
 import { readFile } from 'node:fs/promises';
-import { dirname, resolve } from 'node:path';
 import { inheritedDescriptor, landsAt, statOrNull } from '../io/paths.js';
 import { outputTarget, unwritableReason } from '../io/sink.js';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
 import { DEFAULT_MISS_MAX_AGE_MS } from '../pipeline/plan.js';
-import { defaultStorePath, resolveStorePath } from '../store/path.js';
+import { checkStoreFolder, resolveStorePath, storeFolderProblem } from '../store/path.js';
 import type { OutputFormat } from '../io/output.js';
 import { SUBCOMMANDS, type DoctorFlags, type RunFlags } from './program.js';
 import type { DoctorOptions } from '../commands/doctor.js';
@@ -98,13 +97,7 @@ function checkPaths(flags: RunFlags, store: string, env: NodeJS.ProcessEnv): voi
   if (statOrNull(store)?.isDirectory() === true) {
     throw new UsageError(`the store ${store} is a directory; give a file path with --store or ENRICH_STORE`);
   }
-  // A store named by --store or ENRICH_STORE goes in a folder that exists, as -o does: a mistyped
-  // folder would otherwise be made, with an empty store in it, and what is held bought again.
-  // Only the default's folder (under $XDG_STATE_HOME) is made on first use.
-  if (store !== defaultStorePath(env)) {
-    const folder = dirname(resolve(store));
-    if (statOrNull(folder)?.isDirectory() !== true) throw new UsageError(`the store ${store}: the folder ${folder} does not exist; create it, or fix --store (or ENRICH_STORE)`);
-  }
+  checkStoreFolder(store, env);
   for (const [flag, path] of [['-o', output], ['--summary-json', flags.summaryJson]] as const) {
     if (path === undefined || path === '-') continue;
     if (inheritedDescriptor(path) !== null) continue;
@@ -171,7 +164,7 @@ const problemOf = (error: unknown): string => {
 /** Doctor's flags -> its options. Nothing is refused here: each problem becomes a report line. */
 export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.ProcessEnv): Promise<DoctorOptions> {
   const storePath = resolveStorePath(flags.store, env);
-  const common = { storePath, storeNamed: storePath !== defaultStorePath(env), probeRate: flags.probeRate, timeoutMs: 10_000 };
+  const common = { storePath, storeFolder: storeFolderProblem(storePath, env), probeRate: flags.probeRate, timeoutMs: 10_000 };
   if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
   if (flags.sandbox) return { ...common, service: { kind: 'sandbox', options: { ...EMBEDDED_SANDBOX, failRate: 0 } } };
   const raw = (flags.baseUrl ?? env['ENRICH_BASE_URL'] ?? '').trim();

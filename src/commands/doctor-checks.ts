@@ -161,7 +161,7 @@ export async function rateProbe(client: ServiceClient, limit: number, samples: n
 const fileSize = async (path: string): Promise<number> => (await stat(path).catch(() => null))?.size ?? 0;
 
 /** Where the store is, and how big: the database and SQLite's -wal and -shm beside it. */
-export async function storeCheck(path: string, named: boolean): Promise<Check> {
+export async function storeCheck(path: string, folderProblem: string | null): Promise<Check> {
   const info = await stat(path).catch(() => null);
   if (info?.isDirectory() === true) return fail('store', `${path} is a directory; --store (or ENRICH_STORE) takes a file path`, 'usage');
   if (info !== null) {
@@ -170,9 +170,7 @@ export async function storeCheck(path: string, named: boolean): Promise<Check> {
   }
   let dir = dirname(path);
   // A batch makes only the default store's folder: a named one must be there already.
-  if (named && (await stat(dir).catch(() => null))?.isDirectory() !== true) {
-    return fail('store', `${path} cannot be created: the folder ${dir} does not exist; create it, or fix --store (or ENRICH_STORE)`, 'usage');
-  }
+  if (folderProblem !== null) return fail('store', `${path} cannot be created: ${folderProblem}`, 'usage');
   while ((await stat(dir).catch(() => null)) === null && dirname(dir) !== dir) dir = dirname(dir);
   // Made and removed for real: access() says yes to root anywhere, and a folder may refuse what
   // its permission bits allow (a read-only mount, /proc).

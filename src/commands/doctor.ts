@@ -29,8 +29,8 @@ export interface DoctorOptions {
         key: { ok: true; value: string } | { ok: false; problem: string };
       };
   storePath: string;
-  /** Whether --store or ENRICH_STORE named it (its folder must exist) rather than the default. */
-  storeNamed: boolean;
+  /** What is wrong with a named store's folder (it must exist, as for a batch), or null. */
+  storeFolder: string | null;
   /** Free matches to send looking for the rate ceiling; null: do not probe. */
   probeRate: number | null;
   timeoutMs: number;
@@ -108,7 +108,7 @@ export function formatReport(checks: readonly Check[]): string {
  * the fix. Null when all pass, else the kind of the first failure (its exit code, in cli/main.ts).
  */
 export async function runDoctor(options: DoctorOptions, out: NodeJS.WritableStream): Promise<ErrorKind | null> {
-  const checks = [...(await allChecks(options)), await storeCheck(options.storePath, options.storeNamed)];
+  const checks = [...(await allChecks(options)), await storeCheck(options.storePath, options.storeFolder)];
   out.write(formatReport(checks));
   return checks.find((c) => c.status === 'fail')?.kind ?? null;
 }

@@ -1,5 +1,7 @@
 import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { UsageError } from '../errors.js';
+import { statOrNull } from '../io/paths.js';
 
 /**
  * Where the purchase store lives unless --store or ENRICH_STORE says: one per user, in the XDG
@@ -23,4 +25,20 @@ export function resolveStorePath(flag: string | undefined, env: NodeJS.ProcessEn
 /** Scan caches (a pure speed-up for re-reading the same input) sit beside the store. */
 export function scanCacheDir(storePath: string): string {
   return join(dirname(storePath), 'scans');
+}
+
+/**
+ * A store named by --store or ENRICH_STORE goes in a folder that exists, as -o does: a mistyped
+ * folder would otherwise be made, with an empty store in it, and what is held bought again. Only
+ * the default's folder (under $XDG_STATE_HOME) is made on first use. The trouble, or null.
+ */
+export function storeFolderProblem(store: string, env: NodeJS.ProcessEnv): string | null {
+  if (store === defaultStorePath(env)) return null;
+  const folder = dirname(resolve(store));
+  return statOrNull(folder)?.isDirectory() === true ? null : `the folder ${folder} does not exist; create it, or fix --store (or ENRICH_STORE)`;
+}
+
+export function checkStoreFolder(store: string, env: NodeJS.ProcessEnv): void {
+  const problem = storeFolderProblem(store, env);
+  if (problem !== null) throw new UsageError(`the store ${store}: ${problem}`);
 }
