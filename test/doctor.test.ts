@@ -1,10 +1,10 @@
 import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
-import { writeFileSync } from 'node:fs';
+import { symlinkSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceClient } from '../src/api/client.js';
 import { InvalidTokenError, RateLimitedError } from '../src/api/errors.js';
-import { keyCheck } from '../src/commands/doctor-checks.js';
+import { keyCheck, storeCheck } from '../src/commands/doctor-checks.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { runCli, tempDir } from './helpers/cli.js';
 import { runProcess } from './helpers/spawn.js';
@@ -194,5 +194,13 @@ describe('the key check, as the service answers it', () => {
       kind: 'failure',
       text: 'not checked: rate limited (429); run enrich doctor again in 2s',
     });
+  });
+});
+
+describe('the store check', () => {
+  it('says a store cannot be made past a name that is not a folder (a dangling link), as a batch would find', async () => {
+    const link = dir.file('state-link');
+    symlinkSync(dir.file('nowhere'), link);
+    expect(await storeCheck(`${link}/x/enrich/store.db`, null)).toMatchObject({ status: 'fail', kind: 'usage', text: `${link}/x/enrich/store.db cannot be created: ${link} is not a folder` });
   });
 });

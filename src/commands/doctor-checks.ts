@@ -1,4 +1,4 @@
-import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { lstat, mkdtemp, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
@@ -171,7 +171,10 @@ export async function storeCheck(path: string, folderProblem: string | null): Pr
   let dir = dirname(path);
   // A batch makes only the default store's folder: a named one must be there already.
   if (folderProblem !== null) return fail('store', `${path} cannot be created: ${folderProblem}`, 'usage');
-  while ((await stat(dir).catch(() => null)) === null && dirname(dir) !== dir) dir = dirname(dir);
+  // The deepest name there is, link or not: a dangling link or a file there is no folder to make
+  // the rest in (a batch would fail on it).
+  while ((await lstat(dir).catch(() => null)) === null && dirname(dir) !== dir) dir = dirname(dir);
+  if ((await stat(dir).catch(() => null))?.isDirectory() !== true) return fail('store', `${path} cannot be created: ${dir} is not a folder`, 'usage');
   // Made and removed for real: access() says yes to root anywhere, and a folder may refuse what
   // its permission bits allow (a read-only mount, /proc).
   const refused = await mkdtemp(join(dir, '.enrich-doctor-')).then(

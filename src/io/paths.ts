@@ -82,8 +82,9 @@ export function makeDirs(dir: string, mode: number): void {
     try {
       mkdirSync(folder, { mode });
     } catch (error) {
-      // Made by another process meanwhile: fine.
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      // Made by another process meanwhile: fine. Anything else by that name (a dangling link, a
+      // file) is not a folder to make the rest in.
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || statOrNull(folder)?.isDirectory() !== true) throw error;
     }
   }
 }

@@ -288,5 +288,6 @@ function describeOpenError(error: unknown): string {
   if (code === 'ENOSPC') return 'the disk is full';
   if (code === 'EISDIR') return 'it is a directory';
   if (code === 'ENOTDIR' || code === 'EEXIST') return 'a parent is not a directory';
+  if (code === 'ENOENT') return 'no folder can be made there';
   return describeSqliteError(error);
 }
