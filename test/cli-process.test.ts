@@ -39,7 +39,9 @@ describe('the built CLI', () => {
     expect(keyDir).toMatchObject({ code: 2, stderr: `enrich: cannot read the API key file ${dir.path}: it is a directory\n` });
     // A mistyped ledger command is not an argument to its default (show); every ledger refusal points at its help.
     const ledger = await runProcess(['ledger', 'bogus']);
-    expect(ledger).toMatchObject({ code: 2, stderr: "enrich: unknown ledger command 'bogus': give show, runs, export, prune, release or import (see enrich ledger --help)\n" });
+    expect(ledger).toMatchObject({ code: 2, stderr: "enrich: unknown ledger command 'bogus': give show, runs, export, prune, release, import (see enrich ledger --help)\n" });
+    expect(await runProcess(['ledger', 'prnue', '--older-than', '3d'])).toMatchObject({ code: 2, stderr: "enrich: unknown ledger command 'prnue'; did you mean `enrich ledger prune`? (see enrich ledger --help)\n" });
+    expect(await runProcess(['ledger', 'show', 'extra'])).toMatchObject({ code: 2, stderr: "enrich: ledger show takes no arguments ('extra' given) (see enrich ledger --help)\n" });
     const prune = await runProcess(['ledger', 'prune']);
     expect(prune).toMatchObject({ code: 2, stderr: "enrich: required option '--older-than <duration>' not specified (see enrich ledger prune --help)\n" });
     for (const r of [none, flag, missing, noUrl, keyDir, ledger, prune]) expect(r.stderr).not.toMatch(/\n\s+at /);

@@ -2,6 +2,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { VERSION } from '../version.js';
 import { inheritedDescriptor } from '../io/paths.js';
 import type { LedgerAction } from '../commands/ledger.js';
+import { suggestCommand } from './suggest.js';
 import type { SandboxCommandOptions } from '../commands/sandbox.js';
 
 
@@ -143,6 +144,16 @@ Examples:
 The store is SQLite: \`sqlite3 ~/.local/state/enrich/store.db\` reads it too (README "The store").
 `;
 
+const LEDGER_COMMANDS = ['show', 'runs', 'export', 'prune', 'release', 'import'] as const;
+
+/** What is wrong with `enrich ledger [show] <word>`: an unknown option, an argument to show, or a mistyped command. */
+function notShow(word: string, namedShow: boolean): string {
+  if (word.startsWith('-')) return `unknown option '${word}'`;
+  if (namedShow) return `ledger show takes no arguments ('${word}' given)`;
+  const near = suggestCommand(word, LEDGER_COMMANDS);
+  return `unknown ledger command '${word}'${near === null ? `: give ${LEDGER_COMMANDS.join(', ')}` : `; did you mean \`enrich ledger ${near}\`?`}`;
+}
+
 /** `enrich ledger [show|runs|export|prune|import]`: inspect and own what the store holds. */
 function addLedgerCommands(program: Command, done: (options: LedgerFlags) => void): void {
   const ledger = program
@@ -154,11 +165,13 @@ function addLedgerCommands(program: Command, done: (options: LedgerFlags) => voi
   const finish = (opts: Record<string, unknown>, action: LedgerAction): void =>
     done({ store: opts['store'] as string | undefined, json: opts['json'] as boolean, action });
   common(ledger.command('show', { isDefault: true }).description('companies held, credits spent, oldest record, size on disk'))
-    // The default: `enrich ledger bogus` lands here, and is a mistyped command, not an argument.
+    // The default: `enrich ledger bogus` (or `prnue --older-than 3d`) lands here, and is a
+    // mistyped command, not an argument nor an option of show's.
     .allowExcessArguments(true)
+    .allowUnknownOption(true)
     .action((opts: Record<string, unknown>, command: Command) => {
       const [word] = command.args;
-      if (word !== undefined) command.error(`unknown ledger command '${word}': give show, runs, export, prune, release or import`, { code: 'commander.unknownCommand' });
+      if (word !== undefined) command.error(notShow(word, command.parent?.args[0] === 'show'), { code: 'commander.unknownCommand' });
       finish(opts, { kind: 'show' });
     });
   common(ledger.command('runs').description('the most recent runs: input, status, credits, bought and reused'))
