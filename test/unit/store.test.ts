@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { CompanyRecord } from '../../src/api/types.js';
 import { atRisk } from '../../src/store/ledger.js';
+import { libsql } from '../../src/store/libsql.js';
 import { enableWal, LEASE_MS, Store } from '../../src/store/sqlite.js';
 import type { Claim, StoreEvent } from '../../src/store/types.js';
 import type { WriteChannel } from '../../src/store/write-channel.js';
@@ -369,6 +370,17 @@ describe('the SQLite store', () => {
     const junk = join(dir.path, 'junk.db');
     writeFileSync(junk, 'this is not a database, just some text that is long enough to look like a header. '.repeat(20));
     expect(() => open(junk)).toThrow(expect.objectContaining({ kind: 'usage', message: expect.stringContaining('damaged or not an enrich store') }));
+  });
+
+  it('stamps its schema version, and refuses a store a newer enrich wrote (its layout may mean other things)', () => {
+    const path = join(dir.path, 'versioned.db');
+    open(path).close();
+    stores = [];
+    const raw = new (libsql())(path);
+    expect(raw.pragma('user_version', { simple: true })).toBeGreaterThan(0);
+    raw.pragma('user_version = 99');
+    raw.close();
+    expect(() => open(path)).toThrow(expect.objectContaining({ kind: 'usage', message: `the store ${path} was written by a newer enrich (schema 99); upgrade enrich to use it` }));
   });
 
   it('says in one line that the store is locked when a run cannot even begin (another run paused inside a commit)', () => {
