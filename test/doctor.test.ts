@@ -3,7 +3,7 @@ import { createServer } from 'node:net';
 import { symlinkSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceClient } from '../src/api/client.js';
-import { InvalidTokenError, RateLimitedError } from '../src/api/errors.js';
+import { InternalServerError, InvalidTokenError, RateLimitedError } from '../src/api/errors.js';
 import { keyCheck, storeCheck } from '../src/commands/doctor-checks.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { runCli, tempDir } from './helpers/cli.js';
@@ -152,7 +152,7 @@ describe('enrich doctor over real HTTP', () => {
     try {
       const r = await doctor(['--probe-rate', '50'], { ENRICH_BASE_URL: flaky.url });
       expect(report(r.stdout).get('key')?.[0], r.stdout).toBe('ok');
-      expect(report(r.stdout).get('rate')).toEqual(['note', expect.stringMatching(/^stopped after \d+ free matches: the service answered 500 internal$/)]);
+      expect(report(r.stdout).get('rate')).toEqual(['note', expect.stringMatching(/^stopped after \d+ free match(es)?: the service answered 500 internal$/)]);
       expect(r.code).toBe(0);
     } finally {
       await flaky.close();
@@ -182,6 +182,10 @@ describe('the key check, as the service answers it', () => {
     // Shown, never obeyed: a code carrying terminal escapes is printed without them.
     const hostile = await keyCheck(refusing(new InvalidTokenError(problem(401, 'key_\u001b[2J\u001b[31msuspended\u0007'))), []);
     expect(hostile.text).toBe('refused (401 key_ [2J [31msuspended): check ENRICH_API_KEY or --api-key-file');
+    const failing = await keyCheck(refusing(new InternalServerError(problem(500, 'x\u001b]2;PWNED\u0007'))), []);
+    expect(failing.text).toBe('not checked: the service answered 500 x ]2;PWNED to a free match; it is down or failing, try again later');
+    const blank = await keyCheck(refusing(new InvalidTokenError(problem(401, '\u001b\u0007'))), []);
+    expect(blank.text).toBe('refused (401 ?): check ENRICH_API_KEY or --api-key-file');
   });
 
   it('stops as a batch would (exit 6) when the service asks to wait longer than a batch waits out', async () => {

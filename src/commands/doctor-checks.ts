@@ -7,7 +7,7 @@ import { exchange } from '../api/exchange.js';
 import type { ServiceClient } from '../api/client.js';
 import { formatWait, type ErrorKind } from '../errors.js';
 import { DEFAULT_RETRY_POLICY } from '../api/retry.js';
-import { duration, num } from '../ui/format.js';
+import { count, duration, num } from '../ui/format.js';
 
 /** One line of the report: ok, a note (worth knowing, not a failure), or a failure with its fix. */
 export interface Check {
@@ -92,6 +92,9 @@ export function endpointsCheck(description: Description): Check {
   return ok('endpoints', `callable: ${ops.join(', ')}`);
 }
 
+/** The service's code as a terminal may show it: no escape sequences, never blank. */
+const codeOf = (error: ApiError): string => printable(error.code) || '?';
+
 export async function keyCheck(client: ServiceClient, samples: number[]): Promise<Check> {
   try {
     const { value, ms } = await timed(() => client.match(PROBE_DOMAIN));
@@ -99,20 +102,20 @@ export async function keyCheck(client: ServiceClient, samples: number[]): Promis
     return ok('key', `accepted with scope search:read (a free match of ${PROBE_DOMAIN}: ${value.matched ? 'matched' : 'no match'}, 0 credits)`);
   } catch (error) {
     // The service's own code, as a batch run shows it (a key_suspended is not an invalid_token).
-    if (error instanceof InvalidTokenError) return fail('key', `refused (401 ${printable(error.code)}): check ENRICH_API_KEY or --api-key-file`, 'auth');
-    if (error instanceof InsufficientScopeError) return fail('key', `valid but lacks the search:read scope (403 ${printable(error.code)}): use a key that has it`, 'auth');
+    if (error instanceof InvalidTokenError) return fail('key', `refused (401 ${codeOf(error)}): check ENRICH_API_KEY or --api-key-file`, 'auth');
+    if (error instanceof InsufficientScopeError) return fail('key', `valid but lacks the search:read scope (403 ${codeOf(error)}): use a key that has it`, 'auth');
     if (error instanceof RateLimitedError) {
       // Past what a batch run waits out, it stops with exit 6: so does this check.
       if (error.retryAfterSeconds > (DEFAULT_RETRY_POLICY.maxRetryAfterSeconds ?? 0)) {
-        return fail('key', `not checked: the service asks to wait ${formatWait(error.retryAfterSeconds)} (429 ${printable(error.code)}); a batch would stop too, rerun later`, 'unavailable');
+        return fail('key', `not checked: the service asks to wait ${formatWait(error.retryAfterSeconds)} (429 ${codeOf(error)}); a batch would stop too, rerun later`, 'unavailable');
       }
       return fail('key', `not checked: rate limited (429); run enrich doctor again in ${error.retryAfterSeconds}s`, 'failure');
     }
     if (error instanceof ConnectionError) return fail('key', `${error.message}: the service stopped answering`, 'unavailable');
     // Not the key's fault, and what a batch run would stop on with exit 6: the base URL, or the service.
     if (error instanceof NotServiceApiError) return fail('key', `not checked: ${error.message}`, 'unavailable');
-    if (error instanceof ApiError && error.status >= 500) return fail('key', `not checked: the service answered ${error.status} ${error.code} to a free match; it is down or failing, try again later`, 'unavailable');
-    if (error instanceof ApiError) return fail('key', `the service answered ${error.status} ${error.code} to a free match`, 'failure');
+    if (error instanceof ApiError && error.status >= 500) return fail('key', `not checked: the service answered ${error.status} ${codeOf(error)} to a free match; it is down or failing, try again later`, 'unavailable');
+    if (error instanceof ApiError) return fail('key', `the service answered ${error.status} ${codeOf(error)} to a free match`, 'failure');
     throw error;
   }
 }
@@ -152,10 +155,10 @@ export async function rateProbe(client: ServiceClient, limit: number, samples: n
   };
   await Promise.all(Array.from({ length: 4 }, worker));
   const elapsed = duration(performance.now() - start).replace(/^0s$/, 'under 1s');
-  if (other instanceof ConnectionError) return fail('rate', `${other.message} after ${num(answered)} free matches: the service stopped answering`, 'unavailable');
-  if (other !== undefined) return note('rate', `stopped after ${num(answered)} free matches: the service answered ${other.status} ${other.code}`);
-  if (limited === undefined) return ok('rate', `no 429 in ${num(answered)} free matches (${elapsed}); the ceiling is higher than this probe reached`);
-  return ok('rate', `first 429 after ${num(answered)} free matches (${elapsed}), Retry-After ${limited.retryAfterSeconds}s; enrich paces itself under it`);
+  if (other instanceof ConnectionError) return fail('rate', `${other.message} after ${count(answered, 'free match', 'free matches')}: the service stopped answering`, 'unavailable');
+  if (other !== undefined) return note('rate', `stopped after ${count(answered, 'free match', 'free matches')}: the service answered ${other.status} ${codeOf(other)}`);
+  if (limited === undefined) return ok('rate', `no 429 in ${count(answered, 'free match', 'free matches')} (${elapsed}); the ceiling is higher than this probe reached`);
+  return ok('rate', `first 429 after ${count(answered, 'free match', 'free matches')} (${elapsed}), Retry-After ${limited.retryAfterSeconds}s; enrich paces itself under it`);
 }
 
 const fileSize = async (path: string): Promise<number> => (await stat(path).catch(() => null))?.size ?? 0;

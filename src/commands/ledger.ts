@@ -113,10 +113,10 @@ function show(store: Store, json: boolean, print: (s: string) => void): void {
       '',
       `service    ${s.service}`,
       `companies  ${num(s.companies)} held, bought ${day(s.oldest)} to ${day(s.newest)}`,
-      `lookups    ${num(s.lookups)} domains (${num(s.misses)} no match)`,
-      `credits    ${num(s.credits)} spent over ${num(s.runs)} runs`,
+      `lookups    ${count(s.lookups, 'domain')} (${num(s.misses)} no match)`,
+      `credits    ${num(s.credits)} spent over ${count(s.runs, 'run')}`,
     );
-    if (s.open > 0) lines.push(`at risk    ${num(s.open)} purchases unfinished (a rerun finishes them under their own keys)`);
+    if (s.open > 0) lines.push(`at risk    ${count(s.open, 'purchase')} unfinished (a rerun finishes ${s.open === 1 ? 'it under its own key' : 'them under their own keys'})`);
   }
   print(lines.join('\n'));
 }

@@ -35,7 +35,9 @@ export function scanCacheDir(storePath: string): string {
 export function storeFolderProblem(store: string, env: NodeJS.ProcessEnv): string | null {
   if (store === defaultStorePath(env)) return null;
   const folder = dirname(resolve(store));
-  return statOrNull(folder)?.isDirectory() === true ? null : `the folder ${folder} does not exist; create it, or fix --store (or ENRICH_STORE)`;
+  const found = statOrNull(folder);
+  if (found?.isDirectory() === true) return null;
+  return `${found === null ? `the folder ${folder} does not exist` : `${folder} is not a folder`}; create it, or fix --store (or ENRICH_STORE)`;
 }
 
 export function checkStoreFolder(store: string, env: NodeJS.ProcessEnv): void {

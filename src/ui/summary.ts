@@ -78,7 +78,7 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
   }
   if (s.dry_run) {
     if (s.unanswered_domains > 0) {
-      return `a real run would spend at least ${num(s.estimated_credits)} credits: ${num(s.unanswered_domains)} domains got no answer from the free match (see enrich_error), so the rest is unknown; run the dry run again`;
+      return `a real run would spend at least ${count(s.estimated_credits, 'credit')}: ${count(s.unanswered_domains, 'domain')} got no answer from the free match (see enrich_error), so the rest is unknown; run the dry run again`;
     }
     if (s.estimated_credits === 0) return null;
     const stale = s.stale > 0 ? ` (${num(s.stale)} of them refresh stale records)` : '';

@@ -44,6 +44,9 @@ describe('argv -> options', () => {
     await expect(options(['in.csv', '--store', '/no-such-folder/enrich.db'])).rejects.toThrow(refusal);
     await expect(options(['in.csv'], { ...ENV, ENRICH_STORE: '/no-such-folder/enrich.db' })).rejects.toThrow(refusal);
     expect((await options(['in.csv'], { ...ENV, XDG_STATE_HOME: '/no-such-folder' })).store).toBe('/no-such-folder/enrich/store.db');
+    // A file where the folder should be is named as such.
+    const file = `${process.cwd()}/package.json`;
+    await expect(options(['in.csv', '--store', `${file}/enrich.db`])).rejects.toThrow(`the store ${file}/enrich.db: ${file} is not a folder; create it, or fix --store (or ENRICH_STORE)`);
   });
 
   it.each([
