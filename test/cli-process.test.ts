@@ -41,6 +41,8 @@ describe('the built CLI', () => {
     const ledger = await runProcess(['ledger', 'bogus']);
     expect(ledger).toMatchObject({ code: 2, stderr: "enrich: unknown ledger command 'bogus': give show, runs, export, prune, release, import (see enrich ledger --help)\n" });
     expect(await runProcess(['ledger', 'prnue', '--older-than', '3d'])).toMatchObject({ code: 2, stderr: "enrich: unknown ledger command 'prnue'; did you mean `enrich ledger prune`? (see enrich ledger --help)\n" });
+    expect(await runProcess(['ledger', '--json', 'runs'])).toMatchObject({ code: 2, stderr: 'enrich: give the command before its options: `enrich ledger runs ...` (see enrich ledger --help)\n' });
+    expect(await runProcess(['ledger', '--jsno'])).toMatchObject({ code: 2, stderr: "enrich: unknown option '--jsno' (did you mean --json?) (see enrich ledger --help)\n" });
     expect(await runProcess(['ledger', 'show', 'extra'])).toMatchObject({ code: 2, stderr: "enrich: ledger show takes no arguments ('extra' given) (see enrich ledger --help)\n" });
     const prune = await runProcess(['ledger', 'prune']);
     expect(prune).toMatchObject({ code: 2, stderr: "enrich: required option '--older-than <duration>' not specified (see enrich ledger prune --help)\n" });

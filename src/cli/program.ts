@@ -148,8 +148,13 @@ const LEDGER_COMMANDS = ['show', 'runs', 'export', 'prune', 'release', 'import']
 
 /** What is wrong with `enrich ledger [show] <word>`: an unknown option, an argument to show, or a mistyped command. */
 function notShow(word: string, namedShow: boolean): string {
-  if (word.startsWith('-')) return `unknown option '${word}'`;
+  if (word.startsWith('-')) {
+    const near = word.startsWith('--') ? suggestCommand(word.slice(2).split('=')[0] ?? '', ['store', 'json']) : null;
+    return `unknown option '${word}'${near === null ? '' : ` (did you mean --${near}?)`}`;
+  }
   if (namedShow) return `ledger show takes no arguments ('${word}' given)`;
+  // `enrich ledger --json runs`: the options came first, so no command was seen.
+  if ((LEDGER_COMMANDS as readonly string[]).includes(word)) return `give the command before its options: \`enrich ledger ${word} ...\``;
   const near = suggestCommand(word, LEDGER_COMMANDS);
   return `unknown ledger command '${word}'${near === null ? `: give ${LEDGER_COMMANDS.join(', ')}` : `; did you mean \`enrich ledger ${near}\`?`}`;
 }
