@@ -206,5 +206,9 @@ describe('the store check', () => {
     const link = dir.file('state-link');
     symlinkSync(dir.file('nowhere'), link);
     expect(await storeCheck(`${link}/x/enrich/store.db`, null)).toMatchObject({ status: 'fail', kind: 'usage', text: `${link}/x/enrich/store.db cannot be created: ${link} is not a folder` });
+    // The store itself a link into a folder that is not there: SQLite would have to make the target.
+    const storeLink = dir.file('store-link.db');
+    symlinkSync(dir.file('gone/store.db'), storeLink);
+    expect(await storeCheck(storeLink, null)).toMatchObject({ status: 'fail', text: `${storeLink} cannot be created: it is a link to ${dir.file('gone/store.db')}, in a folder that does not exist` });
   });
 });

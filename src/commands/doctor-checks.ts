@@ -1,5 +1,6 @@
-import { lstat, mkdtemp, rm, stat } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { readlinkSync } from 'node:fs';
+import { lstat, mkdtemp, realpath, rm, stat } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
 import { ApiError, ConnectionError, InsufficientScopeError, InvalidTokenError, NotServiceApiError, printable, RateLimitedError } from '../api/errors.js';
@@ -170,6 +171,12 @@ export async function storeCheck(path: string, folderProblem: string | null): Pr
   if (info !== null) {
     const bytes = (await Promise.all([path, `${path}-wal`, `${path}-shm`].map(fileSize))).reduce((a, b) => a + b, 0);
     return ok('store', `${path} (${formatBytes(bytes)})`);
+  }
+  // A link to a store not made yet: SQLite creates the link's target, whose folder must be there.
+  const link = await lstat(path).catch(() => null);
+  if (link?.isSymbolicLink() === true) {
+    const target = await realpath(dirname(path)).then((d) => resolve(d, readlinkSync(path)), () => path);
+    if ((await stat(dirname(target)).catch(() => null))?.isDirectory() !== true) return fail('store', `${path} cannot be created: it is a link to ${target}, in a folder that does not exist`, 'usage');
   }
   let dir = dirname(path);
   // A batch makes only the default store's folder: a named one must be there already.
