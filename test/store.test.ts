@@ -272,8 +272,10 @@ describe('a journal written by enrich 0.1', () => {
     const typo = t.dir.file('tyop/store.db');
     expect(await runCli(['ledger', 'import', csv, '--store', typo])).toMatchObject({ code: 2, stderr: `enrich: the store ${typo}: the folder ${t.dir.file('tyop')} does not exist; create it, or fix --store (or ENRICH_STORE)\n` });
     expect(existsSync(t.dir.file('tyop'))).toBe(false);
-    const refused = await runCli(['ledger', 'import', csv]);
+    const refused = await runCli(['ledger', 'import', csv, '--store', t.dir.file('fresh.db')]);
     expect(refused).toMatchObject({ code: 2, stdout: '', stderr: `enrich: ${csv} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported\n` });
+    // Refused before the store was opened: none was made.
+    expect(existsSync(t.dir.file('fresh.db'))).toBe(false);
     const junk = t.dir.file('crm.csv.enrich-journal', 'not a journal\n');
     const run = await runCli([csv, '-o', t.dir.file('out.csv')], { env: t.env() });
     expect(run.code, run.stderr).toBe(0);

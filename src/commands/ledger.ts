@@ -1,10 +1,9 @@
-import { stat } from 'node:fs/promises';
 import { stringify } from 'csv-stringify/sync';
 import { serviceIdentity } from '../api/endpoint.js';
 import { UsageError } from '../errors.js';
 import { landsAt, statOrNull } from '../io/paths.js';
 import { openSink, unwritableReason } from '../io/sink.js';
-import { importJournal } from '../store/import-journal.js';
+import { importJournal, looksLikeJournal } from '../store/import-journal.js';
 import { atRisk, holdings, prune, records, release, runs, type HeldRecord } from '../store/ledger.js';
 import { Store } from '../store/sqlite.js';
 import { count, num } from '../ui/format.js';
@@ -46,6 +45,16 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
   if (options.action.kind !== 'import' && (found === null || (found.isFile() && found.size === 0))) {
     throw new UsageError(`no store at ${options.store}: a batch run creates it with its first purchase or lookup; give --store <path> (or ENRICH_STORE) to read another`);
   }
+  // Every journal is checked before the store is opened (and so perhaps made): a refused import
+  // leaves nothing behind.
+  if (options.action.kind === 'import') {
+    for (const path of options.action.journals) {
+      const info = statOrNull(path);
+      if (info === null) throw new UsageError(`${path}: no such file`);
+      if (!info.isFile()) throw new UsageError(`${path} is not a file; give the path of a journal written by enrich 0.1`);
+      if (!(await looksLikeJournal(path))) throw new UsageError(`${path} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported`);
+    }
+  }
   const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now });
   const print = (text: string): void => void io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
   try {
@@ -68,9 +77,6 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
         return releaseHeld(store, action, options.json, print);
       case 'import':
         for (const path of action.journals) {
-          const info = await stat(path).catch(() => null);
-          if (info === null) throw new UsageError(`${path}: no such file`);
-          if (!info.isFile()) throw new UsageError(`${path} is not a file; give the path of a journal written by enrich 0.1`);
           const imported = await importJournal(store, path);
           if (imported === 'not_journal') throw new UsageError(`${path} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported`);
           print(imported === null ? `${path}: nothing new to import` : `${path}: imported ${count(imported.companies, 'company', 'companies')} for ${imported.service}`);

@@ -1,4 +1,4 @@
-import { realpath, stat } from 'node:fs/promises';
+import { open, realpath, stat } from 'node:fs/promises';
 import type { CompanyRecord } from '../api/types.js';
 import type { EnrichEntry, JournalEntry } from './legacy/entries.js';
 import { JournalCorruptError, readJournal } from './legacy/journal-reader.js';
@@ -61,6 +61,25 @@ function enrichEvent(e: EnrichEntry, lastKey: Map<string, string>): StoreEvent |
  * nothing bought with that version is bought again: its companies become held records, its
  * lookups are reused, and a purchase it left open resumes under the very key it was sent with.
  */
+/** Whether a file starts as a journal of enrich 0.1 does (its header line), or is empty. */
+export async function looksLikeJournal(path: string): Promise<boolean> {
+  const handle = await open(path, 'r');
+  try {
+    const { buffer, bytesRead } = await handle.read(Buffer.alloc(64 * 1024), 0, 64 * 1024, 0);
+    const text = buffer.subarray(0, bytesRead).toString('utf8');
+    // Empty, or a first line longer than this: the import itself will tell.
+    if (bytesRead === 0 || (!text.includes('\n') && bytesRead === buffer.length)) return true;
+    const first = text.split('\n', 1)[0] ?? '';
+    try {
+      return (JSON.parse(first) as { t?: unknown } | null)?.t === 'header';
+    } catch {
+      return false;
+    }
+  } finally {
+    await handle.close();
+  }
+}
+
 export async function importJournal(store: Store, path: string): Promise<Imported | 'not_journal' | null> {
   let real: string;
   let bytes: number;
