@@ -3,7 +3,7 @@ import { serviceIdentity } from '../api/endpoint.js';
 import { UsageError } from '../errors.js';
 import { landsAt, statOrNull } from '../io/paths.js';
 import { openSink, unwritableReason } from '../io/sink.js';
-import { importJournal, looksLikeJournal } from '../store/import-journal.js';
+import { importJournal, looksLikeJournal, notJournal } from '../store/import-journal.js';
 import { atRisk, holdings, prune, records, release, runs, type HeldRecord } from '../store/ledger.js';
 import { Store } from '../store/sqlite.js';
 import { count, num } from '../ui/format.js';
@@ -52,7 +52,7 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
       const info = statOrNull(path);
       if (info === null) throw new UsageError(`${path}: no such file`);
       if (!info.isFile()) throw new UsageError(`${path} is not a file; give the path of a journal written by enrich 0.1`);
-      if (!(await looksLikeJournal(path))) throw new UsageError(`${path} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported`);
+      if (!(await looksLikeJournal(path))) throw new UsageError(notJournal(path));
     }
   }
   const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now });
@@ -78,7 +78,7 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
       case 'import':
         for (const path of action.journals) {
           const imported = await importJournal(store, path);
-          if (imported === 'not_journal') throw new UsageError(`${path} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported`);
+          if (imported === 'not_journal') throw new UsageError(notJournal(path));
           print(imported === null ? `${path}: nothing new to import` : `${path}: imported ${count(imported.companies, 'company', 'companies')} for ${imported.service}`);
         }
         return;

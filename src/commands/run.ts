@@ -22,7 +22,7 @@ import type { ScanResult } from '../pipeline/scan.js';
 import { RunState, type Company } from '../pipeline/state.js';
 import { emptyTally, summarise, type RowTally, type Summary } from '../pipeline/summary.js';
 import type { SandboxOptions } from '../sandbox/index.js';
-import { importJournal, type Imported } from '../store/import-journal.js';
+import { importJournal, notJournal, type Imported } from '../store/import-journal.js';
 import { defaultStorePath, scanCacheDir } from '../store/path.js';
 import { Store } from '../store/sqlite.js';
 import { chooseWriter } from '../store/write-channel.js';
@@ -294,7 +294,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
 
 function reportImport(reporter: Reporter, path: string, imported: Imported | 'not_journal' | null): void {
   if (imported === 'not_journal') {
-    reporter.warn(`${path} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported from it`);
+    reporter.warn(`${notJournal(path)} from it`);
     return;
   }
   if (imported === null || (imported.companies === 0 && imported.open === 0 && imported.damaged === null)) return;

@@ -61,6 +61,9 @@ function enrichEvent(e: EnrichEntry, lastKey: Map<string, string>): StoreEvent |
  * nothing bought with that version is bought again: its companies become held records, its
  * lookups are reused, and a purchase it left open resumes under the very key it was sent with.
  */
+/** What to say of a file given as a journal that is not one. */
+export const notJournal = (path: string): string => `${path} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported`;
+
 /** Whether a file starts as a journal of enrich 0.1 does (its header line), or is empty. */
 export async function looksLikeJournal(path: string): Promise<boolean> {
   const handle = await open(path, 'r');
