@@ -5,7 +5,6 @@ import type { LedgerAction } from '../commands/ledger.js';
 import { suggestCommand } from './suggest.js';
 import type { SandboxCommandOptions } from '../commands/sandbox.js';
 
-
 /** `-o /dev/stdout` (or /dev/fd/1, /proc/self/fd/1) is stdout, with all that `-` means for it. */
 const stdoutAlias = (path: string): string => (inheritedDescriptor(path) === 1 ? '-' : path);
 

@@ -66,6 +66,14 @@ export function ownDescriptor(fd: number): boolean {
  * a symlink loop, no permission, a name too long): callers then say what they need in their own
  * words, as they did for a missing file, instead of failing with the system's error.
  */
+export function statOrNull(path: string): Stats | null {
+  return attempt(() => statSync(path));
+}
+
+export function lstatOrNull(path: string): Stats | null {
+  return attempt(() => lstatSync(path));
+}
+
 /**
  * `mkdir -p`, one level at a time from the deepest folder there is. Node's own recursive mkdir
  * never returns where mkdir answers ENOENT for a folder whose parent exists (under /proc, for
@@ -87,14 +95,6 @@ export function makeDirs(dir: string, mode: number): void {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || statOrNull(folder)?.isDirectory() !== true) throw error;
     }
   }
-}
-
-export function statOrNull(path: string): Stats | null {
-  return attempt(() => statSync(path));
-}
-
-export function lstatOrNull(path: string): Stats | null {
-  return attempt(() => lstatSync(path));
 }
 
 function attempt<T>(f: () => T): T | null {

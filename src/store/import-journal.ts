@@ -56,11 +56,6 @@ function enrichEvent(e: EnrichEntry, lastKey: Map<string, string>): StoreEvent |
   };
 }
 
-/**
- * Imports a journal written by enrich 0.1 into the store, once (again only if it has grown), so
- * nothing bought with that version is bought again: its companies become held records, its
- * lookups are reused, and a purchase it left open resumes under the very key it was sent with.
- */
 /** What to say of a file given as a journal that is not one. */
 export const notJournal = (path: string): string => `${path} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported`;
 
@@ -83,6 +78,11 @@ export async function looksLikeJournal(path: string): Promise<boolean> {
   }
 }
 
+/**
+ * Imports a journal written by enrich 0.1 into the store, once (again only if it has grown), so
+ * nothing bought with that version is bought again: its companies become held records, its
+ * lookups are reused, and a purchase it left open resumes under the very key it was sent with.
+ */
 export async function importJournal(store: Store, path: string): Promise<Imported | 'not_journal' | null> {
   let real: string;
   let bytes: number;
