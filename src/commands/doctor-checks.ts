@@ -8,7 +8,7 @@ import { exchange } from '../api/exchange.js';
 import type { ServiceClient } from '../api/client.js';
 import { formatWait, type ErrorKind } from '../errors.js';
 import { DEFAULT_RETRY_POLICY } from '../api/retry.js';
-import { count, duration, num } from '../ui/format.js';
+import { count, duration } from '../ui/format.js';
 
 /** One line of the report: ok, a note (worth knowing, not a failure), or a failure with its fix. */
 export interface Check {
@@ -126,7 +126,7 @@ export function latencyCheck(samples: readonly number[]): Check {
   const sorted = [...samples].sort((a, b) => a - b);
   const median = sorted[Math.floor((sorted.length - 1) / 2)] as number;
   const ms = (v: number): string => (v < 1000 ? `${Math.max(1, Math.round(v))} ms` : duration(v));
-  const n = samples.length === 1 ? '1 request' : `${num(samples.length)} requests`;
+  const n = count(samples.length, 'request');
   return ok('latency', `${ms(median)} median over ${n} (slowest ${ms(sorted[sorted.length - 1] as number)})`);
 }
 

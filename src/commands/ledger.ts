@@ -95,7 +95,7 @@ function releaseHeld(store: Store, action: Extract<LedgerAction, { kind: 'releas
     if (json) return print(JSON.stringify(held, null, 2));
     if (held.length === 0) return print('no purchase is waiting on an unanswered paid call');
     print(held.map((p) => `${p.domain}  (${p.service}; last error ${p.errorCode ?? 'none'}${p.lostAt === null ? '' : `; unanswered since ${stamp(p.lostAt)}`})`).join('\n'));
-    return print(`${held.length === 1 ? '1 company waits' : `${num(held.length)} companies wait`} on a paid call whose answer never came: at most ${count(held.length, 'credit')} at risk. Rerun first; if the service never answers for them, release them with --all or by name (each may then be charged twice)`);
+    return print(`${count(held.length, 'company waits', 'companies wait')} on a paid call whose answer never came: at most ${count(held.length, 'credit')} at risk. Rerun first; if the service never answers for them, release them with --all or by name (each may then be charged twice)`);
   }
   const held = atRisk(store, action.all ? [] : action.domains);
   const unknown = action.domains.filter((d) => !held.some((p) => p.domain === d));

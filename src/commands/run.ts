@@ -298,7 +298,7 @@ function reportImport(reporter: Reporter, path: string, imported: Imported | 'no
     return;
   }
   if (imported === null || (imported.companies === 0 && imported.open === 0 && imported.damaged === null)) return;
-  const open = imported.open > 0 ? `; ${count(imported.open, 'unfinished purchase')} ${imported.open === 1 ? 'resumes under its own key' : 'resume under their own keys'}` : '';
+  const open = imported.open > 0 ? `; ${count(imported.open, 'unfinished purchase resumes under its own key', 'unfinished purchases resume under their own keys')}` : '';
   reporter.note(`imported ${count(imported.companies, 'company', 'companies')} bought with enrich 0.1 from ${imported.path}${open}`);
   if (imported.damaged !== null) reporter.warn(`${imported.path} is damaged (${imported.damaged}): what came before the damage was imported`);
 }

@@ -46,8 +46,7 @@ export function wrapWords(text: string, columns: number, indent = '  '): string 
 /** `waiting for another run (pid 4242) to finish 3 companies`, or null when nothing waits. */
 export function waitingText(p: Progress): string | null {
   if (p.waiting <= 0) return null;
-  const what = p.waiting === 1 ? '1 company' : `${num(p.waiting)} companies`;
-  return `waiting for another run${p.waitingOn === '' ? '' : ` (${p.waitingOn})`} to finish ${what}`;
+  return `waiting for another run${p.waitingOn === '' ? '' : ` (${p.waitingOn})`} to finish ${count(p.waiting, 'company', 'companies')}`;
 }
 
 /** `paused 3s (rate limited)` while the limiter holds every request back, else null. */

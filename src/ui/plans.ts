@@ -1,5 +1,5 @@
 import { planFit, PLANS, type PlanTerms } from '../pipeline/plans.js';
-import { num } from './format.js';
+import { count, num } from './format.js';
 
 const dollars = (n: number): string => `$${Number.isInteger(n) ? num(n) : n.toFixed(2)}`;
 const FREE = PLANS[0] as PlanTerms;
@@ -14,7 +14,7 @@ export function describePlanFit(credits: number): string {
   if (credits === 0) return '0 credits: nothing to buy, on any plan';
   const fit = planFit(credits);
   const p = fit.plan;
-  const n = `${num(credits)} ${credits === 1 ? 'credit fits' : 'credits fit'}`;
+  const n = count(credits, 'credit fits', 'credits fit');
   if (fit.kind === 'included' && p.monthlyFee === 0) return `${n} in the ${p.name} plan's ${num(p.includedCredits)} credits ($0)`;
   const beyondFree = `; more than the ${FREE.name} plan's ${num(FREE.includedCredits)}`;
   if (fit.kind === 'included') return `${n} in ${p.name}'s ${num(p.includedCredits)} included credits (${dollars(p.monthlyFee)}/month${beyondFree})`;

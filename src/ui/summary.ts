@@ -85,7 +85,7 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
     return `a real run would spend exactly ${count(s.estimated_credits, 'credit')}${stale}; drop --dry-run to go ahead`;
   }
   if (s.errors > 0 && s.at_risk > 0) {
-    return `${count(s.errors, 'row')} failed (see enrich_error); ${s.at_risk === 1 ? '1 company waits' : `${num(s.at_risk)} companies wait`} on a paid call whose answer never came (at most ${count(s.at_risk, 'credit')} at risk): run the same command later to finish them; if the service never answers for them, \`enrich ledger release\` lists them and lets them be bought again`;
+    return `${count(s.errors, 'row')} failed (see enrich_error); ${count(s.at_risk, 'company waits', 'companies wait')} on a paid call whose answer never came (at most ${count(s.at_risk, 'credit')} at risk): run the same command later to finish them; if the service never answers for them, \`enrich ledger release\` lists them and lets them be bought again`;
   }
   if (s.errors > 0) return `${count(s.errors, 'row')} failed (see enrich_error); run the same command to retry ${s.errors === 1 ? 'it' : 'them'}`;
   return null;

@@ -1,6 +1,6 @@
 import ora, { type Ora } from 'ora';
 import type { Progress } from '../pipeline/progress.js';
-import { duration, num, pausedText, waitingText, wrapWords } from './format.js';
+import { count, duration, num, pausedText, waitingText, wrapWords } from './format.js';
 import { LiveFrame } from './frame.js';
 import { layoutLines, type BarLine } from './layout.js';
 import type { Reporter } from './reporter.js';
@@ -51,8 +51,8 @@ export function enrichLine(p: Progress, r: Rate, pause: string | null): BarLine 
   const extras = [
     ...(pause !== null && !growing ? [pause] : []),
     ...(waiting !== null ? [waiting] : []),
-    `${num(p.credits)} ${p.credits === 1 ? 'credit' : 'credits'}`,
-    ...(p.retries > 0 ? [`${num(p.retries)} ${p.retries === 1 ? 'retry' : 'retries'}`] : []),
+    count(p.credits, 'credit'),
+    ...(p.retries > 0 ? [count(p.retries, 'retry', 'retries')] : []),
     ...(p.enrichTotal > p.enrichDone ? [perSecond(r)] : []),
   ];
   return {
