@@ -1,10 +1,10 @@
-import { readlinkSync } from 'node:fs';
-import { lstat, mkdtemp, realpath, rm, stat } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { lstat, mkdtemp, rm, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
 import { ApiError, ConnectionError, InsufficientScopeError, InvalidTokenError, NotServiceApiError, printable, RateLimitedError } from '../api/errors.js';
 import { exchange } from '../api/exchange.js';
+import { landsAt } from '../io/paths.js';
 import type { ServiceClient } from '../api/client.js';
 import { formatWait, type ErrorKind } from '../errors.js';
 import { DEFAULT_RETRY_POLICY } from '../api/retry.js';
@@ -175,12 +175,12 @@ export async function storeCheck(path: string, folderProblem: string | null): Pr
   // A link to a store not made yet: SQLite creates the link's target, whose folder must be there.
   const link = await lstat(path).catch(() => null);
   if (link?.isSymbolicLink() === true) {
-    const target = await realpath(dirname(path)).then((d) => resolve(d, readlinkSync(path)), () => path);
+    const target = landsAt(path);
     if ((await stat(dirname(target)).catch(() => null))?.isDirectory() !== true) return fail('store', `${path} cannot be created: it is a link to ${target}, in a folder that does not exist`, 'usage');
   }
-  let dir = dirname(path);
   // A batch makes only the default store's folder: a named one must be there already.
   if (folderProblem !== null) return fail('store', `${path} cannot be created: ${folderProblem}`, 'usage');
+  let dir = dirname(path);
   // The deepest name there is, link or not: a dangling link or a file there is no folder to make
   // the rest in (a batch would fail on it).
   while ((await lstat(dir).catch(() => null)) === null && dirname(dir) !== dir) dir = dirname(dir);
