@@ -15,7 +15,7 @@ import { openSink } from '../io/sink.js';
 import { systemClock, type Clock } from '../pipeline/clock.js';
 import type { Stop } from '../pipeline/execute.js';
 import { SCAN_RULES } from '../pipeline/scan-rules.js';
-import { planCompany, planDomain, type Policy } from '../pipeline/plan.js';
+import { freshSince, planCompany, planDomain, type Policy } from '../pipeline/plan.js';
 import { Progress, type ProgressSink } from '../pipeline/progress.js';
 import { resultForRow, resultKey, type RowResult } from '../pipeline/results.js';
 import type { ScanResult } from '../pipeline/scan.js';
@@ -253,6 +253,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
         retry: options.retry ?? DEFAULT_RETRY_POLICY,
         matchWindow: Math.max(32, options.concurrency * 4),
         graceMs: options.graceMs ?? 10_000,
+        freshSince: freshSince(policy),
         ...(options.settleMs == null ? {} : { settleMs: options.settleMs }),
       },
       {
@@ -265,8 +266,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
         planCompany: (company) => {
           // A live run's claim looks again before buying; a dry run has only this look to go by.
           if (!options.dryRun && !heldAny) return;
-          const held = records.held(company.domain);
-          const purchase = records.latestPurchase(company.domain);
+          const { held, purchase } = records.companyState(company.domain);
           if (held !== null || purchase !== null) state.loadCompany(company, planCompany(held, purchase, policy));
         },
         progress,

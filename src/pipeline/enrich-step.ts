@@ -30,6 +30,8 @@ export interface EnrichStepDeps {
   busyPollMs: number;
   /** How long a paid call whose answer was lost may go on at the service (pipeline/keys.ts). */
   settleMs: number;
+  /** The freshness rule every intent carries (pipeline/plan.ts freshSince). */
+  freshSince: number | null;
 }
 
 interface Bought {
@@ -60,7 +62,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
     try {
       for (;;) {
         if (stops.paid.signal.aborted || !state.needsEnrich(c)) return false;
-        const intent: IntentEvent = { t: 'intent', c: c.domain, g: c.generation, v: c.keyVersion, key: keyOf(c), at: deps.now() };
+        const intent: IntentEvent = { t: 'intent', c: c.domain, g: c.generation, v: c.keyVersion, key: keyOf(c), at: deps.now(), freshSince: deps.freshSince };
         const claim = await deps.claim(intent);
         switch (claim.kind) {
           case 'ok':

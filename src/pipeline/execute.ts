@@ -39,6 +39,8 @@ export interface ExecuteOptions {
   busyPollMs?: number;
   /** How long a paid call whose answer was lost may go on at the service (default 60 s). */
   settleMs?: number;
+  /** The freshness rule (pipeline/plan.ts freshSince): a claim refuses a company held fresh by it (default: any held). */
+  freshSince?: number | null;
 }
 
 export interface ExecuteDeps {
@@ -110,6 +112,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     idempotencyKey: deps.idempotencyKey,
     busyPollMs: options.busyPollMs ?? 250,
     settleMs: options.settleMs ?? DEFAULT_SETTLE_MS,
+    freshSince: options.freshSince ?? null,
   });
   const queued = new Set<number>();
   const enqueueEnrich = (company: Company): void => {

@@ -36,7 +36,19 @@ export function planDomain(lookup: Lookup | undefined, policy: Policy): DomainPl
   return policy.now - lookup.checkedAt > policy.missMaxAgeMs ? { action: 'match' } : { action: 'miss' };
 }
 
-const isStale = (held: HeldCompany, policy: Policy): boolean => policy.maxAgeMs !== null && policy.now - held.boughtAt > policy.maxAgeMs;
+/**
+ * The moment from which a held record is fresh under the policy (bought then or later); null when
+ * every held record is (no --max-age). A claim refuses to buy a company held fresh by this rule,
+ * whatever the plan that asked for it believed (another run may have bought it since).
+ */
+export function freshSince(policy: Pick<Policy, 'now' | 'maxAgeMs'>): number | null {
+  return policy.maxAgeMs === null ? null : policy.now - policy.maxAgeMs;
+}
+
+const isStale = (held: HeldCompany, policy: Policy): boolean => {
+  const since = freshSince(policy);
+  return since !== null && held.boughtAt < since;
+};
 
 /**
  * A pure decision: reuse what is held and fresh; resume an unfinished purchase wherever its key

@@ -140,7 +140,7 @@ export async function importJournal(store: Store, path: string): Promise<Importe
   const target: ReturnType<Store['records']> = records;
   target.importEvents(events);
   const companies = bought.size;
-  const open = new Set([...lastKey.keys()].filter((c) => target.latestPurchase(c)?.outcome === 'open')).size;
+  const open = new Set([...lastKey.keys()].filter((c) => target.companyState(c).purchase?.outcome === 'open')).size;
   // Up to the last whole line: 0.1 cuts a torn tail off before it appends, so what follows it
   // starts there, not at the size the file had.
   const upTo = read?.validBytes ?? from;

@@ -156,15 +156,33 @@ export class ServiceRecords implements ServiceStore {
     );
   }
 
+  /**
+   * Runs `read` in one read transaction: every statement in it sees the store as of one moment.
+   * Two reads apart could see a purchase another run closed but not the company it bought, and
+   * plan to buy that company again.
+   */
+  private snapshot<T>(read: () => T): T {
+    const db = this.store.db;
+    if (db.inTransaction) return read();
+    db.exec('BEGIN');
+    try {
+      return read();
+    } finally {
+      if (db.inTransaction) db.exec('COMMIT');
+    }
+  }
+
   forEachCompany(companies: readonly string[], visit: (domain: string, held: HeldCompany | null, purchase: Purchase | null) => void): void {
     const wanted = new Set(companies);
     const held = new Map<string, HeldCompany>();
     const latest = new Map<string, Purchase>();
-    this.visit<CompanyRow>(companies, 'companies', COMPANY_COLUMNS, (d) => wanted.has(d), (r) => held.set(r[0], toHeld(r)));
-    this.visit<PurchaseRow>(companies, 'purchases', PURCHASE_COLUMNS, (d) => wanted.has(d), (r) => {
-      const p = toPurchase(r);
-      const prev = latest.get(p.domain);
-      if (prev === undefined || p.generation > prev.generation) latest.set(p.domain, p);
+    this.snapshot(() => {
+      this.visit<CompanyRow>(companies, 'companies', COMPANY_COLUMNS, (d) => wanted.has(d), (r) => held.set(r[0], toHeld(r)));
+      this.visit<PurchaseRow>(companies, 'purchases', PURCHASE_COLUMNS, (d) => wanted.has(d), (r) => {
+        const p = toPurchase(r);
+        const prev = latest.get(p.domain);
+        if (prev === undefined || p.generation > prev.generation) latest.set(p.domain, p);
+      });
     });
     for (const domain of companies) {
       const h = held.get(domain) ?? null;
@@ -179,15 +197,14 @@ export class ServiceRecords implements ServiceStore {
     return row === undefined ? null : parseRecord(row[0]);
   }
 
-  held(company: string): HeldCompany | null {
-    return heldCompany(this.store, this.serviceId, company);
-  }
-
-  latestPurchase(company: string): Purchase | null {
-    const row = this.store.sql(`SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ? AND domain = ? ORDER BY generation DESC LIMIT 1`)
-      .raw(true)
-      .get(this.serviceId, company) as PurchaseRow | undefined;
-    return row === undefined ? null : toPurchase(row);
+  companyState(company: string): { held: HeldCompany | null; purchase: Purchase | null } {
+    this.endBurst();
+    return this.snapshot(() => {
+      const row = this.store.sql(`SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ? AND domain = ? ORDER BY generation DESC LIMIT 1`)
+        .raw(true)
+        .get(this.serviceId, company) as PurchaseRow | undefined;
+      return { held: heldCompany(this.store, this.serviceId, company), purchase: row === undefined ? null : toPurchase(row) };
+    });
   }
 
   // ---- writes ----

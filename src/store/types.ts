@@ -33,6 +33,12 @@ export interface IntentEvent {
   key: string;
   /** When it was written (ms since the epoch): from then the request may be in flight. */
   at?: number;
+  /**
+   * The buyer's freshness rule (pipeline/plan.ts freshSince): a record the store holds that was
+   * bought at or after this moment (null: any record held) is fresh, and a new purchase of it is
+   * refused as held. Unset: only a purchase of this generation or later counts as held.
+   */
+  freshSince?: number | null;
 }
 
 export interface EnrichEvent {
@@ -167,9 +173,8 @@ export interface ServiceStore {
   forEachCompany(companies: readonly string[], visit: (domain: string, held: HeldCompany | null, purchase: Purchase | null) => void): void;
   /** The record as the service returned it; null if not held. */
   record(company: string): CompanyRecord | null;
-  /** What the store holds of one company, and its latest purchase (a company first met mid-run). */
-  held(company: string): HeldCompany | null;
-  latestPurchase(company: string): Purchase | null;
+  /** What the store holds of one company, and its latest purchase, as of one moment (a company first met mid-run). */
+  companyState(company: string): { held: HeldCompany | null; purchase: Purchase | null };
   /** Whether the store holds any company or purchase of this service at all. */
   holdsAny(): boolean;
   /** The moment this run judges freshness at: now, or the cutoff of the job it resumes. */

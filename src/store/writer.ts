@@ -54,6 +54,15 @@ export function heldCompany(store: Store, serviceId: number, domain: string): He
   return row === undefined ? null : toHeld(row);
 }
 
+/** Whether a held record is fresh by the buyer's rule (IntentEvent.freshSince). */
+function heldFresh(held: HeldCompany, event: IntentEvent): boolean {
+  if (event.freshSince === undefined) return false;
+  return event.freshSince === null || held.boughtAt >= event.freshSince;
+}
+
+/** An open purchase an attempt may have been sent under: its key may have been charged. */
+export const mayBeCharged = (p: Purchase): boolean => p.outcome === 'open' && (p.intentKey !== null || p.uncertain);
+
 /**
  * A run's writes to one service's records, a batch to a transaction. It runs on whichever
  * connection it is given: the run's own (tests, imports, a store that cannot spare a thread), or
@@ -167,6 +176,10 @@ export class RecordWriter {
     const row = this.store.sql(`SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`)
       .raw(true)
       .get(this.serviceId, event.c, event.g) as PurchaseRow | undefined;
+    // A company held fresh is never bought again, whatever the plan believed (it may have read
+    // the store while another run was buying): only a purchase whose key may have been charged
+    // is finished, under that key, since only it can recover that charge for free.
+    if (held !== null && heldFresh(held, event) && (row === undefined || !mayBeCharged(toPurchase(row)))) return { kind: 'held', held };
     let tookOver = false;
     if (row !== undefined) {
       const owner = row[9];

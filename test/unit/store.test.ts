@@ -357,7 +357,7 @@ describe('the SQLite store', () => {
     await run.append({ ...hit('acme.com', 1), company: { ...record('acme.com'), name: 'Old' } } as StoreEvent);
     await run.flush();
     expect(run.record('acme.com')?.name).toBe('acme.com');
-    expect(run.held('acme.com')?.generation).toBe(2);
+    expect(run.companyState('acme.com').held?.generation).toBe(2);
   });
 
   it('treats a tampered record as not held, and refuses a file that is not a store with exit 2', async () => {
@@ -445,7 +445,7 @@ describe('the SQLite store', () => {
     await run.flush();
     store.db.prepare("UPDATE runs SET status = 'stopped'").run();
     expect(atRisk(store, [])).toStrictEqual([]);
-    expect(run.latestPurchase('acme.com')).toMatchObject({ outcome: 'open', intentKey: null, keyVersion: 1 });
+    expect(run.companyState('acme.com').purchase).toMatchObject({ outcome: 'open', intentKey: null, keyVersion: 1 });
   });
 
   it('brings a store of an earlier layout up to date, and refuses one missing a column it cannot add back', async () => {
@@ -456,7 +456,7 @@ describe('the SQLite store', () => {
     const upgraded = open(path);
     const run = upgraded.beginRun('svc', info);
     expect(await run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1', at: 5 }, true)).toStrictEqual({ kind: 'ok' });
-    expect(run.latestPurchase('acme.com')?.lostAt).toBe(5);
+    expect(run.companyState('acme.com').purchase?.lostAt).toBe(5);
     upgraded.close();
     const edited = join(dir.path, 'edited.db');
     open(edited).db.exec('ALTER TABLE companies DROP COLUMN record');

@@ -1,0 +1,107 @@
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { CompanyRecord } from '../../src/api/types.js';
+import { Store } from '../../src/store/sqlite.js';
+import type { HeldCompany, Purchase, StoreEvent } from '../../src/store/types.js';
+import { RecordWriter } from '../../src/store/writer.js';
+import { tempDir } from '../helpers/cli.js';
+
+/** What two runs on one store can do to each other between a read and a write. */
+let dir: ReturnType<typeof tempDir>;
+let stores: Store[] = [];
+beforeEach(() => {
+  dir = tempDir();
+});
+afterEach(() => {
+  for (const s of stores) s.close();
+  stores = [];
+  dir.cleanup();
+});
+
+const open = (path = join(dir.path, 'store.db')): Store => {
+  const s = Store.open(path, { tool: 'test' });
+  stores.push(s);
+  return s;
+};
+const info = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
+const record = (domain: string): CompanyRecord => ({
+  domain,
+  name: domain,
+  website_url: null,
+  description: null,
+  industry: null,
+  employee_count: null,
+  revenue_range: null,
+  ownership_type: null,
+  year_founded: null,
+  specialties: [],
+  hq_country: null,
+  hq_city: null,
+  last_updated: '2026-01-01T00:00:00Z',
+});
+const hit = (c: string, g = 1): StoreEvent => ({ t: 'enrich', c, g, v: 1, s: 'hit', charged: 1, company: record(c), key_used: `k-${c}` });
+
+describe('the plan reads one moment of the store', () => {
+  it('never sees a purchase another run closed without the company it bought (the read is one snapshot)', async () => {
+    const path = join(dir.path, 'race.db');
+    const buyer = open(path).beginRun('svc', info);
+    const planner = open(path);
+    const run = planner.beginRun('svc', info);
+    // Something held, so the plan reads both tables.
+    await buyer.append(hit('other.com'));
+    await buyer.flush();
+    // Run A buys acme.com exactly between the planner's read of companies and of purchases.
+    const sql = planner.sql.bind(planner);
+    let struck = false;
+    planner.sql = (text: string) => {
+      if (!struck && /FROM purchases WHERE service = \?/.test(text)) {
+        struck = true;
+        // Committed at once, on a connection of its own, before the planner reads on.
+        const a = open(path);
+        const claims = new RecordWriter(a, a.serviceId('svc'), null).write(
+          [
+            { event: { t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, durable: true },
+            { event: hit('acme.com'), durable: false },
+          ],
+          Date.now(),
+        );
+        expect(claims[0]).toStrictEqual({ kind: 'ok' });
+      }
+      return sql(text);
+    };
+    const seen: { held: HeldCompany | null; purchase: Purchase | null }[] = [];
+    run.forEachCompany(['acme.com', 'other.com'], (domain, held, purchase) => {
+      if (domain === 'acme.com') seen.push({ held, purchase });
+    });
+    expect(struck).toBe(true);
+    // Either both or neither: a closed purchase without its company would plan generation 2.
+    expect(seen.every((s) => (s.held === null) === (s.purchase === null))).toBe(true);
+  });
+
+  it('refuses a claim on a company held fresh, whatever generation the plan chose', async () => {
+    const path = join(dir.path, 'held.db');
+    const a = open(path).beginRun('svc', info);
+    await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    await a.append(hit('acme.com'));
+    await a.flush();
+    const b = open(path).beginRun('svc', info);
+    // A plan that read the store mid-purchase asks for generation 2: without --max-age, any held record is fresh.
+    expect(await b.append({ t: 'intent', c: 'acme.com', g: 2, v: 1, key: 'k2', freshSince: null }, true)).toMatchObject({ kind: 'held', held: { generation: 1 } });
+    // Under --max-age, a record bought after the cutoff is fresh too; one bought before it is stale and refreshed.
+    expect(await b.append({ t: 'intent', c: 'acme.com', g: 2, v: 1, key: 'k2', freshSince: Date.now() - 60_000 }, true)).toMatchObject({ kind: 'held' });
+    expect(await b.append({ t: 'intent', c: 'acme.com', g: 2, v: 1, key: 'k2', freshSince: Date.now() + 60_000 }, true)).toStrictEqual({ kind: 'ok' });
+  });
+
+  it('still finishes a purchase whose key may have been charged, under that key, though the company is held', async () => {
+    const path = join(dir.path, 'resume.db');
+    const store = open(path);
+    const a = store.beginRun('svc', info);
+    await a.append(hit('acme.com'));
+    // A --fresh run wrote the intent of generation 2 and died: its key may have been charged.
+    await a.append({ t: 'intent', c: 'acme.com', g: 2, v: 1, key: 'k2' }, true);
+    await a.flush();
+    store.db.prepare("UPDATE runs SET status = 'done'").run();
+    const b = open(path).beginRun('svc', info);
+    expect(await b.append({ t: 'intent', c: 'acme.com', g: 2, v: 1, key: 'k2', freshSince: null }, true)).toStrictEqual({ kind: 'ok', tookOver: true });
+  });
+});
