@@ -1,4 +1,3 @@
-import { join } from 'node:path';
 import Database from 'libsql';
 import { describe, expect, it } from 'vitest';
 import { serviceIdentity } from '../src/api/endpoint.js';
