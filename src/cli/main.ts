@@ -95,7 +95,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         const store = resolveStorePath(parsed.options.store, io.env);
         // Only an import may start a store: in a folder that is there, as for a batch.
         if (action.kind === 'import') checkStoreFolder(store, io.env);
-        await ledger({ store, json: parsed.options.json, action: checked }, { stdout: io.stdout });
+        await ledger({ store, json: parsed.options.json, action: checked }, { stdout: io.stdout, note: (text) => void io.stderr.write(`enrich: ${text}\n`) });
         return ExitCode.OK;
       }
       case 'doctor': {

@@ -4,7 +4,7 @@ import { UsageError } from '../errors.js';
 import { landsAt, statOrNull } from '../io/paths.js';
 import { openSink, unwritableReason } from '../io/sink.js';
 import { importJournal, looksLikeJournal, notJournal } from '../store/import-journal.js';
-import { atRisk, holdings, prune, records, release, runs, type HeldRecord } from '../store/ledger.js';
+import { atRisk, holdings, prune, records, release, runs, watchSkewedRuns, type HeldRecord } from '../store/ledger.js';
 import { Store } from '../store/sqlite.js';
 import { count, num } from '../ui/format.js';
 import { VERSION } from '../version.js';
@@ -26,6 +26,18 @@ export interface LedgerOptions {
 export interface LedgerIO {
   stdout: NodeJS.WritableStream;
   now?: () => number;
+  /** Said on stderr while the ledger waits (a run whose clock is ahead is watched). */
+  note?: (text: string) => void;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Before judging which runs are alive (release, prune): runs whose clock is ahead are watched first. */
+function watchSkewed(store: Store, io: LedgerIO): Promise<void> {
+  const note = (n: number, ms: number): void =>
+    io.note?.(`${count(n, 'run on another host has', 'runs on other hosts have')} a heartbeat ahead of this host's clock: watching for up to ${ms / 1000} s whether it still beats`);
+  return watchSkewedRuns(store, io.sleep ?? sleep, note);
 }
 
 const day = (ms: number | null): string => (ms === null ? '-' : new Date(ms).toISOString().slice(0, 10));
@@ -67,6 +79,7 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
       case 'export':
         return await exportRecords(store, action, io.stdout);
       case 'prune': {
+        if (!action.dryRun) await watchSkewed(store, io);
         const cutoff = now() - action.olderThanMs;
         const pruned = prune(store, cutoff, action.dryRun);
         if (options.json) return print(JSON.stringify({ cutoff: new Date(cutoff).toISOString(), dry_run: action.dryRun, ...pruned }));
@@ -74,6 +87,7 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
         return print(`${verb} ${count(pruned.companies, 'company', 'companies')} bought and ${count(pruned.lookups, 'lookup')} made before ${stamp(cutoff)} UTC; open purchases are always kept`);
       }
       case 'release':
+        await watchSkewed(store, io);
         return releaseHeld(store, action, options.json, print);
       case 'import':
         for (const path of action.journals) {

@@ -1,6 +1,6 @@
 import type { CompanyRecord } from '../api/types.js';
 import { UsageError } from '../errors.js';
-import type { Store } from './sqlite.js';
+import { LEASE_MS, type Store } from './sqlite.js';
 
 /** What the store holds for one service: the figures `enrich ledger` shows. */
 export interface ServiceHoldings {
@@ -142,6 +142,35 @@ export function atRisk(store: Store, domains: readonly string[]): AtRisk[] {
     .filter((r) => r[6] === null || !store.runAlive(r[6]))
     .filter((r) => wanted.size === 0 || wanted.has(r[1]))
     .map(([service, domain, generation, keyVersion, errorCode, lostAt]) => ({ service, domain, generation: num(generation), keyVersion: num(keyVersion), errorCode, lostAt: lostAt === null ? null : num(lostAt) }));
+}
+
+/** How often a watched heartbeat is read again. */
+const WATCH_POLL_MS = 500;
+
+/**
+ * Runs on other hosts whose heartbeat is ahead of this host's clock cannot be judged by its time
+ * (that host's clock is skewed): each is watched until its heartbeat moves (it is alive) or a
+ * lease goes by without (it is dead, and Store.runAlive, which saw it still, now says so). Only
+ * then do `release` and `prune` ask which runs are alive. Says what it waits for, if it waits.
+ */
+export async function watchSkewedRuns(store: Store, sleep: (ms: number) => Promise<void>, note: (runs: number, forMs: number) => void): Promise<void> {
+  const read = (): Map<number, number> =>
+    new Map(
+      store.db
+        .prepare("SELECT id, heartbeat_at FROM runs WHERE status = 'running' AND host != ? AND heartbeat_at > ?")
+        .raw(true)
+        .all(store.host, store.options.now()) as [number, number][],
+    );
+  const ahead = read();
+  if (ahead.size === 0) return;
+  note(ahead.size, LEASE_MS);
+  for (const id of ahead.keys()) store.runAlive(id);
+  const started = store.options.monotonic();
+  while (ahead.size > 0 && store.options.monotonic() - started <= LEASE_MS) {
+    await sleep(WATCH_POLL_MS);
+    const now = read();
+    for (const [id, beat] of ahead) if (now.get(id) !== beat) ahead.delete(id);
+  }
 }
 
 /**

@@ -71,6 +71,8 @@ export function enableWal(db: Pick<Db, 'pragma'>): void {
 export interface OpenStoreOptions {
   tool: string;
   now?: () => number;
+  /** This process's own steady clock (ms), for leases: another host's clock is never trusted. */
+  monotonic?: () => number;
 }
 
 /**
@@ -100,7 +102,7 @@ export class Store {
   }
 
   static open(path: string, options: OpenStoreOptions): Store {
-    const full = { now: () => Date.now(), ...options };
+    const full = { now: () => Date.now(), monotonic: monotonicMs, ...options };
     let db: Db;
     try {
       makeDirs(dirname(path), 0o700);
@@ -229,12 +231,34 @@ export class Store {
     if (row === undefined || row[2] !== 'running') return false;
     const [pid, host, , beat, startedAt] = row;
     // Another host cannot be probed: its heartbeat is all there is to go by.
-    if (host !== this.host) return now - beat <= LEASE_MS;
+    if (host !== this.host) return this.beating(run, Number(beat), now);
     if (!isProcessAlive(pid)) return false;
     // On this host a process that exists is alive even if it stopped beating (Ctrl-Z, a paused
     // VM): only one that started after the run did is another program under a reused pid.
     const started = processStartedAt(pid);
     return started === null || started <= startedAt + 5_000;
+  }
+
+  /** The heartbeat each run on another host was last seen with, and when (this process's steady clock). */
+  private readonly beats = new Map<number, { beat: number; seenAt: number }>();
+
+  /**
+   * Whether a run on another host still beats. Its heartbeat is a time on that host's clock,
+   * which may be skewed: one older than the lease by this host's clock is taken for dead at once
+   * (a clock behind ours only makes a live run look dead, and its purchases are then taken over
+   * under their own keys, which the service replays); any other is alive only while it changes,
+   * as this process sees it: a heartbeat in the future that never moves lapses after the lease,
+   * however far ahead that host's clock was.
+   */
+  private beating(run: number, beat: number, now: number): boolean {
+    if (now - beat > LEASE_MS) return false;
+    const at = this.options.monotonic();
+    const seen = this.beats.get(run);
+    if (seen === undefined || seen.beat !== beat) {
+      this.beats.set(run, { beat, seenAt: at });
+      return true;
+    }
+    return at - seen.seenAt <= LEASE_MS;
   }
 
   /** Records of one service without a run (the ledger, imports). */

@@ -1,7 +1,8 @@
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CompanyRecord } from '../../src/api/types.js';
-import { Store } from '../../src/store/sqlite.js';
+import { atRisk, watchSkewedRuns } from '../../src/store/ledger.js';
+import { LEASE_MS, Store } from '../../src/store/sqlite.js';
 import type { HeldCompany, Purchase, StoreEvent } from '../../src/store/types.js';
 import { RecordWriter } from '../../src/store/writer.js';
 import { tempDir } from '../helpers/cli.js';
@@ -103,5 +104,78 @@ describe('the plan reads one moment of the store', () => {
     store.db.prepare("UPDATE runs SET status = 'done'").run();
     const b = open(path).beginRun('svc', info);
     expect(await b.append({ t: 'intent', c: 'acme.com', g: 2, v: 1, key: 'k2', freshSince: null }, true)).toStrictEqual({ kind: 'ok', tookOver: true });
+  });
+});
+
+describe('leases never trust another host\'s clock', () => {
+  const YEAR = 365 * 86_400_000;
+  /** Store b's own steady clock, moved by the test: the lease is judged by it alone. */
+  let steady = 0;
+  const openAt = (path: string): Store => {
+    const s = Store.open(path, { tool: 'test', monotonic: () => steady });
+    stores.push(s);
+    return s;
+  };
+  async function skewedOwner(path: string): Promise<{ store: Store; runId: number }> {
+    const store = open(path);
+    const a = store.beginRun('svc', info);
+    await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    await a.flush();
+    // A run on another host whose clock is a year ahead: its heartbeat reads as a year from now.
+    store.db.prepare("UPDATE runs SET host = 'laptop-far-ahead', heartbeat_at = ? WHERE id = ?").run(Date.now() + YEAR, a.runId);
+    return { store, runId: a.runId };
+  }
+
+  it('a heartbeat in the future that never moves lapses after the lease, as this process sees it: its claim is taken over under its key', async () => {
+    const path = join(dir.path, 'skew.db');
+    await skewedOwner(path);
+    steady = 0;
+    const b = openAt(path).beginRun('svc', info);
+    const claim = () => b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    expect((await claim()).kind).toBe('busy');
+    steady += LEASE_MS;
+    expect((await claim()).kind).toBe('busy');
+    steady += 1;
+    expect(await claim()).toStrictEqual({ kind: 'ok', tookOver: true });
+  });
+
+  it('a run on another host that keeps beating stays alive however far ahead its clock is', async () => {
+    const path = join(dir.path, 'beating.db');
+    const { store, runId } = await skewedOwner(path);
+    steady = 0;
+    const b = openAt(path).beginRun('svc', info);
+    const claim = () => b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    for (let beat = 1; beat <= 5; beat++) {
+      expect((await claim()).kind).toBe('busy');
+      steady += LEASE_MS - 1;
+      store.db.prepare('UPDATE runs SET heartbeat_at = ? WHERE id = ?').run(Date.now() + YEAR + beat * 10_000, runId);
+    }
+    expect((await claim()).kind).toBe('busy');
+  });
+
+  it('enrich ledger release watches such a run for a lease before it lists its purchase, and never lists one that beats', async () => {
+    const path = join(dir.path, 'release.db');
+    const { store, runId } = await skewedOwner(path);
+    steady = 0;
+    const reader = openAt(path);
+    const notes: number[] = [];
+    // Nothing can be judged from the clock: the purchase is not listed before it is watched.
+    expect(atRisk(reader, [])).toStrictEqual([]);
+    await watchSkewedRuns(reader, async (ms) => void (steady += ms), (n) => notes.push(n));
+    expect(notes).toStrictEqual([1]);
+    expect(atRisk(reader, []).map((p) => p.domain)).toStrictEqual(['acme.com']);
+    // One that beats while watched stays alive, and is not listed.
+    const watcher = openAt(path);
+    let beats = 0;
+    await watchSkewedRuns(
+      watcher,
+      async (ms) => {
+        steady += ms;
+        store.db.prepare('UPDATE runs SET heartbeat_at = ? WHERE id = ?').run(Date.now() + YEAR + ++beats, runId);
+      },
+      () => {},
+    );
+    expect(beats).toBe(1);
+    expect(atRisk(watcher, [])).toStrictEqual([]);
   });
 });
