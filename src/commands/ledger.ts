@@ -137,6 +137,9 @@ function show(store: Store, json: boolean, print: (s: string) => void): void {
       `credits    ${num(s.credits)} spent over ${count(s.runs, 'run')}`,
     );
     if (s.open > 0) lines.push(`at risk    ${count(s.open, 'purchase')} unfinished (a rerun finishes ${s.open === 1 ? 'it under its own key' : 'them under their own keys'})`);
+    if (s.unconfirmed > 0) {
+      lines.push(`unconfirmed up to ${count(s.unconfirmed, 'credit')} more may have been charged: ${s.unconfirmed === 1 ? 'a key' : 'keys'} whose answer was lost, then answered only with errors, retired after --settle`);
+    }
   }
   print(lines.join('\n'));
 }

@@ -34,6 +34,12 @@ export interface EnrichStepDeps {
   freshSince: number | null;
 }
 
+/** A place taken under --max-credits, and the keys retired on the settle rule it has paid for. */
+interface Place {
+  held: boolean;
+  counted: number;
+}
+
 interface Bought {
   charged: number;
   /** The last attempt got the service's own answer (a 2xx or a problem document). */
@@ -101,7 +107,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
     }
   }
 
-  const recordFailure = (c: Company, error: unknown, verdict: 'retired' | 'replayed' | 'kept'): void => {
+  const recordFailure = (c: Company, error: unknown, verdict: 'retired' | 'settled' | 'kept'): void => {
     const answer = error instanceof ApiError ? error : undefined;
     const lost = answer === undefined || !answer.definitive;
     record({
@@ -111,8 +117,8 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       v: c.keyVersion,
       s: 'error',
       code: answer?.code ?? 'error',
-      ...(answer?.requestId === undefined ? {} : { rid: answer.requestId }),
       key: verdict === 'kept' ? 'kept' : 'retired',
+      ...(verdict === 'settled' ? { unconfirmed: true } : {}),
       ...(answer instanceof ValidationError ? { final: true } : {}),
       ...(lost ? { lost: true } : {}),
       at: deps.now(),
@@ -125,7 +131,26 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
    * One purchase attempt, retries included: the charge, whether the service answered last, and
    * whether any request went out at all.
    */
-  async function buy(c: Company, sentKeys: Set<string>): Promise<Bought> {
+  /** Takes a place under --max-credits; false (and the run stopped at the cap) when none is left. */
+  async function acquire(): Promise<boolean> {
+    if (await deps.budget.acquire(stops.paid.signal)) return true;
+    if (deps.budget.exhausted) stops.stopPaid({ reason: 'budget', limit: deps.maxCredits ?? 0 });
+    return false;
+  }
+
+  /**
+   * A key retired on the settle rule may have been charged: its place under --max-credits is
+   * spent, and the attempt under the new key needs a place of its own. False: none is left.
+   */
+  async function replaceSpentPlace(c: Company, place: Place): Promise<boolean> {
+    if (c.unconfirmed === place.counted) return true;
+    deps.budget.settle(c.unconfirmed - place.counted);
+    place.counted = c.unconfirmed;
+    place.held = await acquire();
+    return place.held;
+  }
+
+  async function buy(c: Company, sentKeys: Set<string>, place: Place): Promise<Bought> {
     const call = (signal: AbortSignal) => {
       const key = keyOf(c);
       sentKeys.add(key);
@@ -137,12 +162,12 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       // since the claim needs an intent of its own.
       // An uncertain key writes its intent again before every attempt: the store then knows when
       // the last request that might go unanswered was sent, should this run die.
-      before: async () => (c.intentOpen && c.claimed && !c.keyUncertain && !deps.leaseLapsed()) || (await claimPurchase(c)),
+      before: async () => (await replaceSpentPlace(c, place)) && ((c.intentOpen && c.claimed && !c.keyUncertain && !deps.leaseLapsed()) || (await claimPurchase(c))),
       failed: (error) => {
         const verdict = keyVerdict(c, error, settle());
         if (verdict === null) return undefined;
         recordFailure(c, error, verdict);
-        return verdict === 'replayed' ? 'again' : undefined;
+        return verdict === 'settled' ? 'again' : undefined;
       },
     });
     if (result.kind === 'stopped') return { charged: 0, answered: false };
@@ -193,21 +218,21 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
     let claimed = false;
     for (let round = 0; round < 2; round++) {
       // The credit first: an intent is written only for a call this run is allowed to make.
-      if (!(await deps.budget.acquire(stops.paid.signal))) {
-        if (deps.budget.exhausted) stops.stopPaid({ reason: 'budget', limit: deps.maxCredits ?? 0 });
-        return;
-      }
+      if (!(await acquire())) return;
+      const place: Place = { held: true, counted: c.unconfirmed };
       let outcome: Bought = { charged: 0, answered: false };
       // Every key a request went out under, so only an intent nothing was sent under is given back.
       const sentKeys = new Set<string>();
       try {
         if (await claimPurchase(c)) {
           claimed = true;
-          outcome = await buy(c, sentKeys);
+          outcome = await buy(c, sentKeys, place);
         }
       } finally {
-        // A key left uncertain may have been charged: --max-credits counts it as spent.
-        deps.budget.settle(c.keyUncertain && c.status !== 'hit' && c.status !== 'miss' ? Math.max(outcome.charged, 1) : outcome.charged);
+        // A key left uncertain may have been charged, and so may one retired on the settle rule
+        // after the last attempt: --max-credits counts both as spent.
+        const uncertain = c.keyUncertain && c.status !== 'hit' && c.status !== 'miss' ? Math.max(outcome.charged, 1) : outcome.charged;
+        if (place.held) deps.budget.settle(uncertain + c.unconfirmed - place.counted);
         unclaim(c, sentKeys);
       }
       if (sentKeys.size === 0 && !state.needsEnrich(c)) break;

@@ -2,30 +2,35 @@ import { ApiError, RateLimitedError } from '../api/errors.js';
 import type { Company } from './state.js';
 
 /**
- * What a failed paid attempt proves about the Idempotency-Key it was sent under:
+ * What a failed paid attempt proves about the Idempotency-Key it was sent under (README "A
+ * company never gets stuck"):
  *
- * - "retired": no attempt under this key can have been charged, so the next attempt must take a
- *   new key (a service that stored this error under the key would otherwise replay it forever):
- *   every attempt under the key got the service's own error answer (errors never charge, spec 7).
- * - "replayed": retired too, because this answer is a replay (the same requestId as an earlier
- *   answer under the key), so it is the key's stored outcome, an error. It describes the past: it
- *   must not stop the run (a replayed 402 says nothing of today's balance), and the next attempt,
- *   under a new key, may go at once.
+ * - "retired": no attempt under this key can have been charged, so the next attempt takes a new
+ *   key (a service that stored this error under the key would otherwise replay it forever): every
+ *   attempt under the key got the service's own error answer, and errors never charge (spec 7.2).
+ * - "settled": retired too, on the settle rule: an attempt under this key lost its answer, and the
+ *   service answered the key with an error once that attempt must have finished. By the spec, a
+ *   charged key would have replayed its stored record (4.2) and an error charges nothing (7.2), so
+ *   the key was not charged; only a service whose idempotency layer fails could have charged it.
+ *   The credit is therefore counted as possibly spent (`credits_unconfirmed`), never as saved, and
+ *   the next attempt, under a new key, goes at once: the error may be a stored one replayed, and
+ *   says nothing of today (a replayed 402 of today's balance, a replayed 500 of today's health).
  * - "kept": an attempt under this key may have been charged unseen (this one lost its answer, or
- *   an earlier one did and this error does not prove otherwise, because that attempt may still be
- *   running at the service). Every retry, and every resume, reuses the key until the service
- *   replays or completes it, or answers with an error once the lost attempt must have settled.
+ *   an earlier one did and may still be running at the service). Every retry, and every resume,
+ *   reuses the key until the service replays or completes it, or the settle rule applies.
  * - null: a 429 comes from the rate limiter in front of the service and proves nothing; the key
  *   simply stays, and nothing is worth recording.
+ *
+ * A `requestId` proves nothing here: the spec makes it optional (2.5) and never says it is unique,
+ * and a service that sends a constant one made every fresh error look like a stored replay.
  */
-export type KeyVerdict = 'retired' | 'replayed' | 'kept' | null;
+export type KeyVerdict = 'retired' | 'settled' | 'kept' | null;
 
-export function keyVerdict(company: Pick<Company, 'keyUncertain' | 'errorIds' | 'lostAt'>, error: unknown, settle: Settle = NEVER): KeyVerdict {
+export function keyVerdict(company: Pick<Company, 'keyUncertain' | 'lostAt'>, error: unknown, settle: Settle = NEVER): KeyVerdict {
   if (error instanceof RateLimitedError) return null;
   if (!(error instanceof ApiError) || !error.definitive) return 'kept';
-  if (error.requestId !== undefined && company.errorIds.has(error.requestId)) return 'replayed';
   if (!company.keyUncertain) return 'retired';
-  return settled(company, settle) ? 'retired' : 'kept';
+  return settled(company, settle) ? 'settled' : 'kept';
 }
 
 /**

@@ -2,8 +2,6 @@ import type { EnrichEvent, HeldCompany, MatchEvent, Purchase, StoreEvent } from 
 import type { CompanyPlan, DomainPlan } from './plan.js';
 import { IntVector } from './vector.js';
 
-const NO_IDS: ReadonlySet<string> = new Set();
-
 /** Where a domain's free match stands. */
 export const Match = { PENDING: 0, HIT: 1, MISS: 2, ERROR: 3 } as const;
 export type MatchStatus = (typeof Match)[keyof typeof Match];
@@ -35,8 +33,8 @@ export interface Company {
    * answer, or a crash after the intent). Such a key is never retired on an error's word alone.
    */
   keyUncertain: boolean;
-  /** requestIds of error answers seen under keyVersion: the same one again is a replay. */
-  errorIds: ReadonlySet<string>;
+  /** Keys this run retired on the settle rule (pipeline/keys.ts): each may have been charged. */
+  unconfirmed: number;
   /** When an attempt under keyVersion last went unanswered (ms since the epoch); null: none. */
   lostAt: number | null;
   errorCode: string | null;
@@ -68,6 +66,8 @@ export class RunState {
 
   /** Credits charged by this invocation's answers. */
   creditsThisSession = 0;
+  /** Keys this invocation retired on the settle rule: credits that may have been charged unseen. */
+  unconfirmedThisSession = 0;
   creditsRemaining: number | null = null;
 
   /** Registers an input domain; returns its index (stable, first-seen order). */
@@ -164,7 +164,6 @@ export class RunState {
     c.intentKey = p.intentKey;
     // An intent written by another invocation may have been sent before it stopped.
     c.keyUncertain = p.intentKey !== null || p.uncertain;
-    c.errorIds = p.errorIds.length === 0 ? NO_IDS : new Set(p.errorIds);
     c.lostAt = p.lostAt;
     c.claimed = false;
   }
@@ -178,7 +177,6 @@ export class RunState {
       case 'intent': {
         const c = this.company(event.c);
         if (c === undefined) return;
-        if (c.keyVersion !== event.v) c.errorIds = NO_IDS;
         c.keyVersion = event.v;
         c.intentOpen = true;
         c.intentKey = event.key;
@@ -242,7 +240,7 @@ export class RunState {
       intentOpen: false,
       intentKey: null,
       keyUncertain: false,
-      errorIds: NO_IDS,
+      unconfirmed: 0,
       lostAt: null,
       errorCode: null,
       errorFinal: false,
@@ -281,13 +279,14 @@ export class RunState {
       c.intentOpen = false;
       c.intentKey = null;
       c.keyUncertain = false;
-      c.errorIds = NO_IDS;
       c.lostAt = null;
+      if (entry.unconfirmed === true) {
+        c.unconfirmed++;
+        this.unconfirmedThisSession++;
+      }
     } else {
       c.keyUncertain = true;
       if (entry.lost === true && entry.at !== undefined) c.lostAt = entry.at;
-      // Errors are rare: a company gets a set of its own only when it has one to remember.
-      if (entry.rid !== undefined) c.errorIds = new Set([...c.errorIds, entry.rid]);
     }
   }
 

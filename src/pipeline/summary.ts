@@ -29,6 +29,12 @@ export interface Summary {
   /** Credits the store saved: one per company reused rather than bought (spec 8.4). */
   credits_saved: number;
   credits_charged: number;
+  /**
+   * Credits that may have been charged without an answer seen, beyond credits_charged: keys this
+   * invocation retired on the settle rule (README "A company never gets stuck"), a credit each
+   * at most. Zero unless the service lost an answer and then answered its key with an error.
+   */
+  credits_unconfirmed: number;
   credits_remaining: number | null;
   /** Companies still waiting on a paid call whose answer was lost (at most a credit each). */
   at_risk: number;
@@ -89,6 +95,7 @@ export function summarise(input: {
     reused,
     credits_saved: reused,
     credits_charged: state.creditsThisSession,
+    credits_unconfirmed: state.unconfirmedThisSession,
     credits_remaining: state.creditsRemaining,
     unanswered_domains: state.unansweredDomains(),
     at_risk: state.atRisk(),

@@ -50,7 +50,6 @@ function enrichEvent(e: EnrichEntry, lastKey: Map<string, string>): StoreEvent |
     ...base,
     s: 'error',
     code: str(e.code) ? e.code : 'error',
-    ...(str(e.rid) ? { rid: e.rid } : {}),
     key: e.key === 'retired' ? 'retired' : 'kept',
     ...(e.final === true ? { final: true } : {}),
   };

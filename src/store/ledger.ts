@@ -12,6 +12,8 @@ export interface ServiceHoldings {
   runs: number;
   /** Purchases whose intent may have been charged without an answer seen (money at risk). */
   open: number;
+  /** Keys retired on the settle rule (pipeline/keys.ts): a credit each may have been charged unseen. */
+  unconfirmed: number;
   oldest: number | null;
   newest: number | null;
 }
@@ -50,6 +52,7 @@ export function holdings(store: Store): ServiceHoldings[] {
          (SELECT coalesce(sum(credits), 0) FROM purchases p WHERE p.service = s.id),
          (SELECT count(*) FROM runs r WHERE r.service = s.id),
          (SELECT count(*) FROM purchases p WHERE p.service = s.id AND p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain = 1)),
+         (SELECT coalesce(sum(unconfirmed), 0) FROM purchases p WHERE p.service = s.id),
          (SELECT min(bought_at) FROM companies c WHERE c.service = s.id),
          (SELECT max(bought_at) FROM companies c WHERE c.service = s.id)
        FROM services s ORDER BY s.id`,
@@ -64,8 +67,9 @@ export function holdings(store: Store): ServiceHoldings[] {
     credits: num(r[4]),
     runs: num(r[5]),
     open: num(r[6]),
-    oldest: r[7] === null ? null : num(r[7]),
-    newest: r[8] === null ? null : num(r[8]),
+    unconfirmed: num(r[7]),
+    oldest: r[8] === null ? null : num(r[8]),
+    newest: r[9] === null ? null : num(r[9]),
   }));
 }
 
@@ -188,7 +192,7 @@ export function release(store: Store, purchases: readonly AtRisk[]): void {
       if (id === undefined) services.set(p.service, (id = store.serviceId(p.service)));
       store.db
         .prepare(
-          `UPDATE purchases SET key_version = key_version + 1, intent_key = NULL, uncertain = 0, error_ids = NULL, lost_at = NULL, owner_run = NULL
+          `UPDATE purchases SET key_version = key_version + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, owner_run = NULL
            WHERE service = ? AND domain = ? AND generation = ? AND key_version = ? AND outcome = 'open'`,
         )
         .run(id, p.domain, p.generation, p.keyVersion);

@@ -64,7 +64,7 @@ CREATE TABLE IF NOT EXISTS purchases (
   key_version INTEGER NOT NULL,
   intent_key  TEXT,
   uncertain   INTEGER NOT NULL DEFAULT 0,
-  error_ids   TEXT,
+  unconfirmed INTEGER NOT NULL DEFAULT 0,
   error_code  TEXT,
   lost_at     INTEGER,
   outcome     TEXT NOT NULL CHECK (outcome IN ('open', 'hit', 'miss', 'failed')),

@@ -54,15 +54,19 @@ export interface EnrichEvent {
   at?: number;
   /** hit/miss: the Idempotency-Key the answer came under. */
   key_used?: string;
-  /** error: the problem code (network_error when no answer came), and the answer's requestId. */
+  /** error: the problem code (network_error when no answer came). */
   code?: string;
-  rid?: string;
   /**
    * error: what the answer proves about key version v. "retired": no attempt under it can have
    * been charged, so the next attempt takes v+1. "kept": an attempt under it may have been
    * charged unseen, so every retry must reuse it until the service replays its outcome.
    */
   key?: 'retired' | 'kept';
+  /**
+   * error, retired: on the settle rule (pipeline/keys.ts): an attempt under the key lost its
+   * answer, so only the spec's word says it was not charged. Counted as possibly spent.
+   */
+  unconfirmed?: boolean;
   /** error: asking again cannot help (422). */
   final?: boolean;
   /** error: no answer came (the attempt may be running still, or charged) as of `at`. */
@@ -137,8 +141,8 @@ export interface Purchase {
   intentKey: string | null;
   /** An attempt under keyVersion may have been charged unseen. */
   uncertain: boolean;
-  /** requestIds of error answers seen under keyVersion: the same one again is a replay. */
-  errorIds: string[];
+  /** Keys of this purchase retired on the settle rule: each may have been charged (a credit at most). */
+  unconfirmed: number;
   /** When an attempt under keyVersion last went unanswered (or its intent was written). */
   lostAt: number | null;
   errorCode: string | null;

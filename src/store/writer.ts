@@ -12,26 +12,19 @@ export const OK: Claim = { kind: 'ok' };
 /** Lookups per INSERT statement (6 parameters each, well under SQLite's limit of 32,766). */
 const LOOKUP_ROWS = 200;
 
-export type PurchaseRow = [string, number, number, string | null, number, string | null, string | null, Purchase['outcome'], number | null, number | null, number | null];
+export type PurchaseRow = [string, number, number, string | null, number, number, string | null, Purchase['outcome'], number | null, number | null, number | null];
 export type CompanyRow = [string, string, number, string | null, number, number];
-export const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, error_ids, error_code, outcome, closed_at, owner_run, lost_at';
+export const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, outcome, closed_at, owner_run, lost_at';
 export const COMPANY_COLUMNS = 'domain, name, bought_at, last_updated, generation, credits';
 
 export function toPurchase(r: PurchaseRow): Purchase {
-  let errorIds: string[] = [];
-  try {
-    const parsed: unknown = r[5] === null ? [] : JSON.parse(r[5]);
-    if (Array.isArray(parsed)) errorIds = parsed.filter((x): x is string => typeof x === 'string');
-  } catch {
-    // a damaged list only forgets which errors were replays: the key stays kept, which is safe
-  }
   return {
     domain: r[0],
     generation: Number(r[1]),
     keyVersion: Number(r[2]),
     intentKey: typeof r[3] === 'string' ? r[3] : null,
     uncertain: r[4] === 1,
-    errorIds,
+    unconfirmed: Number(r[5] ?? 0),
     errorCode: r[6],
     outcome: r[7],
     closedAt: r[8],
@@ -244,20 +237,12 @@ export class RecordWriter {
       // taken it over (and perhaps sent under that key, perhaps handed it back since) is stale,
       // and must not free the purchase for a new key.
       const mine = this.run === null ? '' : " AND key_version = ? AND owner_run = ? AND outcome = 'open'";
-      this.store.sql(`UPDATE purchases SET key_version = ?, intent_key = NULL, uncertain = 0, error_ids = NULL, lost_at = NULL, error_code = ? ${where}${mine}`)
-        .run(e.v + 1, e.code ?? 'error', ...id, ...(this.run === null ? [] : [e.v, this.run]));
+      this.store.sql(`UPDATE purchases SET key_version = ?, intent_key = NULL, uncertain = 0, lost_at = NULL, error_code = ?, unconfirmed = unconfirmed + ? ${where}${mine}`)
+        .run(e.v + 1, e.code ?? 'error', e.unconfirmed === true ? 1 : 0, ...id, ...(this.run === null ? [] : [e.v, this.run]));
     } else {
-      const row = this.store.sql(`SELECT error_ids FROM purchases ${where}`).raw(true).get(...id) as [string | null] | undefined;
-      let ids: string[] = [];
-      try {
-        ids = row?.[0] == null ? [] : (JSON.parse(row[0]) as string[]);
-      } catch {
-        ids = [];
-      }
-      if (e.rid !== undefined && !ids.includes(e.rid)) ids.push(e.rid);
       this.store
-        .sql(`UPDATE purchases SET uncertain = 1, error_ids = ?, error_code = ?, lost_at = CASE WHEN ? THEN ? ELSE lost_at END ${where}`)
-        .run(JSON.stringify(ids.slice(-50)), e.code ?? 'error', e.lost === true ? 1 : 0, now, ...id);
+        .sql(`UPDATE purchases SET uncertain = 1, error_code = ?, lost_at = CASE WHEN ? THEN ? ELSE lost_at END ${where}`)
+        .run(e.code ?? 'error', e.lost === true ? 1 : 0, now, ...id);
     }
   }
 }

@@ -27,6 +27,9 @@ export function formatSummary(s: Summary): string {
     rows.push(['bought', `${num(s.bought)}${s.bought > 0 ? `   ${s.bought === 1 ? 'company' : 'companies'}, by this run` : ''}`]);
     rows.push(['reused', `${num(s.reused)}${s.reused > 0 ? `   ${s.reused === 1 ? 'company' : 'companies'} from the store (${count(s.credits_saved, 'credit')} saved)` : ''}`]);
     rows.push(['credits spent', `${num(s.credits_charged)}${s.credits_remaining !== null ? `   (${num(s.credits_remaining)} left)` : ''}`]);
+    if (s.credits_unconfirmed > 0) {
+      rows.push(['maybe charged', `${num(s.credits_unconfirmed)}   more: ${s.credits_unconfirmed === 1 ? 'an answer' : 'answers'} lost, then only errors under ${s.credits_unconfirmed === 1 ? 'its key' : 'their keys'} (enrich ledger show counts them)`]);
+    }
   }
   // Figures are right-aligned in a column; the trailing text rows are not figures.
   const text: [string, string][] = [];
@@ -53,6 +56,12 @@ function authStep(code: string, message: string): string {
   return `the service refused the API key: ${message}; sort it out with the service, then run the same command`;
 }
 
+/** Said beside a count of credits still needed, when some of those companies may already have been paid for. */
+function maybePaid(s: Summary): string {
+  if (s.credits_unconfirmed === 0) return '';
+  return ` (${count(s.credits_unconfirmed, 'credit')} more may already have been charged for ${s.credits_unconfirmed === 1 ? 'one of them' : 'some of them'}: an answer lost, then only errors under its key)`;
+}
+
 /** What happened and what to do next, in one line. Null when there is nothing to add. */
 export function nextStep(s: Summary, stop: Stop | null): string | null {
   switch (stop?.reason) {
@@ -65,7 +74,7 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
       // Refused before anything billable was known to be owed: "needs 0 more credits" would
       // contradict the stop itself.
       if (s.estimated_credits === 0) return `stopped: the service refused for credits (${balance.replace(/, $/, '') || 'no balance given'}) before anything left was priced; top up, or ask the service, then run the same command to finish`;
-      return `stopped: ${balance}needs ${count(s.estimated_credits, 'more credit', 'more credits')}; top up and run the same command to finish (what was bought is kept)`;
+      return `stopped: ${balance}needs ${count(s.estimated_credits, 'more credit', 'more credits')}${maybePaid(s)}; top up and run the same command to finish (what was bought is kept)`;
     }
     case 'budget':
       return `stopped at --max-credits ${num(stop.limit)} (the cap on this invocation): ${count(s.estimated_credits, 'more credit', 'more credits')} would finish the job; what was bought is kept, and the next run buys only the rest`;

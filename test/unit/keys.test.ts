@@ -17,8 +17,8 @@ const problem = (status: number, code: string, rid: string) =>
 const lost = () => connectionError(new Error('ECONNRESET'));
 
 describe('keyVerdict', () => {
-  const fresh = { keyUncertain: false, errorIds: new Set<string>(), lostAt: null };
-  const uncertain = { keyUncertain: true, errorIds: new Set(['req_1']), lostAt: 1_000_000 };
+  const fresh = { keyUncertain: false, lostAt: null };
+  const uncertain = { keyUncertain: true, lostAt: 1_000_000 };
   it('retires a key whose every attempt was answered with an error', () => {
     expect(keyVerdict(fresh, problem(500, 'internal', 'req_9'))).toBe('retired');
     expect(keyVerdict(fresh, problem(402, 'insufficient_credits', 'req_9'))).toBe('retired');
@@ -26,16 +26,17 @@ describe('keyVerdict', () => {
   it('keeps a key whose answer was lost', () => {
     expect(keyVerdict(fresh, lost())).toBe('kept');
   });
-  it('keeps an uncertain key on a fresh error, retires it on a replayed one', () => {
+  it('keeps an uncertain key on any error before the settle time: a repeated requestId proves nothing (it may be constant)', () => {
     expect(keyVerdict(uncertain, problem(500, 'internal', 'req_2'))).toBe('kept');
-    expect(keyVerdict(uncertain, problem(500, 'internal', 'req_1'))).toBe('replayed');
+    expect(keyVerdict(uncertain, problem(500, 'internal', 'req_1'))).toBe('kept');
+    expect(keyVerdict(uncertain, problem(500, 'internal', ''))).toBe('kept');
     expect(keyVerdict(uncertain, problem(402, 'insufficient_credits', 'req_3'))).toBe('kept');
   });
-  it('retires an uncertain key on a fresh error once the lost attempt must have settled at the service', () => {
+  it('retires an uncertain key on the settle rule once the lost attempt must have finished at the service (unconfirmed: it may have been charged)', () => {
     const settle = (now: number) => ({ now, afterMs: 60_000 });
     expect(keyVerdict(uncertain, problem(500, 'internal', 'req_2'), settle(1_000_000 + 59_999))).toBe('kept');
-    expect(keyVerdict(uncertain, problem(500, 'internal', 'req_2'), settle(1_000_000 + 60_000))).toBe('retired');
-    expect(keyVerdict(uncertain, problem(402, 'insufficient_credits', 'req_4'), settle(1_000_000 + 60_000))).toBe('retired');
+    expect(keyVerdict(uncertain, problem(500, 'internal', 'req_2'), settle(1_000_000 + 60_000))).toBe('settled');
+    expect(keyVerdict(uncertain, problem(402, 'insufficient_credits', 'req_4'), settle(1_000_000 + 60_000))).toBe('settled');
     // A gateway's 503 or a lost answer is not the service's word: the key stays, however late.
     expect(keyVerdict(uncertain, lost(), settle(9e12))).toBe('kept');
     expect(keyVerdict({ ...uncertain, lostAt: null }, problem(500, 'internal', 'req_2'), settle(9e12))).toBe('kept');
@@ -97,11 +98,11 @@ function scripted(steps: Step[]) {
 function resumeFrom(state: RunState, purchase: Partial<Purchase>): void {
   const d = state.addDomain('acme.com');
   state.loadDomain(d, { action: 'hit', company: 'acme.com', name: 'Acme' });
-  const open: Purchase = { domain: 'acme.com', generation: 1, keyVersion: 1, intentKey: null, uncertain: false, errorIds: [], lostAt: null, errorCode: null, outcome: 'open', closedAt: null, ...purchase };
+  const open: Purchase = { domain: 'acme.com', generation: 1, keyVersion: 1, intentKey: null, uncertain: false, unconfirmed: 0, lostAt: null, errorCode: null, outcome: 'open', closedAt: null, ...purchase };
   state.loadCompany(state.company('acme.com') as NonNullable<ReturnType<RunState['company']>>, { action: 'buy', generation: 1, refresh: false, held: null, resume: open });
 }
 
-async function run(steps: Step[], options: { seed?: (state: RunState) => void; maxRateLimited?: number; maxAttempts?: number; store?: ReturnType<typeof memoryStore> } = {}) {
+async function run(steps: Step[], options: { seed?: (state: RunState) => void; maxRateLimited?: number; maxAttempts?: number; maxCredits?: number; store?: ReturnType<typeof memoryStore> } = {}) {
   const svc = scripted(steps);
   const state = new RunState();
   state.addDomain('acme.com');
@@ -109,7 +110,7 @@ async function run(steps: Step[], options: { seed?: (state: RunState) => void; m
   const store = options.store ?? memoryStore();
   const stop = await execute(
     state,
-    { dryRun: false, maxCredits: null, retry: { maxAttempts: options.maxAttempts ?? 8, maxRateLimitedAttempts: options.maxRateLimited ?? 8, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100 },
+    { dryRun: false, maxCredits: options.maxCredits ?? null, retry: { maxAttempts: options.maxAttempts ?? 8, maxRateLimitedAttempts: options.maxRateLimited ?? 8, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100 },
     {
       client: svc.client,
       scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, 2),
@@ -133,11 +134,32 @@ describe('paid attempts and their keys', () => {
     expect(r.state.company('acme.com')?.status).toBe('hit');
   });
 
-  it('a lost answer, then fresh 500s: the key is kept until a replay proves it uncharged', async () => {
-    const r = await run(['lost-before', { status: 500, code: 'internal', rid: 'r1' }, 'replay-last-error', 'ok']);
-    expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#1', 'acme.com#1', 'acme.com#2']);
+  it('a charged answer lost, then 500s with one constant requestId: the key is kept (a requestId is no proof), and the replay of the charge comes', async () => {
+    const constant = { status: 500, code: 'internal', rid: 'req-1', beforeLookup: true };
+    const r = await run(['lost-after-charge', constant, constant, { ...constant, rid: '' }, { ...constant, rid: '' }, 'ok']);
+    expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#1', 'acme.com#1', 'acme.com#1', 'acme.com#1', 'acme.com#1']);
     expect(r.charges).toBe(1);
-    expect(r.journal.filter((e) => e.t === 'enrich').map((e) => (e.t === 'enrich' ? e.key ?? e.s : ''))).toStrictEqual(['kept', 'kept', 'retired', 'hit']);
+    expect(r.state.company('acme.com')?.status).toBe('hit');
+  });
+
+  it('a lost answer, then an error under its key after the settle time: retired, counted as possibly charged, bought under a new key at once', async () => {
+    const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', lostAt: Date.now() - 10 * 60_000 });
+    const r = await run([{ status: 500, code: 'internal', rid: 'r1' }, 'ok'], { seed });
+    expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#2']);
+    expect(r.journal.filter((e) => e.t === 'enrich').map((e) => (e.t === 'enrich' ? [e.key ?? e.s, e.unconfirmed ?? false] : []))).toStrictEqual([
+      ['retired', true],
+      ['hit', false],
+    ]);
+    expect([r.state.creditsThisSession, r.state.unconfirmedThisSession]).toStrictEqual([1, 1]);
+  });
+
+  it('--max-credits counts a key retired on the settle rule as spent: with a cap of 1 the new key is not bought', async () => {
+    const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', lostAt: Date.now() - 10 * 60_000 });
+    const r = await run([{ status: 500, code: 'internal', rid: 'r1' }, 'ok'], { seed, maxCredits: 1 });
+    expect(r.keys).toStrictEqual(['acme.com#1']);
+    expect(r.stop).toMatchObject({ reason: 'budget', limit: 1 });
+    expect(r.charges).toBe(0);
+    expect(r.state.unconfirmedThisSession).toBe(1);
   });
 
   it('a lost answer that was charged, then a 500 before the service looked the key up: still one charge', async () => {
@@ -183,14 +205,24 @@ describe('paid attempts that end without an answer', () => {
     expect(r.charges).toBe(0);
   });
 
-  it('on resume, a replayed 402 retires its key and goes on: it says nothing of today\'s balance', async () => {
-    // The last run lost the answer to key #1; its retry got a 402 (req_old), journaled as kept.
-    const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', errorIds: ['req_old'], errorCode: 'insufficient_credits' });
-    // The service replays the stored 402 under #1 (same requestId), then, under #2, has credits.
+  it('on resume after the settle time, a 402 under the lost key retires it and goes on: it may be a stored one, and says nothing of today\'s balance', async () => {
+    // The last run lost the answer to key #1 ten minutes ago; its retry got a 402, journaled as kept.
+    const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', uncertain: true, lostAt: Date.now() - 10 * 60_000, errorCode: 'insufficient_credits' });
+    // The service replays the stored 402 under #1, then, under #2, has credits.
     const r = await run([{ status: 402, code: 'insufficient_credits', rid: 'req_old' }, 'ok'], { seed });
     expect(r.stop).toBeNull();
     expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#2']);
     expect(r.state.company('acme.com')?.status).toBe('hit');
+    expect(r.state.unconfirmedThisSession).toBe(1);
+  });
+
+  it('a 402 under the new key then stops the run, and the stop says the company may already have been charged', async () => {
+    const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', uncertain: true, lostAt: Date.now() - 10 * 60_000 });
+    const broke = { status: 402, code: 'insufficient_credits', rid: 'r' };
+    const r = await run([broke, broke], { seed });
+    expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#2']);
+    expect(r.stop?.reason).toBe('credits');
+    expect(r.state.unconfirmedThisSession).toBe(1);
   });
 
   it('resumes an open intent under the key it wrote, not a recomputed one', async () => {
@@ -225,13 +257,13 @@ describe('RunState resume from the store', () => {
     expect(keyVerdict(c as NonNullable<typeof c>, problem(402, 'insufficient_credits', 'x'))).toBe('kept');
   });
 
-  it('carries requestIds of kept errors across a resume, so a replayed error is recognised', () => {
+  it('carries the loss time across a resume, so the settle rule applies to a key lost by an earlier run', () => {
     const s = new RunState();
     s.addDomain('acme.com');
-    resumeFrom(s, { intentKey: 'k1', errorIds: ['req_7'], errorCode: 'insufficient_credits' });
+    resumeFrom(s, { intentKey: 'k1', lostAt: 1_000, errorCode: 'insufficient_credits' });
     const c = s.company('acme.com') as NonNullable<ReturnType<RunState['company']>>;
-    expect(keyVerdict(c, problem(402, 'insufficient_credits', 'req_7'))).toBe('replayed');
-    s.apply({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'insufficient_credits', rid: 'req_7', key: 'retired' });
-    expect([c.keyVersion, c.intentOpen, c.keyUncertain, c.errorIds.size]).toStrictEqual([2, false, false, 0]);
+    expect(keyVerdict(c, problem(402, 'insufficient_credits', 'req_7'), { now: 61_000, afterMs: 60_000 })).toBe('settled');
+    s.apply({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'insufficient_credits', key: 'retired', unconfirmed: true });
+    expect([c.keyVersion, c.intentOpen, c.keyUncertain, c.unconfirmed, s.unconfirmedThisSession]).toStrictEqual([2, false, false, 1, 1]);
   });
 });

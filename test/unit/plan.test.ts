@@ -12,7 +12,7 @@ const purchase = (over: Partial<Purchase>): Purchase => ({
   keyVersion: 1,
   intentKey: null,
   uncertain: false,
-  errorIds: [],
+  unconfirmed: 0,
   lostAt: null,
   errorCode: null,
   outcome: 'open',
