@@ -95,3 +95,38 @@ describe('a lost paid answer', () => {
     expect(run.stderr).toContain('needs 1 more credit (1 credit more may already have been charged for one of them: an answer lost, then only errors under its key)');
   });
 });
+
+describe('a service that stores a 500 under its key and replays it', () => {
+  it('is not taken for an outage: ten lost answers whose keys replay stored 500s settle and are bought under new keys, exit 0, results written, each charged once', async () => {
+    const domains = Array.from({ length: 10 }, (_, i) => `stored-500-co${i}.com`);
+    const stored = new Set<string>();
+    const lostFor = new Set<string>();
+    const charges = new Map<string, number>();
+    server = await hostileServer((req, res, _n, body) => {
+      if (req.method === 'GET') {
+        const domain = new URL(req.url ?? '/', 'http://x').searchParams.get('domain') ?? '';
+        return json(res, 200, { matched: true, credits_charged: 0, company: { domain, name: domain } });
+      }
+      const key = String(req.headers['idempotency-key']);
+      const { domain } = JSON.parse(body) as { domain: string };
+      // The first request under each company's first key ran and failed; the service stored its
+      // 500 under the key, and the answer was lost on the way back. Later ones under that key
+      // replay the 500, each with a new requestId.
+      if (stored.has(key)) return problem(res, 500, 'internal', `req-${Math.random()}`);
+      if (!lostFor.has(domain)) {
+        lostFor.add(domain);
+        stored.add(key);
+        res.socket?.destroy();
+        return;
+      }
+      charges.set(domain, (charges.get(domain) ?? 0) + 1);
+      json(res, 200, record(domain, 90));
+    });
+    const input = dir.file('many.csv', csvText([['domain'], ...domains.map((d) => [d])]));
+    const out = dir.file('many.out.csv');
+    const run = await runCli([input, '-o', out, '--store', dir.file('store.db'), '--settle', '3s'], { env: { ENRICH_BASE_URL: server.url, ENRICH_API_KEY: KEY } });
+    expect(run.code, run.stderr).toBe(0);
+    expect(readCsvFile(out).map((r) => r['enrich_status'])).toStrictEqual(domains.map(() => 'matched'));
+    expect([...charges.values()]).toStrictEqual(domains.map(() => 1));
+  });
+});

@@ -281,7 +281,8 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   progress({ type: 'phase', phase: 'write' });
   ctx.reporter.refresh();
   // Nothing worth writing when the key was refused or the service never answered at all.
-  const silent = stop?.reason === 'interrupted' || stop?.reason === 'auth' || (stop?.reason === 'unavailable' && !stop.worked);
+  // A run stopped for the service writes what it has (from this run or the store), as any other.
+  const silent = stop?.reason === 'interrupted' || stop?.reason === 'auth' || (stop?.reason === 'unavailable' && !stop.worked && !state.knowsAny());
   const writeOutput = options.writesOutput && !silent;
   const tally = writeOutput ? await writeResults({ options, scan, state, input, format, records, stop, ctx }) : countResults(scan, state, options.dryRun, stop);
   progress({ type: 'phase', phase: 'done' });

@@ -20,6 +20,11 @@ export interface AttemptHooks {
    * stopping the run.
    */
   failed?: (error: unknown) => 'again' | undefined;
+  /**
+   * Whether the attempt just made went under a key sent before whose fate is open: then a problem
+   * document may be its stored outcome replayed, which proves the service up (pipeline/health.ts).
+   */
+  replayable?: () => boolean;
 }
 
 export interface AttemptDeps {
@@ -57,7 +62,7 @@ export function attempter(deps: AttemptDeps): Attempter {
         return { kind: 'ok', value };
       } catch (error) {
         if (error instanceof StoppedError || (inflight.aborted && !(error instanceof ApiError && error.definitive))) return { kind: 'stopped' };
-        const outage = deps.health.failed(error);
+        const outage = deps.health.failed(error, hooks.replayable?.() ?? false);
         if (outage !== null) {
           // The outcome (a lost answer keeps its key) is recorded before the run stops.
           hooks.failed?.(error);

@@ -7,6 +7,7 @@ import type { Clock } from './clock.js';
 import { keyVerdict } from './keys.js';
 import type { ProgressSink } from './progress.js';
 import type { Company, RunState } from './state.js';
+import type { ResumeGate } from './resume-gate.js';
 import type { Stops } from './stops.js';
 
 export interface EnrichStepDeps {
@@ -32,6 +33,8 @@ export interface EnrichStepDeps {
   settleMs: number;
   /** The freshness rule every intent carries (pipeline/plan.ts freshSince). */
   freshSince: number | null;
+  /** Resumed keys first: a new purchase waits until each has had an answer. */
+  gate: ResumeGate;
 }
 
 /** A place taken under --max-credits, and the keys retired on the settle rule it has paid for. */
@@ -150,9 +153,13 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
     return place.held;
   }
 
-  async function buy(c: Company, sentKeys: Set<string>, place: Place): Promise<Bought> {
+  async function buy(c: Company, sentKeys: Set<string>, place: Place, answered: () => void): Promise<Bought> {
+    let replayable = false;
     const call = (signal: AbortSignal) => {
       const key = keyOf(c);
+      // A key that may have been sent unanswered (by this run or one before) may answer with a
+      // stored outcome: an error then is the service's word, not a sign that it is down.
+      replayable = c.keyUncertain;
       sentKeys.add(key);
       return deps.client.enrich(c.domain, { idempotencyKey: key, signal });
     };
@@ -163,13 +170,16 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       // An uncertain key writes its intent again before every attempt: the store then knows when
       // the last request that might go unanswered was sent, should this run die.
       before: async () => (await replaceSpentPlace(c, place)) && ((c.intentOpen && c.claimed && !c.keyUncertain && !deps.leaseLapsed()) || (await claimPurchase(c))),
+      replayable: () => replayable,
       failed: (error) => {
+        answered();
         const verdict = keyVerdict(c, error, settle());
         if (verdict === null) return undefined;
         recordFailure(c, error, verdict);
         return verdict === 'settled' ? 'again' : undefined;
       },
     });
+    answered();
     if (result.kind === 'stopped') return { charged: 0, answered: false };
     if (result.kind === 'error') {
       // 429s are not recorded one by one; when they exhaust the retries the company must still
@@ -215,6 +225,16 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
   }
 
   return async (c) => {
+    const answered = (): void => deps.gate.arrive(c.index);
+    try {
+      if (!deps.gate.holds(c.index)) await deps.gate.wait(stops.paid.signal);
+      await enrichCompany(c, answered);
+    } finally {
+      answered();
+    }
+  };
+
+  async function enrichCompany(c: Company, answered: () => void): Promise<void> {
     let claimed = false;
     for (let round = 0; round < 2; round++) {
       // The credit first: an intent is written only for a call this run is allowed to make.
@@ -226,7 +246,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       try {
         if (await claimPurchase(c)) {
           claimed = true;
-          outcome = await buy(c, sentKeys, place);
+          outcome = await buy(c, sentKeys, place, answered);
         }
       } finally {
         // A key left uncertain may have been charged, and so may one retired on the settle rule
@@ -241,5 +261,5 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
     // Not bought this run: another run may take it over now, rather than wait for this one to end.
     if (claimed && state.needsEnrich(c)) record({ t: 'release', c: c.domain, g: c.generation });
     if (!state.needsEnrich(c) || c.status === 'error') progress({ type: 'enriched' });
-  };
+  }
 }

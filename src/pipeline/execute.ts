@@ -6,6 +6,7 @@ import { CreditBudget } from './budget.js';
 import type { Clock } from './clock.js';
 import { enrichStep } from './enrich-step.js';
 import { Health } from './health.js';
+import { ResumeGate } from './resume-gate.js';
 import { matchStep } from './match-step.js';
 import type { ProgressSink } from './progress.js';
 import { StoppedError, type Scheduler } from './scheduler.js';
@@ -96,6 +97,9 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   // A task only throws when the store cannot be written: stop everything, report it.
   const window = new Window(() => stops.stopAll({ reason: 'interrupted' }));
 
+  // Keys earlier runs may have been charged under go first, and new purchases wait for their answers.
+  const resuming = options.dryRun ? [] : state.companies.filter((c) => state.needsEnrich(c) && c.keyUncertain);
+  const gate = new ResumeGate(resuming.map((c) => c.index));
   const enrich = enrichStep({
     state,
     client: deps.client,
@@ -113,6 +117,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     busyPollMs: options.busyPollMs ?? 250,
     settleMs: options.settleMs ?? DEFAULT_SETTLE_MS,
     freshSince: options.freshSince ?? null,
+    gate,
   });
   const queued = new Set<number>();
   const enqueueEnrich = (company: Company): void => {
@@ -123,7 +128,8 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   };
   const match = matchStep({ state, client: deps.client, attempt, stops, progress, record, planCompany: deps.planCompany, enqueueEnrich });
 
-  // Companies the store already matched but never bought (or holds stale) go first.
+  // Companies the store already matched but never bought (or holds stale) go first, resumed keys first of all.
+  for (const company of resuming) enqueueEnrich(company);
   for (const company of state.companies) enqueueEnrich(company);
   for (let d = 0; d < state.domainCount; d++) {
     if (stops.all.signal.aborted) break;

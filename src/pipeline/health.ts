@@ -30,8 +30,17 @@ export class Health {
     this.failures = 0;
   }
 
-  /** An attempt that failed; returns the outage if this one opens the breaker. */
-  failed(error: unknown): Outage | null {
+  /**
+   * An attempt that failed; returns the outage if this one opens the breaker. `replayable`: the
+   * attempt went under a key sent before whose fate is open, so a problem document may be that
+   * key's stored outcome replayed (a Stripe-style service keeps a 500 under its key): the service
+   * answered, and is up, whatever the status.
+   */
+  failed(error: unknown, replayable = false): Outage | null {
+    if (replayable && error instanceof ApiError && error.definitive) {
+      this.answered();
+      return null;
+    }
     if (error instanceof NotServiceApiError && !this.worked) {
       return { message: `${error.message} (ENRICH_BASE_URL or --base-url) and rerun`, worked: this.worked };
     }

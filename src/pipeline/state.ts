@@ -300,6 +300,15 @@ export class RunState {
     return c.status === 'pending' || (c.status === 'error' && !c.errorFinal);
   }
 
+  /** Whether any domain's match is known (answered by this run, or read from the store). */
+  knowsAny(): boolean {
+    for (let d = 0; d < this.domainCount; d++) {
+      const s = this.matchOf(d);
+      if (s === Match.HIT || s === Match.MISS) return true;
+    }
+    return false;
+  }
+
   /** Domains whose free match has no answer yet (it failed, or the run stopped before it). */
   unansweredDomains(): number {
     let n = 0;

@@ -13,7 +13,7 @@ export interface Hostile {
   close(): Promise<void>;
 }
 
-type Handler = (req: IncomingMessage, res: ServerResponse, n: number) => void;
+type Handler = (req: IncomingMessage, res: ServerResponse, n: number, body: string) => void;
 
 async function listen(server: Server | TcpServer): Promise<number> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -26,8 +26,10 @@ export async function hostileServer(handler: Handler): Promise<Hostile> {
   const sockets = new Set<Socket>();
   const server = createServer((req, res) => {
     requests++;
-    req.resume();
-    req.on('end', () => handler(req, res, requests));
+    const n = requests;
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => handler(req, res, n, Buffer.concat(chunks).toString('utf8')));
   });
   server.on('connection', (s) => {
     sockets.add(s);
