@@ -182,7 +182,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   if (options.input === '-' && (ctx.stdin as { isTTY?: boolean }).isTTY === true) {
     ctx.reporter.note('reading CSV from the terminal: paste or type it, then press Ctrl-D');
   }
-  const input = await resolveInput(options.input, () => ctx.stdin);
+  const input = await resolveInput(options.input, () => ctx.stdin, ctx.interrupt);
   cleanups.push(() => input.cleanup());
   tuneHeap(input.bytes, ctx.env);
   const detected = await detectFormat(input.path, input.displayName);
