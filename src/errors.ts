@@ -62,12 +62,21 @@ export class InterruptedError extends EnrichError {
   }
 }
 
-/** "24 h", "10 min", "45 s": a wait the service asked for, as a person reads it. */
+const YEAR_S = 365 * 86_400;
+
+/**
+ * "45 s", "5 min 1 s", "1.5 h", "3 days", "over a year": a wait the service asked for, as a
+ * person reads it. Every unit is rounded up, never down, so a wait just over a threshold (the
+ * run's 5 minutes) never reads as the threshold itself; a wait past a year (a Retry-After of
+ * 1e308 s, or an HTTP date in year 9999) is not a count of days anyone can use.
+ */
 export function formatWait(seconds: number): string {
-  if (seconds >= 86_400 * 2) return `${Math.round(seconds / 86_400)} days`;
-  if (seconds >= 3600) return `${Math.round(seconds / 360) / 10} h`;
-  if (seconds >= 60) return `${Math.round(seconds / 60)} min`;
-  return `${Math.ceil(seconds)} s`;
+  if (!(seconds <= YEAR_S)) return 'over a year';
+  const s = Math.max(0, Math.ceil(seconds));
+  if (s >= 86_400 * 2) return `${Math.ceil(s / 8_640) / 10} days`;
+  if (s >= 3600) return `${Math.ceil(s / 360) / 10} h`;
+  if (s >= 60) return s % 60 === 0 ? `${s / 60} min` : `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${s} s`;
 }
 
 /**

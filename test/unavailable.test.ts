@@ -67,6 +67,26 @@ describe('a service that cannot be reached stops the run with one line and exit 
       await server.close();
     }
   });
+
+  it.each([
+    // Just over the 5 minutes a run waits out: said as over them, not as "5 min".
+    [{ 'retry-after': '301' }, undefined, '5 min 1 s'],
+    // An HTTP date in year 9999, and a body's 1e308 seconds: not millions of days.
+    [{ 'retry-after': 'Fri, 31 Dec 9999 23:59:59 GMT' }, undefined, 'over a year'],
+    [{}, 1e308, 'over a year'],
+  ])('a Retry-After of %j (body %s) is said as "the service asks to wait %s"', async (headers, body, text) => {
+    const server = await hostileServer((_req, res) => {
+      res.writeHead(429, { 'content-type': 'application/problem+json', ...headers });
+      res.end(JSON.stringify({ type: 'x/rate_limited', title: 'Slow down', status: 429, code: 'rate_limited', ...(body === undefined ? {} : { retryAfterSeconds: body }) }));
+    });
+    try {
+      const run = await runCli([input(3), '-o', dir.file('out.csv')], { env: { ENRICH_BASE_URL: server.url, ENRICH_API_KEY: KEY } });
+      expect(run.code).toBe(6);
+      expect(run.stderr).toContain(`enrich: the service asks to wait ${text}; rerun the same command later\n`);
+    } finally {
+      await server.close();
+    }
+  });
 });
 
 describe('the circuit breaker', () => {

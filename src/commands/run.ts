@@ -3,12 +3,12 @@ import { dirname, join } from 'node:path';
 import type { ServiceClient } from '../api/client.js';
 import { serviceIdentity } from '../api/endpoint.js';
 import type { RetryPolicy } from '../api/retry.js';
-import { InterruptedError } from '../errors.js';
+import { EnrichError, InterruptedError } from '../errors.js';
 import { detectFormat, type CsvFormat } from '../io/csv-format.js';
 import type { CsvBatch } from '../io/csv-reader.js';
 import { tuneHeap } from '../heap.js';
 import { resolveInput, type InputSource } from '../io/input.js';
-import { inputSha256 } from '../io/input-identity.js';
+import { inputSha256, watchInput, type InputWatch } from '../io/input-identity.js';
 import { loadScan, saveScan, type ScanKey } from '../io/scan-cache.js';
 import { copyCsvWithResults, csvResultSuffix, jsonlResultFormatter, writeJsonlResults, type OutputFormat } from '../io/output.js';
 import { openSink } from '../io/sink.js';
@@ -139,7 +139,7 @@ async function pruneScans(dir: string, keep: number, suffix = '.scan'): Promise<
 }
 
 /** Reads the input once: validate, normalise, dedupe (from the scan cache when it is the same input). */
-async function scanInput(options: RunOptions, ctx: RunContext, progress: ProgressSink, input: InputSource, format: CsvFormat, sha256: string, state: RunState): Promise<ScanResult> {
+async function scanInput(options: RunOptions, ctx: RunContext, progress: ProgressSink, input: InputSource, format: CsvFormat, sha256: string, state: RunState, watch: InputWatch): Promise<ScanResult> {
   const scanKey: ScanKey = { tool: VERSION, rules: SCAN_RULES, sha256, bytes: input.bytes, column: options.column ?? null, format };
   const dir = scanCacheDir(options.store);
   const cachePath = join(dir, `${sha256.slice(0, 32)}.scan`);
@@ -153,6 +153,8 @@ async function scanInput(options: RunOptions, ctx: RunContext, progress: Progres
   const utf8 = format.utf8 ? new Utf8Check() : undefined;
   const scan = await scanRecords(checked(readCsv(input.path, input.displayName, format, utf8), ctx.interrupt, progress), state, options.column, input.bytes);
   scan.notUtf8At = utf8?.firstInvalid ?? null;
+  // Cached under the sha256 hashed before this read: only if both read the same file.
+  watch.check();
   // Only a cache: a run that cannot write it is slower next time, nothing worse.
   await saveScan(cachePath, scanKey, scan, state.domains).catch(() => {});
   await pruneScans(dir, 16);
@@ -182,13 +184,14 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   if (options.input === '-' && (ctx.stdin as { isTTY?: boolean }).isTTY === true) {
     ctx.reporter.note('reading CSV from the terminal: paste or type it, then press Ctrl-D');
   }
-  const input = await resolveInput(options.input, () => ctx.stdin);
+  const input = await resolveInput(options.input, () => ctx.stdin, ctx.interrupt);
   cleanups.push(() => input.cleanup());
+  const watch = watchInput(input);
   tuneHeap(input.bytes, ctx.env);
   const detected = await detectFormat(input.path, input.displayName);
   const sha256 = await inputSha256(input, scanCacheDir(options.store), now);
   const state = new RunState();
-  const scan = await scanInput(options, ctx, progress, input, detected, sha256, state);
+  const scan = await scanInput(options, ctx, progress, input, detected, sha256, state, watch);
   // The format is read from the first 64 KiB: a byte further on may show the file is not UTF-8
   // after all, and then results are written as for one that is not (one encoding per file).
   const format: CsvFormat = scan.notUtf8At === null ? detected : { ...detected, utf8: false };
@@ -284,7 +287,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   // A run stopped for the service writes what it has (from this run or the store), as any other.
   const silent = stop?.reason === 'interrupted' || stop?.reason === 'auth' || (stop?.reason === 'unavailable' && !stop.worked && !state.knowsAny());
   const writeOutput = options.writesOutput && !silent;
-  const tally = writeOutput ? await writeResults({ options, scan, state, input, format, records, stop, ctx }) : countResults(scan, state, options.dryRun, stop);
+  const tally = writeOutput ? await writeResults({ options, scan, state, input, format, records, stop, ctx, watch, sha256 }) : countResults(scan, state, options.dryRun, stop);
   progress({ type: 'phase', phase: 'done' });
   ctx.reporter.refresh();
   const summary = summarise({ state, tally, rows: scan.rows, dryRun: options.dryRun, stop, store: options.store, output: writeOutput ? options.output : null, elapsedMs: clock.now() - started });
@@ -367,10 +370,13 @@ interface Written {
   records: ServiceStore;
   stop: Stop | null;
   ctx: RunContext;
+  watch: InputWatch;
+  sha256: string;
 }
 
-async function writeResults({ options, scan, state, input, format, records, stop, ctx }: Written): Promise<RowTally> {
+async function writeResults({ options, scan, state, input, format, records, stop, ctx, watch, sha256 }: Written): Promise<RowTally> {
   const tally = emptyTally();
+  await watch.verify(sha256);
   const sink = await openSink(options.output, ctx.stdout);
   const build = (ref: number): RowResult => resultForRow(ref, state, (domain) => records.record(domain), { dryRun: options.dryRun, stop });
   const checkpoint = (): void => {
@@ -403,8 +409,14 @@ async function writeResults({ options, scan, state, input, format, records, stop
         checkpoint,
       });
     }
+    // Before the result is renamed into place: the file may have changed while it was copied.
+    watch.check();
     await sink.finish();
     done = true;
+  } catch (error) {
+    // Rows that no longer lie where the scan found them (copyCsvWithResults): say why.
+    if (!(error instanceof EnrichError)) watch.check();
+    throw error;
   } finally {
     if (!done) await sink.abort();
   }

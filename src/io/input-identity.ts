@@ -1,5 +1,6 @@
 import { readFileSync, realpathSync, renameSync, rmSync, statfsSync, statSync, writeFileSync, type BigIntStats } from 'node:fs';
 import { basename, join } from 'node:path';
+import { InputError } from '../errors.js';
 import { hashFile, type InputSource } from './input.js';
 import { makeDirs } from './paths.js';
 
@@ -104,4 +105,44 @@ function writeMemo(memoDir: string, memoPath: string, memo: Memo): void {
       // the folder itself is unusable: nothing was written
     }
   }
+}
+
+/** Refuses to pair an input's rows with companies found for other rows. Both throw an InputError (exit 2). */
+export interface InputWatch {
+  /** Whether stat still shows the file the run first saw. Synchronous: safe between a write and its sink's end. */
+  check(): void;
+  /** check(), and where stat cannot vouch for the file, its sha256 compared with the one the run used. */
+  verify(sha256: string): Promise<void>;
+}
+
+const statNow = (path: string): BigIntStats | null => statSync(path, { bigint: true, throwIfNoEntry: false }) ?? null;
+
+/**
+ * The batch reads its input twice, the second time (writing results in input order) by the byte
+ * ranges the first found: a file rewritten in between would get the old rows' companies. Its
+ * identity is taken before the first read and compared at each step, as the sha256 memo trusts
+ * it (git's index does the same): cheap enough for a 1M-row input. Where stat cannot vouch for
+ * the file (a mount that caches attributes, or a file written within the clock tick we saw it
+ * in), verify() hashes it again. A spool is the run's own private file: nothing to watch.
+ */
+export function watchInput(input: InputSource, nowMs: () => number = Date.now): InputWatch {
+  if (input.fromStdin) return { check: () => {}, verify: async () => {} };
+  const before = statNow(input.path);
+  const newest = before === null ? 0 : Number((before.mtimeNs > before.ctimeNs ? before.mtimeNs : before.ctimeNs) / 1_000_000n);
+  const racy = before === null || !onLocalFileSystem(input.path) || newest > nowMs() - RACY_MS;
+  const changed = (): InputError =>
+    new InputError(
+      `${input.displayName} changed during the run (rewritten or replaced); its results were stopped, as they would pair rows with the wrong companies. Everything bought is kept in the store: run the same command again, and nothing is bought twice`,
+    );
+  const check = (): void => {
+    const now = statNow(input.path);
+    if (before === null || now === null || identityOf(now) !== identityOf(before)) throw changed();
+  };
+  return {
+    check,
+    async verify(sha256) {
+      check();
+      if (racy && (await hashFile(input.path)) !== sha256) throw changed();
+    },
+  };
 }

@@ -1,12 +1,13 @@
-import { createReadStream, createWriteStream, statSync } from 'node:fs';
-import { lstat, mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { createReadStream, rmSync, statSync } from 'node:fs';
+import { lstat, mkdir, open, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pipeline } from 'node:stream/promises';
+import { addAbortSignal, Readable } from 'node:stream';
 import type * as Crypto from 'node:crypto';
 import { builtin } from '../builtin.js';
-import { InputError } from '../errors.js';
+import { EnrichError, InputError, InterruptedError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
+import { SpoolGuard } from './spool-guard.js';
 
 export interface InputSource {
   /** A seekable file: the input itself, or stdin (or a pipe) spooled to a private temp file. */
@@ -46,31 +47,69 @@ export async function removeDeadSpools(dir: string): Promise<void> {
   }
 }
 
+/** A stream's chunks as Buffers (a test's Readable.from may hand over strings). */
+async function* buffers(source: NodeJS.ReadableStream): AsyncGenerator<Buffer> {
+  for await (const chunk of source as AsyncIterable<Buffer | string>) yield typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+}
+
+/** Copies `source` into a new owner-only file, each chunk checked first; stops at once on `signal`. */
+async function copyChecked(source: NodeJS.ReadableStream, path: string, guard: SpoolGuard, signal: AbortSignal): Promise<void> {
+  // A read blocked on a quiet pipe must end too: destroying the stream ends the loop below.
+  if (source instanceof Readable) addAbortSignal(signal, source);
+  const file = await open(path, 'wx', 0o600);
+  try {
+    for await (const chunk of buffers(source)) {
+      if (signal.aborted) break;
+      guard.check(chunk);
+      for (let at = 0; at < chunk.length; ) at += (await file.write(chunk, at)).bytesWritten;
+    }
+  } finally {
+    await file.close();
+  }
+  if (signal.aborted) throw new InterruptedError('interrupted while reading the input; nothing was sent');
+}
+
+function spoolFailure(error: unknown, displayName: string, dir: string): Error {
+  if (error instanceof EnrichError) return error;
+  if ((error as Error).name === 'AbortError') return new InterruptedError('interrupted while reading the input; nothing was sent');
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'ENOSPC' || code === 'EDQUOT') {
+    return new InputError(`cannot spool ${displayName}: the disk of ${dir} is full (${code}); set TMPDIR to a folder with more room, or give the input as a file`, { cause: error });
+  }
+  return new InputError(`cannot read ${displayName}: ${code ?? String(error)}`, { cause: error });
+}
+
 /**
  * The batch reads its input twice (scan, then write results in input order), so a stream that
  * cannot be read twice (stdin, a FIFO, `<(...)`, a device) is first spooled to a file readable
- * only by the owner. A 1M-row input stays on disk, not in memory.
+ * only by the owner. A 1M-row input stays on disk, not in memory. The spool is bounded by what
+ * no CSV does (SpoolGuard), goes at once on Ctrl-C or SIGTERM, and on any exit of the process,
+ * a second Ctrl-C's included (only kill -9 leaves one, for the next run to remove).
  */
-async function spool(source: NodeJS.ReadableStream, displayName: string): Promise<InputSource> {
+async function spool(source: NodeJS.ReadableStream, displayName: string, signal: AbortSignal): Promise<InputSource> {
   const dir = await spoolFolder();
   await removeDeadSpools(dir);
   const { randomBytes } = builtin<typeof Crypto>('node:crypto');
   const path = join(dir, `spool-${process.pid}-${randomBytes(6).toString('hex')}.csv`);
-  const cleanup = (): Promise<void> => rm(path, { force: true });
+  const onExit = (): void => rmSync(path, { force: true });
+  process.on('exit', onExit);
+  const cleanup = async (): Promise<void> => {
+    process.off('exit', onExit);
+    await rm(path, { force: true });
+  };
   try {
-    await pipeline(source, createWriteStream(path, { mode: 0o600, flags: 'wx' }));
+    await copyChecked(source, path, new SpoolGuard(displayName, dir), signal);
   } catch (error) {
     await cleanup();
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new InputError(`cannot read ${displayName}: ${code ?? String(error)}`, { cause: error });
+    throw spoolFailure(error, displayName, dir);
   }
   const { size } = await stat(path);
   return { path, displayName, fromStdin: true, bytes: size, cleanup };
 }
 
 /** `stdin` is asked for only when the input is `-` (opening it costs a little). */
-export async function resolveInput(spec: string, stdin: () => NodeJS.ReadableStream): Promise<InputSource> {
-  if (spec === '-') return spool(stdin(), 'stdin');
+export async function resolveInput(spec: string, stdin: () => NodeJS.ReadableStream, signal: AbortSignal = new AbortController().signal): Promise<InputSource> {
+  if (spec === '-') return spool(stdin(), 'stdin', signal);
   let info;
   try {
     info = statSync(spec);
@@ -80,7 +119,7 @@ export async function resolveInput(spec: string, stdin: () => NodeJS.ReadableStr
   }
   if (info.isDirectory()) throw new InputError(`${spec} is a directory, not a CSV file`);
   // A FIFO, `<(...)` (/dev/fd/N) or a device can be read once only, and has no size.
-  if (!info.isFile()) return spool(createReadStream(spec), spec);
+  if (!info.isFile()) return spool(createReadStream(spec), spec, signal);
   return { path: spec, displayName: spec, fromStdin: false, bytes: info.size, cleanup: async () => {} };
 }
 
