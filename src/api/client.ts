@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type { Dispatcher, Pool } from 'undici';
-import { apiErrorFromResponse, connectionError, NotServiceApiError, UnexpectedResponseError } from './errors.js';
+import { apiErrorFromResponse, connectionError, NotServiceApiError, UnexpectedResponseError, UnusablePaidAnswerError } from './errors.js';
 import { serviceEndpoint } from './endpoint.js';
 import { CallerAborted, exchange, type Answer, type ExchangeLimits } from './exchange.js';
 import { asRecord, asSummary, ENRICH_PRICE, isObject, statedCredits } from './response.js';
@@ -128,9 +128,16 @@ export function createClient(options: ClientOptions): ServiceClient {
       if (!isObject(json) || typeof json['matched'] !== 'boolean') throw contractError(status, 'no "matched" field', requestId);
       const remaining = statedCredits(json['credits_remaining']) ?? Number.NaN;
       const reported = statedCredits(json['credits_charged']);
-      if (!json['matched']) return { matched: false, credits_charged: ENRICH_PRICE.miss, credits_reported: reported, credits_remaining: remaining, company: null };
+      const unusable = (why: string, charged: number): UnusablePaidAnswerError =>
+        new UnusablePaidAnswerError({ message: `the service's paid answer for ${domain} ${why}`, requestId, charged });
+      if (!json['matched']) {
+        // A miss is free (spec 2.2); one that says it charged contradicts itself, and is believed about the charge.
+        if (reported !== null && reported > 0) throw unusable(`says no match but charged ${reported}`, reported);
+        return { matched: false, credits_charged: ENRICH_PRICE.miss, credits_reported: reported, credits_remaining: remaining, company: null };
+      }
       const company = asRecord(json['company'], domain);
-      if (!company.ok) throw contractError(status, company.why, requestId);
+      if (!company.ok) throw unusable(`is unusable (${company.why})`, ENRICH_PRICE.match);
+      if (company.value.domain !== domain) throw unusable(`is the record of another company (${company.value.domain})`, ENRICH_PRICE.match);
       return { matched: true, credits_charged: ENRICH_PRICE.match, credits_reported: reported, credits_remaining: remaining, company: company.value };
     },
   };

@@ -52,6 +52,21 @@ export class ApiError extends Error {
 
 const credits = (v: unknown): number | undefined => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : undefined);
 
+/**
+ * A 200 to a paid call that contradicts itself or is another company's record: the service says
+ * it charged, but what came is not the record of the company bought. It is never retried (a retry
+ * under the key would replay it), never stored as that company's record, and its credit counts as
+ * spent. `charged`: what the answer cost by the spec (1 on a match) or by its own word.
+ */
+export class UnusablePaidAnswerError extends ApiError {
+  override readonly name = 'UnusablePaidAnswerError';
+  readonly charged: number;
+  constructor(init: { message: string; requestId: string | undefined; charged: number }) {
+    super({ status: 200, code: 'bad_response', message: init.message, requestId: init.requestId, definitive: true });
+    this.charged = init.charged;
+  }
+}
+
 export class InvalidTokenError extends ApiError {
   override readonly name = 'InvalidTokenError';
 }

@@ -1,4 +1,4 @@
-import { ApiError, InsufficientCreditsError, RateLimitedError, ValidationError } from '../api/errors.js';
+import { ApiError, InsufficientCreditsError, RateLimitedError, UnusablePaidAnswerError, ValidationError } from '../api/errors.js';
 import type { ServiceClient } from '../api/client.js';
 import type { Claim, IntentEvent, StoreEvent } from '../store/types.js';
 import type { Attempter } from './attempt.js';
@@ -128,6 +128,15 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
     });
   };
 
+  /**
+   * A paid answer that cannot be used (api/errors.ts UnusablePaidAnswerError): the purchase
+   * closes as failed, with its credit spent and no record kept, and the row says bad_response.
+   */
+  const recordUnusable = (c: Company, error: UnusablePaidAnswerError): void => {
+    progress({ type: 'charged', credits: error.charged });
+    record({ t: 'enrich', c: c.domain, g: c.generation, v: c.keyVersion, s: 'error', code: error.code, charged: error.charged, final: true, at: deps.now() });
+  };
+
   const settle = (): { now: number; afterMs: number } => ({ now: deps.now(), afterMs: deps.settleMs });
 
   /**
@@ -173,6 +182,10 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       replayable: () => replayable,
       failed: (error) => {
         answered();
+        if (error instanceof UnusablePaidAnswerError) {
+          recordUnusable(c, error);
+          return undefined;
+        }
         const verdict = keyVerdict(c, error, settle());
         if (verdict === null) return undefined;
         recordFailure(c, error, verdict);
@@ -182,6 +195,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
     answered();
     if (result.kind === 'stopped') return { charged: 0, answered: false };
     if (result.kind === 'error') {
+      if (result.error instanceof UnusablePaidAnswerError) return { charged: result.error.charged, answered: true };
       // 429s are not recorded one by one; when they exhaust the retries the company must still
       // end as an error (so the run exits 3 and a rerun retries it), and a 429 never charges.
       if (result.error instanceof RateLimitedError) recordFailure(c, result.error, c.keyUncertain ? 'kept' : 'retired');

@@ -1,4 +1,4 @@
-import { ApiError, ConnectionError, NotServiceApiError } from '../api/errors.js';
+import { ApiError, ConnectionError, NotServiceApiError, UnusablePaidAnswerError } from '../api/errors.js';
 
 /** Why the service is taken to be down: one line, naming the host and the cause. */
 export interface Outage {
@@ -37,7 +37,8 @@ export class Health {
    * answered, and is up, whatever the status.
    */
   failed(error: unknown, replayable = false): Outage | null {
-    if (replayable && error instanceof ApiError && error.definitive) {
+    // A 2xx that could not be used (another company's record) was still the service answering.
+    if ((replayable && error instanceof ApiError && error.definitive) || error instanceof UnusablePaidAnswerError) {
       this.answered();
       return null;
     }

@@ -30,6 +30,9 @@ export type CompanyPlan =
       resume: Purchase | null;
     };
 
+/** The code of a paid answer that could not be used (api/errors.ts UnusablePaidAnswerError). */
+export const UNUSABLE = 'bad_response';
+
 export function planDomain(lookup: Lookup | undefined, policy: Policy): DomainPlan {
   if (lookup === undefined) return { action: 'match' };
   if (lookup.status === 'hit' && lookup.company !== null) return { action: 'hit', company: lookup.company, name: lookup.name ?? lookup.company };
@@ -63,9 +66,12 @@ export function planCompany(held: HeldCompany | null, purchase: Purchase | null,
   if (held !== null && !isStale(held, policy)) return { action: 'reuse', held };
   // Nothing was sent under this open purchase's key: continuing it is a clean start.
   if (open !== null) return { action: 'buy', generation: open.generation, refresh, held, resume: open };
-  if (held === null && purchase !== null && (purchase.outcome === 'miss' || purchase.outcome === 'failed')) {
+  // A miss is believed like a lookup's. A paid answer that was unusable (another company's
+  // record) cost a credit and would likely come again: held as long. Any other failure (a 422 on
+  // a company the free match found) cost nothing, and the next run asks again.
+  if (held === null && purchase !== null && (purchase.outcome === 'miss' || (purchase.outcome === 'failed' && purchase.errorCode === UNUSABLE))) {
     if (policy.now - (purchase.closedAt ?? 0) <= policy.missMaxAgeMs) {
-      return { action: 'no_match', code: purchase.outcome === 'failed' ? (purchase.errorCode ?? 'error') : null };
+      return { action: 'no_match', code: purchase.outcome === 'failed' ? UNUSABLE : null };
     }
   }
   const last = Math.max(held?.generation ?? 0, purchase?.generation ?? 0);

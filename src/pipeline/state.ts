@@ -284,7 +284,7 @@ export class RunState {
         c.unconfirmed++;
         this.unconfirmedThisSession++;
       }
-    } else {
+    } else if (entry.final !== true) {
       c.keyUncertain = true;
       if (entry.lost === true && entry.at !== undefined) c.lostAt = entry.at;
     }

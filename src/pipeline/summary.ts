@@ -1,3 +1,4 @@
+import { UNUSABLE } from './plan.js';
 import type { Stop } from './stops.js';
 import type { RowStatus } from './results.js';
 import type { RunState } from './state.js';
@@ -38,6 +39,12 @@ export interface Summary {
   credits_remaining: number | null;
   /** Companies still waiting on a paid call whose answer was lost (at most a credit each). */
   at_risk: number;
+  /**
+   * Companies whose paid answer could not be used (bad_response: another company's record, or
+   * one that contradicts itself), this run or held from an earlier one: their credit was spent,
+   * and they are not bought again before --miss-max-age.
+   */
+  unusable: number;
   /** Domains the free match could not answer: while any remain, the estimate is a lower bound. */
   unanswered_domains: number;
   /** Companies still to buy to finish (a dry run's estimate), and how many refresh a stale record. */
@@ -99,6 +106,7 @@ export function summarise(input: {
     credits_remaining: state.creditsRemaining,
     unanswered_domains: state.unansweredDomains(),
     at_risk: state.atRisk(),
+    unusable: state.companies.filter((c) => c.status === 'error' && c.errorCode === UNUSABLE).length,
     estimated_credits: owed.buy,
     stale: owed.refresh,
     estimated_cost_usd: costAt(owed.buy),

@@ -229,7 +229,7 @@ export class RecordWriter {
       return;
     }
     if (e.final === true) {
-      this.store.sql(`UPDATE purchases SET outcome = 'failed', intent_key = NULL, owner_run = NULL, error_code = ?, run = ?, closed_at = ? ${where}`).run(e.code ?? 'error', this.run, now, ...id);
+      this.store.sql(`UPDATE purchases SET outcome = 'failed', intent_key = NULL, owner_run = NULL, error_code = ?, credits = credits + ?, run = ?, closed_at = ? ${where}`).run(e.code ?? 'error', charged, this.run, now, ...id);
     } else if (e.key === 'retired') {
       // Proven uncharged: a service that stored this error under the key would replay it forever.
       // Only the key this run sent under, on a purchase still open and still this run's: a run

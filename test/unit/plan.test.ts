@@ -56,10 +56,16 @@ describe('planCompany', () => {
     expect(planCompany(held(1), purchase({ generation: 2 }), policy()).action).toBe('reuse');
   });
 
-  it('believes a recent enrich miss or final error, and asks again once it is old', () => {
+  it('believes a recent enrich miss or unusable paid answer, and asks again once it is old', () => {
     const miss = purchase({ outcome: 'miss', closedAt: NOW - 3 * DAY });
     expect(planCompany(null, miss, policy())).toStrictEqual({ action: 'no_match', code: null });
-    expect(planCompany(null, purchase({ outcome: 'failed', errorCode: 'validation_error', closedAt: NOW - DAY }), policy())).toStrictEqual({ action: 'no_match', code: 'validation_error' });
+    const unusable = purchase({ outcome: 'failed', errorCode: 'bad_response', closedAt: NOW - DAY });
+    expect(planCompany(null, unusable, policy())).toStrictEqual({ action: 'no_match', code: 'bad_response' });
     expect(planCompany(null, { ...miss, closedAt: NOW - 40 * DAY }, policy())).toMatchObject({ action: 'buy', generation: 2 });
+    expect(planCompany(null, { ...unusable, closedAt: NOW - 40 * DAY }, policy())).toMatchObject({ action: 'buy', generation: 2 });
+  });
+
+  it('asks again at once about a company whose enrich was refused with a 422 (it charged nothing): a rerun retries it', () => {
+    expect(planCompany(null, purchase({ outcome: 'failed', errorCode: 'validation_error', closedAt: NOW - DAY }), policy())).toMatchObject({ action: 'buy', generation: 2 });
   });
 });

@@ -1,0 +1,102 @@
+import { readFileSync } from 'node:fs';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { csvText, readCsvFile, runCli, tempDir } from './helpers/cli.js';
+import { hostileServer, json, type Hostile } from './helpers/hostile.js';
+
+/**
+ * Paid answers that contradict themselves or the request, and a 422 on a company the free match
+ * found: over real HTTP against scripted services, whose count of charges is the proof.
+ */
+const KEY = 'sk_test_paid_answers_01';
+let dir: ReturnType<typeof tempDir>;
+let server: Hostile | undefined;
+beforeEach(() => {
+  dir = tempDir();
+});
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+  dir.cleanup();
+});
+
+const company = (domain: string, name: string) => ({
+  domain,
+  name,
+  website_url: `https://${domain}`,
+  description: null,
+  industry: 'Software',
+  employee_count: 10,
+  revenue_range: null,
+  ownership_type: null,
+  year_founded: null,
+  specialties: [],
+  hq_country: null,
+  hq_city: null,
+  last_updated: '2026-01-01T00:00:00Z',
+});
+
+/** A service whose match finds `asked` (as "Co2"), and whose paid answer is `answer(n)` for the n-th paid call. */
+async function service(answer: (n: number) => { status: number; body: unknown; charged: number }): Promise<{ charges: () => number; paid: () => number }> {
+  let charges = 0;
+  let paid = 0;
+  server = await hostileServer((req, res) => {
+    if (req.method === 'GET') return json(res, 200, { matched: true, credits_charged: 0, company: { domain: 'co2-test.com', name: 'Co2' } });
+    const a = answer(++paid);
+    charges += a.charged;
+    json(res, a.status, a.body);
+  });
+  return { charges: () => charges, paid: () => paid };
+}
+
+async function enrich() {
+  const input = dir.file('in.csv', csvText([['domain'], ['co2-test.com'], ['https://www.co2-test.com/about']]));
+  const out = dir.file('out.csv');
+  const summary = dir.file('summary.json');
+  const run = await runCli([input, '-o', out, '--summary-json', summary, '--store', dir.file('store.db')], { env: { ENRICH_BASE_URL: server?.url, ENRICH_API_KEY: KEY } });
+  return { run, totals: JSON.parse(readFileSync(summary, 'utf8')) as Record<string, number>, rows: readCsvFile(out) };
+}
+
+describe('a paid answer that is not the record of the company bought', () => {
+  const cases: [string, unknown][] = [
+    ['the record of another company', { matched: true, credits_charged: 1, credits_remaining: 9, company: company('other-co2-test.com', 'Other Co') }],
+    ['a charge with matched: false', { matched: false, credits_charged: 1, credits_remaining: 9, company: null }],
+    ['a match with company: null', { matched: true, credits_charged: 1, credits_remaining: 9, company: null }],
+    ['a match whose company has no name', { matched: true, credits_charged: 1, credits_remaining: 9, company: { ...company('co2-test.com', ''), name: undefined } }],
+  ];
+  it.each(cases)('%s: bad_response, its credit counted as spent, nothing stored as the company, exit 3; a rerun buys nothing again', async (_what, body) => {
+    const svc = await service(() => ({ status: 200, body, charged: 1 }));
+    const first = await enrich();
+    expect(first.run.code, first.run.stderr).toBe(3);
+    expect(svc.paid()).toBe(1);
+    expect(first.totals).toMatchObject({ credits_charged: 1, bought: 0, errors: 2, unusable: 1 });
+    for (const row of first.rows) {
+      expect(row).toMatchObject({ enrich_status: 'error', enrich_error: 'bad_response', company_domain: 'co2-test.com', company_name: 'Co2', company_website_url: '' });
+    }
+    expect(first.run.stderr).toContain("1 company has a paid answer that could not be used (bad_response: another company's record, or one that contradicts itself), its credit spent, and it is not bought again before --miss-max-age");
+    const exported = await runCli(['ledger', 'export', '--store', dir.file('store.db'), '--format', 'jsonl']);
+    expect(exported.stdout).not.toContain('Other Co');
+    const again = await enrich();
+    expect(again.run.code).toBe(3);
+    expect(svc.paid()).toBe(1);
+    expect(again.totals).toMatchObject({ credits_charged: 0, unusable: 1 });
+  });
+});
+
+describe('a 422 from the paid endpoint on a company the free match found', () => {
+  it('charges nothing, fails the row for this run, and the rerun asks again (as the message says) and buys it', async () => {
+    const svc = await service((n) =>
+      n === 1
+        ? { status: 422, body: { type: 'x/validation_error', title: 'Invalid', status: 422, code: 'validation_error', detail: 'domain unparseable' }, charged: 0 }
+        : { status: 200, body: { matched: true, credits_charged: 1, credits_remaining: 9, company: company('co2-test.com', 'Co2') }, charged: 1 },
+    );
+    const first = await enrich();
+    expect(first.run.code).toBe(3);
+    expect(first.rows[0]).toMatchObject({ enrich_status: 'error', enrich_error: 'validation_error' });
+    expect(first.run.stderr).toContain('2 rows failed (see enrich_error); run the same command to retry them');
+    const again = await enrich();
+    expect(again.run.code, again.run.stderr).toBe(0);
+    expect(again.rows[0]).toMatchObject({ enrich_status: 'matched', company_name: 'Co2' });
+    expect(svc.paid()).toBe(2);
+    expect(svc.charges()).toBe(1);
+  });
+});
