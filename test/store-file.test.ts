@@ -1,0 +1,84 @@
+import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import Database from 'libsql';
+import { describe, expect, it } from 'vitest';
+import { csvText, runCli } from './helpers/cli.js';
+import { sandboxSuite } from './helpers/sandbox-suite.js';
+import { spawnCli } from './helpers/spawn.js';
+
+/**
+ * Issue 19 items 6 to 9 and 11: what --store may name, what is found there, and what other paths
+ * may not be. Refusals come before anything is sent: the sandbox's ledger is the proof.
+ */
+const KEY = 'sk_test_store_file_0123456789';
+const t = sandboxSuite(KEY);
+const domains = (n: number): string[] => [...t.sb.directory].slice(0, n).map((c) => c.domain);
+
+/** A store that bought `n` companies, and the input that bought them. */
+async function boughtStore(n: number): Promise<{ store: string; input: string }> {
+  const input = t.dir.file('in.csv', csvText([['domain'], ...domains(n).map((d) => [d])]));
+  const store = t.dir.file('store.db');
+  const run = await runCli([input, '-o', t.dir.file('out.csv'), '--store', store, '--quiet'], { env: t.env() });
+  expect(run.code, run.stderr).toBe(0);
+  expect(t.sb.ledger(KEY)).toHaveLength(n);
+  return { store, input };
+}
+
+describe('what is at the store path (item 6)', () => {
+  it('refuses a store truncated to 0 bytes in one line, and leaves it as it is: nothing is bought again', async () => {
+    await t.sandbox();
+    const { store, input } = await boughtStore(3);
+    writeFileSync(store, '');
+    for (const extra of ['-wal', '-shm']) rmSync(`${store}${extra}`, { force: true });
+    const run = await runCli([input, '-o', t.dir.file('out.csv'), '--store', store], { env: t.env() });
+    expect(run).toMatchObject({ code: 2, stdout: '' });
+    expect(run.stderr).toBe(
+      `enrich: the store ${store} is an empty file, not a store (a truncated copy?): if it held your purchases, restore it from a backup; else remove it, and a run makes a new store there\n`,
+    );
+    expect(statSync(store).size).toBe(0);
+    expect(t.sb.ledger(KEY)).toHaveLength(3);
+    expect(t.sb.stats.matchCalls.size).toBe(3);
+  });
+
+  it('refuses an SQLite database that is not an enrich store, and a file that is not SQLite, without writing to either', async () => {
+    await t.sandbox();
+    const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
+    const other = t.dir.file('notes.db');
+    const db = new Database(other);
+    db.exec("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('keep me')");
+    db.close();
+    const text = t.dir.file('notes.txt', 'these are notes, not a database; '.repeat(100));
+    const before = new Map([other, text].map((p) => [p, readFileSync(p)]));
+    const notStore = await runCli([input, '--store', other, '--quiet'], { env: t.env() });
+    expect(notStore).toMatchObject({ code: 2, stdout: '' });
+    expect(notStore.stderr).toBe(`enrich: the store ${other} is not an enrich store (an SQLite database without enrich's store id); give --store (or ENRICH_STORE) the path of your store, or of a new one\n`);
+    const notSqlite = await runCli([input, '--store', text, '--quiet'], { env: t.env() });
+    expect(notSqlite.code).toBe(2);
+    expect(notSqlite.stderr).toMatch(new RegExp(`^enrich: the store ${text} is damaged or not an enrich store \\(SQLite: file is not a database\\): if it held your purchases, move it aside and restore it from a backup; else give --store \\(or ENRICH_STORE\\) another path\\n$`));
+    for (const [path, bytes] of before) expect(readFileSync(path).equals(bytes), path).toBe(true);
+    // Nor a -wal, -shm or -journal beside them: SQLite never wrote.
+    expect(readdirSync(t.dir.path).filter((n) => n.startsWith('notes.') && !before.has(`${t.dir.path}/${n}`))).toStrictEqual([]);
+    expect(t.sb.stats.requests).toBe(0);
+  });
+
+  it('is made, complete and owner-only, by exactly one of several runs that start on a new path at once', async () => {
+    await t.sandbox();
+    const store = t.dir.file('new.db');
+    const runs = [0, 1, 2, 3].map((i) => {
+      const input = t.dir.file(`in${i}.csv`, csvText([['domain'], ...domains(4).map((d) => [d])]));
+      return spawnCli([input, '-o', t.dir.file(`out${i}.csv`), '--store', store, '--quiet'], { env: t.env() });
+    });
+    for (const run of runs) expect(await run.exited, run.stderr()).toBe(0);
+    expect(statSync(store).mode & 0o777).toBe(0o600);
+    // One store, one identity: every run's keys derive from it, so each company was bought once.
+    const db = new Database(store);
+    try {
+      expect(db.prepare("SELECT count(*) FROM meta WHERE key = 'store_id'").raw(true).get()).toStrictEqual([1]);
+      expect(db.prepare('SELECT count(*) FROM runs').raw(true).get()).toStrictEqual([4]);
+    } finally {
+      db.close();
+    }
+    for (const [domain, n] of t.sb.chargesByDomain(KEY)) expect(n, domain).toBe(1);
+    // No half-made store left behind under its temporary name.
+    expect(readdirSync(t.dir.path).filter((n) => n.includes('enrich-new'))).toStrictEqual([]);
+  }, 60_000);
+});
