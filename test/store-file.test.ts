@@ -1,9 +1,9 @@
-import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeSync, writeFileSync } from 'node:fs';
 import Database from 'libsql';
 import { describe, expect, it } from 'vitest';
 import { csvText, runCli } from './helpers/cli.js';
 import { sandboxSuite } from './helpers/sandbox-suite.js';
-import { spawnCli } from './helpers/spawn.js';
+import { runProcess, spawnCli } from './helpers/spawn.js';
 
 /**
  * Issue 19 items 6 to 9 and 11: what --store may name, what is found there, and what other paths
@@ -81,4 +81,54 @@ describe('what is at the store path (item 6)', () => {
     // No half-made store left behind under its temporary name.
     expect(readdirSync(t.dir.path).filter((n) => n.includes('enrich-new'))).toStrictEqual([]);
   }, 60_000);
+});
+
+/** Overwrites the root page of `table` with junk, once a checkpoint has put all of the store in its file. */
+function damageTable(store: string, table: string): void {
+  const db = new Database(store);
+  let root: number;
+  let pageSize: number;
+  try {
+    db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
+    root = (db.prepare('SELECT rootpage FROM sqlite_master WHERE name = ?').raw(true).get(table) as [number])[0];
+    pageSize = (db.prepare('PRAGMA page_size').raw(true).get() as [number])[0];
+  } finally {
+    db.close();
+  }
+  const fd = openSync(store, 'r+');
+  writeSync(fd, Buffer.alloc(pageSize, 0x5a), 0, pageSize, (root - 1) * pageSize);
+  closeSync(fd);
+}
+
+describe('a damaged store (item 7)', () => {
+  const what = 'Move it aside and restore it from a backup (`enrich doctor --store <path>` checks one); a new store there would buy again everything this one held';
+
+  it('found when opened: says so and what to do, exit 2, nothing sent', async () => {
+    await t.sandbox();
+    const { store, input } = await boughtStore(3);
+    damageTable(store, 'meta');
+    const requests = t.sb.stats.requests;
+    const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', store], { env: t.env() });
+    expect(run).toMatchObject({ code: 2, stdout: '' });
+    expect(run.stderr).toBe(`enrich: the store ${store} is damaged (SQLite: database disk image is malformed); nothing was sent. ${what}\n`);
+    expect(t.sb.stats.requests).toBe(requests);
+  });
+
+  it('found by a run at work: says so and what to do, exit 1, never that the store is intact; doctor and ledger say it too', async () => {
+    await t.sandbox();
+    const { store, input } = await boughtStore(3);
+    damageTable(store, 'companies');
+    const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', store], { env: t.env() });
+    expect(run.code, run.stderr).toBe(1);
+    expect(run.stderr).toBe(
+      `enrich: the store ${store} is damaged (SQLite: database disk image is malformed); the run stopped, and what it bought since it began may not be recorded. ${what}\n`,
+    );
+    expect(t.sb.ledger(KEY)).toHaveLength(3);
+    const ledger = await runProcess(['ledger', '--store', store]);
+    expect(ledger).toMatchObject({ code: 2, stderr: `enrich: the store ${store} is damaged (SQLite: database disk image is malformed); nothing was sent. ${what}\n` });
+    // doctor has SQLite check every page, and fails the store as a batch would.
+    const doctor = await runProcess(['doctor', '--sandbox', '--store', store]);
+    expect(doctor.code, doctor.stdout).toBe(2);
+    expect(doctor.stdout).toMatch(new RegExp(`\\n  store +FIX +${store} is damaged \\(SQLite's integrity check: .+\\): move it aside and restore it from a backup; a batch would fail on it\\n`));
+  });
 });

@@ -6,6 +6,7 @@ import { openSink, unwritableReason } from '../io/sink.js';
 import { importJournal, looksLikeJournal, notJournal } from '../store/import-journal.js';
 import { atRisk, holdings, prune, records, release, runs, type HeldRecord } from '../store/ledger.js';
 import { Store } from '../store/sqlite.js';
+import { explainDamage } from '../store/sqlite-errors.js';
 import { count, num } from '../ui/format.js';
 import { VERSION } from '../version.js';
 
@@ -58,33 +59,40 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
   const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now });
   const print = (text: string): void => void io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
   try {
-    const action = options.action;
-    switch (action.kind) {
-      case 'show':
-        return show(store, options.json, print);
-      case 'runs':
-        return listRuns(store, action.limit, options.json, print);
-      case 'export':
-        return await exportRecords(store, action, io.stdout);
-      case 'prune': {
-        const cutoff = now() - action.olderThanMs;
-        const pruned = prune(store, cutoff, action.dryRun);
-        if (options.json) return print(JSON.stringify({ cutoff: new Date(cutoff).toISOString(), dry_run: action.dryRun, ...pruned }));
-        const verb = action.dryRun ? 'would forget' : 'forgot';
-        return print(`${verb} ${count(pruned.companies, 'company', 'companies')} bought and ${count(pruned.lookups, 'lookup')} made before ${stamp(cutoff)} UTC; open purchases are always kept`);
-      }
-      case 'release':
-        return releaseHeld(store, action, options.json, print);
-      case 'import':
-        for (const path of action.journals) {
-          const imported = await importJournal(store, path);
-          if (imported === 'not_journal') throw new UsageError(notJournal(path));
-          print(imported === null ? `${path}: nothing new to import` : `${path}: imported ${count(imported.companies, 'company', 'companies')} for ${imported.service}`);
-        }
-        return;
-    }
+    return await act(store, options, print, io.stdout, now);
+  } catch (error) {
+    throw explainDamage(error, options.store, false);
   } finally {
     store.close();
+  }
+}
+
+/** The subcommand itself, on the open store. */
+async function act(store: Store, options: LedgerOptions, print: (s: string) => void, stdout: NodeJS.WritableStream, now: () => number): Promise<void> {
+  const action = options.action;
+  switch (action.kind) {
+    case 'show':
+      return show(store, options.json, print);
+    case 'runs':
+      return listRuns(store, action.limit, options.json, print);
+    case 'export':
+      return await exportRecords(store, action, stdout);
+    case 'prune': {
+      const cutoff = now() - action.olderThanMs;
+      const pruned = prune(store, cutoff, action.dryRun);
+      if (options.json) return print(JSON.stringify({ cutoff: new Date(cutoff).toISOString(), dry_run: action.dryRun, ...pruned }));
+      const verb = action.dryRun ? 'would forget' : 'forgot';
+      return print(`${verb} ${count(pruned.companies, 'company', 'companies')} bought and ${count(pruned.lookups, 'lookup')} made before ${stamp(cutoff)} UTC; open purchases are always kept`);
+    }
+    case 'release':
+      return releaseHeld(store, action, options.json, print);
+    case 'import':
+      for (const path of action.journals) {
+        const imported = await importJournal(store, path);
+        if (imported === 'not_journal') throw new UsageError(notJournal(path));
+        print(imported === null ? `${path}: nothing new to import` : `${path}: imported ${count(imported.companies, 'company', 'companies')} for ${imported.service}`);
+      }
+      return;
   }
 }
 

@@ -8,7 +8,7 @@ import { EnrichError, errorMessage, UsageError } from '../errors.js';
 import { expectedColumns, SCHEMA, SCHEMA_VERSION } from './schema.js';
 import { connectStore, createStoreFile, type StoreAccess } from './file.js';
 import { ServiceRecords } from './service.js';
-import { describeSqliteError, sqliteCode, StoreDamagedError } from './sqlite-errors.js';
+import { describeSqliteError, isDamage, sqliteCode, StoreDamagedError } from './sqlite-errors.js';
 import type { RunInfo } from './types.js';
 import type { WriterChoice } from './write-channel.js';
 import { makeDirs, statOrNull } from '../io/paths.js';
@@ -248,6 +248,21 @@ export class Store {
   /** Records of one service without a run (the ledger, imports). */
   records(service: string): ServiceRecords {
     return new ServiceRecords(this, service, this.serviceId(service), null);
+  }
+
+  /**
+   * SQLite's own check of every page, record and index (PRAGMA integrity_check; about 0.2 s for
+   * a store of 200,000 companies): the problems it names, none when the store is sound.
+   */
+  integrityProblems(limit = 10): string[] {
+    try {
+      const rows = this.db.prepare(`PRAGMA integrity_check(${limit})`).raw(true).all() as [string][];
+      return rows.map(([line]) => line).filter((line) => line !== 'ok');
+    } catch (error) {
+      // Damage bad enough that the check cannot even walk the file.
+      if (isDamage(error)) return [errorMessage(error)];
+      throw error;
+    }
   }
 
   sizeOnDisk(): number {
