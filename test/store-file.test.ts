@@ -1,4 +1,5 @@
-import { closeSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeSync, writeFileSync } from 'node:fs';
 import Database from 'libsql';
 import { describe, expect, it } from 'vitest';
 import { csvText, runCli } from './helpers/cli.js';
@@ -130,5 +131,64 @@ describe('a damaged store (item 7)', () => {
     const doctor = await runProcess(['doctor', '--sandbox', '--store', store]);
     expect(doctor.code, doctor.stdout).toBe(2);
     expect(doctor.stdout).toMatch(new RegExp(`\\n  store +FIX +${store} is damaged \\(SQLite's integrity check: .+\\): move it aside and restore it from a backup; a batch would fail on it\\n`));
+  });
+});
+
+/** Whether this process may mount a tmpfs (root with the right to mount): only then is a real read-only mount made. */
+function canMount(): boolean {
+  if (process.platform !== 'linux' || process.getuid?.() !== 0) return false;
+  const probe = t.dir.file('probe');
+  mkdirSync(probe);
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', probe], { stdio: 'ignore' });
+    execFileSync('umount', [probe], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const remount = (dir: string, mode: 'ro' | 'rw'): void => void execFileSync('mount', ['-o', `remount,${mode}`, dir]);
+
+describe('a store on a read-only mount (item 9)', () => {
+  it('is read by enrich ledger and doctor, with or without the -wal a run left, and a batch says it cannot write it', async (ctx) => {
+    await t.sandbox();
+    ctx.skip(!canMount(), 'needs root with the right to mount a tmpfs, to make a real read-only mount (root ignores chmod)');
+    const mnt = t.dir.file('mnt');
+    mkdirSync(mnt);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', mnt]);
+    try {
+      const store = `${mnt}/store.db`;
+      const input = t.dir.file('in.csv', csvText([['domain'], ...domains(3).map((d) => [d])]));
+      expect((await runProcess([input, '-o', t.dir.file('out.csv'), '--store', store], { env: t.env() })).code).toBe(0);
+      const reads = async (): Promise<void> => {
+        const show = await runProcess(['ledger', '--store', store, '--json']);
+        expect(show.code, show.stderr).toBe(0);
+        expect(JSON.parse(show.stdout)).toMatchObject({ services: [{ companies: 3 }] });
+        expect((await runProcess(['ledger', 'runs', '--store', store])).code).toBe(0);
+        const exported = await runProcess(['ledger', 'export', '--store', store, '-o', t.dir.file('all.jsonl')]);
+        expect(exported.code, exported.stderr).toBe(0);
+        expect(readFileSync(t.dir.file('all.jsonl'), 'utf8').trim().split('\n')).toHaveLength(3);
+        const doctor = await runProcess(['doctor', '--sandbox', '--store', store]);
+        expect(doctor.stdout).toMatch(/\n  store +ok +.*SQLite's integrity check: ok/);
+      };
+      // As a run left it: its process ended with the -wal and -shm beside the store.
+      remount(mnt, 'ro');
+      await reads();
+      const batch = await runProcess([input, '-o', t.dir.file('out2.csv'), '--store', store], { env: t.env() });
+      expect(batch).toMatchObject({ code: 2, stderr: `enrich: cannot use the store ${store}: permission denied or read-only; pass --store <path> to use another\n` });
+      // Closed cleanly (checkpointed, no -wal or -shm left), as a backup or a snapshot is.
+      remount(mnt, 'rw');
+      const db = new Database(store);
+      db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
+      db.close();
+      expect(existsSync(`${store}-wal`)).toBe(false);
+      remount(mnt, 'ro');
+      await reads();
+      expect(readdirSync(mnt).filter((n) => n.startsWith('store.db'))).toStrictEqual(['store.db']);
+      expect(t.sb.ledger(KEY)).toHaveLength(3);
+    } finally {
+      execFileSync('umount', ['-l', mnt]);
+    }
   });
 });

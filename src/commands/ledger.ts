@@ -56,7 +56,7 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
       if (!(await looksLikeJournal(path))) throw new UsageError(notJournal(path));
     }
   }
-  const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now });
+  const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now, access: readsOnly(options.action) ? 'read' : 'write', create: options.action.kind === 'import' });
   const print = (text: string): void => void io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
   try {
     return await act(store, options, print, io.stdout, now);
@@ -64,6 +64,25 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
     throw explainDamage(error, options.store, false);
   } finally {
     store.close();
+  }
+}
+
+/**
+ * What only reads the store opens it read-only: on a read-only mount, beside a run, and without
+ * taking a write lock or touching its files.
+ */
+function readsOnly(action: LedgerAction): boolean {
+  switch (action.kind) {
+    case 'show':
+    case 'runs':
+    case 'export':
+      return true;
+    case 'prune':
+      return action.dryRun;
+    case 'release':
+      return !action.all && action.domains.length === 0;
+    case 'import':
+      return false;
   }
 }
 
