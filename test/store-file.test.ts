@@ -192,3 +192,44 @@ describe('a store on a read-only mount (item 9)', () => {
     }
   });
 });
+
+describe('what --store and ENRICH_STORE may name (item 8)', () => {
+  it('a plain file path only: an SQLite URI, :memory: and other addresses are refused in one line, exit 2, and no file is made', async () => {
+    await t.sandbox();
+    const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
+    const cwd = t.dir.path;
+    const plain = (source: string, value: string): string => `enrich: ${source} ${value}: give the store as a plain file path (not an SQLite URI, :memory: or another address)\n`;
+    const cases: [string[], Record<string, string>, string][] = [
+      [['--store', 'file:x.db'], {}, plain('--store', 'file:x.db')],
+      [['--store', 'file:x.db?mode=rwc'], {}, plain('--store', 'file:x.db?mode=rwc')],
+      [['--store', ':memory:'], {}, plain('--store', ':memory:')],
+      [['--store', 'libsql://db.example.com'], {}, plain('--store', 'libsql://db.example.com')],
+      [[], { ENRICH_STORE: 'file:x.db' }, plain('ENRICH_STORE', 'file:x.db')],
+      [[], { ENRICH_STORE: ':memory:' }, plain('ENRICH_STORE', ':memory:')],
+    ];
+    for (const [args, env, stderr] of cases) {
+      const run = await runProcess([input, '-o', 'x.db', ...args], { env: t.env(env), cwd });
+      expect(run, JSON.stringify([args, env])).toMatchObject({ code: 2, stdout: '', stderr });
+    }
+    const ledger = await runProcess(['ledger', '--store', 'file:x.db'], { cwd });
+    expect(ledger).toMatchObject({ code: 2, stderr: plain('--store', 'file:x.db') });
+    const doctor = await runProcess(['doctor', '--sandbox', '--store', ':memory:'], { cwd });
+    expect(doctor.code).toBe(2);
+    expect(doctor.stdout).toContain(`  store      FIX   --store :memory:: give the store as a plain file path`);
+    expect(readdirSync(cwd).sort()).toStrictEqual(['in.csv']);
+    expect(t.sb.stats.requests).toBe(0);
+  });
+
+  it('a postgres:// address is the team store, which this version does not have: said so, without echoing the address', async () => {
+    await t.sandbox();
+    const input = t.dir.file('in.csv', csvText([['domain'], ...domains(1).map((d) => [d])]));
+    for (const [args, env, source] of [
+      [['--store', 'postgres://enrich:s3cret@db.example.com/enrich'], {}, '--store'],
+      [[], { ENRICH_STORE: 'postgresql://enrich:s3cret@db.example.com/enrich' }, 'ENRICH_STORE'],
+    ] as const) {
+      const run = await runProcess([input, ...args], { env: t.env(env) });
+      expect(run).toMatchObject({ code: 2, stdout: '', stderr: `enrich: ${source} is a postgres:// address: the team store is not in this version of enrich; give the path of a store file\n` });
+    }
+    expect(t.sb.stats.requests).toBe(0);
+  });
+});

@@ -161,10 +161,20 @@ const problemOf = (error: unknown): string => {
   throw error;
 };
 
+/** The store doctor checks, or why none can be named by what was given (a report line, not a refusal). */
+function storeAddress(flags: DoctorFlags, env: NodeJS.ProcessEnv): Pick<DoctorOptions, 'storePath' | 'storeFolder' | 'storeProblem'> {
+  try {
+    const storePath = resolveStorePath(flags.store, env);
+    return { storePath, storeFolder: storeFolderProblem(storePath, env), storeProblem: null };
+  } catch (error) {
+    return { storePath: flags.store ?? env['ENRICH_STORE'] ?? '', storeFolder: null, storeProblem: problemOf(error) };
+  }
+}
+
 /** Doctor's flags -> its options. Nothing is refused here: each problem becomes a report line. */
 export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.ProcessEnv): Promise<DoctorOptions> {
-  const storePath = resolveStorePath(flags.store, env);
-  const common = { storePath, storeFolder: storeFolderProblem(storePath, env), probeRate: flags.probeRate, timeoutMs: 10_000 };
+  const store = storeAddress(flags, env);
+  const common = { ...store, probeRate: flags.probeRate, timeoutMs: 10_000 };
   if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
   if (flags.sandbox) return { ...common, service: { kind: 'sandbox', options: { ...EMBEDDED_SANDBOX, failRate: 0 } } };
   const raw = (flags.baseUrl ?? env['ENRICH_BASE_URL'] ?? '').trim();
