@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, linkSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeSync, writeFileSync } from 'node:fs';
 import Database from 'libsql';
 import { describe, expect, it } from 'vitest';
 import { csvText, runCli } from './helpers/cli.js';
@@ -231,5 +231,35 @@ describe('what --store and ENRICH_STORE may name (item 8)', () => {
       expect(run).toMatchObject({ code: 2, stdout: '', stderr: `enrich: ${source} is a postgres:// address: the team store is not in this version of enrich; give the path of a store file\n` });
     }
     expect(t.sb.stats.requests).toBe(0);
+  });
+});
+
+describe('paths that are the input or the store under another name (item 11)', () => {
+  it('refuses --summary-json, -o and ledger export -o through a hard link of the input or the store, leaving both as they were', async () => {
+    await t.sandbox();
+    const { store, input } = await boughtStore(2);
+    const inputLink = t.dir.file('input-link.csv');
+    linkSync(input, inputLink);
+    const storeLink = t.dir.file('store-link.csv');
+    linkSync(store, storeLink);
+    const before = [readFileSync(input), readFileSync(store)];
+    const requests = t.sb.stats.requests;
+    const refused = async (args: string[], stderr: string): Promise<void> => {
+      const run = await runProcess(args, { env: t.env() });
+      expect(run, args.join(' ')).toMatchObject({ code: 2, stdout: '', stderr });
+    };
+    await refused([input, '-o', t.dir.file('out.csv'), '--store', store, '--summary-json', inputLink], `enrich: --summary-json and the input are the same file (${inputLink}); give each its own path\n`);
+    await refused([input, '-o', inputLink, '--store', store], `enrich: -o and the input are the same file (${inputLink}); give each its own path\n`);
+    await refused([input, '-o', storeLink, '--store', store], `enrich: -o and the store are the same file (${storeLink}); give each its own path\n`);
+    await refused([input, '-o', t.dir.file('out.csv'), '--store', store, '--summary-json', storeLink], `enrich: --summary-json and the store are the same file (${storeLink}); give each its own path\n`);
+    await refused(['ledger', 'export', '--store', store, '-o', storeLink], `enrich: -o ${storeLink} is the store itself; give the export another path\n`);
+    expect(readFileSync(input).equals(before[0] as Buffer)).toBe(true);
+    expect(readFileSync(store).equals(before[1] as Buffer)).toBe(true);
+    expect(t.sb.stats.requests).toBe(requests);
+    // A file that only looks alike is not the same file: a copy of the input takes the summary.
+    const copy = t.dir.file('copy.csv', readFileSync(input, 'utf8'));
+    const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', store, '--summary-json', copy, '--quiet'], { env: t.env() });
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(copy, 'utf8'))).toMatchObject({ rows: 2 });
   });
 });

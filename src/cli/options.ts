@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { inheritedDescriptor, landsAt, statOrNull } from '../io/paths.js';
+import { fileIdentity, inheritedDescriptor, statOrNull } from '../io/paths.js';
 import { outputTarget, unwritableReason } from '../io/sink.js';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
@@ -84,7 +84,8 @@ function checkPaths(flags: RunFlags, store: string, env: NodeJS.ProcessEnv): voi
   if (flags.summaryJson !== undefined && flags.summaryJson !== '-') files.push(['--summary-json', flags.summaryJson]);
   const seen = new Map<string, string>();
   for (const [role, path] of files) {
-    const key = landsAt(path);
+    // The file, not its name: a hard link of the input or the store is that file too.
+    const key = fileIdentity(path);
     const other = seen.get(key);
     if (other !== undefined) throw new UsageError(`${role} and ${other} are the same file (${path}); give each its own path`);
     seen.set(key, role);

@@ -1,7 +1,7 @@
 import { stringify } from 'csv-stringify/sync';
 import { serviceIdentity } from '../api/endpoint.js';
 import { UsageError } from '../errors.js';
-import { landsAt, statOrNull } from '../io/paths.js';
+import { fileIdentity, statOrNull } from '../io/paths.js';
 import { openSink, unwritableReason } from '../io/sink.js';
 import { importJournal, looksLikeJournal, notJournal } from '../store/import-journal.js';
 import { atRisk, holdings, prune, records, release, runs, type HeldRecord } from '../store/ledger.js';
@@ -176,9 +176,10 @@ function csvRow(h: HeldRecord): unknown[] {
 
 async function exportRecords(store: Store, action: Extract<LedgerAction, { kind: 'export' }>, stdout: NodeJS.WritableStream): Promise<void> {
   if (action.output !== '-') {
-    const target = landsAt(action.output);
+    // The file, not its name: a hard link of the store is the store too.
+    const target = fileIdentity(action.output);
     for (const file of [store.path, `${store.path}-wal`, `${store.path}-shm`]) {
-      if (target === landsAt(file)) throw new UsageError(`-o ${action.output} is the store itself; give the export another path`);
+      if (target === fileIdentity(file)) throw new UsageError(`-o ${action.output} is the store itself; give the export another path`);
     }
     const reason = unwritableReason(action.output);
     if (reason !== null) throw new UsageError(`-o ${reason}`);
