@@ -170,7 +170,7 @@ describe('a store on a read-only mount (item 9)', () => {
         expect(exported.code, exported.stderr).toBe(0);
         expect(readFileSync(t.dir.file('all.jsonl'), 'utf8').trim().split('\n')).toHaveLength(3);
         const doctor = await runProcess(['doctor', '--sandbox', '--store', store]);
-        expect(doctor.stdout).toMatch(/\n  store +ok +.*SQLite's integrity check: ok/);
+        expect(doctor.stdout).toMatch(/\n {2}store +ok +.*SQLite's integrity check: ok/);
       };
       // As a run left it: its process ended with the -wal and -shm beside the store.
       remount(mnt, 'ro');
