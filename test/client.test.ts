@@ -291,9 +291,15 @@ describe('money is counted by the spec, not by the answer', () => {
     expect(answer).toMatchObject({ matched: true, credits_charged: 1, credits_reported: reported, credits_remaining: 9 });
   });
 
-  it('a miss counts 0 whatever it states', async () => {
-    const answer = await enrichAnswering({ matched: false, credits_charged: 3, credits_remaining: 9, company: null });
-    expect(answer).toMatchObject({ matched: false, credits_charged: 0, credits_reported: 3, company: null });
+  it.each([[0], [undefined], ['3'], [-1]])('a miss stating credits_charged %j counts 0', async (stated) => {
+    const answer = await enrichAnswering({ matched: false, credits_charged: stated, credits_remaining: 9, company: null });
+    expect(answer).toMatchObject({ matched: false, credits_charged: 0, company: null });
+  });
+
+  it('a miss that says it charged contradicts itself: a bad_response counted at the most an enrich costs (1), never at its own figure', async () => {
+    const error = await failure(enrichAnswering({ matched: false, credits_charged: 3, credits_remaining: 9, company: null }));
+    expect(error).toMatchObject({ code: 'bad_response', charged: 1 });
+    expect(String((error as Error).message)).toContain('says no match but charged 3');
   });
 
   it.each([[-4], ['100'], [null], [undefined]])('credits_remaining %j is unknown (NaN)', async (remaining) => {

@@ -1,11 +1,12 @@
 import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
-import { symlinkSync, writeFileSync } from 'node:fs';
+import { symlinkSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceClient } from '../src/api/client.js';
 import { InternalServerError, InvalidTokenError, RateLimitedError } from '../src/api/errors.js';
 import { keyCheck, storeCheck } from '../src/commands/doctor-checks.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { Store } from '../src/store/sqlite.js';
 import { runCli, tempDir } from './helpers/cli.js';
 import { runProcess } from './helpers/spawn.js';
 
@@ -46,8 +47,8 @@ async function closedPort(): Promise<number> {
 describe('enrich doctor over real HTTP', () => {
   it('says ok on every line and exits 0 when all is well, spending nothing', async () => {
     const before = sb.balance(KEY);
-    writeFileSync(dir.file('store.sqlite'), Buffer.alloc(3000));
-    writeFileSync(dir.file('store.sqlite-wal'), Buffer.alloc(1096));
+    // A real store: doctor opens it and has SQLite check every page (issue 19 item 7).
+    Store.open(dir.file('store.sqlite'), { tool: 'test' }).close();
     const r = await doctor([]);
     expect(r.code, r.stdout).toBe(0);
     const lines = report(r.stdout);
@@ -57,7 +58,7 @@ describe('enrich doctor over real HTTP', () => {
     expect(lines.get('key')?.[1]).toContain('accepted with scope search:read');
     expect(lines.get('endpoints')?.[1]).toBe('callable: GET /company/match (beta), POST /company/enrich (beta)');
     expect(lines.get('latency')?.[1]).toMatch(/^\d+ ms median over 2 requests/);
-    expect(lines.get('store')?.[1]).toBe(`${dir.file('store.sqlite')} (4.0 KiB)`);
+    expect(lines.get('store')?.[1]).toMatch(new RegExp(`^${dir.file('store.sqlite')} \\(\\d+\\.\\d KiB; SQLite's integrity check: ok\\)$`));
     expect(r.stdout.trimEnd().split('\n').at(-1)).toBe('enrich doctor: all ok');
     expect(sb.balance(KEY)).toBe(before);
   });

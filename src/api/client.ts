@@ -131,8 +131,9 @@ export function createClient(options: ClientOptions): ServiceClient {
       const unusable = (why: string, charged: number): UnusablePaidAnswerError =>
         new UnusablePaidAnswerError({ message: `the service's paid answer for ${domain} ${why}`, requestId, charged });
       if (!json['matched']) {
-        // A miss is free (spec 2.2); one that says it charged contradicts itself, and is believed about the charge.
-        if (reported !== null && reported > 0) throw unusable(`says no match but charged ${reported}`, reported);
+        // A miss is free (spec 2.2); one that says it charged contradicts itself. It may have
+        // charged, at most what an enrich costs (spec 8.4): counted so, never at its own figure.
+        if (reported !== null && reported > 0) throw unusable(`says no match but charged ${reported}`, ENRICH_PRICE.match);
         return { matched: false, credits_charged: ENRICH_PRICE.miss, credits_reported: reported, credits_remaining: remaining, company: null };
       }
       const company = asRecord(json['company'], domain);

@@ -119,9 +119,15 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
     }
     io.stderr.write(`enrich: unexpected error: ${redact(errorMessage(error))}\n`);
     if (io.env['ENRICH_DEBUG'] !== undefined && error instanceof Error && error.stack !== undefined) io.stderr.write(`${redact(error.stack)}\n`);
-    else io.stderr.write('enrich: (set ENRICH_DEBUG=1 for details; the store, if any, is intact)\n');
+    else io.stderr.write(`enrich: (set ENRICH_DEBUG=1 for details; ${await storeState(error)})\n`);
     return ExitCode.FAILURE;
   }
+}
+
+/** What an unexplained failure says of the store: intact, unless the error came from SQLite itself. */
+async function storeState(error: unknown): Promise<string> {
+  const { sqliteCode } = await import('../store/sqlite-errors.js');
+  return sqliteCode(error) === '' ? 'the store, if any, is intact' : '`enrich doctor` checks the store';
 }
 
 const setTo = (value: string | undefined): boolean => value !== undefined && value !== '' && value !== '0' && value.toLowerCase() !== 'false';

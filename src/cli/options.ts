@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { inheritedDescriptor, landsAt, statOrNull } from '../io/paths.js';
+import { fileIdentity, inheritedDescriptor, statOrNull } from '../io/paths.js';
 import { outputTarget, unwritableReason } from '../io/sink.js';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
@@ -84,7 +84,8 @@ function checkPaths(flags: RunFlags, store: string, env: NodeJS.ProcessEnv): voi
   if (flags.summaryJson !== undefined && flags.summaryJson !== '-') files.push(['--summary-json', flags.summaryJson]);
   const seen = new Map<string, string>();
   for (const [role, path] of files) {
-    const key = landsAt(path);
+    // The file, not its name: a hard link of the input or the store is that file too.
+    const key = fileIdentity(path);
     const other = seen.get(key);
     if (other !== undefined) throw new UsageError(`${role} and ${other} are the same file (${path}); give each its own path`);
     seen.set(key, role);
@@ -161,10 +162,20 @@ const problemOf = (error: unknown): string => {
   throw error;
 };
 
+/** The store doctor checks, or why none can be named by what was given (a report line, not a refusal). */
+function storeAddress(flags: DoctorFlags, env: NodeJS.ProcessEnv): Pick<DoctorOptions, 'storePath' | 'storeFolder' | 'storeProblem'> {
+  try {
+    const storePath = resolveStorePath(flags.store, env);
+    return { storePath, storeFolder: storeFolderProblem(storePath, env), storeProblem: null };
+  } catch (error) {
+    return { storePath: flags.store ?? env['ENRICH_STORE'] ?? '', storeFolder: null, storeProblem: problemOf(error) };
+  }
+}
+
 /** Doctor's flags -> its options. Nothing is refused here: each problem becomes a report line. */
 export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.ProcessEnv): Promise<DoctorOptions> {
-  const storePath = resolveStorePath(flags.store, env);
-  const common = { storePath, storeFolder: storeFolderProblem(storePath, env), probeRate: flags.probeRate, timeoutMs: 10_000 };
+  const store = storeAddress(flags, env);
+  const common = { ...store, probeRate: flags.probeRate, timeoutMs: 10_000 };
   if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
   if (flags.sandbox) return { ...common, service: { kind: 'sandbox', options: { ...EMBEDDED_SANDBOX, failRate: 0 } } };
   const raw = (flags.baseUrl ?? env['ENRICH_BASE_URL'] ?? '').trim();

@@ -6,7 +6,7 @@ import { ApiError, ConnectionError, InsufficientScopeError, InvalidTokenError, N
 import { exchange } from '../api/exchange.js';
 import { landsAt } from '../io/paths.js';
 import type { ServiceClient } from '../api/client.js';
-import { formatWait, type ErrorKind } from '../errors.js';
+import { EnrichError, formatWait, type ErrorKind } from '../errors.js';
 import { DEFAULT_RETRY_POLICY } from '../api/retry.js';
 import { count, duration } from '../ui/format.js';
 
@@ -170,7 +170,7 @@ export async function storeCheck(path: string, folderProblem: string | null): Pr
   if (info?.isDirectory() === true) return fail('store', `${path} is a directory; --store (or ENRICH_STORE) takes a file path`, 'usage');
   if (info !== null) {
     const bytes = (await Promise.all([path, `${path}-wal`, `${path}-shm`].map(fileSize))).reduce((a, b) => a + b, 0);
-    return ok('store', `${path} (${formatBytes(bytes)})`);
+    return existingStoreCheck(path, formatBytes(bytes));
   }
   // A link to a store not made yet: SQLite creates the link's target, whose folder must be there.
   const link = await lstat(path).catch(() => null);
@@ -196,6 +196,29 @@ export async function storeCheck(path: string, folderProblem: string | null): Pr
   );
   if (refused !== null) return fail('store', `${path} cannot be created: ${dir} is not writable (${refused}); set ENRICH_STORE or pass --store <path>`, 'usage');
   return ok('store', `${path} (not created yet; the first run creates it)`);
+}
+
+/**
+ * A store that is there: opened read-only, as a batch would find it (an empty file, another
+ * database, a newer layout are refused), then checked page by page by SQLite itself.
+ */
+async function existingStoreCheck(path: string, size: string): Promise<Check> {
+  const { Store } = await import('../store/sqlite.js');
+  let store: ReturnType<typeof Store.open>;
+  try {
+    store = Store.open(path, { tool: 'enrich doctor', access: 'read' });
+  } catch (error) {
+    if (error instanceof EnrichError) return fail('store', error.message, error.kind);
+    throw error;
+  }
+  try {
+    const problems = store.integrityProblems();
+    if (problems.length === 0) return ok('store', `${path} (${size}; SQLite's integrity check: ok)`);
+    const named = problems.slice(0, 3).join('; ') + (problems.length > 3 ? '; ...' : '');
+    return fail('store', `${path} is damaged (SQLite's integrity check: ${named}): move it aside and restore it from a backup; a batch would fail on it`, 'usage');
+  } finally {
+    store.close();
+  }
 }
 
 export function formatBytes(bytes: number): string {

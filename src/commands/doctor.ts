@@ -31,6 +31,8 @@ export interface DoctorOptions {
   storePath: string;
   /** What is wrong with a named store's folder (it must exist, as for a batch), or null. */
   storeFolder: string | null;
+  /** Why --store or ENRICH_STORE names no store file (a URI, :memory:, postgres://), or null. */
+  storeProblem: string | null;
   /** Free matches to send looking for the rate ceiling; null: do not probe. */
   probeRate: number | null;
   timeoutMs: number;
@@ -108,7 +110,8 @@ export function formatReport(checks: readonly Check[]): string {
  * the fix. Null when all pass, else the kind of the first failure (its exit code, in cli/main.ts).
  */
 export async function runDoctor(options: DoctorOptions, out: NodeJS.WritableStream): Promise<ErrorKind | null> {
-  const checks = [...(await allChecks(options)), await storeCheck(options.storePath, options.storeFolder)];
+  const store = options.storeProblem !== null ? fail('store', options.storeProblem, 'usage') : await storeCheck(options.storePath, options.storeFolder);
+  const checks = [...(await allChecks(options)), store];
   out.write(formatReport(checks));
   return checks.find((c) => c.status === 'fail')?.kind ?? null;
 }

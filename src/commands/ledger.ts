@@ -1,11 +1,12 @@
 import { stringify } from 'csv-stringify/sync';
 import { serviceIdentity } from '../api/endpoint.js';
 import { UsageError } from '../errors.js';
-import { landsAt, statOrNull } from '../io/paths.js';
+import { fileIdentity, statOrNull } from '../io/paths.js';
 import { openSink, unwritableReason } from '../io/sink.js';
 import { importJournal, looksLikeJournal, notJournal } from '../store/import-journal.js';
 import { atRisk, holdings, prune, records, release, runs, watchSkewedRuns, type HeldRecord } from '../store/ledger.js';
 import { Store } from '../store/sqlite.js';
+import { explainDamage } from '../store/sqlite-errors.js';
 import { count, num } from '../ui/format.js';
 import { VERSION } from '../version.js';
 
@@ -67,38 +68,64 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
       if (!(await looksLikeJournal(path))) throw new UsageError(notJournal(path));
     }
   }
-  const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now });
+  const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now, access: readsOnly(options.action) ? 'read' : 'write', create: options.action.kind === 'import' });
   const print = (text: string): void => void io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
   try {
-    const action = options.action;
-    switch (action.kind) {
-      case 'show':
-        return show(store, options.json, print);
-      case 'runs':
-        return listRuns(store, action.limit, options.json, print);
-      case 'export':
-        return await exportRecords(store, action, io.stdout);
-      case 'prune': {
-        if (!action.dryRun) await watchSkewed(store, io);
-        const cutoff = now() - action.olderThanMs;
-        const pruned = prune(store, cutoff, action.dryRun);
-        if (options.json) return print(JSON.stringify({ cutoff: new Date(cutoff).toISOString(), dry_run: action.dryRun, ...pruned }));
-        const verb = action.dryRun ? 'would forget' : 'forgot';
-        return print(`${verb} ${count(pruned.companies, 'company', 'companies')} bought and ${count(pruned.lookups, 'lookup')} made before ${stamp(cutoff)} UTC; open purchases are always kept`);
-      }
-      case 'release':
-        await watchSkewed(store, io);
-        return releaseHeld(store, action, options.json, print);
-      case 'import':
-        for (const path of action.journals) {
-          const imported = await importJournal(store, path);
-          if (imported === 'not_journal') throw new UsageError(notJournal(path));
-          print(imported === null ? `${path}: nothing new to import` : `${path}: imported ${count(imported.companies, 'company', 'companies')} for ${imported.service}`);
-        }
-        return;
-    }
+    return await act(store, options, print, io, now);
+  } catch (error) {
+    throw explainDamage(error, options.store, false);
   } finally {
     store.close();
+  }
+}
+
+/**
+ * What only reads the store opens it read-only: on a read-only mount, beside a run, and without
+ * taking a write lock or touching its files.
+ */
+function readsOnly(action: LedgerAction): boolean {
+  switch (action.kind) {
+    case 'show':
+    case 'runs':
+    case 'export':
+      return true;
+    case 'prune':
+      return action.dryRun;
+    case 'release':
+      return !action.all && action.domains.length === 0;
+    case 'import':
+      return false;
+  }
+}
+
+/** The subcommand itself, on the open store. */
+async function act(store: Store, options: LedgerOptions, print: (s: string) => void, io: LedgerIO, now: () => number): Promise<void> {
+  const action = options.action;
+  switch (action.kind) {
+    case 'show':
+      return show(store, options.json, print);
+    case 'runs':
+      return listRuns(store, action.limit, options.json, print);
+    case 'export':
+      return await exportRecords(store, action, io.stdout);
+    case 'prune': {
+      if (!action.dryRun) await watchSkewed(store, io);
+      const cutoff = now() - action.olderThanMs;
+      const pruned = prune(store, cutoff, action.dryRun);
+      if (options.json) return print(JSON.stringify({ cutoff: new Date(cutoff).toISOString(), dry_run: action.dryRun, ...pruned }));
+      const verb = action.dryRun ? 'would forget' : 'forgot';
+      return print(`${verb} ${count(pruned.companies, 'company', 'companies')} bought and ${count(pruned.lookups, 'lookup')} made before ${stamp(cutoff)} UTC; open purchases are always kept`);
+    }
+    case 'release':
+      await watchSkewed(store, io);
+      return releaseHeld(store, action, options.json, print);
+    case 'import':
+      for (const path of action.journals) {
+        const imported = await importJournal(store, path);
+        if (imported === 'not_journal') throw new UsageError(notJournal(path));
+        print(imported === null ? `${path}: nothing new to import` : `${path}: imported ${count(imported.companies, 'company', 'companies')} for ${imported.service}`);
+      }
+      return;
   }
 }
 
@@ -166,9 +193,10 @@ function csvRow(h: HeldRecord): unknown[] {
 
 async function exportRecords(store: Store, action: Extract<LedgerAction, { kind: 'export' }>, stdout: NodeJS.WritableStream): Promise<void> {
   if (action.output !== '-') {
-    const target = landsAt(action.output);
+    // The file, not its name: a hard link of the store is the store too.
+    const target = fileIdentity(action.output);
     for (const file of [store.path, `${store.path}-wal`, `${store.path}-shm`]) {
-      if (target === landsAt(file)) throw new UsageError(`-o ${action.output} is the store itself; give the export another path`);
+      if (target === fileIdentity(file)) throw new UsageError(`-o ${action.output} is the store itself; give the export another path`);
     }
     const reason = unwritableReason(action.output);
     if (reason !== null) throw new UsageError(`-o ${reason}`);

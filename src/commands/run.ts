@@ -25,6 +25,7 @@ import type { SandboxOptions } from '../sandbox/index.js';
 import { importJournal, notJournal, type Imported } from '../store/import-journal.js';
 import { defaultStorePath, scanCacheDir } from '../store/path.js';
 import { Store } from '../store/sqlite.js';
+import { explainDamage } from '../store/sqlite-errors.js';
 import { chooseWriter } from '../store/write-channel.js';
 import type { ServiceStore } from '../store/types.js';
 import type { Reporter } from '../ui/reporter.js';
@@ -124,8 +125,9 @@ export async function runBatch(options: RunOptions, ctx: RunContext): Promise<Ru
       cleanupError ??= error;
     }
   }
-  if (!outcome.ok) throw outcome.error;
-  if (cleanupError !== undefined) throw cleanupError;
+  // SQLite's word that the store is damaged, said as such, wherever in the run it was found.
+  if (!outcome.ok) throw explainDamage(outcome.error, options.store, true);
+  if (cleanupError !== undefined) throw explainDamage(cleanupError, options.store, true);
   return outcome.result;
 }
 

@@ -23,6 +23,16 @@ export function landsAt(path: string): string {
 }
 
 /**
+ * What tells two paths apart as files: an existing regular file's device and inode (a hard link
+ * is one more name of the same file), else where writing to the path lands (landsAt). Devices and
+ * pipes keep the name: one terminal or pipe may well take both results and a summary.
+ */
+export function fileIdentity(path: string): string {
+  const found = statOrNull(path);
+  return found?.isFile() === true ? `inode ${found.dev}:${found.ino}` : landsAt(path);
+}
+
+/**
  * 1 or 2 when `path` names this process's stdout or stderr (/dev/stdout, /dev/fd/1,
  * /proc/self/fd/2, ...); else null. Output to them goes through the descriptor, never a new open
  * of the path: that would truncate a file the shell opened for appending (`-o /dev/stdout >> log`),

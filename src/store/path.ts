@@ -14,12 +14,29 @@ export function defaultStorePath(env: NodeJS.ProcessEnv): string {
   return join(stateHome, 'enrich', 'store.db');
 }
 
-/** --store, else ENRICH_STORE, else the default. */
+/** --store, else ENRICH_STORE, else the default; what is named is checked by storeFilePath. */
 export function resolveStorePath(flag: string | undefined, env: NodeJS.ProcessEnv): string {
   const fromEnv = env['ENRICH_STORE'];
-  if (flag !== undefined && flag !== '') return flag;
-  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
+  if (flag !== undefined && flag !== '') return storeFilePath(flag, '--store');
+  if (fromEnv !== undefined && fromEnv !== '') return storeFilePath(fromEnv, 'ENRICH_STORE');
   return defaultStorePath(env);
+}
+
+/**
+ * The one check of what may name a store (`source` is --store or ENRICH_STORE): a plain file
+ * path. SQLite would read `file:...` as a URI (another file, made with the umask's mode, past
+ * the checks that keep -o off the store) and `:memory:` as no file at all, and libsql takes some
+ * URLs for remote databases. A postgres:// address will name the team store: this is where it
+ * is to be accepted, once this version has one. The address is not echoed: it may hold a password.
+ */
+export function storeFilePath(value: string, source: string): string {
+  if (/^postgres(ql)?:\/\//i.test(value)) {
+    throw new UsageError(`${source} is a postgres:// address: the team store is not in this version of enrich; give the path of a store file`);
+  }
+  if (value === ':memory:' || /^file:/i.test(value) || /^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
+    throw new UsageError(`${source} ${value}: give the store as a plain file path (not an SQLite URI, :memory: or another address)`);
+  }
+  return value;
 }
 
 /** Scan caches (a pure speed-up for re-reading the same input) sit beside the store. */

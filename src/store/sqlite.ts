@@ -1,16 +1,17 @@
-import { closeSync, openSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { isProcessAlive, processStartedAt } from '../process-alive.js';
 import { monotonicMs } from '../pipeline/clock.js';
 import type Database from 'libsql';
-import { EnrichError, UsageError } from '../errors.js';
+import { EnrichError, errorMessage, UsageError } from '../errors.js';
 import { expectedColumns, SCHEMA, SCHEMA_VERSION } from './schema.js';
-import { libsql } from './libsql.js';
+import { connectStore, createStoreFile, type StoreAccess } from './file.js';
 import { ServiceRecords } from './service.js';
+import { describeSqliteError, isDamage, sqliteCode, StoreDamagedError } from './sqlite-errors.js';
 import type { RunInfo } from './types.js';
 import type { WriterChoice } from './write-channel.js';
-import { makeDirs } from '../io/paths.js';
+import { makeDirs, statOrNull } from '../io/paths.js';
 
 export type Db = InstanceType<typeof Database>;
 
@@ -36,14 +37,7 @@ export class StoreWriteError extends EnrichError {
   }
 }
 
-export function describeSqliteError(error: unknown): string {
-  const code = (error as { code?: string }).code ?? '';
-  if (/FULL/.test(code)) return 'the disk is full';
-  if (/READONLY|PERM|CANTOPEN/.test(code)) return 'permission denied or read-only';
-  if (/CORRUPT|NOTADB/.test(code)) return 'the file is damaged or not an enrich store';
-  if (/BUSY|LOCKED/.test(code)) return 'another process holds it locked for too long';
-  return code !== '' ? code : error instanceof Error ? error.message : String(error);
-}
+export { describeSqliteError } from './sqlite-errors.js';
 
 /** How long a statement waits for another process's transaction on the store. */
 const BUSY_TIMEOUT_MS = 15_000;
@@ -75,6 +69,16 @@ export interface OpenStoreOptions {
   monotonic?: () => number;
 }
 
+/** How Store.open may use the file: by default it writes, and creates a store where there is none. */
+export interface OpenAccess {
+  access?: StoreAccess;
+  /** Whether a store is made where there is none (never for `read`). */
+  create?: boolean;
+}
+
+/** A store a read-only open found in an earlier layout: it is opened to write, and upgraded. */
+class NeedsUpgrade extends Error {}
+
 /**
  * The purchase store: one SQLite file in WAL mode, shared by every run on this machine (or a
  * team share). WAL lets a reader (a dry run, `enrich ledger`) work beside a writer, and writers
@@ -89,8 +93,8 @@ export class Store {
     readonly path: string,
     readonly db: Db,
     readonly options: Required<OpenStoreOptions>,
+    id: string,
   ) {
-    const id = this.meta('store_id') ?? this.initialise();
     // Pruning forgets generations: the epoch it bumps keeps later keys from repeating earlier ones.
     const epoch = Number(this.meta('key_epoch') ?? 0);
     this.storeId = epoch > 0 ? `${id}.${epoch}` : id;
@@ -101,50 +105,54 @@ export class Store {
     this.db.prepare("INSERT INTO meta (key, value) VALUES ('key_epoch', '1') ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1").run();
   }
 
-  static open(path: string, options: OpenStoreOptions): Store {
-    const full = { now: () => Date.now(), monotonic: monotonicMs, ...options };
+  /**
+   * Opens the store at `path` (a plain file path; see store/path.ts). Nothing there: a new store
+   * is made (atomically, see createStoreFile) unless `read` or `create: false`. Anything there
+   * that is not an enrich store (an empty file, another SQLite database, not SQLite at all) is
+   * refused in one line, never taken for a new store. The file is opened by SQLite only: a
+   * descriptor of it opened and closed by anything else in this process would drop every lock
+   * SQLite holds on it (POSIX fcntl locks belong to the process), and another process closing
+   * its connection would then delete the WAL under this one.
+   */
+  static open(path: string, options: OpenStoreOptions & OpenAccess): Store {
+    const full = { tool: options.tool, now: options.now ?? (() => Date.now()), monotonic: options.monotonic ?? monotonicMs };
+    const access = options.access ?? 'write';
+    if (!storeFileThere(path)) {
+      if (access === 'read' || options.create === false) throw new UsageError(`no store at ${path}; give --store <path> (or ENRICH_STORE) to use another`);
+      try {
+        makeDirs(dirname(path), 0o700);
+        createStoreFile(path, full.now());
+      } catch (error) {
+        throw new UsageError(`cannot open the store ${path}: ${describeOpenError(error)}; pass --store <path> (or ENRICH_STORE) to use another`, { cause: error });
+      }
+    }
     let db: Db;
     try {
-      makeDirs(dirname(path), 0o700);
-      // Create it 0600 ourselves: SQLite would use the umask, and the WAL copies the mode.
-      closeSync(openSync(path, 'a', 0o600));
-      db = new (libsql())(path);
+      db = connectStore(path, access);
     } catch (error) {
-      throw new UsageError(`cannot open the store ${path}: ${describeOpenError(error)}; pass --store <path> (or ENRICH_STORE) to use another`, { cause: error });
+      throw openFailure(path, error);
     }
     try {
-      // First: every later statement may meet another process's transaction and must wait.
-      db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-      enableWal(db);
-      db.pragma('synchronous = FULL');
-      db.pragma('foreign_keys = ON');
-      const version = Number((db.pragma('user_version', { simple: true }) as number | undefined) ?? 0);
-      if (version > SCHEMA_VERSION) {
-        throw new UsageError(`the store ${path} was written by a newer enrich (schema ${version}); upgrade enrich to use it`);
-      }
-      db.exec(SCHEMA);
-      if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
-      checkColumns(db, path);
-      return new Store(path, db, full);
+      return new Store(path, db, full, prepareConnection(db, path, access));
     } catch (error) {
       db.close();
-      if (error instanceof EnrichError) throw error;
-      throw new UsageError(`cannot use the store ${path}: ${describeSqliteError(error)}; pass --store <path> to use another`, { cause: error });
+      if (error instanceof NeedsUpgrade) return Store.upgrade(path, options);
+      throw openFailure(path, error);
+    }
+  }
+
+  /** Reading needs the current layout: a store of an earlier one is brought up to date, as a run would. */
+  private static upgrade(path: string, options: OpenStoreOptions): Store {
+    try {
+      return Store.open(path, { ...options, access: 'write', create: false });
+    } catch (error) {
+      throw new UsageError(`the store ${path} has the layout of an earlier enrich, and could not be upgraded to be read: ${errorMessage(error)}`, { cause: error });
     }
   }
 
   private meta(key: string): string | undefined {
     const row = this.db.prepare('SELECT value FROM meta WHERE key = ?').raw(true).get(key) as [string] | undefined;
     return row?.[0];
-  }
-
-  private initialise(): string {
-    // Web Crypto's global: node:crypto loads only when a store is created, not on every open.
-    const id = Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(8))).toString('hex');
-    // Two processes creating one store at once: the first id written wins for both.
-    this.db.prepare('INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)').run('store_id', id);
-    this.db.prepare('INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)').run('created_at', String(this.options.now()));
-    return this.meta('store_id') as string;
   }
 
   private readonly statements = new Map<string, Statement>();
@@ -266,6 +274,21 @@ export class Store {
     return new ServiceRecords(this, service, this.serviceId(service), null);
   }
 
+  /**
+   * SQLite's own check of every page, record and index (PRAGMA integrity_check; about 0.2 s for
+   * a store of 200,000 companies): the problems it names, none when the store is sound.
+   */
+  integrityProblems(limit = 10): string[] {
+    try {
+      const rows = this.db.prepare(`PRAGMA integrity_check(${limit})`).raw(true).all() as [string][];
+      return rows.map(([line]) => line).filter((line) => line !== 'ok');
+    } catch (error) {
+      // Damage bad enough that the check cannot even walk the file.
+      if (isDamage(error)) return [errorMessage(error)];
+      throw error;
+    }
+  }
+
   sizeOnDisk(): number {
     let total = 0;
     for (const suffix of ['', '-wal', '-shm']) {
@@ -284,24 +307,96 @@ export class Store {
 }
 
 /**
- * Brings a store made by an earlier build up to date: columns added since (each nullable or with
- * a default, so ADD COLUMN is safe), then refuses one that still lacks a column this enrich
- * writes (hand-edited, or damaged).
+ * Whether a file is at `path` (not: nothing there, or a link to nothing). What is there but
+ * cannot be a store is refused: a directory; an empty file, which SQLite would take for an empty
+ * database and enrich for a new store, buying again everything a store truncated to it held.
  */
-function checkColumns(db: Db, path: string): void {
+function storeFileThere(path: string): boolean {
+  const found = statOrNull(path);
+  if (found === null) return false;
+  if (found.isDirectory()) throw new UsageError(`the store ${path} is a directory; give a file path with --store or ENRICH_STORE`);
+  if (found.isFile() && found.size === 0) {
+    throw new UsageError(`the store ${path} is an empty file, not a store (a truncated copy?): if it held your purchases, restore it from a backup; else remove it, and a run makes a new store there`);
+  }
+  return true;
+}
+
+/** Settings, identity and layout of a new connection: the store's id, once it is known usable. */
+function prepareConnection(db: Db, path: string, access: StoreAccess): string {
+  // First: every later statement may meet another process's transaction and must wait.
+  db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  // Before anything is written: a file that is not an enrich store is left as it is.
+  const id = storeIdOf(db, path);
+  const version = Number((db.pragma('user_version', { simple: true }) as number | undefined) ?? 0);
+  if (version > SCHEMA_VERSION) {
+    throw new UsageError(`the store ${path} was written by a newer enrich (schema ${version}); upgrade enrich to use it`);
+  }
+  db.pragma('foreign_keys = ON');
+  if (access === 'read') {
+    if (version < SCHEMA_VERSION || missingColumns(db).length > 0) throw new NeedsUpgrade();
+    return id;
+  }
+  enableWal(db);
+  db.pragma('synchronous = FULL');
+  db.exec(SCHEMA);
+  if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+  checkColumns(db, path);
+  return id;
+}
+
+/** The store's identity (every key derives from it); a file without one is not an enrich store. */
+function storeIdOf(db: Db, path: string): string {
+  const notStore = (): UsageError =>
+    new UsageError(`the store ${path} is not an enrich store (an SQLite database without enrich's store id); give --store (or ENRICH_STORE) the path of your store, or of a new one`);
+  let row: [string] | undefined;
+  try {
+    row = db.prepare("SELECT value FROM meta WHERE key = 'store_id'").raw(true).get() as [string] | undefined;
+  } catch (error) {
+    if (/no such table|no such column/.test(errorMessage(error))) throw notStore();
+    throw error;
+  }
+  if (row === undefined || typeof row[0] !== 'string' || row[0] === '') throw notStore();
+  return row[0];
+}
+
+/** An open that failed, in one line: damaged, not a store, or what SQLite said. */
+function openFailure(path: string, error: unknown): EnrichError {
+  if (error instanceof EnrichError) return error;
+  const code = sqliteCode(error);
+  if (code === 'SQLITE_CORRUPT') return new StoreDamagedError(path, false, error);
+  if (code === 'SQLITE_NOTADB') {
+    return new UsageError(`the store ${path} is damaged or not an enrich store (SQLite: ${errorMessage(error)}): if it held your purchases, move it aside and restore it from a backup; else give --store (or ENRICH_STORE) another path`, { cause: error });
+  }
+  return new UsageError(`cannot use the store ${path}: ${describeSqliteError(error)}; pass --store <path> to use another`, { cause: error });
+}
+
+/** Each expected column the store lacks: table, column, and whether ADD COLUMN can add it. */
+function missingColumns(db: Db): [string, string, boolean][] {
+  const missing: [string, string, boolean][] = [];
   for (const [table, columns] of expectedColumns()) {
     const present = new Set((db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((c) => c.name));
     for (const [column, definition] of columns) {
+      // Nullable or with a default, so ADD COLUMN is safe.
       const addable = !/PRIMARY KEY/i.test(definition) && (!/NOT NULL/i.test(definition) || /DEFAULT/i.test(definition));
-      if (!present.has(column) && addable) {
-        db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition.replace(/\s+REFERENCES.*$/i, '')}`);
-        present.add(column);
-      }
+      if (!present.has(column)) missing.push([table, column, addable]);
     }
-    const missing = [...columns.keys()].filter((c) => !present.has(c));
-    if (missing.length > 0) {
-      throw new UsageError(`the store ${path} lacks ${missing.map((c) => `${table}.${c}`).join(', ')}: it was damaged or edited by hand; restore it from a backup, or pass --store <path> to use another`);
-    }
+  }
+  return missing;
+}
+
+/**
+ * Brings a store made by an earlier build up to date: columns added since, then refuses one that
+ * still lacks a column this enrich writes (hand-edited, or damaged).
+ */
+function checkColumns(db: Db, path: string): void {
+  const missing = missingColumns(db);
+  for (const [table, column, addable] of missing) {
+    const definition = expectedColumns().get(table)?.get(column) as string;
+    if (addable) db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition.replace(/\s+REFERENCES.*$/i, '')}`);
+  }
+  const lacking = missing.filter(([, , addable]) => !addable);
+  if (lacking.length > 0) {
+    throw new UsageError(`the store ${path} lacks ${lacking.map(([table, column]) => `${table}.${column}`).join(', ')}: it was damaged or edited by hand; restore it from a backup, or pass --store <path> to use another`);
   }
 }
 

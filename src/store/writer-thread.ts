@@ -15,7 +15,9 @@ let store: Store | null = null;
 let writer: RecordWriter | null = null;
 let openError: unknown = null;
 try {
-  store = Store.open(data.path, { tool: data.tool });
+  // The run's own connection made or checked the store: this one only joins it, and never makes
+  // one where it has gone (a store moved aside under the run is not to be started afresh).
+  store = Store.open(data.path, { tool: data.tool, create: false });
   writer = new RecordWriter(store, data.serviceId, data.run);
 } catch (error) {
   openError = error;
