@@ -24,7 +24,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 rmSync(`${root}/dist`, { recursive: true, force: true });
 await build({
   absWorkingDir: root,
-  entryPoints: { enrich: 'src/cli/main.ts', version: 'src/version.ts', 'store-writer': 'src/store/writer-thread.ts', 'code-cache': 'src/cli/code-cache.ts' },
+  entryPoints: { enrich: 'src/cli/main.ts', version: 'src/version.ts', 'store-writer': 'src/store/sqlite/writer-thread.ts', 'code-cache': 'src/cli/code-cache.ts' },
   outdir: 'dist',
   outExtension: { '.js': '.cjs' },
   bundle: true,

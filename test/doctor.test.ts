@@ -6,7 +6,7 @@ import type { ServiceClient } from '../src/api/client.js';
 import { InternalServerError, InvalidTokenError, RateLimitedError } from '../src/api/errors.js';
 import { keyCheck, storeCheck } from '../src/commands/doctor-checks.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
-import { Store } from '../src/store/sqlite.js';
+import { Store } from '../src/store/sqlite/store.js';
 import { runCli, tempDir } from './helpers/cli.js';
 import { runProcess } from './helpers/spawn.js';
 

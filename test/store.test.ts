@@ -238,7 +238,7 @@ describe('enrich ledger release', () => {
     await t.sandbox();
     const [stuck, other] = domains(2) as [string, string];
     // A run that sent stuck's paid call and never heard back (its process is gone).
-    const { Store } = await import('../src/store/sqlite.js');
+    const { Store } = await import('../src/store/sqlite/store.js');
     const store = Store.open(storePath(), { tool: 'test' });
     const records = store.beginRun(`${t.sb.url}/api/v1/public`, { inputName: 'x', inputSha256: 'x', rows: 1, dryRun: false, options: {} });
     await records.append({ t: 'intent', c: stuck, g: 1, v: 1, key: 'lost-key-1' }, true);

@@ -1,4 +1,6 @@
-import { classifyConnectionFailure } from './network.js';
+import { classifyConnectionFailure, type ConnectionFailure } from './network.js';
+
+export type { ConnectionFailure } from './network.js';
 
 /**
  * One error hierarchy for everything the service client can throw, built by one factory from the
@@ -101,9 +103,6 @@ export class RateLimitedError extends ApiError {
     super(init);
   }
 }
-
-/** How a request failed to get an answer; the first four mean the request never left. */
-export type ConnectionFailure = 'dns' | 'refused' | 'unreachable' | 'tls' | 'timeout' | 'reset' | 'aborted' | 'other';
 
 export interface ConnectionErrorInit extends ApiErrorInit {
   host: string;

@@ -1,4 +1,5 @@
-import type { ConnectionFailure } from './errors.js';
+/** How a request failed to get an answer; the first four mean the request never left. */
+export type ConnectionFailure = 'dns' | 'refused' | 'unreachable' | 'tls' | 'timeout' | 'reset' | 'aborted' | 'other';
 
 /** Our own whole-request deadline, as the abort reason, so it is told apart from the caller's abort. */
 export class DeadlineExceeded extends Error {

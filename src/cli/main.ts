@@ -126,7 +126,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
 
 /** What an unexplained failure says of the store: intact, unless the error came from SQLite itself. */
 async function storeState(error: unknown): Promise<string> {
-  const { sqliteCode } = await import('../store/sqlite-errors.js');
+  const { sqliteCode } = await import('../store/sqlite/errors.js');
   return sqliteCode(error) === '' ? 'the store, if any, is intact' : '`enrich doctor` checks the store';
 }
 

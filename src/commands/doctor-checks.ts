@@ -203,7 +203,7 @@ export async function storeCheck(path: string, folderProblem: string | null): Pr
  * database, a newer layout are refused), then checked page by page by SQLite itself.
  */
 async function existingStoreCheck(path: string, size: string): Promise<Check> {
-  const { Store } = await import('../store/sqlite.js');
+  const { Store } = await import('../store/sqlite/store.js');
   let store: ReturnType<typeof Store.open>;
   try {
     store = Store.open(path, { tool: 'enrich doctor', access: 'read' });

@@ -4,9 +4,9 @@ import { UsageError } from '../errors.js';
 import { fileIdentity, statOrNull } from '../io/paths.js';
 import { openSink, unwritableReason } from '../io/sink.js';
 import { importJournal, looksLikeJournal, notJournal } from '../store/import-journal.js';
-import { atRisk, holdings, prune, records, release, runs, watchSkewedRuns, type HeldRecord } from '../store/ledger.js';
-import { Store } from '../store/sqlite.js';
-import { explainDamage } from '../store/sqlite-errors.js';
+import { atRisk, holdings, prune, records, release, runs, watchSkewedRuns, type HeldRecord } from '../store/sqlite/ledger.js';
+import { Store } from '../store/sqlite/store.js';
+import { explainDamage } from '../store/sqlite/errors.js';
 import { count, num } from '../ui/format.js';
 import { VERSION } from '../version.js';
 

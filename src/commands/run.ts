@@ -24,9 +24,9 @@ import { emptyTally, summarise, type RowTally, type Summary } from '../pipeline/
 import type { SandboxOptions } from '../sandbox/index.js';
 import { importJournal, notJournal, type Imported } from '../store/import-journal.js';
 import { defaultStorePath, scanCacheDir } from '../store/path.js';
-import { Store } from '../store/sqlite.js';
-import { explainDamage } from '../store/sqlite-errors.js';
-import { chooseWriter } from '../store/write-channel.js';
+import { Store } from '../store/sqlite/store.js';
+import { explainDamage } from '../store/sqlite/errors.js';
+import { chooseWriter } from '../store/sqlite/write-channel.js';
 import type { ServiceStore } from '../store/types.js';
 import type { Reporter } from '../ui/reporter.js';
 import { count } from '../ui/format.js';

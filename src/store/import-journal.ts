@@ -2,7 +2,7 @@ import { open, realpath, stat } from 'node:fs/promises';
 import type { CompanyRecord } from '../api/types.js';
 import type { EnrichEntry, JournalEntry } from './legacy/entries.js';
 import { JournalCorruptError, readJournal } from './legacy/journal-reader.js';
-import type { Store } from './sqlite.js';
+import type { Store } from './sqlite/store.js';
 import type { StoreEvent } from './types.js';
 
 export interface Imported {

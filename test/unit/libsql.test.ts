@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { libsql } from '../../src/store/libsql.js';
+import { libsql } from '../../src/store/sqlite/libsql.js';
 
 describe('loading the SQLite binding', () => {
   it('loads a working binding and leaves process.report as it found it', () => {

@@ -1,10 +1,10 @@
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CompanyRecord } from '../../src/api/types.js';
-import { atRisk, watchSkewedRuns } from '../../src/store/ledger.js';
-import { LEASE_MS, Store } from '../../src/store/sqlite.js';
+import { atRisk, watchSkewedRuns } from '../../src/store/sqlite/ledger.js';
+import { LEASE_MS, Store } from '../../src/store/sqlite/store.js';
 import type { HeldCompany, Purchase, StoreEvent } from '../../src/store/types.js';
-import { RecordWriter } from '../../src/store/writer.js';
+import { RecordWriter } from '../../src/store/sqlite/writer.js';
 import { tempDir } from '../helpers/cli.js';
 
 /** What two runs on one store can do to each other between a read and a write. */

@@ -2,11 +2,11 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { CompanyRecord } from '../../src/api/types.js';
-import { atRisk } from '../../src/store/ledger.js';
-import { libsql } from '../../src/store/libsql.js';
-import { enableWal, LEASE_MS, Store } from '../../src/store/sqlite.js';
+import { atRisk } from '../../src/store/sqlite/ledger.js';
+import { libsql } from '../../src/store/sqlite/libsql.js';
+import { enableWal, LEASE_MS, Store } from '../../src/store/sqlite/store.js';
 import type { Claim, StoreEvent } from '../../src/store/types.js';
-import type { WriteChannel } from '../../src/store/write-channel.js';
+import type { WriteChannel } from '../../src/store/sqlite/write-channel.js';
 import { tempDir } from '../helpers/cli.js';
 
 let dir: ReturnType<typeof tempDir>;

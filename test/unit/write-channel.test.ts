@@ -2,9 +2,9 @@ import { chmodSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Store } from '../../src/store/sqlite.js';
+import { Store } from '../../src/store/sqlite/store.js';
 import type { StoreEvent } from '../../src/store/types.js';
-import { threadChannel, type WriteChannel } from '../../src/store/write-channel.js';
+import { threadChannel, type WriteChannel } from '../../src/store/sqlite/write-channel.js';
 import { tempDir } from '../helpers/cli.js';
 
 /** The built writer thread (npm test builds first): the file the CLI's runs use. */

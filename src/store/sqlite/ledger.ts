@@ -1,6 +1,6 @@
-import type { CompanyRecord } from '../api/types.js';
-import { UsageError } from '../errors.js';
-import { LEASE_MS, type Store } from './sqlite.js';
+import type { CompanyRecord } from '../../api/types.js';
+import { UsageError } from '../../errors.js';
+import { LEASE_MS, type Store } from './store.js';
 
 /** What the store holds for one service: the figures `enrich ledger` shows. */
 export interface ServiceHoldings {

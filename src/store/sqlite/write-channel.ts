@@ -2,11 +2,11 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type * as WorkerThreads from 'node:worker_threads';
 import type { Worker } from 'node:worker_threads';
-import { builtin } from '../builtin.js';
-import { UsageError } from '../errors.js';
-import { PACKAGE_ROOT } from '../package-root.js';
-import type { Store } from './sqlite.js';
-import type { Claim } from './types.js';
+import { builtin } from '../../builtin.js';
+import { UsageError } from '../../errors.js';
+import { PACKAGE_ROOT } from '../../package-root.js';
+import type { Connection } from './connection.js';
+import type { Claim } from '../types.js';
 import { RecordWriter, type WriteItem } from './writer.js';
 
 /**
@@ -21,7 +21,7 @@ export interface WriteChannel {
 }
 
 /** On the run's own connection, in this thread: tests, and a build without the writer thread. */
-export function inlineChannel(store: Store, serviceId: number, run: number | null): WriteChannel {
+export function inlineChannel(store: Connection, serviceId: number, run: number | null): WriteChannel {
   const writer = new RecordWriter(store, serviceId, run);
   return {
     write: async (batch, now) => writer.write(batch, now),
@@ -69,7 +69,7 @@ export function chooseWriter(env: NodeJS.ProcessEnv): WriterChoice {
   return { kind: 'inline' };
 }
 
-export function openChannel(choice: WriterChoice, store: Store, serviceId: number, run: number | null): WriteChannel {
+export function openChannel(choice: WriterChoice, store: Connection, serviceId: number, run: number | null): WriteChannel {
   if (choice.kind === 'inline') return inlineChannel(store, serviceId, run);
   if (choice.kind === 'channel') return choice.open();
   return threadChannel(choice.file, { path: store.path, tool: store.options.tool, serviceId, run });

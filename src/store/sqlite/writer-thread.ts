@@ -3,7 +3,7 @@
  * of its own to the run's store, committing the batches the run sends, one at a time, in order.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { Store } from './sqlite.js';
+import { Store } from './store.js';
 import type { WriterReply, WriterRequest, WriterThreadData } from './write-channel.js';
 import { RecordWriter } from './writer.js';
 

@@ -1,43 +1,23 @@
 import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
-import { isProcessAlive, processStartedAt } from '../process-alive.js';
-import { monotonicMs } from '../pipeline/clock.js';
-import type Database from 'libsql';
-import { EnrichError, errorMessage, UsageError } from '../errors.js';
+import { isProcessAlive, processStartedAt } from '../../process-alive.js';
+import { monotonicMs } from '../../pipeline/clock.js';
+import { EnrichError, errorMessage, UsageError } from '../../errors.js';
 import { expectedColumns, SCHEMA, SCHEMA_VERSION } from './schema.js';
+import { LEASE_MS, StoreWriteError, type Connection, type Db, type Statement } from './connection.js';
 import { connectStore, createStoreFile, type StoreAccess } from './file.js';
-import { ServiceRecords } from './service.js';
-import { describeSqliteError, isDamage, sqliteCode, StoreDamagedError } from './sqlite-errors.js';
-import type { RunInfo } from './types.js';
+import { ServiceRecords } from './records.js';
+import { describeSqliteError, isDamage, sqliteCode, StoreDamagedError } from './errors.js';
+import type { RunInfo } from '../types.js';
 import type { WriterChoice } from './write-channel.js';
-import { makeDirs, statOrNull } from '../io/paths.js';
+import { makeDirs, statOrNull } from '../../io/paths.js';
 
-export type Db = InstanceType<typeof Database>;
-
-/** A run on another host whose heartbeat is older than this is taken for dead. */
-export const LEASE_MS = 45_000;
-/** A job cut short and run again within this keeps its freshness cutoff (sqlite.ts policyNow). */
+/** A job cut short and run again within this keeps its freshness cutoff (policyNow). */
 const RESUME_WITHIN_MS = 24 * 3600_000;
 
-/** A prepared statement, as the store uses it (better-sqlite3's API, which libsql follows). */
-export interface Statement {
-  run(...params: unknown[]): { changes: number; lastInsertRowid: number | bigint };
-  get(...params: unknown[]): unknown;
-  all(...params: unknown[]): unknown[];
-  iterate(...params: unknown[]): IterableIterator<unknown>;
-  raw(on?: boolean): Statement;
-}
-
-/** The store cannot be written: every paid call stops, since none may go unrecorded. */
-export class StoreWriteError extends EnrichError {
-  override readonly name = 'StoreWriteError';
-  constructor(path: string, cause: unknown) {
-    super(`cannot write the store ${path} (${describeSqliteError(cause)}); no further paid call was made. Fix that, then run the same command to resume`, 'failure', { cause });
-  }
-}
-
-export { describeSqliteError } from './sqlite-errors.js';
+export { describeSqliteError } from './errors.js';
+export { LEASE_MS, StoreWriteError, type Db, type Statement } from './connection.js';
 
 /** How long a statement waits for another process's transaction on the store. */
 const BUSY_TIMEOUT_MS = 15_000;
@@ -84,7 +64,7 @@ class NeedsUpgrade extends Error {}
  * team share). WAL lets a reader (a dry run, `enrich ledger`) work beside a writer, and writers
  * from two processes serialise on short transactions, waiting up to busy_timeout for each other.
  */
-export class Store {
+export class Store implements Connection {
   readonly storeId: string;
   readonly host = hostname();
   private readonly services = new Map<string, number>();

@@ -1,10 +1,10 @@
 import { accessSync, closeSync, constants, copyFileSync, linkSync, openSync, rmSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type Database from 'libsql';
-import { landsAt, lstatOrNull, statOrNull } from '../io/paths.js';
+import { landsAt, lstatOrNull, statOrNull } from '../../io/paths.js';
 import { libsql } from './libsql.js';
 import { SCHEMA, SCHEMA_VERSION } from './schema.js';
-import { sqliteCode } from './sqlite-errors.js';
+import { sqliteCode } from './errors.js';
 
 type Db = InstanceType<typeof Database>;
 

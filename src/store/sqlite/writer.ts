@@ -1,5 +1,5 @@
-import type { Store } from './sqlite.js';
-import type { Claim, EnrichEvent, HeldCompany, IntentEvent, MatchEvent, Purchase, StoreEvent } from './types.js';
+import type { Connection } from './connection.js';
+import type { Claim, EnrichEvent, HeldCompany, IntentEvent, MatchEvent, Purchase, StoreEvent } from '../types.js';
 
 /** One queued write, and whether the caller needs it on disk before going on (an intent). */
 export interface WriteItem {
@@ -42,7 +42,7 @@ export const toHeld = (r: CompanyRow): HeldCompany => ({
 });
 
 /** The company as held by the store, read on `store`'s connection; null if not held. */
-export function heldCompany(store: Store, serviceId: number, domain: string): HeldCompany | null {
+export function heldCompany(store: Connection, serviceId: number, domain: string): HeldCompany | null {
   const row = store.sql(`SELECT ${COMPANY_COLUMNS} FROM companies WHERE service = ? AND domain = ?`).raw(true).get(serviceId, domain) as CompanyRow | undefined;
   return row === undefined ? null : toHeld(row);
 }
@@ -66,7 +66,7 @@ export class RecordWriter {
   private synchronous: 'FULL' | 'NORMAL' | null = null;
 
   constructor(
-    private readonly store: Store,
+    private readonly store: Connection,
     private readonly serviceId: number,
     private readonly run: number | null,
   ) {}

@@ -1,6 +1,6 @@
-import type { CompanyRecord } from '../api/types.js';
-import { LEASE_MS, StoreWriteError, type Store } from './sqlite.js';
-import type { Claim, HeldCompany, Lookup, MatchEvent, Purchase, RunEnd, ServiceStore, StoreEvent } from './types.js';
+import type { CompanyRecord } from '../../api/types.js';
+import { LEASE_MS, StoreWriteError, type Connection } from './connection.js';
+import type { Claim, HeldCompany, Lookup, MatchEvent, Purchase, RunEnd, ServiceStore, StoreEvent } from '../types.js';
 import { openChannel, type WriteChannel, type WriterChoice } from './write-channel.js';
 import { COMPANY_COLUMNS, heldCompany, OK, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
 
@@ -74,7 +74,7 @@ export class ServiceRecords implements ServiceStore {
   private flushing = 0;
 
   constructor(
-    private readonly store: Store,
+    private readonly store: Connection,
     readonly service: string,
     private readonly serviceId: number,
     private readonly run: number | null,

@@ -1,4 +1,4 @@
-import { EnrichError, errorMessage } from '../errors.js';
+import { EnrichError, errorMessage } from '../../errors.js';
 
 /** The primary result codes libsql reports only by number, when a connection cannot be opened. */
 const CODE_NAMES: Record<number, string> = { 3: 'SQLITE_PERM', 8: 'SQLITE_READONLY', 11: 'SQLITE_CORRUPT', 13: 'SQLITE_FULL', 14: 'SQLITE_CANTOPEN', 26: 'SQLITE_NOTADB' };
