@@ -17,7 +17,8 @@ import type { Stop } from '../pipeline/execute.js';
 import { SCAN_RULES } from '../pipeline/scan-rules.js';
 import { freshSince, planCompany, planDomain, type Policy } from '../pipeline/plan.js';
 import { Progress, type ProgressSink } from '../pipeline/progress.js';
-import { resultForRow, resultKey, type RowResult } from '../pipeline/results.js';
+import { resultForRow, resultKey, rowCompany, showsRecord, type RowResult } from '../pipeline/results.js';
+import type { CompanyRecord } from '../api/types.js';
 import type { ScanResult } from '../pipeline/scan.js';
 import { RunState, type Company } from '../pipeline/state.js';
 import { emptyTally, summarise, type RowTally, type Summary } from '../pipeline/summary.js';
@@ -165,16 +166,39 @@ async function scanInput(options: RunOptions, ctx: RunContext, progress: Progres
 }
 
 /** Loads what the store knows of the input's domains and their companies, judged by the policy. */
-function loadFromStore(state: RunState, records: ServiceStore, policy: Policy): void {
-  records.forEachLookup(state.domains, (d) => state.indexOf(d), (i, lookup) => state.loadDomain(i, planDomain(lookup, policy)));
-  records.forEachCompany(
+async function loadFromStore(state: RunState, records: ServiceStore, policy: Policy): Promise<void> {
+  await records.loadLookups(state.domains, (d) => state.indexOf(d), (i, lookup) => state.loadDomain(i, planDomain(lookup, policy)));
+  await records.loadCompanies(
     state.companies.map((c) => c.domain),
-    (domain, held, purchase) => {
+    (domain, { held, purchase }) => {
       const company = state.company(domain);
       if (company === undefined) return;
       state.loadCompany(company, planCompany(held, purchase, policy));
     },
   );
+}
+
+/** How many records the results keep at once: a window of the input's rows is read in one batch. */
+const RECORD_WINDOW = 50_000;
+
+/**
+ * The records the results show, read from the store a window of rows at a time (one batched read
+ * each, never one per row, and never all of a million-row input's records at once).
+ */
+function recordWindow(scan: ScanResult, state: RunState, records: ServiceStore): { prepare(from: number, to: number): Promise<void>; read(domain: string): CompanyRecord | null } {
+  const held = new Map<string, CompanyRecord>();
+  return {
+    async prepare(from, to) {
+      if (held.size >= RECORD_WINDOW) held.clear();
+      const wanted = new Set<string>();
+      for (let row = from; row < to; row++) {
+        const company = rowCompany(scan.rowRefs.get(row), state);
+        if (company !== undefined && showsRecord(company) && !held.has(company.domain)) wanted.add(company.domain);
+      }
+      for (const [domain, record] of await records.records([...wanted])) held.set(domain, record);
+    },
+    read: (domain) => held.get(domain) ?? null,
+  };
 }
 
 async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSink, cleanups: Cleanups): Promise<RunResult> {
@@ -224,12 +248,12 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   cleanups.push(async () => {
     // Whatever was queued is committed (or failed) before the claims are let go.
     await records.close().catch(() => {});
-    records.releaseClaims();
-    if (!ended) records.endRun({ status: 'failed', credits: state.creditsThisSession, bought: 0, reused: 0 });
+    await records.releaseClaims();
+    if (!ended) await records.endRun({ status: 'failed', credits: state.creditsThisSession, bought: 0, reused: 0 });
   });
   const policy: Policy = { now: records.policyNow, maxAgeMs: options.maxAgeMs, missMaxAgeMs: options.missMaxAgeMs };
-  loadFromStore(state, records, policy);
-  const heldAny = records.holdsAny();
+  await loadFromStore(state, records, policy);
+  const heldAny = await records.holdsAny();
 
   // 3. Ask the service for what is still owed.
   let stop: Stop | null = null;
@@ -268,10 +292,10 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
         clock,
         random,
         idempotencyKey: (company: Company, version: number) => idempotencyKey(records.storeId, company.domain, company.generation, version),
-        planCompany: (company) => {
+        planCompany: async (company) => {
           // A live run's claim looks again before buying; a dry run has only this look to go by.
           if (!options.dryRun && !heldAny) return;
-          const { held, purchase } = records.companyState(company.domain);
+          const { held, purchase } = await records.companyState(company.domain);
           if (held !== null || purchase !== null) state.loadCompany(company, planCompany(held, purchase, policy));
         },
         progress,
@@ -293,7 +317,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   progress({ type: 'phase', phase: 'done' });
   ctx.reporter.refresh();
   const summary = summarise({ state, tally, rows: scan.rows, dryRun: options.dryRun, stop, store: options.store, output: writeOutput ? options.output : null, elapsedMs: clock.now() - started });
-  records.endRun({ status: summary.status, credits: summary.credits_charged, bought: summary.bought, reused: summary.reused });
+  await records.endRun({ status: summary.status, credits: summary.credits_charged, bought: summary.bought, reused: summary.reused });
   ended = true;
   return { summary, stop };
 }
@@ -380,7 +404,8 @@ async function writeResults({ options, scan, state, input, format, records, stop
   const tally = emptyTally();
   await watch.verify(sha256);
   const sink = await openSink(options.output, ctx.stdout);
-  const build = (ref: number): RowResult => resultForRow(ref, state, (domain) => records.record(domain), { dryRun: options.dryRun, stop });
+  const window = recordWindow(scan, state, records);
+  const build = (ref: number): RowResult => resultForRow(ref, state, window.read, { dryRun: options.dryRun, stop });
   const checkpoint = (): void => {
     if (ctx.interrupt.aborted) throw new InterruptedError('interrupted while writing results; everything bought is in the store, run the same command to write them');
   };
@@ -397,6 +422,7 @@ async function writeResults({ options, scan, state, input, format, records, stop
         rowEnds: scan.rowEnds,
         rowStarts: scan.rowStarts,
         suffix: formattedResults(scan, state, build, (r) => csvResultSuffix(r, format, { raw: options.rawServiceText === true }), tally),
+        prepare: window.prepare,
         checkpoint,
       });
     } else {
@@ -408,6 +434,7 @@ async function writeResults({ options, scan, state, input, format, records, stop
         header: scan.header,
         headerless: scan.headerless,
         result: formattedResults(scan, state, build, jsonlResultFormatter(scan.header, { raw: options.rawServiceText === true }), tally),
+        prepare: window.prepare,
         checkpoint,
       });
     }

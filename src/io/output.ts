@@ -98,6 +98,8 @@ export interface CopyOptions {
   rowStarts: ReadonlyMap<number, number>;
   /** The result columns for data row i, as `csvResultSuffix` makes them (callers cache them). */
   suffix(row: number): Buffer;
+  /** Awaited before data rows [from, to) are asked for (the store's records are read a window at a time). */
+  prepare(from: number, to: number): Promise<void>;
   /** Checked between chunks; throwing from it stops the copy. */
   checkpoint(): void;
 }
@@ -160,7 +162,10 @@ export async function copyCsvWithResults(o: CopyOptions): Promise<void> {
       add(headerSuffix);
       headerDone = true;
     }
-    while (headerDone && row < o.rows && o.rowEnds.get(row) <= available) {
+    let to = row;
+    while (headerDone && to < o.rows && o.rowEnds.get(to) <= available) to++;
+    if (to > row) await o.prepare(row, to);
+    while (headerDone && row < to) {
       // A view, not a copy: `pending` is replaced, never overwritten, so the view stays valid
       // until the next emit joins it into the output.
       const start = startOf(row);
@@ -217,6 +222,8 @@ export interface JsonlOptions {
   headerless: boolean;
   /** The result part of data row i, as `jsonlResultFormatter` makes it (callers cache it). */
   result(row: number): string;
+  /** Awaited before data rows [from, to) are asked for. */
+  prepare(from: number, to: number): Promise<void>;
   checkpoint(): void;
 }
 
@@ -243,7 +250,9 @@ export async function writeJsonlResults(o: JsonlOptions): Promise<void> {
   for await (const { records } of readCsv(o.inputPath, o.displayName, o.format)) {
     o.checkpoint();
     const lines: string[] = [];
-    for (let i = first ? 1 : 0; i < records.length; i++) {
+    const skip = first ? 1 : 0;
+    if (records.length > skip) await o.prepare(row, row + records.length - skip);
+    for (let i = skip; i < records.length; i++) {
       const fields = inputFields(records[i] as string[], prefixes);
       lines.push(`{${fields}${fields === '' ? '' : ','}${o.result(row++)}}\n`);
     }

@@ -53,7 +53,7 @@ export interface ExecuteDeps {
   /** The key for a company's purchase generation and key version (pipeline/keys.ts). */
   idempotencyKey(company: Company, version: number): string;
   /** A company first met in this run's matches: load what the store holds of it, and plan. */
-  planCompany(company: Company): void;
+  planCompany(company: Company): Promise<void> | void;
   /** Where progress is told (pipeline/progress.ts). */
   progress: ProgressSink;
   /** Wall-clock ms since the epoch (default Date.now): when records were bought. */
@@ -120,13 +120,26 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     gate,
   });
   const queued = new Set<number>();
-  const enqueueEnrich = (company: Company): void => {
+  const enqueueNow = (company: Company): void => {
     if (options.dryRun || queued.has(company.index) || !state.needsEnrich(company)) return;
     queued.add(company.index);
     progress({ type: 'enrich-queued' });
     window.track(enrich(company), false);
   };
-  const match = matchStep({ state, client: deps.client, attempt, stops, progress, record, planCompany: deps.planCompany, enqueueEnrich });
+  // A company first met mid-run is planned from the store before anything is decided about it:
+  // its enrich (asked for by this match or an alias's) waits for that plan.
+  const plans = new Map<number, Promise<void>>();
+  const planCompany = (company: Company): void => {
+    const plan = Promise.resolve(deps.planCompany(company));
+    plans.set(company.index, plan);
+    window.track(plan, false);
+  };
+  const enqueueEnrich = (company: Company): void => {
+    const plan = plans.get(company.index);
+    if (plan === undefined) enqueueNow(company);
+    else window.track(plan.then(() => enqueueNow(company)), false);
+  };
+  const match = matchStep({ state, client: deps.client, attempt, stops, progress, record, planCompany, enqueueEnrich });
 
   // Companies the store already matched but never bought (or holds stale) go first, resumed keys first of all.
   for (const company of resuming) enqueueEnrich(company);

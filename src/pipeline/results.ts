@@ -45,9 +45,17 @@ const failed = (code: string): RowResult => ({ ...NONE, status: STOPPING_CODES.h
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
+/** Whether a company's row shows a record: one is held (a failed refresh still shows the older one). */
+export const showsRecord = (c: Company): boolean => c.status === 'hit' || (c.boughtAt !== null && c.status !== 'miss');
+
+/** The company a row reference names, if its match found one. */
+export function rowCompany(ref: number, state: RunState): Company | undefined {
+  return ref >= 0 && state.matchOf(ref) === Match.HIT ? state.companyOf(ref) : undefined;
+}
+
 /** A company's row: its record when one is held (a failed refresh still shows the older one). */
 function companyResult(c: Company, status: RowStatus, error: string | null, readRecord: ((domain: string) => CompanyRecord | null) | null): RowResult {
-  const held = c.status === 'hit' || (c.boughtAt !== null && c.status !== 'miss');
+  const held = showsRecord(c);
   const company = held && readRecord !== null ? readRecord(c.domain) : null;
   const source = held ? (c.status === 'hit' && c.source === 'bought' ? 'bought' : 'store') : null;
   return { status, error, domain: c.domain, name: c.name, company, source, boughtAt: held ? iso(c.boughtAt) : null };

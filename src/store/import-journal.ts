@@ -139,7 +139,10 @@ export async function importJournal(store: Store, path: string): Promise<Importe
   const target: ReturnType<Store['records']> = records;
   target.importEvents(events);
   const companies = bought.size;
-  const open = new Set([...lastKey.keys()].filter((c) => target.companyState(c).purchase?.outcome === 'open')).size;
+  let open = 0;
+  await target.loadCompanies([...lastKey.keys()], (_, state) => {
+    if (state.purchase?.outcome === 'open') open++;
+  });
   // Up to the last whole line: 0.1 cuts a torn tail off before it appends, so what follows it
   // starts there, not at the size the file had.
   const upTo = read?.validBytes ?? from;

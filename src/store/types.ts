@@ -166,33 +166,47 @@ export interface RunEnd {
   reused: number;
 }
 
-/** One service's records in the store: everything the pipeline reads and writes. */
+/** What the store holds of one company, and its latest purchase, as of one moment. */
+export interface CompanyState {
+  held: HeldCompany | null;
+  purchase: Purchase | null;
+}
+
+/**
+ * One service's records in the store, and one run's writes to them: everything the pipeline
+ * reads and writes, and nothing of how a backend keeps it (SQL, locks, a backend's kind). Reads
+ * are asynchronous and batched (a backend across a network answers many keys in one round trip);
+ * writes are queued and group-committed; a claim comes back as data, decided by the backend in
+ * the transaction that wrote the intent. Implemented by store/sqlite (one person) and
+ * store/memory (pipeline tests); one contract suite (test/store-contract) runs against each.
+ */
 export interface ServiceStore {
   readonly service: string;
   /** The store's identity: part of every Idempotency-Key, so two stores never share keys. */
   readonly storeId: string;
-  /** Calls visit for each of `domains` the store has looked up. */
-  forEachLookup(domains: readonly string[], indexOf: (domain: string) => number | undefined, visit: (index: number, lookup: Lookup) => void): void;
-  /** Calls visit for each of `companies` with what the store holds and its latest purchase. */
-  forEachCompany(companies: readonly string[], visit: (domain: string, held: HeldCompany | null, purchase: Purchase | null) => void): void;
-  /** The record as the service returned it; null if not held. */
-  record(company: string): CompanyRecord | null;
-  /** What the store holds of one company, and its latest purchase, as of one moment (a company first met mid-run). */
-  companyState(company: string): { held: HeldCompany | null; purchase: Purchase | null };
-  /** Whether the store holds any company or purchase of this service at all. */
-  holdsAny(): boolean;
+  readonly runId: number;
   /** The moment this run judges freshness at: now, or the cutoff of the job it resumes. */
   readonly policyNow: number;
+  /** Calls visit for each of `domains` the store has looked up (indexOf: the domain's index in the run). */
+  loadLookups(domains: readonly string[], indexOf: (domain: string) => number | undefined, visit: (index: number, lookup: Lookup) => void): Promise<void>;
+  /** Calls visit for each of `companies` the store knows, with what it holds and its latest purchase, all as of one moment. */
+  loadCompanies(companies: readonly string[], visit: (domain: string, state: CompanyState) => void): Promise<void>;
+  /** loadCompanies for one company (one first met mid-run). */
+  companyState(company: string): Promise<CompanyState>;
+  /** The records held of these companies, as the service returned them (a company not held is absent). */
+  records(companies: readonly string[]): Promise<Map<string, CompanyRecord>>;
+  /** Whether the store holds any company or purchase of this service at all. */
+  holdsAny(): Promise<boolean>;
   /** This run's hold on its claims may have lapsed (it was paused): claim again before sending. */
   leaseLapsed(): boolean;
   /** Queues an event; written with the next group commit. An intent resolves with its claim. */
   append(event: StoreEvent, durable?: boolean): Promise<Claim>;
   /** Writes and syncs everything queued so far. */
   flush(): Promise<void>;
-  /** Flushes, then stops the writer thread if one was started: the last write of a run. */
+  /** Flushes, then stops the writer if one was started: the last write of a run. */
   close(): Promise<void>;
-  readonly runId: number;
-  endRun(end: RunEnd): void;
+  /** Records how the run ended. */
+  endRun(end: RunEnd): Promise<void>;
   /** Releases the open intents this run holds, so other runs need not wait for them. */
-  releaseClaims(): void;
+  releaseClaims(): Promise<void>;
 }

@@ -187,22 +187,25 @@ describe('the SQLite store', () => {
     await run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k-acme' }, true);
     await run.flush();
     const seen: string[] = [];
-    run.forEachLookup(['www.acme.com'], () => 0, (_i, l) => seen.push(l.status));
+    await run.loadLookups(['www.acme.com'], () => 0, (_i, l) => seen.push(l.status));
     expect(seen).toStrictEqual(['hit']);
   });
 
-  it('ends a burst of reads before the run writes on the same connection (the inline writer)', async () => {
+  it('reads records in one read transaction, over before it answers, so a write on the same connection (the inline writer) lands', async () => {
     const store = open();
     const run = store.beginRun('svc', info);
     void run.append({ t: 'intent', c: 'a.com', g: 1, v: 1, key: 'k-a.com' }, true);
     void run.append(hit('a.com'));
     await run.flush();
     void run.append({ t: 'match', d: 'b.com', s: 'miss' });
-    expect(run.record('a.com')?.domain).toBe('a.com');
-    await run.flush();
-    run.record('a.com');
-    run.releaseClaims();
+    const found = await run.records(['a.com', 'b.com']);
+    expect([...found.keys()]).toStrictEqual(['a.com']);
     expect(store.db.inTransaction).toBe(false);
+    await run.flush();
+    await run.releaseClaims();
+    await run.endRun({ status: 'done', credits: 1, bought: 1, reused: 0 });
+    expect(store.db.inTransaction).toBe(false);
+    expect(open(store.path).db.prepare('SELECT status FROM runs WHERE id = ?').raw(true).get(run.runId)).toStrictEqual(['done']);
   });
 
   it('keeps the last of two lookups of one domain (the writer sorts lookups by key, stably)', async () => {
@@ -212,30 +215,11 @@ describe('the SQLite store', () => {
     void run.append({ t: 'match', d: 'a.com', s: 'miss' });
     await run.flush();
     const seen: [number, string][] = [];
-    run.forEachLookup(['a.com', 'b.com'], (d) => ['a.com', 'b.com'].indexOf(d), (i, l) => seen.push([i, l.status]));
+    await run.loadLookups(['a.com', 'b.com'], (d) => ['a.com', 'b.com'].indexOf(d), (i, l) => seen.push([i, l.status]));
     expect(seen.sort()).toStrictEqual([
       [0, 'miss'],
       [1, 'miss'],
     ]);
-  });
-
-  it('reads a burst of records in one read transaction, over before anything awaits', async () => {
-    const store = open();
-    const run = store.beginRun('svc', info);
-    void run.append({ t: 'intent', c: 'a.com', g: 1, v: 1, key: 'k-a.com' }, true);
-    void run.append(hit('a.com'));
-    await run.flush();
-    expect(run.record('a.com')?.domain).toBe('a.com');
-    expect(run.record('b.com')).toBeNull();
-    expect(store.db.inTransaction).toBe(true);
-    await Promise.resolve();
-    expect(store.db.inTransaction).toBe(false);
-    // A write right after a burst (the run's end) still lands.
-    run.record('a.com');
-    run.endRun({ status: 'done', credits: 1, bought: 1, reused: 0 });
-    await Promise.resolve();
-    expect(store.db.inTransaction).toBe(false);
-    expect(open(store.path).db.prepare('SELECT status FROM runs WHERE id = ?').raw(true).get(run.runId)).toStrictEqual(['done']);
   });
 
   it('switches a new store to WAL even when SQLite refuses at once because another run is switching it too', () => {
@@ -262,7 +246,7 @@ describe('the SQLite store', () => {
     await a.flush();
     const claim = await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
     expect(claim.kind).toBe('held');
-    expect(b.record('acme.com')?.name).toBe('acme.com');
+    expect(((await b.records(['acme.com'])).get('acme.com') ?? null)?.name).toBe('acme.com');
   });
 
   it('lets a live run release a purchase it could not finish, so another takes it over instead of waiting for it to exit', async () => {
@@ -356,8 +340,8 @@ describe('the SQLite store', () => {
     await run.append(hit('acme.com', 2));
     await run.append({ ...hit('acme.com', 1), company: { ...record('acme.com'), name: 'Old' } } as StoreEvent);
     await run.flush();
-    expect(run.record('acme.com')?.name).toBe('acme.com');
-    expect(run.companyState('acme.com').held?.generation).toBe(2);
+    expect(((await run.records(['acme.com'])).get('acme.com') ?? null)?.name).toBe('acme.com');
+    expect((await run.companyState('acme.com')).held?.generation).toBe(2);
   });
 
   it('treats a tampered record as not held, and refuses a file that is not a store with exit 2', async () => {
@@ -366,7 +350,7 @@ describe('the SQLite store', () => {
     await run.append(hit('acme.com'));
     await run.flush();
     store.db.prepare("UPDATE companies SET record = '{\"domain\": 5}'").run();
-    expect(run.record('acme.com')).toBeNull();
+    expect(((await run.records(['acme.com'])).get('acme.com') ?? null)).toBeNull();
     const junk = join(dir.path, 'junk.db');
     writeFileSync(junk, 'this is not a database, just some text that is long enough to look like a header. '.repeat(20));
     expect(() => open(junk)).toThrow(expect.objectContaining({ kind: 'usage', message: expect.stringContaining('damaged or not an enrich store') }));
@@ -445,7 +429,7 @@ describe('the SQLite store', () => {
     await run.flush();
     store.db.prepare("UPDATE runs SET status = 'stopped'").run();
     expect(atRisk(store, [])).toStrictEqual([]);
-    expect(run.companyState('acme.com').purchase).toMatchObject({ outcome: 'open', intentKey: null, keyVersion: 1 });
+    expect((await run.companyState('acme.com')).purchase).toMatchObject({ outcome: 'open', intentKey: null, keyVersion: 1 });
   });
 
   it('brings a store of an earlier layout up to date, and refuses one missing a column it cannot add back', async () => {
@@ -456,7 +440,7 @@ describe('the SQLite store', () => {
     const upgraded = open(path);
     const run = upgraded.beginRun('svc', info);
     expect(await run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1', at: 5 }, true)).toStrictEqual({ kind: 'ok' });
-    expect(run.companyState('acme.com').purchase?.lostAt).toBe(5);
+    expect((await run.companyState('acme.com')).purchase?.lostAt).toBe(5);
     upgraded.close();
     const edited = join(dir.path, 'edited.db');
     open(edited).db.exec('ALTER TABLE companies DROP COLUMN record');

@@ -1,8 +1,8 @@
 import type { CompanyRecord } from '../../api/types.js';
 import { LEASE_MS, StoreWriteError, type Connection } from './connection.js';
-import type { Claim, HeldCompany, Lookup, MatchEvent, Purchase, RunEnd, ServiceStore, StoreEvent } from '../types.js';
+import type { Claim, CompanyState, HeldCompany, Lookup, MatchEvent, Purchase, RunEnd, ServiceStore, StoreEvent } from '../types.js';
 import { openChannel, type WriteChannel, type WriterChoice } from './write-channel.js';
-import { COMPANY_COLUMNS, heldCompany, OK, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
+import { COMPANY_COLUMNS, OK, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
 
 interface Pending extends WriteItem {
   resolve: (claim: Claim) => void;
@@ -60,8 +60,6 @@ export class ServiceRecords implements ServiceStore {
   private channel: WriteChannel | null = null;
   /** An intent is among the queued events: the next batch goes as soon as it may. */
   private urgentQueued = false;
-  /** A burst of reads holds a read transaction open on the run's connection (readBurst). */
-  private burst = false;
   /** Lookups gathering apart from the queue (LOOKUP_GATHER_MS), and whether their time is up. */
   private lookups: Pending[] = [];
   /** The gathering lookups of hits, by the company they name. */
@@ -92,7 +90,7 @@ export class ServiceRecords implements ServiceStore {
    * first met in a match needs no look-up (one bought meanwhile by another run is caught by the
    * claim, which always looks).
    */
-  holdsAny(): boolean {
+  async holdsAny(): Promise<boolean> {
     const row = this.store.sql('SELECT EXISTS (SELECT 1 FROM companies WHERE service = ?) OR EXISTS (SELECT 1 FROM purchases WHERE service = ?)').raw(true).get(this.serviceId, this.serviceId) as [number];
     return row[0] === 1;
   }
@@ -103,26 +101,6 @@ export class ServiceRecords implements ServiceStore {
 
   // ---- reads ----
 
-  /**
-   * Reads made in one burst (the results' writing reads thousands of records in one loop) share
-   * one read transaction, ended as soon as the burst is: on its own, each statement takes and
-   * drops WAL read locks (system calls) and finds its page cache possibly stale. It never spans
-   * an await, so nothing this connection writes waits on it.
-   */
-  private readBurst(): void {
-    const db = this.store.db;
-    if (this.burst || db.inTransaction) return;
-    db.exec('BEGIN');
-    this.burst = true;
-    queueMicrotask(() => this.endBurst());
-  }
-
-  /** Ends a burst's read transaction now: a write on this connection must not join it. */
-  private endBurst(): void {
-    if (!this.burst) return;
-    this.burst = false;
-    if (this.store.db.inTransaction) this.store.db.exec('COMMIT');
-  }
 
   /**
    * Point queries for a few keys, one scan of the service's rows for many: past about an eighth
@@ -142,7 +120,7 @@ export class ServiceRecords implements ServiceStore {
     for (const key of keys) for (const row of point.all(this.serviceId, key)) each(row as R);
   }
 
-  forEachLookup(domains: readonly string[], indexOf: (domain: string) => number | undefined, visit: (index: number, lookup: Lookup) => void): void {
+  async loadLookups(domains: readonly string[], indexOf: (domain: string) => number | undefined, visit: (index: number, lookup: Lookup) => void): Promise<void> {
     this.visit<[string, string, string | null, string | null, number]>(
       domains,
       'lookups',
@@ -172,7 +150,7 @@ export class ServiceRecords implements ServiceStore {
     }
   }
 
-  forEachCompany(companies: readonly string[], visit: (domain: string, held: HeldCompany | null, purchase: Purchase | null) => void): void {
+  async loadCompanies(companies: readonly string[], visit: (domain: string, state: CompanyState) => void): Promise<void> {
     const wanted = new Set(companies);
     const held = new Map<string, HeldCompany>();
     const latest = new Map<string, Purchase>();
@@ -187,24 +165,29 @@ export class ServiceRecords implements ServiceStore {
     for (const domain of companies) {
       const h = held.get(domain) ?? null;
       const p = latest.get(domain) ?? null;
-      if (h !== null || p !== null) visit(domain, h, p);
+      if (h !== null || p !== null) visit(domain, { held: h, purchase: p });
     }
   }
 
-  record(company: string): CompanyRecord | null {
-    this.readBurst();
-    const row = this.store.sql('SELECT record FROM companies WHERE service = ? AND domain = ?').raw(true).get(this.serviceId, company) as [string] | undefined;
-    return row === undefined ? null : parseRecord(row[0]);
+  async companyState(company: string): Promise<CompanyState> {
+    let state: CompanyState = { held: null, purchase: null };
+    await this.loadCompanies([company], (_, found) => (state = found));
+    return state;
   }
 
-  companyState(company: string): { held: HeldCompany | null; purchase: Purchase | null } {
-    this.endBurst();
-    return this.snapshot(() => {
-      const row = this.store.sql(`SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ? AND domain = ? ORDER BY generation DESC LIMIT 1`)
-        .raw(true)
-        .get(this.serviceId, company) as PurchaseRow | undefined;
-      return { held: heldCompany(this.store, this.serviceId, company), purchase: row === undefined ? null : toPurchase(row) };
+  /** In one read transaction: thousands of point reads share its locks and page cache. */
+  async records(companies: readonly string[]): Promise<Map<string, CompanyRecord>> {
+    const found = new Map<string, CompanyRecord>();
+    if (companies.length === 0) return found;
+    this.snapshot(() => {
+      const read = this.store.sql('SELECT record FROM companies WHERE service = ? AND domain = ?').raw(true);
+      for (const company of companies) {
+        const row = read.get(this.serviceId, company) as [string] | undefined;
+        const record = row === undefined ? null : parseRecord(row[0]);
+        if (record !== null) found.set(company, record);
+      }
     });
+    return found;
   }
 
   // ---- writes ----
@@ -340,7 +323,6 @@ export class ServiceRecords implements ServiceStore {
       try {
         const durable = batch.some((p) => p.durable);
         this.channel ??= openChannel(this.writer, this.store, this.serviceId, this.run);
-        this.endBurst(); // the inline writer commits on this very connection
         const claims = await this.channel.write(
           batch.map(({ event, durable }) => ({ event, durable })),
           this.now(),
@@ -393,7 +375,6 @@ export class ServiceRecords implements ServiceStore {
   private beat(): void {
     if (this.run === null) return;
     try {
-      this.endBurst();
       this.store.sql('UPDATE runs SET heartbeat_at = ? WHERE id = ?').run(this.now(), this.run);
       this.lastBeat = this.now();
     } catch {
@@ -416,16 +397,14 @@ export class ServiceRecords implements ServiceStore {
     this.heartbeat = null;
   }
 
-  releaseClaims(): void {
+  async releaseClaims(): Promise<void> {
     this.stopHeartbeat();
-    this.endBurst();
     if (this.run === null || this.failure !== null) return;
     this.store.sql('UPDATE purchases SET owner_run = NULL WHERE owner_run = ?').run(this.run);
   }
 
-  endRun(end: RunEnd): void {
+  async endRun(end: RunEnd): Promise<void> {
     this.stopHeartbeat();
-    this.endBurst();
     if (this.run === null) return;
     this.store.sql('UPDATE runs SET ended_at = ?, status = ?, credits = ?, bought = ?, reused = ? WHERE id = ?')
       .run(this.now(), end.status, end.credits, end.bought, end.reused, this.run);
