@@ -1,13 +1,14 @@
 import { readFileSync } from 'node:fs';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { csvText, readCsvFile, runCli, tempDir } from './helpers/cli.js';
 import { hostileServer, json, type Hostile } from './helpers/hostile.js';
 
 /**
  * What a lost paid answer proves, against scripted services the sandbox cannot play: one whose
- * problem documents carry a constant requestId, one whose idempotency layer fails. Over real
- * HTTP; the service's own count of charges is the proof.
+ * problem documents carry a constant requestId, one whose idempotency layer fails, one that
+ * stores a 500 under its key, one whose paid endpoint goes down. Over real HTTP; the service's
+ * own count of charges is the proof.
  */
 const KEY = 'sk_test_money_keys_0123';
 let dir: ReturnType<typeof tempDir>;
@@ -25,108 +26,150 @@ const record = (domain: string, remaining: number) => ({
   matched: true,
   credits_charged: 1,
   credits_remaining: remaining,
-  company: { domain, name: 'Acme', website_url: null, description: null, industry: null, employee_count: 10, revenue_range: null, ownership_type: null, year_founded: null, specialties: [], hq_country: null, hq_city: null, last_updated: '2026-01-01T00:00:00Z' },
+  company: { domain, name: domain, website_url: null, description: null, industry: null, employee_count: 10, revenue_range: null, ownership_type: null, year_founded: null, specialties: [], hq_country: null, hq_city: null, last_updated: '2026-01-01T00:00:00Z' },
 });
 const problem = (res: ServerResponse, status: number, code: string, requestId: string): void =>
   json(res, status, { type: `https://errors.example/${code}`, title: code, status, code, requestId, ...(status === 402 ? { balance: 0, required: 1 } : {}) });
 
+type Answer = 'charge' | 'lose' | 'lose-error' | 'replay' | { status: number; code: string; rid?: string };
+
 /**
- * A service for one company, acme.com: the match is free and always hits; the first enrich under
- * the first key is charged and its answer lost; `after(n)` answers that key's n-th retry; any
- * other key is charged (or refused with a 402 when `broke`).
+ * An idempotent service: each paid request is answered by `script(domain, key, n)`, n counting
+ * that domain's requests from 1. 'charge' charges and stores the record under the key; 'lose'
+ * charges, stores, and drops the answer; 'lose-error' stores a 500 under the key (Stripe-style)
+ * and drops the answer; 'replay' answers what the key stored (a record, free; or its 500).
+ * Matches are free and always hit. `hold`: answer the domains it names only once `released`
+ * says so, given each domain's requests so far (progress, never the clock).
  */
-async function service(after: (res: ServerResponse, n: number, replay: () => void) => void, options: { broke?: boolean } = {}): Promise<{ charges: () => number }> {
-  let charges = 0;
-  let firstKey: string | null = null;
-  let retries = 0;
-  server = await hostileServer((req: IncomingMessage, res: ServerResponse) => {
-    if (req.method === 'GET') return json(res, 200, { matched: true, credits_charged: 0, company: { domain: 'acme.com', name: 'Acme' } });
-    const key = String(req.headers['idempotency-key']);
-    firstKey ??= key;
-    if (key === firstKey) {
-      if (charges === 0) {
-        charges++;
-        res.socket?.destroy();
-        return;
-      }
-      return after(res, ++retries, () => json(res, 200, record('acme.com', 99)));
+async function service(script: (domain: string, key: string, n: number) => Answer, hold?: { domain: (d: string) => boolean; released: (seen: ReadonlyMap<string, number>) => boolean }) {
+  const charges = new Map<string, number>();
+  const stored = new Map<string, string>();
+  const seen = new Map<string, number>();
+  const keys = new Set<string>();
+  let lost = 0;
+  const answer = (res: ServerResponse, domain: string, key: string): void => {
+    const n = (seen.get(domain) ?? 0) + 1;
+    seen.set(domain, n);
+    keys.add(key);
+    const a = script(domain, key, n);
+    if (a === 'lose-error') {
+      stored.set(key, 'error');
+      lost++;
+      res.socket?.destroy();
+      return;
     }
-    if (options.broke === true) return problem(res, 402, 'insufficient_credits', `req-${Math.random()}`);
-    charges++;
-    json(res, 200, record('acme.com', 100 - charges));
+    if (a === 'replay' && stored.get(key) === 'error') return problem(res, 500, 'internal', `req-${Math.random()}`);
+    if (a === 'replay' && stored.has(key)) return json(res, 200, JSON.parse(stored.get(key) as string));
+    if (a === 'charge' || a === 'lose' || a === 'replay') {
+      // Idempotent: a key that stored a record is never charged again.
+      if (!stored.has(key)) charges.set(domain, (charges.get(domain) ?? 0) + 1);
+      stored.set(key, JSON.stringify(record(domain, 90)));
+      if (a !== 'lose') return json(res, 200, record(domain, 90));
+      lost++;
+      res.socket?.destroy();
+      return;
+    }
+    problem(res, a.status, a.code, a.rid ?? `req-${Math.random()}`);
+  };
+  const waiting: (() => void)[] = [];
+  server = await hostileServer((req, res, _n, body) => {
+    if (req.method === 'GET') {
+      const domain = new URL(req.url ?? '/', 'http://x').searchParams.get('domain') ?? '';
+      return json(res, 200, { matched: true, credits_charged: 0, company: { domain, name: domain } });
+    }
+    const { domain } = JSON.parse(body) as { domain: string };
+    const go = (): void => answer(res, domain, String(req.headers['idempotency-key']));
+    if (hold?.domain(domain) === true && !hold.released(seen)) waiting.push(go);
+    else go();
+    if (hold?.released(seen) === true) for (const w of waiting.splice(0)) w();
   });
-  return { charges: () => charges };
+  return { charges, keys, lost: () => lost, total: () => [...charges.values()].reduce((a, b) => a + b, 0) };
 }
 
-async function enrich(extra: string[] = []) {
-  const input = dir.file('in.csv', csvText([['domain'], ['acme.com']]));
+async function enrich(domains: string[], extra: string[] = []) {
+  const input = dir.file('in.csv', csvText([['domain'], ...domains.map((d) => [d])]));
   const out = dir.file('out.csv');
   const summary = dir.file('summary.json');
-  const run = await runCli([input, '-o', out, '--summary-json', summary, '--store', dir.file('store.db'), ...extra], { env: { ENRICH_BASE_URL: server?.url, ENRICH_API_KEY: KEY } });
+  const run = await runCli([input, '-o', out, '--summary-json', summary, '--store', dir.file('store.db'), '--concurrency', '8', ...extra], { env: { ENRICH_BASE_URL: server?.url, ENRICH_API_KEY: KEY } });
   const totals = JSON.parse(readFileSync(summary, 'utf8')) as Record<string, number>;
   return { run, totals, rows: readCsvFile(out) };
 }
 
+const internal = { status: 500, code: 'internal' };
+
 describe('a lost paid answer', () => {
   it('is never taken for uncharged on a repeated requestId: a constant one (req-1), then an empty one, then the replay of the charge: 1 charge', async () => {
-    const svc = await service((res, n, replay) => (n <= 2 ? problem(res, 500, 'internal', 'req-1') : n === 3 ? problem(res, 500, 'internal', '') : replay()));
-    const { run, totals, rows } = await enrich();
+    const svc = await service((_d, _k, n) => (n === 1 ? 'lose' : n <= 3 ? { ...internal, rid: 'req-1' } : n === 4 ? { ...internal, rid: '' } : 'replay'));
+    const { run, totals, rows } = await enrich(['acme-co.com']);
     expect(run.code, run.stderr).toBe(0);
-    expect(svc.charges()).toBe(1);
+    expect(svc.total()).toBe(1);
     expect(totals).toMatchObject({ credits_charged: 1, credits_unconfirmed: 0, bought: 1 });
-    expect(rows[0]).toMatchObject({ enrich_status: 'matched', company_name: 'Acme' });
+    expect(rows[0]).toMatchObject({ enrich_status: 'matched', company_name: 'acme-co.com' });
   });
 
-  it('whose key a failing idempotency layer answers only with 500s is retired after --settle and counted as possibly charged: the summary adds up to what the service charged', async () => {
-    const svc = await service((res) => problem(res, 500, 'internal', `req-${Math.random()}`));
-    const { run, totals } = await enrich(['--settle', '1s']);
+  it("whose key a failing idempotency layer answers only with 500s is retired after --settle once the paid endpoint has answered afresh, and counted as possibly charged: the summary adds up to what the service charged", async () => {
+    // other-co.com is bought normally, but only after acme's answer was lost: fresh proof the paid endpoint works.
+    const svc = await service((d, key, n) => (d === 'other-co.com' ? 'charge' : n === 1 ? 'lose' : key.endsWith('v1') ? internal : 'charge'), {
+      domain: (d) => d === 'other-co.com',
+      // Once acme's answer was lost and its retry came: the client saw the loss before this answer.
+      released: (seen) => (seen.get('acme-co.com') ?? 0) >= 2,
+    });
+    const { run, totals } = await enrich(['acme-co.com', 'other-co.com'], ['--settle', '1s']);
     expect(run.code, run.stderr).toBe(0);
-    expect(svc.charges()).toBe(2);
-    // Never "credits spent 1" alone when the balance moved by 2.
-    expect((totals['credits_charged'] ?? 0) + (totals['credits_unconfirmed'] ?? 0)).toBe(svc.charges());
+    expect(svc.charges.get('acme-co.com')).toBe(2);
+    // Never "credits spent 2" alone when the balance moved by 3.
+    expect((totals['credits_charged'] ?? 0) + (totals['credits_unconfirmed'] ?? 0)).toBe(svc.total());
     expect(run.stderr).toMatch(/maybe charged\s+1\s+more: an answer lost, then only errors under its key/);
   });
 
   it('whose key is then answered with 402s stops for credits after --settle, and says the company may already have been charged', async () => {
-    await service((res) => problem(res, 402, 'insufficient_credits', `req-${Math.random()}`), { broke: true });
-    const { run, totals } = await enrich(['--settle', '1s']);
+    await service((d, _key, n) => (d === 'other-co.com' ? 'charge' : n === 1 ? 'lose' : { status: 402, code: 'insufficient_credits' }), {
+      domain: (d) => d === 'other-co.com',
+      // Once acme's answer was lost and its retry came: the client saw the loss before this answer.
+      released: (seen) => (seen.get('acme-co.com') ?? 0) >= 2,
+    });
+    const { run, totals } = await enrich(['acme-co.com', 'other-co.com'], ['--settle', '1s']);
     expect(run.code, run.stderr).toBe(4);
-    expect(totals).toMatchObject({ credits_charged: 0, credits_unconfirmed: 1 });
+    expect(totals).toMatchObject({ credits_charged: 1, credits_unconfirmed: 1 });
     expect(run.stderr).toContain('needs 1 more credit (1 credit more may already have been charged for one of them: an answer lost, then only errors under its key)');
   });
 });
 
+describe('a paid endpoint that goes down after answers were lost', () => {
+  it('never has a lost key retired: the outage run sends no new key, and the recovered run replays each (every company charged once)', async () => {
+    let phase: 'lose' | 'down' | 'up' = 'lose';
+    const domains = Array.from({ length: 10 }, (_, i) => `outage-co${i}.com`);
+    const svc = await service((_d, _k) => (phase === 'lose' ? 'lose' : phase === 'down' ? internal : 'replay'));
+    const first = await enrich(domains, ['--settle', '1s']);
+    expect(first.totals['at_risk']).toBe(10);
+    const keysBefore = new Set(svc.keys);
+    phase = 'down';
+    const down = await enrich(domains, ['--settle', '1s']);
+    expect(down.run.code).not.toBe(0);
+    expect([...svc.keys].filter((k) => !keysBefore.has(k))).toStrictEqual([]);
+    expect(down.totals).toMatchObject({ credits_unconfirmed: 0, at_risk: 10 });
+    phase = 'up';
+    const up = await enrich(domains, ['--settle', '1s']);
+    expect(up.run.code, up.run.stderr).toBe(0);
+    expect([...svc.charges.values()]).toStrictEqual(domains.map(() => 1));
+  });
+});
+
 describe('a service that stores a 500 under its key and replays it', () => {
-  it('is not taken for an outage: ten lost answers whose keys replay stored 500s settle and are bought under new keys, exit 0, results written, each charged once', async () => {
-    const domains = Array.from({ length: 10 }, (_, i) => `stored-500-co${i}.com`);
-    const stored = new Set<string>();
-    const lostFor = new Set<string>();
-    const charges = new Map<string, number>();
-    server = await hostileServer((req, res, _n, body) => {
-      if (req.method === 'GET') {
-        const domain = new URL(req.url ?? '/', 'http://x').searchParams.get('domain') ?? '';
-        return json(res, 200, { matched: true, credits_charged: 0, company: { domain, name: domain } });
-      }
-      const key = String(req.headers['idempotency-key']);
-      const { domain } = JSON.parse(body) as { domain: string };
-      // The first request under each company's first key ran and failed; the service stored its
-      // 500 under the key, and the answer was lost on the way back. Later ones under that key
-      // replay the 500, each with a new requestId.
-      if (stored.has(key)) return problem(res, 500, 'internal', `req-${Math.random()}`);
-      if (!lostFor.has(domain)) {
-        lostFor.add(domain);
-        stored.add(key);
-        res.socket?.destroy();
-        return;
-      }
-      charges.set(domain, (charges.get(domain) ?? 0) + 1);
-      json(res, 200, record(domain, 90));
-    });
-    const input = dir.file('many.csv', csvText([['domain'], ...domains.map((d) => [d])]));
-    const out = dir.file('many.out.csv');
-    const run = await runCli([input, '-o', out, '--store', dir.file('store.db'), '--settle', '3s'], { env: { ENRICH_BASE_URL: server.url, ENRICH_API_KEY: KEY } });
-    expect(run.code, run.stderr).toBe(0);
-    expect(readCsvFile(out).map((r) => r['enrich_status'])).toStrictEqual(domains.map(() => 'matched'));
-    expect([...charges.values()]).toStrictEqual(domains.map(() => 1));
+  it('is not taken for an outage once its paid endpoint answers afresh: the lost keys settle and are bought under new keys, exit 0, results written, each charged once', async () => {
+    const stuck = Array.from({ length: 10 }, (_, i) => `stored-500-co${i}.com`);
+    const fresh = Array.from({ length: 10 }, (_, i) => `fresh-co${i}.com`);
+    // The first request under each stuck company's first key ran and failed; the service stored its
+    // 500 under the key, and the answer was lost. Later ones under that key replay the 500.
+    const svc = await service((d, key, n) => (fresh.includes(d) ? 'charge' : n === 1 ? 'lose-error' : key.endsWith('v1') ? 'replay' : 'charge'));
+    // The first run meets only the stuck companies, and ends with them at risk (nothing else answered).
+    const first = await enrich(stuck, ['--settle', '1s']);
+    expect(first.totals['at_risk']).toBe(10);
+    // The same command over next week's file, with ten new companies: the resumed keys go first,
+    // the new purchases answer afresh, and the stored 500s then settle.
+    const next = await enrich([...stuck, ...fresh], ['--settle', '1s']);
+    expect(next.run.code, next.run.stderr).toBe(0);
+    expect(next.rows.map((r) => r['enrich_status'])).toStrictEqual([...stuck, ...fresh].map(() => 'matched'));
+    expect([...stuck, ...fresh].map((d) => svc.charges.get(d))).toStrictEqual([...stuck, ...fresh].map(() => 1));
   });
 });

@@ -82,6 +82,23 @@ describe('a paid answer that is not the record of the company bought', () => {
   });
 });
 
+describe('a refresh whose paid answer is unusable', () => {
+  it('is not bought again on every run: the company is held back (showing its older record) as long as a miss is believed', async () => {
+    const svc = await service((n) => ({ status: 200, body: { matched: true, credits_charged: 1, credits_remaining: 9, company: company(n === 1 ? 'co2-test.com' : 'other-co2-test.com', n === 1 ? 'Co2' : 'Other Co') }, charged: 1 }));
+    const bought = await enrich();
+    expect(bought.run.code, bought.run.stderr).toBe(0);
+    for (let run = 0; run < 3; run++) {
+      const input = dir.file('in.csv');
+      const again = await runCli([input, '-o', dir.file('out.csv'), '--store', dir.file('store.db'), '--fresh'], { env: { ENRICH_BASE_URL: server?.url, ENRICH_API_KEY: KEY } });
+      expect(again.code).toBe(3);
+      const rows = readCsvFile(dir.file('out.csv'));
+      expect(rows[0]).toMatchObject({ enrich_status: 'error', enrich_error: 'bad_response', company_name: 'Co2', company_website_url: 'https://co2-test.com' });
+    }
+    // One purchase, one refresh whose answer was unusable; never a third.
+    expect(svc.paid()).toBe(2);
+  });
+});
+
 describe('a 422 from the paid endpoint on a company the free match found', () => {
   it('charges nothing, fails the row for this run, and the rerun asks again (as the message says) and buys it', async () => {
     const svc = await service((n) =>

@@ -21,10 +21,10 @@ export interface AttemptHooks {
    */
   failed?: (error: unknown) => 'again' | undefined;
   /**
-   * Whether the attempt just made went under a key sent before whose fate is open: then a problem
-   * document may be its stored outcome replayed, which proves the service up (pipeline/health.ts).
+   * The attempt just made went under a key whose fate is open (lost at lostAt): its answer may be
+   * a stored one replayed, and is weighed as such (pipeline/health.ts). Undefined: a fresh key.
    */
-  replayable?: () => boolean;
+  lostKey?: () => { lostAt: number | null } | undefined;
 }
 
 export interface AttemptDeps {
@@ -58,11 +58,11 @@ export function attempter(deps: AttemptDeps): Attempter {
       if (hooks.before !== undefined && !(await hooks.before())) return { kind: 'stopped' };
       try {
         const value = await scheduler.run(lane, () => call(inflight), signal);
-        deps.health.answered();
+        deps.health.answered(lane === 'enrich');
         return { kind: 'ok', value };
       } catch (error) {
         if (error instanceof StoppedError || (inflight.aborted && !(error instanceof ApiError && error.definitive))) return { kind: 'stopped' };
-        const outage = deps.health.failed(error, hooks.replayable?.() ?? false);
+        const outage = deps.health.failed(error, lane === 'enrich', hooks.lostKey?.());
         if (outage !== null) {
           // The outcome (a lost answer keeps its key) is recorded before the run stops.
           hooks.failed?.(error);

@@ -4,7 +4,8 @@ import type { Claim, IntentEvent, StoreEvent } from '../store/types.js';
 import type { Attempter } from './attempt.js';
 import type { CreditBudget } from './budget.js';
 import type { Clock } from './clock.js';
-import { keyVerdict } from './keys.js';
+import type { Health } from './health.js';
+import { keyVerdict, type Settle } from './keys.js';
 import type { ProgressSink } from './progress.js';
 import type { Company, RunState } from './state.js';
 import type { ResumeGate } from './resume-gate.js';
@@ -35,6 +36,8 @@ export interface EnrichStepDeps {
   freshSince: number | null;
   /** Resumed keys first: a new purchase waits until each has had an answer. */
   gate: ResumeGate;
+  /** The circuit breaker, and whether the service has answered afresh since a moment (the settle rule). */
+  health: Health;
 }
 
 /** A place taken under --max-credits, and the keys retired on the settle rule it has paid for. */
@@ -93,6 +96,8 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
             state.adopt(c, claim.purchase);
             continue;
           case 'busy':
+            // The live run that holds it confirms its key itself: nothing new waits on this one.
+            deps.gate.arrive(c.index);
             if (!waiting) {
               waiting = true;
               const run = claim.pid === undefined ? {} : { run: `pid ${claim.pid}${claim.host === undefined ? '' : ` on ${claim.host}`}` };
@@ -122,7 +127,9 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       code: answer?.code ?? 'error',
       key: verdict === 'kept' ? 'kept' : 'retired',
       ...(verdict === 'settled' ? { unconfirmed: true } : {}),
-      ...(answer instanceof ValidationError ? { final: true } : {}),
+      // A 422 ends the purchase only under a key nothing can have charged; under a lost key the
+      // purchase stays open, its key kept, for a later run to finish (no new key may buy it).
+      ...(answer instanceof ValidationError && verdict !== 'kept' ? { final: true } : {}),
       ...(lost ? { lost: true } : {}),
       at: deps.now(),
     });
@@ -137,7 +144,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
     record({ t: 'enrich', c: c.domain, g: c.generation, v: c.keyVersion, s: 'error', code: error.code, charged: error.charged, final: true, at: deps.now() });
   };
 
-  const settle = (): { now: number; afterMs: number } => ({ now: deps.now(), afterMs: deps.settleMs });
+  const settle = (): Settle => ({ now: deps.now(), afterMs: deps.settleMs, answeredSince: (at) => deps.health.answeredSince(at) });
 
   /**
    * One purchase attempt, retries included: the charge, whether the service answered last, and
@@ -163,12 +170,12 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
   }
 
   async function buy(c: Company, sentKeys: Set<string>, place: Place, answered: () => void): Promise<Bought> {
-    let replayable = false;
+    let lostKey: { lostAt: number | null } | undefined;
     const call = (signal: AbortSignal) => {
       const key = keyOf(c);
       // A key that may have been sent unanswered (by this run or one before) may answer with a
-      // stored outcome: an error then is the service's word, not a sign that it is down.
-      replayable = c.keyUncertain;
+      // stored outcome: what it answers is weighed as such (pipeline/health.ts).
+      lostKey = c.keyUncertain ? { lostAt: c.lostAt } : undefined;
       sentKeys.add(key);
       return deps.client.enrich(c.domain, { idempotencyKey: key, signal });
     };
@@ -179,7 +186,7 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       // An uncertain key writes its intent again before every attempt: the store then knows when
       // the last request that might go unanswered was sent, should this run die.
       before: async () => (await replaceSpentPlace(c, place)) && ((c.intentOpen && c.claimed && !c.keyUncertain && !deps.leaseLapsed()) || (await claimPurchase(c))),
-      replayable: () => replayable,
+      lostKey: () => lostKey,
       failed: (error) => {
         answered();
         if (error instanceof UnusablePaidAnswerError) {
@@ -232,10 +239,10 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
     if (wait > Math.min(deps.settleMs, MAX_SETTLE_WAIT_MS)) return false;
     try {
       if (wait > 0) await deps.clock.sleep(wait, stops.paid.signal);
-      return true;
     } catch {
       return false;
     }
+    return true;
   }
 
   return async (c) => {

@@ -83,6 +83,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     void deps.store.append(event);
     state.apply(event);
   };
+  const health = new Health(deps.now ?? Date.now);
   const attempt = attempter({
     scheduler: deps.scheduler,
     clock: deps.clock,
@@ -91,7 +92,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     progress,
     inflight: inflight.signal,
     pausedUntil: () => deps.scheduler.pausedUntil,
-    health: new Health(),
+    health,
     unavailable: (outage) => stops.stopAll({ reason: 'unavailable', ...outage }),
   });
   // A task only throws when the store cannot be written: stop everything, report it.
@@ -118,6 +119,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     settleMs: options.settleMs ?? DEFAULT_SETTLE_MS,
     freshSince: options.freshSince ?? null,
     gate,
+    health,
   });
   const queued = new Set<number>();
   const enqueueNow = (company: Company): void => {

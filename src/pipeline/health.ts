@@ -23,24 +23,55 @@ export class Health {
   private failures = 0;
   /** Attempts that got no answer at all while nothing had yet worked. */
   private silent = 0;
+  /**
+   * When the paid endpoint last gave an answer made for its request, not perhaps one stored under
+   * its key and replayed (ms since the epoch): a 2xx, or an error under a key never lost. The free
+   * match does not count: an outage may take the paid endpoint down alone.
+   */
+  private goodAt = Number.NEGATIVE_INFINITY;
 
-  /** An attempt that was answered by the service: it is there. */
-  answered(): void {
+  /** `now`: the wall clock lost answers are stamped with (EnrichEvent.at). */
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /**
+   * An attempt that was answered by the service: it is there. `fresh`: an answer of the paid
+   * endpoint made for this request (see goodAt).
+   */
+  answered(fresh: boolean): void {
     this.worked = true;
     this.failures = 0;
+    if (fresh) this.goodAt = this.now();
   }
 
   /**
-   * An attempt that failed; returns the outage if this one opens the breaker. `replayable`: the
-   * attempt went under a key sent before whose fate is open, so a problem document may be that
-   * key's stored outcome replayed (a Stripe-style service keeps a 500 under its key): the service
-   * answered, and is up, whatever the status.
+   * Whether the paid endpoint has answered a request of its own since `at`: then it was working
+   * after that moment, and an error under a key lost before it comes from behind its idempotency
+   * layer (a stored one replayed), not from an outage in front of it.
    */
-  failed(error: unknown, replayable = false): Outage | null {
+  answeredSince(at: number): boolean {
+    return this.goodAt > at;
+  }
+
+  /**
+   * An attempt that failed; returns the outage if this one opens the breaker. `lostKey`: the
+   * attempt went under a key whose fate is open, lost at `lostAt` (null: when is not known), so
+   * a problem document may be that key's stored outcome replayed (a Stripe-style service keeps a
+   * 500 under its key), and is never fresh evidence. A 4xx, or a 500 once the service has
+   * answered afresh since the loss, shows it up; a 500 before that may be an outage in front of
+   * its idempotency layer, and counts against it as any other.
+   */
+  failed(error: unknown, paid: boolean, lostKey?: { lostAt: number | null }): Outage | null {
     // A 2xx that could not be used (another company's record) was still the service answering.
-    if ((replayable && error instanceof ApiError && error.definitive) || error instanceof UnusablePaidAnswerError) {
-      this.answered();
+    if (error instanceof UnusablePaidAnswerError) {
+      this.answered(true);
       return null;
+    }
+    if (lostKey !== undefined && error instanceof ApiError && error.definitive) {
+      const since = lostKey.lostAt !== null && this.answeredSince(lostKey.lostAt);
+      if (error.status < 500 || since) {
+        this.answered(false);
+        return null;
+      }
     }
     if (error instanceof NotServiceApiError && !this.worked) {
       return { message: `${error.message} (ENRICH_BASE_URL or --base-url) and rerun`, worked: this.worked };
@@ -48,7 +79,7 @@ export class Health {
     if (error instanceof ApiError && error.status >= 400 && error.status < 500 && !(error instanceof NotServiceApiError)) {
       // The service judged the request (a 422, a 429): it is there. A 5xx is not counted as an
       // answer: a service that answers 500 to everything is down for the purpose of a batch.
-      this.answered();
+      this.answered(paid && lostKey === undefined);
       return null;
     }
     this.failures++;

@@ -43,9 +43,15 @@ export interface Settle {
   now: number;
   /** How long a paid call may go on at the service after its answer was lost. */
   afterMs: number;
+  /**
+   * Whether the service answered a request of its own after `at` (pipeline/health.ts): an error
+   * proves a key uncharged only from a service that was working after the key was lost, since
+   * one failing in front of its idempotency layer (an outage) answers 500 to a charged key too.
+   */
+  answeredSince(at: number): boolean;
 }
-const NEVER: Settle = { now: 0, afterMs: Number.POSITIVE_INFINITY };
+const NEVER: Settle = { now: 0, afterMs: Number.POSITIVE_INFINITY, answeredSince: () => false };
 
 export function settled(company: Pick<Company, 'lostAt'>, settle: Settle): boolean {
-  return company.lostAt !== null && settle.now - company.lostAt >= settle.afterMs;
+  return company.lostAt !== null && settle.now - company.lostAt >= settle.afterMs && settle.answeredSince(company.lostAt);
 }

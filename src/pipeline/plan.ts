@@ -18,7 +18,8 @@ export type DomainPlan = { action: 'match' } | { action: 'hit'; company: string;
 /** What to do about one matched company, given what the store holds and its latest purchase. */
 export type CompanyPlan =
   | { action: 'reuse'; held: HeldCompany }
-  | { action: 'no_match'; code: string | null }
+  /** `held`: an older record to show beside the error (a refresh whose answer was unusable). */
+  | { action: 'no_match'; code: string | null; held: HeldCompany | null }
   | {
       action: 'buy';
       generation: number;
@@ -64,15 +65,18 @@ export function planCompany(held: HeldCompany | null, purchase: Purchase | null,
   // Money may be at risk under an open intent: finish it under its own key, whatever the policy.
   if (open !== null && (open.intentKey !== null || open.uncertain)) return { action: 'buy', generation: open.generation, refresh, held, resume: open };
   if (held !== null && !isStale(held, policy)) return { action: 'reuse', held };
+  // A paid answer that was unusable (another company's record) cost a credit and would likely
+  // come again: the company is held back as long as a miss is believed, refresh or not (the row
+  // shows the older record, if one is held).
+  if (purchase !== null && purchase.outcome === 'failed' && purchase.errorCode === UNUSABLE && (held === null || purchase.generation > held.generation)) {
+    if (policy.now - (purchase.closedAt ?? 0) <= policy.missMaxAgeMs) return { action: 'no_match', code: UNUSABLE, held };
+  }
   // Nothing was sent under this open purchase's key: continuing it is a clean start.
   if (open !== null) return { action: 'buy', generation: open.generation, refresh, held, resume: open };
-  // A miss is believed like a lookup's. A paid answer that was unusable (another company's
-  // record) cost a credit and would likely come again: held as long. Any other failure (a 422 on
-  // a company the free match found) cost nothing, and the next run asks again.
-  if (held === null && purchase !== null && (purchase.outcome === 'miss' || (purchase.outcome === 'failed' && purchase.errorCode === UNUSABLE))) {
-    if (policy.now - (purchase.closedAt ?? 0) <= policy.missMaxAgeMs) {
-      return { action: 'no_match', code: purchase.outcome === 'failed' ? UNUSABLE : null };
-    }
+  // A miss is believed like a lookup's. Any other failure (a 422 on a company the free match
+  // found) cost nothing, and the next run asks again.
+  if (held === null && purchase !== null && purchase.outcome === 'miss' && policy.now - (purchase.closedAt ?? 0) <= policy.missMaxAgeMs) {
+    return { action: 'no_match', code: null, held: null };
   }
   const last = Math.max(held?.generation ?? 0, purchase?.generation ?? 0);
   return { action: 'buy', generation: last + 1, refresh, held, resume: null };

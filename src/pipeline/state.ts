@@ -129,6 +129,7 @@ export class RunState {
         c.status = plan.code === null ? 'miss' : 'error';
         c.errorCode = plan.code;
         c.errorFinal = plan.code !== null;
+        if (plan.held !== null) c.boughtAt = plan.held.boughtAt;
         return;
       case 'buy':
         c.generation = plan.generation;

@@ -33,13 +33,18 @@ describe('keyVerdict', () => {
     expect(keyVerdict(uncertain, problem(402, 'insufficient_credits', 'req_3'))).toBe('kept');
   });
   it('retires an uncertain key on the settle rule once the lost attempt must have finished at the service (unconfirmed: it may have been charged)', () => {
-    const settle = (now: number) => ({ now, afterMs: 60_000 });
+    const settle = (now: number) => ({ now, afterMs: 60_000, answeredSince: () => true });
     expect(keyVerdict(uncertain, problem(500, 'internal', 'req_2'), settle(1_000_000 + 59_999))).toBe('kept');
     expect(keyVerdict(uncertain, problem(500, 'internal', 'req_2'), settle(1_000_000 + 60_000))).toBe('settled');
     expect(keyVerdict(uncertain, problem(402, 'insufficient_credits', 'req_4'), settle(1_000_000 + 60_000))).toBe('settled');
     // A gateway's 503 or a lost answer is not the service's word: the key stays, however late.
     expect(keyVerdict(uncertain, lost(), settle(9e12))).toBe('kept');
     expect(keyVerdict({ ...uncertain, lostAt: null }, problem(500, 'internal', 'req_2'), settle(9e12))).toBe('kept');
+  });
+  it('never settles a key while the service has not answered a request of its own since it was lost (an outage answers 500 to a charged key too)', () => {
+    const outage = { now: 9e12, afterMs: 60_000, answeredSince: (at: number) => at < 1_000_000 };
+    expect(keyVerdict(uncertain, problem(500, 'internal', 'x'), outage)).toBe('kept');
+    expect(keyVerdict(uncertain, problem(500, 'internal', 'x'), { ...outage, answeredSince: (at: number) => at <= 1_000_000 })).toBe('settled');
   });
   it('records nothing for a 429, which proves nothing about the key', () => {
     expect(keyVerdict(uncertain, problem(429, 'rate_limited', 'req_1'))).toBeNull();
@@ -58,6 +63,7 @@ function scripted(steps: Step[]) {
   const stored = new Map<string, { ok: true } | { error: ReturnType<typeof problem> }>();
   const keys: string[] = [];
   let charges = 0;
+  let matches = 0;
   let last: ReturnType<typeof problem> | undefined;
   const record = (domain: string): EnrichResponse => ({
     matched: true,
@@ -66,7 +72,10 @@ function scripted(steps: Step[]) {
     company: { domain, name: domain, website_url: null, description: null, industry: null, employee_count: null, revenue_range: null, ownership_type: null, year_founded: null, specialties: [], hq_country: null, hq_city: null, last_updated: '2026-01-01T00:00:00.000Z' },
   });
   const client: ServiceClient = {
-    match: async (domain) => ({ matched: true, credits_charged: 0, company: { domain, name: domain } }),
+    match: async (domain) => {
+      matches++;
+      return { matched: true, credits_charged: 0, company: { domain, name: domain } };
+    },
     enrich: async (domain, { idempotencyKey }) => {
       keys.push(idempotencyKey);
       const step = steps.shift() ?? 'ok';
@@ -91,7 +100,7 @@ function scripted(steps: Step[]) {
       return record(domain);
     },
   };
-  return { client, keys, charges: () => charges };
+  return { client, keys, charges: () => charges, matches: () => matches };
 }
 
 /** What the store hands a run that resumes acme.com's open purchase (left by a killed run). */
@@ -102,7 +111,10 @@ function resumeFrom(state: RunState, purchase: Partial<Purchase>): void {
   state.loadCompany(state.company('acme.com') as NonNullable<ReturnType<RunState['company']>>, { action: 'buy', generation: 1, refresh: false, held: null, resume: open });
 }
 
-async function run(steps: Step[], options: { seed?: (state: RunState) => void; maxRateLimited?: number; maxAttempts?: number; maxCredits?: number; store?: ReturnType<typeof memoryStore> } = {}) {
+async function run(
+  steps: Step[],
+  options: { seed?: (state: RunState) => void; maxRateLimited?: number; maxAttempts?: number; maxCredits?: number; store?: ReturnType<typeof memoryStore>; client?: (base: ServiceClient) => ServiceClient } = {},
+) {
   const svc = scripted(steps);
   const state = new RunState();
   state.addDomain('acme.com');
@@ -112,7 +124,7 @@ async function run(steps: Step[], options: { seed?: (state: RunState) => void; m
     state,
     { dryRun: false, maxCredits: options.maxCredits ?? null, retry: { maxAttempts: options.maxAttempts ?? 8, maxRateLimitedAttempts: options.maxRateLimited ?? 8, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100 },
     {
-      client: svc.client,
+      client: options.client?.(svc.client) ?? svc.client,
       scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, 2),
       store,
       planCompany: () => {},
@@ -123,7 +135,7 @@ async function run(steps: Step[], options: { seed?: (state: RunState) => void; m
     },
     new AbortController().signal,
   );
-  return { stop, keys: svc.keys, charges: svc.charges(), state, journal: store.events };
+  return { stop, keys: svc.keys, charges: svc.charges(), matches: svc.matches(), state, journal: store.events };
 }
 
 describe('paid attempts and their keys', () => {
@@ -142,24 +154,24 @@ describe('paid attempts and their keys', () => {
     expect(r.state.company('acme.com')?.status).toBe('hit');
   });
 
-  it('a lost answer, then an error under its key after the settle time: retired, counted as possibly charged, bought under a new key at once', async () => {
+  it('--max-credits counts a key that may have been charged as spent: with a cap of 1, no new key is bought for it', async () => {
     const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', lostAt: Date.now() - 10 * 60_000 });
-    const r = await run([{ status: 500, code: 'internal', rid: 'r1' }, 'ok'], { seed });
-    expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#2']);
-    expect(r.journal.filter((e) => e.t === 'enrich').map((e) => (e.t === 'enrich' ? [e.key ?? e.s, e.unconfirmed ?? false] : []))).toStrictEqual([
-      ['retired', true],
-      ['hit', false],
-    ]);
-    expect([r.state.creditsThisSession, r.state.unconfirmedThisSession]).toStrictEqual([1, 1]);
-  });
-
-  it('--max-credits counts a key retired on the settle rule as spent: with a cap of 1 the new key is not bought', async () => {
-    const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', lostAt: Date.now() - 10 * 60_000 });
-    const r = await run([{ status: 500, code: 'internal', rid: 'r1' }, 'ok'], { seed, maxCredits: 1 });
-    expect(r.keys).toStrictEqual(['acme.com#1']);
+    const r = await run([{ status: 500, code: 'internal', rid: 'r1' }, 'ok'], { seed, maxCredits: 1, maxAttempts: 2 });
+    expect(new Set(r.keys)).toStrictEqual(new Set(['acme.com#1']));
     expect(r.stop).toMatchObject({ reason: 'budget', limit: 1 });
     expect(r.charges).toBe(0);
-    expect(r.state.unconfirmedThisSession).toBe(1);
+  });
+
+  it('during an outage (every request a 500, the free match too) a lost key is never retired: kept, at risk, nothing bought under a new key', async () => {
+    const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', lostAt: Date.now() - 10 * 60_000 });
+    const down = { status: 500, code: 'internal', rid: 'r', beforeLookup: true };
+    const svc = await run([down, down, down, down], {
+      seed,
+      maxAttempts: 2,
+      client: (base) => ({ ...base, match: () => Promise.reject(problem(500, 'internal', 'm')) }),
+    });
+    expect(new Set(svc.keys)).toStrictEqual(new Set(['acme.com#1']));
+    expect([svc.state.company('acme.com')?.keyVersion, svc.state.unconfirmedThisSession, svc.state.atRisk()]).toStrictEqual([1, 0, 1]);
   });
 
   it('a lost answer that was charged, then a 500 before the service looked the key up: still one charge', async () => {
@@ -205,24 +217,12 @@ describe('paid attempts that end without an answer', () => {
     expect(r.charges).toBe(0);
   });
 
-  it('on resume after the settle time, a 402 under the lost key retires it and goes on: it may be a stored one, and says nothing of today\'s balance', async () => {
-    // The last run lost the answer to key #1 ten minutes ago; its retry got a 402, journaled as kept.
+  it('on resume, a 402 under a lost key with nothing else answered since proves nothing: the key is kept, the run is not stopped', async () => {
     const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', uncertain: true, lostAt: Date.now() - 10 * 60_000, errorCode: 'insufficient_credits' });
-    // The service replays the stored 402 under #1, then, under #2, has credits.
     const r = await run([{ status: 402, code: 'insufficient_credits', rid: 'req_old' }, 'ok'], { seed });
     expect(r.stop).toBeNull();
-    expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#2']);
-    expect(r.state.company('acme.com')?.status).toBe('hit');
-    expect(r.state.unconfirmedThisSession).toBe(1);
-  });
-
-  it('a 402 under the new key then stops the run, and the stop says the company may already have been charged', async () => {
-    const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', uncertain: true, lostAt: Date.now() - 10 * 60_000 });
-    const broke = { status: 402, code: 'insufficient_credits', rid: 'r' };
-    const r = await run([broke, broke], { seed });
-    expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#2']);
-    expect(r.stop?.reason).toBe('credits');
-    expect(r.state.unconfirmedThisSession).toBe(1);
+    expect(new Set(r.keys)).toStrictEqual(new Set(['acme.com#1']));
+    expect([r.state.unconfirmedThisSession, r.state.atRisk()]).toStrictEqual([0, 1]);
   });
 
   it('resumes an open intent under the key it wrote, not a recomputed one', async () => {
@@ -262,7 +262,7 @@ describe('RunState resume from the store', () => {
     s.addDomain('acme.com');
     resumeFrom(s, { intentKey: 'k1', lostAt: 1_000, errorCode: 'insufficient_credits' });
     const c = s.company('acme.com') as NonNullable<ReturnType<RunState['company']>>;
-    expect(keyVerdict(c, problem(402, 'insufficient_credits', 'req_7'), { now: 61_000, afterMs: 60_000 })).toBe('settled');
+    expect(keyVerdict(c, problem(402, 'insufficient_credits', 'req_7'), { now: 61_000, afterMs: 60_000, answeredSince: () => true })).toBe('settled');
     s.apply({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'insufficient_credits', key: 'retired', unconfirmed: true });
     expect([c.keyVersion, c.intentOpen, c.keyUncertain, c.unconfirmed, s.unconfirmedThisSession]).toStrictEqual([2, false, false, 1, 1]);
   });

@@ -58,11 +58,19 @@ describe('planCompany', () => {
 
   it('believes a recent enrich miss or unusable paid answer, and asks again once it is old', () => {
     const miss = purchase({ outcome: 'miss', closedAt: NOW - 3 * DAY });
-    expect(planCompany(null, miss, policy())).toStrictEqual({ action: 'no_match', code: null });
+    expect(planCompany(null, miss, policy())).toStrictEqual({ action: 'no_match', code: null, held: null });
     const unusable = purchase({ outcome: 'failed', errorCode: 'bad_response', closedAt: NOW - DAY });
-    expect(planCompany(null, unusable, policy())).toStrictEqual({ action: 'no_match', code: 'bad_response' });
+    expect(planCompany(null, unusable, policy())).toStrictEqual({ action: 'no_match', code: 'bad_response', held: null });
     expect(planCompany(null, { ...miss, closedAt: NOW - 40 * DAY }, policy())).toMatchObject({ action: 'buy', generation: 2 });
     expect(planCompany(null, { ...unusable, closedAt: NOW - 40 * DAY }, policy())).toMatchObject({ action: 'buy', generation: 2 });
+  });
+
+  it('holds back a stale company whose refresh got an unusable answer, showing the older record, as long as a miss is believed', () => {
+    const held = { domain: 'acme.com', name: 'Acme', boughtAt: NOW - 90 * DAY, lastUpdated: null, generation: 1, credits: 1 };
+    const refresh = purchase({ generation: 2, outcome: 'failed', errorCode: 'bad_response', closedAt: NOW - DAY });
+    const stale = { ...policy(), maxAgeMs: 30 * DAY };
+    expect(planCompany(held, refresh, stale)).toStrictEqual({ action: 'no_match', code: 'bad_response', held });
+    expect(planCompany(held, { ...refresh, closedAt: NOW - 40 * DAY }, stale)).toMatchObject({ action: 'buy', generation: 3 });
   });
 
   it('asks again at once about a company whose enrich was refused with a 422 (it charged nothing): a rerun retries it', () => {

@@ -73,4 +73,100 @@ describe('keys earlier runs may have been charged under are settled before anyth
     expect(open).toBe(true);
     await new ResumeGate([]).wait(new AbortController().signal);
   });
+
+  /** resumed.com left a lost key (#1) ten minutes ago; new.com is new. `resumedAnswer(key)` answers resumed.com. */
+  async function twoCompanies(resumedAnswer: (key: string) => 'ok' | 402 | 500) {
+    const state = new RunState();
+    for (const domain of ['new.com', 'resumed.com']) state.loadDomain(state.addDomain(domain), { action: 'hit', company: domain, name: domain });
+    const open: Purchase = { domain: 'resumed.com', generation: 1, keyVersion: 1, intentKey: 'resumed.com#1', uncertain: true, unconfirmed: 0, lostAt: Date.now() - 10 * 60_000, errorCode: null, outcome: 'open', closedAt: null };
+    for (const c of state.companies) state.loadCompany(c, { action: 'buy', generation: 1, refresh: false, held: null, resume: c.domain === 'resumed.com' ? open : null });
+    const keys: string[] = [];
+    const problem = (status: number, code: string) =>
+      apiErrorFromResponse({ status, contentType: 'application/problem+json', retryAfter: undefined, requestId: undefined, body: JSON.stringify({ code, status, balance: 0, required: 1 }) });
+    const client: ServiceClient = {
+      match: async (domain) => ({ matched: true, credits_charged: 0, company: { domain, name: domain } }),
+      enrich: async (domain, { idempotencyKey }) => {
+        keys.push(idempotencyKey);
+        const answer = domain === 'resumed.com' ? resumedAnswer(idempotencyKey) : 'ok';
+        if (answer === 402) throw problem(402, 'insufficient_credits');
+        if (answer === 500) throw problem(500, 'internal');
+        return record(domain);
+      },
+    };
+    const stop = await execute(
+      state,
+      { dryRun: false, maxCredits: null, retry: { maxAttempts: 3, maxRateLimitedAttempts: 3, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100 },
+      {
+        client,
+        scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, 4),
+        store: memoryStore(),
+        planCompany: () => {},
+        clock: { now: systemClock.now, sleep: () => Promise.resolve(), until: () => Promise.resolve() },
+        random: () => 0,
+        idempotencyKey: (c, v) => `${c.domain}#${v}`,
+        progress: new Progress().sink,
+      },
+      new AbortController().signal,
+    );
+    return { stop, keys, state };
+  }
+
+  it('a lost key answered only with a stored 500 is retired once the paid endpoint answered afresh since the loss: bought under a new key, counted as possibly charged', async () => {
+    const r = await twoCompanies((key) => (key.endsWith('#1') ? 500 : 'ok'));
+    expect(r.stop).toBeNull();
+    expect(r.keys.filter((k) => k.startsWith('resumed')).at(-1)).toBe('resumed.com#2');
+    expect(r.state.companies.map((c) => c.status)).toStrictEqual(['hit', 'hit']);
+    expect([r.state.creditsThisSession, r.state.unconfirmedThisSession]).toStrictEqual([2, 1]);
+  });
+
+  it('a 402 under the lost key is then taken for a stored one: the run goes on under a new key, and a top-up need not be proven', async () => {
+    const r = await twoCompanies((key) => (key.endsWith('#1') ? 402 : 'ok'));
+    expect(r.stop).toBeNull();
+    expect(r.state.company('resumed.com')?.status).toBe('hit');
+    expect(r.state.unconfirmedThisSession).toBe(1);
+  });
+
+  it('a 402 under the new key stops the run for credits, with the possibly charged key counted', async () => {
+    const r = await twoCompanies(() => 402);
+    expect(r.stop?.reason).toBe('credits');
+    expect(r.keys).toContain('resumed.com#2');
+    expect(r.state.unconfirmedThisSession).toBe(1);
+  });
+
+  it('a resumed key that another live run holds (busy) holds nothing else back: the new purchases go on while it waits', async () => {
+    const state = new RunState();
+    for (const domain of ['held-by-other.com', 'new-1.com', 'new-2.com']) state.loadDomain(state.addDomain(domain), { action: 'hit', company: domain, name: domain });
+    const open: Purchase = { domain: 'held-by-other.com', generation: 1, keyVersion: 1, intentKey: 'held-by-other.com#1', uncertain: false, unconfirmed: 0, lostAt: Date.now(), errorCode: null, outcome: 'open', closedAt: null };
+    for (const c of state.companies) state.loadCompany(c, { action: 'buy', generation: 1, refresh: false, held: null, resume: c.domain === 'held-by-other.com' ? open : null });
+    const bought: string[] = [];
+    const interrupt = new AbortController();
+    const base = memoryStore();
+    // The other run is alive and holds held-by-other.com: its claim answers busy for as long as this run lasts.
+    const store = { ...base, append: (event: Parameters<typeof base.append>[0], durable?: boolean) => (event.t === 'intent' && event.c === 'held-by-other.com' ? Promise.resolve({ kind: 'busy' as const, pid: 4242 }) : base.append(event, durable)) };
+    const client: ServiceClient = {
+      match: async (domain) => ({ matched: true, credits_charged: 0, company: { domain, name: domain } }),
+      enrich: async (domain) => {
+        bought.push(domain);
+        // Both new ones bought while the busy one still waits: the test is done (progress, not time).
+        if (bought.length === 2) interrupt.abort();
+        return record(domain);
+      },
+    };
+    await execute(
+      state,
+      { dryRun: false, maxCredits: null, retry: { maxAttempts: 3, maxRateLimitedAttempts: 3, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100, busyPollMs: 1 },
+      {
+        client,
+        scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, 4),
+        store,
+        planCompany: () => {},
+        clock: systemClock,
+        random: () => 0,
+        idempotencyKey: (c, v) => `${c.domain}#${v}`,
+        progress: new Progress().sink,
+      },
+      interrupt.signal,
+    );
+    expect(bought.sort()).toStrictEqual(['new-1.com', 'new-2.com']);
+  });
 });
