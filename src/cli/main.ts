@@ -1,4 +1,5 @@
 import type * as FsPromises from 'node:fs/promises';
+import type * as Readline from 'node:readline';
 import { builtin } from '../builtin.js';
 import type { RunOptions, RunResult } from '../commands/run.js';
 import { EnrichError, ExitCode, errorMessage, type ErrorKind } from '../errors.js';
@@ -187,6 +188,7 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
       env: io.env,
       reporter,
       interrupt: interrupt.signal,
+      ...(canAsk(flags, io) ? { ask: (question: string) => askYesNo(question, io, reporter, interrupt.signal) } : {}),
     });
   } finally {
     off();
@@ -208,6 +210,36 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
     else await builtin<typeof FsPromises>('node:fs/promises').writeFile(flags.summaryJson, json, { mode: 0o600 });
   }
   return exitCode(troubleOf(stop, summary));
+}
+
+const isTTY = (stream: unknown): boolean => (stream as { isTTY?: boolean }).isTTY === true;
+
+/** Only a person at a terminal is asked: never a pipe, cron or CI, nor a run whose stdin is its input. */
+function canAsk(flags: RunFlags, io: CliIO): boolean {
+  return !flags.yes && flags.input !== '-' && isTTY(io.stdin) && isTTY(io.stderr) && !setTo(io.env['CI']);
+}
+
+/** One line from the terminal: y or yes is yes; anything else, end of input or Ctrl-C is no. */
+async function askYesNo(question: string, io: CliIO, reporter: Reporter, interrupt: AbortSignal): Promise<boolean> {
+  const { createInterface } = builtin<typeof Readline>('node:readline');
+  const resume = reporter.pause?.();
+  io.stderr.write(`enrich: ${question}`);
+  // Not a terminal-mode reader: Ctrl-C stays the process's SIGINT, which stops the run as ever.
+  const rl = createInterface({ input: io.stdin, terminal: false });
+  const answer = await new Promise<string>((resolve) => {
+    // Resolved before close(), which emits 'close' at once and would answer '' in its place.
+    const done = (text: string): void => {
+      resolve(text);
+      interrupt.removeEventListener('abort', onAbort);
+      rl.close();
+    };
+    const onAbort = (): void => done('');
+    interrupt.addEventListener('abort', onAbort, { once: true });
+    rl.once('line', done);
+    rl.once('close', () => done(''));
+  });
+  resume?.();
+  return /^\s*y(es)?\s*$/i.test(answer);
 }
 
 /** The one table from a kind of trouble to the exit code scripts branch on (README "Exit codes"). */

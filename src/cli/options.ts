@@ -135,6 +135,11 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
   checkPaths(flags, store, env);
   const output = flags.output ?? '-';
   const writesOutput = !flags.dryRun || flags.output !== undefined;
+  // A dry run's rows say what would be bought, not records: over last night's results they would
+  // destroy what was paid for, so that takes asking.
+  if (flags.dryRun && output !== '-' && !flags.overwrite && inheritedDescriptor(output) === null && statOrNull(output)?.isFile() === true) {
+    throw new UsageError(`${output} exists, and a dry run would replace it with estimates; give another -o, or add --overwrite`);
+  }
   if (flags.summaryJson === '-' && output === '-' && writesOutput) {
     throw new UsageError('--summary-json - needs -o <file> (or --dry-run): stdout already carries the results');
   }
@@ -154,6 +159,7 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     concurrency: flags.concurrency,
     service,
     rawServiceText: flags.rawServiceText,
+    confirm: !flags.yes,
   };
 }
 

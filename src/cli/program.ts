@@ -38,6 +38,10 @@ export interface RunFlags {
   quiet: boolean;
   progress: boolean;
   rawServiceText: boolean;
+  /** Let a dry run replace an existing -o file (its results would become estimates). */
+  overwrite: boolean;
+  /** Skip the question before a large spend on a terminal. */
+  yes: boolean;
 }
 
 /** The subcommands, for "did you mean" when an input file is not found. */
@@ -248,6 +252,8 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--column <name>', 'the column holding domains (default: detected from the header)')
     .option('--dry-run', 'run the free matches only and report the exact cost; spends nothing', false)
     .option('--max-credits <n>', 'never spend more than n credits in this invocation', integer(0, Number.MAX_SAFE_INTEGER, '--max-credits'))
+    .option('-y, --yes', 'on a terminal, buy more than 100 credits without asking first', false)
+    .option('--overwrite', 'let a dry run replace an existing -o file', false)
     .option('--store <path>', 'the purchase store (env: ENRICH_STORE; default: $XDG_STATE_HOME/enrich/store.db)')
     .option('--max-age <duration>', 'buy again records bought longer ago than this, e.g. 30d (default: never)', duration('--max-age'))
     .option('--miss-max-age <duration>', 'ask again about domains that did not match longer ago than this (free)', duration('--miss-max-age'))
@@ -294,6 +300,8 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
           quiet: opts['quiet'] as boolean,
           progress: opts['progress'] as boolean,
           rawServiceText: opts['rawServiceText'] as boolean,
+          overwrite: opts['overwrite'] as boolean,
+          yes: opts['yes'] as boolean,
         },
       };
     });

@@ -152,6 +152,18 @@ export function ttyReporter(options: TtyOptions): Reporter {
     },
     note: (message) => print(`enrich: ${message}`),
     warn: (message) => print(`enrich: ${message}`),
+    pause() {
+      if (timer !== undefined) clearInterval(timer);
+      timer = undefined;
+      frame.clear();
+      stopSpinner();
+      return () => {
+        if (current === undefined || timer !== undefined) return;
+        const progress = current;
+        timer = setInterval(() => render(progress), 100);
+        timer.unref();
+      };
+    },
     end() {
       if (timer !== undefined) clearInterval(timer);
       timer = undefined;
