@@ -144,7 +144,7 @@ Examples:
   Companies stuck on an unanswered call:   $ enrich ledger release
   Import a journal of enrich 0.1:          $ enrich ledger import crm.csv.enrich-journal
 
-The store is SQLite: \`sqlite3 ~/.local/state/enrich/store.db\` reads it too (README "The store").
+The store is SQLite: \`sqlite3 ~/.local/state/enrich/store.db\` reads it too (docs/store-and-resume.md).
 `;
 
 const LEDGER_COMMANDS = ['show', 'runs', 'export', 'prune', 'release', 'import'] as const;

@@ -299,7 +299,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   return { summary, stop };
 }
 
-/** Above this many credits, a person at a terminal is asked first (README "Three ways to use it"). */
+/** Above this many credits, a person at a terminal is asked first (docs/money.md). */
 export const CONFIRM_ABOVE = 100;
 
 function confirmQuestion(buy: number, bill: MonthBill): string {
