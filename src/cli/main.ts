@@ -115,7 +115,8 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
     }
   } catch (error) {
     if (error instanceof EnrichError) {
-      io.stderr.write(`enrich: ${redact(error.message)}\n`);
+      // A reader that stopped reading wanted no more: nothing to say to it, or to anyone.
+      if (error.kind !== 'closed_pipe') io.stderr.write(`enrich: ${redact(error.message)}\n`);
       return exitCode(error.kind);
     }
     io.stderr.write(`enrich: unexpected error: ${redact(errorMessage(error))}\n`);
@@ -251,6 +252,7 @@ const EXIT_CODES: Record<ErrorKind, ExitCode> = {
   auth: ExitCode.AUTH,
   unavailable: ExitCode.UNAVAILABLE,
   interrupted: ExitCode.INTERRUPTED,
+  closed_pipe: ExitCode.CLOSED_PIPE,
 };
 
 export const exitCode = (kind: ErrorKind | null): ExitCode => (kind === null ? ExitCode.OK : EXIT_CODES[kind]);
