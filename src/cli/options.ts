@@ -181,7 +181,7 @@ function storeAddress(flags: DoctorFlags, env: NodeJS.ProcessEnv): Pick<DoctorOp
 /** Doctor's flags -> its options. Nothing is refused here: each problem becomes a report line. */
 export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.ProcessEnv): Promise<DoctorOptions> {
   const store = storeAddress(flags, env);
-  const common = { ...store, probeRate: flags.probeRate, timeoutMs: 10_000 };
+  const common = { ...store, probeRate: flags.probeRate, timeoutMs: 10_000, json: flags.json };
   if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
   if (flags.sandbox) return { ...common, service: { kind: 'sandbox', options: { ...EMBEDDED_SANDBOX, failRate: 0 } } };
   const raw = (flags.baseUrl ?? env['ENRICH_BASE_URL'] ?? '').trim();

@@ -54,6 +54,7 @@ export interface DoctorFlags {
   apiKeyFile: string | undefined;
   store: string | undefined;
   probeRate: number | null;
+  json: boolean;
 }
 
 export type ParsedCommand =
@@ -189,9 +190,12 @@ function addLedgerCommands(program: Command, done: (options: LedgerFlags) => voi
     .option('-o, --output <path>', 'where to write (- for stdout)', stdoutAlias, '-')
     .addOption(new Option('--format <format>', 'csv or jsonl (default: from the extension, else csv)').choices(['csv', 'jsonl']))
     .option('--service <service>', 'only this service (as `enrich ledger` names it, or a base URL)')
-    .action((opts: Record<string, unknown>) => {
+    .action((opts: Record<string, unknown>, command: Command) => {
       const output = opts['output'] as string;
-      const format = (opts['format'] as 'csv' | 'jsonl' | undefined) ?? (/\.(jsonl|ndjson)$/i.test(output) ? 'jsonl' : 'csv');
+      const asked = opts['format'] as 'csv' | 'jsonl' | undefined;
+      // --json on export means its JSON form, JSONL (one flat object a record); not beside --format csv.
+      if (opts['json'] === true && asked === 'csv') command.error('--json and --format csv exclude each other: --json exports JSONL', { exitCode: 2, code: 'enrich.jsonCsv' });
+      const format = asked ?? (opts['json'] === true || /\.(jsonl|ndjson)$/i.test(output) ? 'jsonl' : 'csv');
       finish(opts, { kind: 'export', output, format, service: opts['service'] as string | undefined });
     });
   common(ledger.command('prune').description('forget records bought (and lookups made) longer ago than a duration'))
@@ -373,6 +377,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--api-key-file <path>', 'read the API key from a file instead of ENRICH_API_KEY')
     .option('--store <path>', 'the purchase store (env: ENRICH_STORE; default: in $XDG_STATE_HOME/enrich)')
     .option('--probe-rate [requests]', 'also look for the rate ceiling with up to this many free matches (default 100)', integer(1, 1_000, '--probe-rate'))
+    .option('--json', 'the report as JSON', false)
     .addHelpText('after', DOCTOR_EXAMPLES)
     .action((opts: Record<string, unknown>) => {
       const probe = opts['probeRate'] as number | true | undefined;
@@ -384,6 +389,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
           apiKeyFile: opts['apiKeyFile'] as string | undefined,
           store: opts['store'] as string | undefined,
           probeRate: probe === undefined ? null : probe === true ? 100 : probe,
+          json: opts['json'] as boolean,
         },
       };
     });

@@ -36,6 +36,8 @@ export interface DoctorOptions {
   /** Free matches to send looking for the rate ceiling; null: do not probe. */
   probeRate: number | null;
   timeoutMs: number;
+  /** The report as one JSON object (snake_case, as every JSON this tool writes). */
+  json?: boolean;
 }
 
 function addressLine(url: string): Check {
@@ -105,6 +107,12 @@ export function formatReport(checks: readonly Check[]): string {
   return [...checks.map((c) => `  ${c.label.padEnd(width)}  ${mark[c.status]}  ${c.text}`), verdict, ''].join('\n');
 }
 
+/** `doctor --json`: every check with its status and text, and whether all passed. */
+export function jsonReport(checks: readonly Check[]): string {
+  const rows = checks.map((c) => ({ check: c.label, status: c.status === 'fail' ? 'fix' : c.status, text: c.text }));
+  return `${JSON.stringify({ ok: checks.every((c) => c.status !== 'fail'), to_fix: checks.filter((c) => c.status === 'fail').length, checks: rows }, null, 2)}\n`;
+}
+
 /**
  * `enrich doctor`: for a cron set-up, whether a batch would work here, one line per check, ok or
  * the fix. Null when all pass, else the kind of the first failure (its exit code, in cli/main.ts).
@@ -112,6 +120,6 @@ export function formatReport(checks: readonly Check[]): string {
 export async function runDoctor(options: DoctorOptions, out: NodeJS.WritableStream): Promise<ErrorKind | null> {
   const store = options.storeProblem !== null ? fail('store', options.storeProblem, 'usage') : await storeCheck(options.storePath, options.storeFolder);
   const checks = [...(await allChecks(options)), store];
-  out.write(formatReport(checks));
+  out.write(options.json === true ? jsonReport(checks) : formatReport(checks));
   return checks.find((c) => c.status === 'fail')?.kind ?? null;
 }
