@@ -135,25 +135,23 @@ async function storeState(error: unknown): Promise<string> {
 const setTo = (value: string | undefined): boolean => value !== undefined && value !== '' && value !== '0' && value.toLowerCase() !== 'false';
 
 /**
- * A live display only for a person at a terminal: stderr is a TTY, and neither CI, NO_COLOR
- * (no-color.org), TERM=dumb, --quiet nor --no-progress says otherwise. Everything else gets
- * plain lines at most every few seconds (none with --quiet), with no escape sequences.
+ * A live display only for a person at a terminal: stderr is a TTY that reports its width, and
+ * neither --quiet, CI nor TERM=dumb says otherwise. --progress / --no-progress, or
+ * ENRICH_PROGRESS=1 / 0, force it on (at a terminal) or off. NO_COLOR is about colour only
+ * (no-color.org), and the display has none, so it changes nothing. Everything else gets plain
+ * lines at most every few seconds (none with --quiet), with no escape sequences.
  */
 export async function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'output'>, io: Pick<CliIO, 'stderr' | 'stdout' | 'env'>): Promise<Reporter> {
   const now = monotonicMs;
+  const fromEnv = io.env['ENRICH_PROGRESS'];
+  const forced = flags.progress ?? (fromEnv === undefined || fromEnv === '' ? undefined : setTo(fromEnv));
   // A terminal that reports no width (0 columns) cannot be redrawn in place.
   const interactive =
-    io.stderr.isTTY === true &&
-    (io.stderr.columns ?? 0) > 0 &&
-    !flags.quiet &&
-    flags.progress &&
-    !setTo(io.env['CI']) &&
-    (io.env['NO_COLOR'] ?? '') === '' &&
-    io.env['TERM'] !== 'dumb';
+    io.stderr.isTTY === true && (io.stderr.columns ?? 0) > 0 && !flags.quiet && (forced ?? (!setTo(io.env['CI']) && io.env['TERM'] !== 'dumb'));
   if (interactive) {
     const outputToTerminal = (flags.output ?? '-') === '-' && (io.stdout as { isTTY?: boolean }).isTTY === true;
     const { ttyReporter } = await import('../ui/tty.js');
-    return ttyReporter({ stream: io.stderr, now, outputToTerminal });
+    return ttyReporter({ stream: io.stderr, now, outputToTerminal, noColor: (io.env['NO_COLOR'] ?? '') !== '' });
   }
   const { plainReporter } = await import('../ui/plain.js');
   return plainReporter({ stream: io.stderr, intervalMs: 5_000, quiet: flags.quiet, now });

@@ -116,9 +116,22 @@ function checkNotACommand(input: string): void {
   throw new UsageError(`no such file or command: ${input}; did you mean \`enrich ${command}\`?`);
 }
 
+const WORKBOOK = /\.(xlsx|xlsm|xlsb|xls|ods|numbers)$/i;
+
+/** A spreadsheet workbook is not CSV, in or out: say what to do instead. */
+function checkNotAWorkbook(flags: RunFlags): void {
+  if (WORKBOOK.test(flags.input)) {
+    throw new UsageError(`${flags.input} is a spreadsheet workbook, not CSV: export it as CSV (in Excel: File > Save As > CSV UTF-8) and give that file`);
+  }
+  if (flags.output !== undefined && WORKBOOK.test(flags.output)) {
+    throw new UsageError(`-o ${flags.output}: enrich writes CSV or JSONL, which a spreadsheet refuses under that name; give -o ${flags.output.replace(WORKBOOK, '.csv')} (Excel opens it)`);
+  }
+}
+
 /** Flags and environment -> the batch's options. Every refusal is a one-line UsageError (exit 2). */
 export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv): Promise<RunOptions> {
   checkNotACommand(flags.input);
+  checkNotAWorkbook(flags);
   if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
   if (flags.fresh && flags.maxAgeMs !== undefined) throw new UsageError('--fresh and --max-age exclude each other (--fresh is --max-age 0)');
   let service: ServiceTarget;

@@ -36,12 +36,47 @@ export interface RunFlags {
   sandbox: boolean;
   apiKeyFile: string | undefined;
   quiet: boolean;
-  progress: boolean;
+  /** --progress / --no-progress; undefined: decided from the terminal and the environment. */
+  progress: boolean | undefined;
   rawServiceText: boolean;
   /** Let a dry run replace an existing -o file (its results would become estimates). */
   overwrite: boolean;
   /** Skip the question before a large spend on a terminal. */
   yes: boolean;
+}
+
+/**
+ * `--api-key sk_...` (or `--api-key=sk_...`): refused before parsing, so the value is never echoed
+ * back (commander would print `unknown option '--api-key=sk_...'`), with where a key does go.
+ */
+function keyOnCommandLine(argv: readonly string[]): string | null {
+  const end = argv.indexOf('--');
+  const flags = end === -1 ? argv : argv.slice(0, end);
+  if (!flags.some((a) => a === '--api-key' || a.startsWith('--api-key='))) return null;
+  return 'the API key is never taken as a flag value, which `ps` shows to everyone: set ENRICH_API_KEY, or put it in a file and give --api-key-file <path>';
+}
+
+/** `enrich help` and `enrich help ledger` work as `--help` does (a file named help: ./help). */
+function helpAsFlag(argv: readonly string[]): string[] {
+  return argv[0] === 'help' ? [...argv.slice(1), '--help'] : [...argv];
+}
+
+/**
+ * Commander's refusal as one line with a fix: a suggestion on the same line (not a second one),
+ * an unknown option's value never shown, no `--column` offered for `--color` (nothing here is in
+ * colour), and several inputs answered with how to do that.
+ */
+function refusal(message: string, path: string): string {
+  let text = message.trim().replace(/^error: /, '');
+  text = text.replace(/unknown option '(--[^=']+)=[^']*'/, "unknown option '$1=…'");
+  if (/unknown option '--(no-)?colou?r\b/.test(text)) {
+    return `${text.replace(/\s*\(Did you mean [^)]*\)/, '')}: enrich prints no colour; --no-progress (or ENRICH_PROGRESS=0) turns off the live display`;
+  }
+  text = text.replace(/\s*\n?\(Did you mean (.*)\?\)/, ' (did you mean $1?)');
+  if (path === 'enrich' && /^too many arguments/.test(text)) {
+    return 'one input at a time: run enrich once per file (the store buys no company twice across them), or join the files into one CSV first';
+  }
+  return text;
 }
 
 /** The subcommands, for "did you mean" when an input file is not found. */
@@ -129,7 +164,7 @@ Environment:
   ENRICH_API_KEY     the API key (never pass it as an argument: argv shows in ps)
   ENRICH_BASE_URL    the service address, e.g. https://data.example.com
   ENRICH_STORE       the purchase store (default: $XDG_STATE_HOME/enrich/store.db)
-  NO_COLOR, CI       plain progress lines instead of a live display
+  ENRICH_PROGRESS    1: the live display at a terminal even under CI; 0: plain lines (CI does that too)
 
 Exit codes: 0 done · 1 unexpected failure · 2 usage or input error · 3 finished, some rows failed ·
   4 stopped for credits (402 or --max-credits), resumable · 5 key refused (401/403) ·
@@ -270,7 +305,8 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--sandbox', 'run against an embedded sandbox started in-process (no key needed)', false)
     .option('--api-key-file <path>', 'read the API key from a file instead of ENRICH_API_KEY')
     .option('-q, --quiet', 'no progress or notes on stderr; warnings and the exit code still tell', false)
-    .option('--no-progress', 'no live progress display (plain lines only)')
+    .option('--progress', 'the live display at a terminal, even under CI or TERM=dumb (env: ENRICH_PROGRESS=1)')
+    .option('--no-progress', 'no live display: plain lines only (env: ENRICH_PROGRESS=0)')
     .option(
       '--raw-service-text',
       "write the service's text exactly as received; by default a result cell starting with = + - @ gets a leading ' (no live formulas in spreadsheets) and control characters are dropped",
@@ -302,7 +338,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
           sandbox: opts['sandbox'] as boolean,
           apiKeyFile: opts['apiKeyFile'] as string | undefined,
           quiet: opts['quiet'] as boolean,
-          progress: opts['progress'] as boolean,
+          progress: opts['progress'] as boolean | undefined,
           rawServiceText: opts['rawServiceText'] as boolean,
           overwrite: opts['overwrite'] as boolean,
           yes: opts['yes'] as boolean,
@@ -403,12 +439,17 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     command.exitOverride().configureOutput({
       writeOut: (s) => out.writeOut(s),
       writeErr: (s) => out.writeErr(s),
-      outputError: (s, write) => write(`enrich: ${s.trim().replace(/^error: /, '')} (see ${help})\n`),
+      outputError: (s, write) => write(`enrich: ${refusal(s, path)} (see ${help})\n`),
     });
   }
 
+  const refused = keyOnCommandLine(argv);
+  if (refused !== null) {
+    out.writeErr(`enrich: ${refused}\n`);
+    return { kind: 'exit', exitCode: 2 };
+  }
   try {
-    program.parse([...argv], { from: 'user' });
+    program.parse(helpAsFlag(argv), { from: 'user' });
   } catch (error) {
     if (error instanceof CommanderError) {
       const ok = error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help';
