@@ -90,13 +90,14 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
       }
       case 'ledger': {
         const { ledger, checkService } = await import('../commands/ledger.js');
-        const { checkStoreFolder, resolveStorePath } = await import('../store/path.js');
+        const { checkStoreFolder, defaultStorePath, resolveStorePath } = await import('../store/path.js');
         const { action } = parsed.options;
         const checked = action.kind === 'export' ? { ...action, service: checkService(action.service) } : action;
         const store = resolveStorePath(parsed.options.store, io.env);
         // Only an import may start a store: in a folder that is there, as for a batch.
         if (action.kind === 'import') checkStoreFolder(store, io.env);
-        await ledger({ store, json: parsed.options.json, action: checked }, { stdout: io.stdout, note: (text) => void io.stderr.write(`enrich: ${text}\n`) });
+        const isDefault = store === defaultStorePath(io.env);
+        await ledger({ store, isDefault, json: parsed.options.json, action: checked }, { stdout: io.stdout, note: (text) => void io.stderr.write(`enrich: ${text}\n`) });
         return ExitCode.OK;
       }
       case 'doctor': {
@@ -200,7 +201,9 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
   if (!flags.quiet && !nothingToCount) io.stderr.write(formatSummary(summary));
   // Broken at spaces on a terminal, which would otherwise cut a word (or a path) in two.
   const columns = io.stderr.isTTY === true ? (io.stderr.columns ?? 0) - 1 : 0;
-  if (next !== null) io.stderr.write(`${wrapWords(`enrich: ${redact(next)}`, columns)}\n`);
+  // --quiet keeps only what needs acting on: a dry run's closing estimate is in its summary JSON.
+  const quietDry = flags.quiet && summary.dry_run && stop === null;
+  if (next !== null && !quietDry) io.stderr.write(`${wrapWords(`enrich: ${redact(next)}`, columns)}\n`);
   if (flags.summaryJson !== undefined) {
     const json = `${JSON.stringify(summary, null, 2)}\n`;
     if (flags.summaryJson === '-') io.stdout.write(json);

@@ -74,6 +74,13 @@ async function serviceChecks(url: string, apiKey: string | { problem: string }, 
     if (typeof apiKey !== 'string') return [...checks, fail('key', apiKey.problem, 'usage'), endpointsCheck(description)];
     const client = createClient({ baseUrl: url, apiKey, dispatcher, userAgent: `enrich/${VERSION} doctor`, timeoutMs: options.timeoutMs });
     const key = await keyCheck(client, samples);
+    // No description and the match is not the service API either: the address is wrong (a base
+    // path), which is the reachable row's to say, not the key's.
+    if (description.status === 404 && key.status === 'fail' && key.kind === 'unavailable') {
+      checks[checks.length - 1] = fail('reachable', `${origin} answers, but not as the service API (HTTP 404 at ${prefix}/openapi.json and the match endpoint): check the base path in ENRICH_BASE_URL`, 'unavailable');
+      checks.push(note('key', 'not checked: no service API at this address'));
+      return [...checks, latencyCheck(samples)];
+    }
     checks.push(key, endpointsCheck(description));
     if (key.status === 'ok' && options.probeRate !== null) checks.push(await rateProbe(client, options.probeRate, samples));
     checks.push(latencyCheck(samples));
@@ -94,7 +101,8 @@ async function allChecks(options: DoctorOptions): Promise<Check[]> {
       await sandbox.close();
     }
   }
-  if (!s.address.ok) return [fail('address', s.address.problem, 'usage')];
+  // Every setting that is missing is said at once, not one per run of doctor.
+  if (!s.address.ok) return [fail('address', s.address.problem, 'usage'), ...(s.key.ok ? [] : [fail('key', s.key.problem, 'usage')])];
   return serviceChecks(s.address.url, s.key.ok ? s.key.value : { problem: s.key.problem }, options);
 }
 

@@ -8,6 +8,7 @@ import { atRisk, holdings, prune, records, release, runs, watchSkewedRuns, type 
 import { Store } from '../store/sqlite.js';
 import { explainDamage } from '../store/sqlite-errors.js';
 import { count, num } from '../ui/format.js';
+import { formatBytes } from './doctor-checks.js';
 import { VERSION } from '../version.js';
 
 export type LedgerAction =
@@ -20,6 +21,8 @@ export type LedgerAction =
 
 export interface LedgerOptions {
   store: string;
+  /** The store is the default one (no --store, no ENRICH_STORE): its absence means a fresh machine. */
+  isDefault?: boolean;
   json: boolean;
   action: LedgerAction;
 }
@@ -46,9 +49,6 @@ const iso = (ms: number | null): string | null => (ms === null ? null : new Date
 const day = (ms: number | null): string => (ms === null ? '-' : new Date(ms).toISOString().slice(0, 10));
 const stamp = (ms: number | null): string => (ms === null ? '-' : new Date(ms).toISOString().slice(0, 16).replace('T', ' '));
 
-function mib(bytes: number): string {
-  return bytes < 1024 * 1024 ? `${num(Math.ceil(bytes / 1024))} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
-}
 
 /** `enrich ledger ...`: what the store holds, its runs, every record, and housekeeping. */
 export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void> {
@@ -57,6 +57,13 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
   // otherwise be created empty and reported as holding nothing. An empty file is no store either
   // (SQLite would take it for an empty database and write one into it).
   const found = statOrNull(options.store);
+  // A fresh machine: nothing bought yet is an answer, not an error. A named store that is not
+  // there is still refused below: a mistyped --store must not read as an empty one.
+  if (options.action.kind === 'show' && found === null && options.isDefault === true) {
+    if (options.json) io.stdout.write(`${JSON.stringify({ store: options.store, bytes: 0, services: [] }, null, 2)}\n`);
+    else io.stdout.write(`store      ${options.store} (none yet: the first batch run creates it)\n`);
+    return;
+  }
   if (options.action.kind !== 'import' && (found === null || (found.isFile() && found.size === 0))) {
     throw new UsageError(`no store at ${options.store}: a batch run creates it with its first purchase or lookup; give --store <path> (or ENRICH_STORE) to read another`);
   }
@@ -170,7 +177,7 @@ function show(store: Store, json: boolean, print: (s: string) => void): void {
     print(JSON.stringify({ store: store.path, bytes: size, services: json }, null, 2));
     return;
   }
-  const lines = [`store      ${store.path} (${mib(size)})`];
+  const lines = [`store      ${store.path} (${formatBytes(size)})`];
   if (services.length === 0) lines.push('           empty: nothing bought yet');
   for (const s of services) {
     lines.push(

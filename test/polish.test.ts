@@ -1,0 +1,68 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { csvText, tempDir } from './helpers/cli.js';
+import { runProcess } from './helpers/spawn.js';
+
+/** Issue 22's polish list, each as the walk-through met it, as a process. */
+const KEY = 'sk_test_polish_0123456';
+let sb: Sandbox;
+let dir: ReturnType<typeof tempDir>;
+beforeAll(async () => {
+  sb = await startSandbox({ keys: [{ key: KEY }] });
+  dir = tempDir();
+});
+afterAll(async () => {
+  await sb.close();
+  dir.cleanup();
+});
+const env = { ENRICH_BASE_URL: '', ENRICH_API_KEY: '' };
+
+describe('doctor', () => {
+  it('reports every missing setting at once, not only the first', async () => {
+    const r = await runProcess(['doctor', '--store', dir.file('none.db')], { env });
+    expect(r.code).toBe(2);
+    expect(r.stdout).toMatch(/\n? {2}address +FIX +no service address/);
+    expect(r.stdout).toMatch(/\n {2}key +FIX +.*ENRICH_API_KEY/);
+    expect(r.stdout).toContain('enrich doctor: 2 to fix');
+  });
+
+  it('sizes a store as `enrich ledger` does', async () => {
+    const store = dir.file('sized.db');
+    const input = dir.file('in.csv', csvText([['domain'], ...[...sb.directory].slice(0, 3).map((c) => [c.domain])]));
+    expect((await runProcess([input, '-o', dir.file('o.csv'), '--store', store], { env: { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY } })).code).toBe(0);
+    const ledger = await runProcess(['ledger', '--store', store]);
+    const doctor = await runProcess(['doctor', '--sandbox', '--store', store]);
+    const fromLedger = /\(([\d.]+ [KMG]?i?B)\)/.exec(ledger.stdout)?.[1];
+    expect(fromLedger, ledger.stdout).toBeDefined();
+    expect(doctor.stdout).toContain(`${store} (${fromLedger as string}; SQLite's integrity check: ok)`);
+  });
+});
+
+describe('ledger', () => {
+  it('on a fresh machine says there is no store yet, exit 0; a named store that is not there is still refused', async () => {
+    const fresh = dir.file('fresh-state');
+    const r = await runProcess(['ledger'], { env: { XDG_STATE_HOME: fresh, ENRICH_STORE: undefined } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe(`store      ${join(fresh, 'enrich', 'store.db')} (none yet: the first batch run creates it)\n`);
+    expect(existsSync(fresh)).toBe(false);
+    expect((await runProcess(['ledger', '--store', dir.file('typo.db')])).code).toBe(2);
+  });
+});
+
+describe('the batch', () => {
+  it('--quiet drops the dry run closing note too', async () => {
+    const r = await runProcess(['fixtures/companies.csv', '--sandbox', '--dry-run', '--quiet', '--store', dir.file('quiet.db')]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe('');
+  });
+
+  it('never creates a HOME that does not exist', async () => {
+    const home = join(dir.path, 'no-such-home');
+    const r = await runProcess(['fixtures/companies.csv', '--sandbox'], { env: { HOME: home, XDG_STATE_HOME: undefined, ENRICH_STORE: undefined } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`enrich: the store ${home}/.local/state/enrich/store.db: HOME (${home}) does not exist; set HOME to a folder that does, or give the store with --store or ENRICH_STORE\n`);
+    expect(existsSync(home)).toBe(false);
+  });
+});
