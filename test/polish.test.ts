@@ -1,9 +1,11 @@
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { csvText, tempDir } from './helpers/cli.js';
 import { runProcess } from './helpers/spawn.js';
+import { liveTerminal } from './helpers/pty.js';
+import { finalScreen } from './helpers/screen.js';
 
 /** Issue 22's polish list, each as the walk-through met it, as a process. */
 const KEY = 'sk_test_polish_0123456';
@@ -64,5 +66,53 @@ describe('the batch', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toBe(`enrich: the store ${home}/.local/state/enrich/store.db: HOME (${home}) does not exist; set HOME to a folder that does, or give the store with --store or ENRICH_STORE\n`);
     expect(existsSync(home)).toBe(false);
+  });
+});
+
+describe('the help', () => {
+  it('keeps every line within 80 columns and names the defaults', async () => {
+    for (const command of [[], ['ledger'], ['ledger', 'export'], ['sandbox'], ['doctor']]) {
+      const r = await runProcess([...command, '--help']);
+      expect(r.code).toBe(0);
+      for (const line of r.stdout.split('\n')) expect(line.length, `${command.join(' ')}: ${line}`).toBeLessThanOrEqual(80);
+    }
+    const help = (await runProcess(['--help'])).stdout;
+    expect(help).toMatch(/--miss-max-age <duration> [^]*?default 30d/);
+    expect(help).not.toContain('cut -d,');
+  });
+});
+
+describe('on a narrow terminal', () => {
+  it.each([40, 25])('the summary at %i columns breaks between words, never inside one', async (columns) => {
+    const store = dir.file(`narrow-${columns}.db`);
+    const args = ['fixtures/companies.csv', '--sandbox', '--dry-run', '--store', store];
+    // The same summary, unbroken, from a pipe: every word the terminal shows must be one of its words.
+    const piped = await runProcess(args);
+    const words = new Set(piped.stderr.split(/\s+/));
+    const live = liveTerminal(args, {}, columns, dir.file(`tty-narrow-${columns}`));
+    try {
+      expect(await live.exited).toBe(0);
+      const screen = finalScreen(live.output(), columns);
+      const from = screen.findIndex((l) => l.startsWith('enrich: dry run'));
+      const summary = screen.slice(from, screen.findIndex((l, i) => i > from && l.startsWith('  elapsed')));
+      expect(summary.length).toBeGreaterThan(10);
+      for (const line of summary) {
+        expect(line.length).toBeLessThanOrEqual(columns);
+        for (const word of line.trim().split(/\s+/)) expect(words.has(word), `"${word}" in "${line}"`).toBe(true);
+      }
+    } finally {
+      live.kill();
+    }
+  });
+});
+
+describe('a failed run', () => {
+  it('leaves no stale --summary-json behind (exit 2 on a malformed input)', async () => {
+    const summary = dir.file('yesterday.json', '{"status":"done"}\n');
+    const bad = dir.file('bad.csv');
+    writeFileSync(bad, 'domain\n"unterminated,quote\n');
+    const r = await runProcess([bad, '--sandbox', '--store', dir.file('stale.db'), '--summary-json', summary]);
+    expect(r.code).toBe(2);
+    expect(existsSync(summary)).toBe(false);
   });
 });

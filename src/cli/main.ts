@@ -160,7 +160,7 @@ export async function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' 
 
 async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redact: (s: string) => string): Promise<number> {
   const interrupt = new AbortController();
-  const [reporter, { runBatch }, { formatSummary, nextStep }, { wrapWords }] = await Promise.all([
+  const [reporter, { runBatch }, { fitSummary, formatSummary, nextStep }, { wrapWords }] = await Promise.all([
     chooseReporter(flags, io),
     import('../commands/run.js'),
     import('../ui/summary.js'),
@@ -180,7 +180,7 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
   });
   let result: RunResult;
   try {
-    result = await runBatch(options, {
+    result = await withoutStaleSummary(flags.summaryJson, () => runBatch(options, {
       get stdin() {
         return io.stdin;
       },
@@ -189,7 +189,7 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
       reporter,
       interrupt: interrupt.signal,
       ...(canAsk(flags, io) ? { ask: (question: string) => askYesNo(question, io, reporter, interrupt.signal) } : {}),
-    });
+    }));
   } finally {
     off();
   }
@@ -198,9 +198,9 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
   // A refused key, or a service that never answered, leaves nothing to count: the one line that
   // matters is all there is to say.
   const nothingToCount = stop?.reason === 'auth' || (stop?.reason === 'unavailable' && !stop.worked);
-  if (!flags.quiet && !nothingToCount) io.stderr.write(formatSummary(summary));
   // Broken at spaces on a terminal, which would otherwise cut a word (or a path) in two.
   const columns = io.stderr.isTTY === true ? (io.stderr.columns ?? 0) - 1 : 0;
+  if (!flags.quiet && !nothingToCount) io.stderr.write(fitSummary(formatSummary(summary), columns));
   // --quiet keeps only what needs acting on: a dry run's closing estimate is in its summary JSON.
   const quietDry = flags.quiet && summary.dry_run && stop === null;
   if (next !== null && !quietDry) io.stderr.write(`${wrapWords(`enrich: ${redact(next)}`, columns)}\n`);
@@ -212,6 +212,23 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
     else await builtin<typeof FsPromises>('node:fs/promises').writeFile(flags.summaryJson, json, { mode: 0o600 });
   }
   return exitCode(troubleOf(stop, summary));
+}
+
+/**
+ * A run that fails (exit 2 for a malformed input, 1 for a full disk) must not leave yesterday's
+ * --summary-json file looking like today's: it is removed. Its path was checked with the others
+ * before the run (never the input or the store), so nothing else can be removed by this.
+ */
+async function withoutStaleSummary<T>(path: string | undefined, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if (path !== undefined && path !== '-' && inheritedDescriptor(path) === null) {
+      const fs = builtin<typeof FsPromises>('node:fs/promises');
+      if ((await fs.lstat(path).catch(() => null))?.isFile() === true) await fs.rm(path, { force: true });
+    }
+    throw error;
+  }
 }
 
 const isTTY = (stream: unknown): boolean => (stream as { isTTY?: boolean }).isTTY === true;

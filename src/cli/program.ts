@@ -142,45 +142,53 @@ export function parseDuration(value: string, what: string): number {
 
 const duration = (what: string) => (value: string): number => parseDuration(value, what);
 
+// Kept within 80 columns: a help line longer than the terminal wraps mid-word.
 const EXAMPLES = `
 Examples:
-  Analyst, a CSV export in and a file out (rerun after any stop; what is bought is kept):
+  Analyst: a CSV export in, a file out (rerun after any stop; nothing is lost):
     $ export ENRICH_API_KEY=...   # or --api-key-file ~/.config/enrich/key
     $ enrich companies.csv -o enriched.csv
 
-  Next month's export: only new companies, and records older than 90 days, are bought:
+  Next month's export: only new companies, and records over 90 days old:
     $ enrich companies-december.csv -o enriched.csv --max-age 90d
 
-  Cron, domains piped through, totals for the log (check the set-up first: enrich doctor):
-    $ cut -d, -f3 crm.csv | enrich - --format jsonl --summary-json run.json > enriched.jsonl
+  Cron: the file itself, -o for an atomic write, the key from a file
+  (check the set-up first with enrich doctor):
+    $ enrich crm.csv --column "Company Website" -o enriched.jsonl \\
+        --api-key-file ~/.config/enrich/key --summary-json run.json --quiet
 
-  Finance, what would it cost? (free: matches only, spends nothing)
+  Finance: what would it add to this month's bill? (free: spends nothing)
     $ enrich companies.csv --dry-run
 
   Try everything against the embedded sandbox, no key needed:
     $ enrich fixtures/companies.csv --sandbox -o enriched.csv
 
 Environment:
-  ENRICH_API_KEY     the API key (never pass it as an argument: argv shows in ps)
+  ENRICH_API_KEY     the API key (never an argument: argv shows in ps)
   ENRICH_BASE_URL    the service address, e.g. https://data.example.com
-  ENRICH_STORE       the purchase store (default: $XDG_STATE_HOME/enrich/store.db)
-  ENRICH_PROGRESS    1: the live display at a terminal even under CI; 0: plain lines (CI does that too)
+  ENRICH_STORE       the purchase store (default:
+                     $XDG_STATE_HOME/enrich/store.db)
+  ENRICH_PROGRESS    1: the live display even under CI; 0: plain lines
 
-Exit codes: 0 done · 1 unexpected failure · 2 usage or input error · 3 finished, some rows failed ·
-  4 stopped for credits (402 or --max-credits), resumable · 5 key refused (401/403) ·
-  6 service unreachable or asks to wait too long, rerun later · 130 interrupted (Ctrl-C, SIGTERM, SIGHUP), resumable
+Exit codes: 0 done · 1 unexpected failure · 2 usage or input error ·
+  3 finished, some rows failed · 4 stopped for credits (402, --max-credits,
+  or "no" when asked), resumable · 5 key refused (401/403) · 6 service
+  unavailable, rerun later · 130 interrupted, resumable · 141 stdout closed
 `;
 
 const LEDGER_EXAMPLES = `
 Examples:
-  What the store holds, per service:       $ enrich ledger
-  The last 20 runs, with credits each:     $ enrich ledger runs
-  Every record bought, for a spreadsheet:  $ enrich ledger export -o companies.csv
-  Forget records older than a year:        $ enrich ledger prune --older-than 365d
-  Companies stuck on an unanswered call:   $ enrich ledger release
-  Import a journal of enrich 0.1:          $ enrich ledger import crm.csv.enrich-journal
+  What the store holds, per service:      $ enrich ledger
+  The last 20 runs, with credits each:    $ enrich ledger runs
+  Every record bought, for a spreadsheet: $ enrich ledger export -o all.csv
+  Companies stuck on an unanswered call:  $ enrich ledger release
+  Forget records over a year old:
+    $ enrich ledger prune --older-than 365d
+  Import a journal of enrich 0.1:
+    $ enrich ledger import crm.csv.enrich-journal
 
-The store is SQLite: \`sqlite3 ~/.local/state/enrich/store.db\` reads it too (docs/store-and-resume.md).
+The store is SQLite: \`sqlite3 ~/.local/state/enrich/store.db\` reads it too
+(docs/store-and-resume.md).
 `;
 
 const LEDGER_COMMANDS = ['show', 'runs', 'export', 'prune', 'release', 'import'] as const;
@@ -250,10 +258,12 @@ const SANDBOX_EXAMPLES = `
 Examples:
   A local service for a demo, then a batch against it (in another terminal):
     $ enrich sandbox --port 4010 --key sk_demo
-    $ ENRICH_BASE_URL=http://127.0.0.1:4010 ENRICH_API_KEY=sk_demo enrich fixtures/companies.csv -o enriched.csv
+    $ export ENRICH_BASE_URL=http://127.0.0.1:4010 ENRICH_API_KEY=sk_demo
+    $ enrich fixtures/companies.csv -o enriched.csv
 
   A harsh one, to see rate-limit pauses, retries and a 402 stop:
-    $ enrich sandbox --rate-limit 20 --fail-rate 0.05 --drop-rate 0.01 --latency 50 --balance 100
+    $ enrich sandbox --rate-limit 20 --fail-rate 0.05 --drop-rate 0.01 \\
+        --latency 50 --balance 100
 `;
 
 const DOCTOR_EXAMPLES = `
@@ -267,8 +277,8 @@ Examples:
   Try it without a service:
     $ enrich doctor --sandbox
 
-Exit codes: 0 all ok · 2 usage (no address or key, a bad --store) · 5 key refused (401/403) ·
-  6 the service cannot be reached · 1 anything else
+Exit codes: 0 all ok · 2 usage (no address or key, a bad --store) ·
+  5 key refused (401/403) · 6 the service cannot be reached · 1 anything else
 `;
 
 /**
@@ -295,7 +305,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--overwrite', 'let a dry run replace an existing -o file', false)
     .option('--store <path>', 'the purchase store (env: ENRICH_STORE; default: $XDG_STATE_HOME/enrich/store.db)')
     .option('--max-age <duration>', 'buy again records bought longer ago than this, e.g. 30d (default: never)', duration('--max-age'))
-    .option('--miss-max-age <duration>', 'ask again about domains that did not match longer ago than this (free)', duration('--miss-max-age'))
+    .option('--miss-max-age <duration>', 'ask again about domains that did not match longer ago than this (free; default 30d)', duration('--miss-max-age'))
     .option('--settle <duration>', 'how long a paid call whose answer was lost may still run at the service (default 60s)', duration('--settle'))
     .option('--fresh', 'buy every held record again (same as --max-age 0; the dry run prices it)', false)
     .option('--journal <path>', 'import a journal written by enrich 0.1 (one beside the input is found by itself)')

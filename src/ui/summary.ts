@@ -1,6 +1,6 @@
 import type { Stop } from '../pipeline/stops.js';
 import type { Summary } from '../pipeline/summary.js';
-import { count, elapsed, num } from './format.js';
+import { count, elapsed, num, wrapWords } from './format.js';
 import { describeCheapest, dollars, moneyRows } from './plans.js';
 
 /** The totals as a small aligned table for stderr, in the vocabulary of the summary JSON. */
@@ -47,6 +47,43 @@ export function formatSummary(s: Summary): string {
   });
   for (const [label, value] of text) lines.push(`  ${label.padEnd(width)}  ${value}`);
   return [`enrich: ${title}`, ...lines].join('\n') + '\n';
+}
+
+/**
+ * The summary fitted to a terminal `columns` wide: a row too long is broken between words, and
+ * its continuation lines start under its value, so a narrow terminal never cuts a word in two.
+ */
+export function fitSummary(text: string, columns: number): string {
+  if (columns <= 0) return text;
+  return text
+    .split('\n')
+    .map((line) => (line.length <= columns ? line : fitRow(line, columns)))
+    .join('\n');
+}
+
+function fitRow(line: string, columns: number): string {
+  // The label, the gap after it, and a right-aligned figure: where the words start.
+  const start = /^ {2}\S+(?: \S+)* {2,}(?:\S+ +)?/.exec(line)?.[0].length;
+  if (start === undefined) return wrapWords(line, columns);
+  const indent = start <= columns / 2 ? start : 4;
+  const lines: string[] = [];
+  // A label and figure wider than the terminal: the label alone, then the rest below it.
+  const label = (/^ {2}\S+(?: \S+)*/.exec(line)?.[0] ?? '').length;
+  const from = start <= columns ? start : label;
+  if (from === label) lines.push(line.slice(0, label));
+  let current = from === label ? ' '.repeat(indent) : line.slice(0, start);
+  let fresh = true;
+  for (const word of line.slice(from).split(/ +/).filter((w) => w !== '')) {
+    const candidate = fresh ? current + word : `${current} ${word}`;
+    if (candidate.length <= columns) current = candidate;
+    else {
+      lines.push(current.trimEnd());
+      current = ' '.repeat(indent) + word;
+    }
+    fresh = false;
+  }
+  lines.push(current);
+  return lines.join('\n');
 }
 
 /**
