@@ -116,3 +116,23 @@ describe('a failed run', () => {
     expect(existsSync(summary)).toBe(false);
   });
 });
+
+describe('typing the input at the terminal (`enrich -`)', () => {
+  it('draws no spinner over what is typed; the display starts once the input ends', async () => {
+    const live = liveTerminal(['-', '--sandbox', '--store', dir.file('typed.db'), '-o', dir.file('typed.csv')], {}, 80, dir.file('tty-typed'));
+    try {
+      await live.waitForScreen((s) => s.some((l) => l.includes('press Ctrl-D')));
+      const before = live.output().length;
+      live.type('domain\r');
+      await live.waitForScreen((s) => s.some((l) => l === 'domain'), before);
+      live.type('example-typed.com\r\x04');
+      expect(await live.exited).toBe(0);
+      const typedAt = live.output().indexOf('example-typed.com');
+      // Nothing was drawn between the note and the end of the typing but the typing itself (no spinner frames).
+      expect(live.output().slice(before, typedAt)).toBe('domain\r\n');
+      expect(finalScreen(live.output(), 80)).toContain('example-typed.com');
+    } finally {
+      live.kill();
+    }
+  });
+});

@@ -142,7 +142,7 @@ const setTo = (value: string | undefined): boolean => value !== undefined && val
  * (no-color.org), and the display has none, so it changes nothing. Everything else gets plain
  * lines at most every few seconds (none with --quiet), with no escape sequences.
  */
-export async function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'output'>, io: Pick<CliIO, 'stderr' | 'stdout' | 'env'>): Promise<Reporter> {
+export async function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'output'> & Partial<Pick<RunFlags, 'input'>>, io: Pick<CliIO, 'stderr' | 'stdout' | 'env'> & Partial<Pick<CliIO, 'stdin'>>): Promise<Reporter> {
   const now = monotonicMs;
   const fromEnv = io.env['ENRICH_PROGRESS'];
   const forced = flags.progress ?? (fromEnv === undefined || fromEnv === '' ? undefined : setTo(fromEnv));
@@ -152,7 +152,8 @@ export async function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' 
   if (interactive) {
     const outputToTerminal = (flags.output ?? '-') === '-' && (io.stdout as { isTTY?: boolean }).isTTY === true;
     const { ttyReporter } = await import('../ui/tty.js');
-    return ttyReporter({ stream: io.stderr, now, outputToTerminal, noColor: (io.env['NO_COLOR'] ?? '') !== '' });
+    const inputFromTerminal = flags.input === '-' && io.stdin !== undefined && isTTY(io.stdin);
+    return ttyReporter({ stream: io.stderr, now, outputToTerminal, noColor: (io.env['NO_COLOR'] ?? '') !== '', inputFromTerminal });
   }
   const { plainReporter } = await import('../ui/plain.js');
   return plainReporter({ stream: io.stderr, intervalMs: 5_000, quiet: flags.quiet, now });

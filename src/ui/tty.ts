@@ -15,6 +15,11 @@ export interface TtyOptions {
   outputToTerminal: boolean;
   /** NO_COLOR (no-color.org): the spinner is drawn without colour; the display is otherwise the same. */
   noColor?: boolean;
+  /**
+   * The input is typed at this terminal (`enrich -`): no spinner while it is read, which would
+   * draw over what is being typed; the display starts with the matching.
+   */
+  inputFromTerminal?: boolean;
 }
 
 interface Rate {
@@ -145,7 +150,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
   return {
     begin(progress) {
       current = progress;
-      spinner = ora({ stream, text: 'reading input', discardStdin: false, hideCursor: true, ...spinnerColor }).start();
+      if (options.inputFromTerminal !== true) spinner = ora({ stream, text: 'reading input', discardStdin: false, hideCursor: true, ...spinnerColor }).start();
       timer = setInterval(() => render(progress), 100);
       timer.unref();
       stream.on?.('resize', onResize);
