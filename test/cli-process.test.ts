@@ -11,7 +11,7 @@ describe('the built CLI', () => {
     expect(await runProcess(['--version'])).toMatchObject({ code: 0, stdout: `${pkg.version}\n` });
     const help = await runProcess(['--help']);
     expect(help.code).toBe(0);
-    for (const text of ['enrich companies.csv -o enriched.csv', 'enrich - --format jsonl', '--dry-run', 'Exit codes:', 'ENRICH_API_KEY']) {
+    for (const text of ['enrich companies.csv -o enriched.csv', 'enrich crm.csv --column', '--api-key-file', '--dry-run', 'Exit codes:', 'ENRICH_API_KEY']) {
       expect(help.stdout).toContain(text);
     }
     const sandboxHelp = await runProcess(['sandbox', '--help']);

@@ -172,8 +172,9 @@ Environment:
 
 Exit codes: 0 done · 1 unexpected failure · 2 usage or input error ·
   3 finished, some rows failed · 4 stopped for credits (402, --max-credits,
-  or "no" when asked), resumable · 5 key refused (401/403) · 6 service
-  unavailable, rerun later · 130 interrupted, resumable · 141 stdout closed
+  or "no" when asked), resumable · 5 key refused (401/403) ·
+  6 service unreachable or asks to wait too long, rerun later ·
+  130 interrupted, resumable · 141 stdout closed (| head)
 `;
 
 const LEDGER_EXAMPLES = `
