@@ -12,6 +12,11 @@ export const ExitCode = {
   /** The service cannot be reached, or asks to wait too long: nothing is wrong with the input; rerun later. */
   UNAVAILABLE: 6,
   INTERRUPTED: 130,
+  /**
+   * The reader of stdout went away (`| head`): stop without a word, as rg and qsv do, with the
+   * status a shell shows for a program ended by SIGPIPE (128 + 13), so `set -o pipefail` can tell.
+   */
+  CLOSED_PIPE: 141,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
@@ -19,7 +24,7 @@ export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
  * What kind of trouble an error (or a stopped run, or a failed check) is: the one table in
  * cli/main.ts maps each kind to its exit code.
  */
-export type ErrorKind = 'failure' | 'usage' | 'partial' | 'credits' | 'auth' | 'unavailable' | 'interrupted';
+export type ErrorKind = 'failure' | 'usage' | 'partial' | 'credits' | 'auth' | 'unavailable' | 'interrupted' | 'closed_pipe';
 
 /** An error whose message is fit to show the user as one line, with the kind of trouble it is. */
 export class EnrichError extends Error {

@@ -260,7 +260,7 @@ describe('paths that would destroy something are refused up front', () => {
 });
 
 describe('dry runs and their output', () => {
-  it('writes what matched to -o when asked (names, no records), and nothing to stdout when not', async () => {
+  it('writes what matched to -o when asked (found: names, no records), and nothing to stdout when not', async () => {
     await t.sandbox();
     const c = companies(1)[0] as { domain: string; name: string };
     const input = t.dir.file('in.csv', csvText([['domain'], [c.domain], ['nobody-here.io'], ['co.uk']]));
@@ -271,7 +271,7 @@ describe('dry runs and their output', () => {
     expect((await runCli([input, '--dry-run', '-o', out], { env: t.env() })).code).toBe(0);
     const rows = readCsvFile(out);
     expect(rows.map((r) => [r['enrich_status'], r['company_domain'], r['company_name'], r['company_industry']])).toStrictEqual([
-      ['matched', c.domain, c.name, ''],
+      ['found', c.domain, c.name, ''],
       ['no_match', '', '', ''],
       ['invalid', '', '', ''],
     ]);

@@ -11,7 +11,7 @@ describe('the built CLI', () => {
     expect(await runProcess(['--version'])).toMatchObject({ code: 0, stdout: `${pkg.version}\n` });
     const help = await runProcess(['--help']);
     expect(help.code).toBe(0);
-    for (const text of ['enrich companies.csv -o enriched.csv', 'enrich - --format jsonl', '--dry-run', 'Exit codes:', 'ENRICH_API_KEY']) {
+    for (const text of ['enrich companies.csv -o enriched.csv', 'enrich crm.csv --column', '--api-key-file', '--dry-run', 'Exit codes:', 'ENRICH_API_KEY']) {
       expect(help.stdout).toContain(text);
     }
     const sandboxHelp = await runProcess(['sandbox', '--help']);
@@ -142,14 +142,15 @@ describe('the built CLI', () => {
     expect(await p.exited).toBe(0);
   });
 
-  it('prices a dry run by plan: the marginal cost at each rate and the plan it fits into', async () => {
+  it('prices a dry run by the month: what it adds on the cheapest plan first, per-plan rates labelled', async () => {
     const dir = tempDir();
     try {
       const r = await runProcess(['fixtures/companies.csv', '--sandbox', '--dry-run']);
       expect(r.code, r.stderr).toBe(0);
-      const credits = /estimated cost +(\d+) credits +\$[\d.]+ Starter · \$[\d.]+ Growth · \$[\d.]+ Scale/.exec(r.stderr)?.[1];
+      const credits = /at plan rates +\$[\d.]+ +Starter · \$[\d.]+ Growth · \$[\d.]+ Scale: (\d+) credits at each plan's overage rate, not a bill/.exec(r.stderr)?.[1];
       expect(credits, r.stderr).toBeDefined();
-      expect(r.stderr).toContain(`  plan            ${credits} credits fit in Starter's 2,000 included credits ($99/month; more than the Free plan's 100)\n`);
+      expect(r.stderr).toMatch(/\n {2}adds to bill +\$99 +to this month's bill on its cheapest plan/);
+      expect(r.stderr).toContain(`on Starter, ${credits} of its 2,000 included credits\n`);
     } finally {
       dir.cleanup();
     }

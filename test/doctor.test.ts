@@ -104,7 +104,9 @@ describe('enrich doctor over real HTTP', () => {
   it('an address that answers, but not as the service (a wrong base path), is exit 6 as for a batch run, and not blamed on the key', async () => {
     const r = await doctor([], { ENRICH_BASE_URL: `${sb.url}/wrong/prefix` });
     expect(r.code, r.stdout).toBe(6);
-    expect(report(r.stdout).get('key')).toEqual(['FIX', 'not checked: this address does not answer as the service API (HTTP 404 not_found on a documented endpoint); check the base URL']);
+    // The fix is on the reachable row (not "reachable ok (HTTP 404)", not on the key's).
+    expect(report(r.stdout).get('reachable')).toEqual(['FIX', `${sb.url} answers, but not as the service API (HTTP 404 at /wrong/prefix/api/v1/public/openapi.json and the match endpoint): check the base path in ENRICH_BASE_URL`]);
+    expect(report(r.stdout).get('key')).toEqual(['note', 'not checked: no service API at this address']);
   });
 
   it('a free match answered 500 is exit 6 (the service is failing), not a fix to the key', async () => {

@@ -155,11 +155,11 @@ describe('enrich ledger', () => {
       [5, 5, 0],
     ]);
     const exported = await runCli(['ledger', 'export', '--format', 'jsonl']);
-    const records = exported.stdout.trim().split('\n').map((l) => JSON.parse(l) as { company: { domain: string } });
-    expect(records.map((r) => r.company.domain).sort()).toStrictEqual(domains(5).sort());
+    const records = exported.stdout.trim().split('\n').map((l) => JSON.parse(l) as { company_domain: string });
+    expect(records.map((r) => r.company_domain).sort()).toStrictEqual(domains(5).sort());
     const csv = await runCli(['ledger', 'export', '-o', t.dir.file('held.csv')]);
     expect(csv.code).toBe(0);
-    expect(readCsvFile(t.dir.file('held.csv')).map((r) => r['domain']).sort()).toStrictEqual(domains(5).sort());
+    expect(readCsvFile(t.dir.file('held.csv')).map((r) => r['company_domain']).sort()).toStrictEqual(domains(5).sort());
 
     expect((await runCli(['ledger', 'prune', '--older-than', '0d', '--dry-run'])).stdout).toContain('would forget 5 companies');
     expect((await runCli(['ledger', 'prune', '--older-than', '0d'])).stdout).toMatch(/^forgot 5 companies bought and \d+ lookups? made before \d{4}-\d\d-\d\d \d\d:\d\d UTC; open purchases are always kept\n/);
@@ -214,8 +214,8 @@ describe('review findings', () => {
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(10).map((d) => [d])]));
     expect((await runCli([input, '-o', t.dir.file('o.csv'), '--max-credits', '2'], { env: t.env() })).code).toBe(4);
     expect((await runCli(['ledger', 'release'])).stdout).toContain('no purchase is waiting on an unanswered paid call');
-    const held = JSON.parse((await runCli(['ledger', '--json'])).stdout) as { services: { open: number }[] };
-    expect(held.services[0]?.open).toBe(0);
+    const held = JSON.parse((await runCli(['ledger', '--json'])).stdout) as { services: { at_risk: number }[] };
+    expect(held.services[0]?.at_risk).toBe(0);
   });
 
   it('refuses to export over the store itself, directly or through a symlink', async () => {

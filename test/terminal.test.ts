@@ -57,16 +57,28 @@ describe('the terminal experience', () => {
     expect(readCsvFile(out)).toHaveLength(61);
   });
 
-  it('writes no escape sequences when piped, in CI, or with NO_COLOR', async () => {
+  it('writes no escape sequences when piped, in CI, with ENRICH_PROGRESS=0 or --no-progress', async () => {
     const piped = await runProcess([input, '-o', dir.file('piped.csv'), '--fresh'], { env: { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY } });
     expect(piped.code).toBe(0);
     expect(piped.stderr).not.toContain('\x1b');
     expect(piped.stderr).toContain('enrich: done');
-    for (const env of [{ CI: 'true' }, { NO_COLOR: '1' }]) {
-      const { code, output } = await inTerminal([input, '-o', dir.file('plain.csv'), '--fresh'], env);
+    for (const [env, flags] of [[{ CI: 'true' }, []], [{ ENRICH_PROGRESS: '0' }, []], [{}, ['--no-progress']]] as const) {
+      const { code, output } = await inTerminal([input, '-o', dir.file('plain.csv'), '--fresh', ...flags], env);
       expect(code, output).toBe(0);
       expect(output).not.toContain('\x1b');
       expect(output).toContain('enrich: done');
+    }
+  });
+
+  it('NO_COLOR changes colour only: the live display stays, uncoloured; --progress or ENRICH_PROGRESS=1 brings it back under CI', async () => {
+    for (const [env, flags] of [[{ NO_COLOR: '1' }, []], [{ CI: 'true', ENRICH_PROGRESS: '1' }, []], [{ CI: 'true' }, ['--progress']]] as const) {
+      const { code, output } = await inTerminal([input, '-o', dir.file('live.csv'), '--fresh', '--concurrency', '2', ...flags], env);
+      expect(code, output).toBe(0);
+      expect(output).toMatch(/matching .*[█░]+/);
+      expect(output).toContain('\x1b[');
+      // NO_COLOR takes the colour (SGR colour codes) out of the spinner, and nothing else.
+      // eslint-disable-next-line no-control-regex -- an SGR colour sequence is what is looked for
+      if ('NO_COLOR' in env) expect(output).not.toMatch(/\x1b\[3\d(;\d+)*m/);
     }
   });
 

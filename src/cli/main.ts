@@ -1,4 +1,5 @@
 import type * as FsPromises from 'node:fs/promises';
+import type * as Readline from 'node:readline';
 import { builtin } from '../builtin.js';
 import type { RunOptions, RunResult } from '../commands/run.js';
 import { EnrichError, ExitCode, errorMessage, type ErrorKind } from '../errors.js';
@@ -89,13 +90,14 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
       }
       case 'ledger': {
         const { ledger, checkService } = await import('../commands/ledger.js');
-        const { checkStoreFolder, resolveStorePath } = await import('../store/path.js');
+        const { checkStoreFolder, defaultStorePath, resolveStorePath } = await import('../store/path.js');
         const { action } = parsed.options;
         const checked = action.kind === 'export' ? { ...action, service: checkService(action.service) } : action;
         const store = resolveStorePath(parsed.options.store, io.env);
         // Only an import may start a store: in a folder that is there, as for a batch.
         if (action.kind === 'import') checkStoreFolder(store, io.env);
-        await ledger({ store, json: parsed.options.json, action: checked }, { stdout: io.stdout, note: (text) => void io.stderr.write(`enrich: ${text}\n`) });
+        const isDefault = store === defaultStorePath(io.env);
+        await ledger({ store, isDefault, json: parsed.options.json, action: checked }, { stdout: io.stdout, note: (text) => void io.stderr.write(`enrich: ${text}\n`) });
         return ExitCode.OK;
       }
       case 'doctor': {
@@ -114,7 +116,8 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
     }
   } catch (error) {
     if (error instanceof EnrichError) {
-      io.stderr.write(`enrich: ${redact(error.message)}\n`);
+      // A reader that stopped reading wanted no more: nothing to say to it, or to anyone.
+      if (error.kind !== 'closed_pipe') io.stderr.write(`enrich: ${redact(error.message)}\n`);
       return exitCode(error.kind);
     }
     io.stderr.write(`enrich: unexpected error: ${redact(errorMessage(error))}\n`);
@@ -133,25 +136,24 @@ async function storeState(error: unknown): Promise<string> {
 const setTo = (value: string | undefined): boolean => value !== undefined && value !== '' && value !== '0' && value.toLowerCase() !== 'false';
 
 /**
- * A live display only for a person at a terminal: stderr is a TTY, and neither CI, NO_COLOR
- * (no-color.org), TERM=dumb, --quiet nor --no-progress says otherwise. Everything else gets
- * plain lines at most every few seconds (none with --quiet), with no escape sequences.
+ * A live display only for a person at a terminal: stderr is a TTY that reports its width, and
+ * neither --quiet, CI nor TERM=dumb says otherwise. --progress / --no-progress, or
+ * ENRICH_PROGRESS=1 / 0, force it on (at a terminal) or off. NO_COLOR is about colour only
+ * (no-color.org), and the display has none, so it changes nothing. Everything else gets plain
+ * lines at most every few seconds (none with --quiet), with no escape sequences.
  */
-export async function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'output'>, io: Pick<CliIO, 'stderr' | 'stdout' | 'env'>): Promise<Reporter> {
+export async function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'output'> & Partial<Pick<RunFlags, 'input'>>, io: Pick<CliIO, 'stderr' | 'stdout' | 'env'> & Partial<Pick<CliIO, 'stdin'>>): Promise<Reporter> {
   const now = monotonicMs;
+  const fromEnv = io.env['ENRICH_PROGRESS'];
+  const forced = flags.progress ?? (fromEnv === undefined || fromEnv === '' ? undefined : setTo(fromEnv));
   // A terminal that reports no width (0 columns) cannot be redrawn in place.
   const interactive =
-    io.stderr.isTTY === true &&
-    (io.stderr.columns ?? 0) > 0 &&
-    !flags.quiet &&
-    flags.progress &&
-    !setTo(io.env['CI']) &&
-    (io.env['NO_COLOR'] ?? '') === '' &&
-    io.env['TERM'] !== 'dumb';
+    io.stderr.isTTY === true && (io.stderr.columns ?? 0) > 0 && !flags.quiet && (forced ?? (!setTo(io.env['CI']) && io.env['TERM'] !== 'dumb'));
   if (interactive) {
     const outputToTerminal = (flags.output ?? '-') === '-' && (io.stdout as { isTTY?: boolean }).isTTY === true;
     const { ttyReporter } = await import('../ui/tty.js');
-    return ttyReporter({ stream: io.stderr, now, outputToTerminal });
+    const inputFromTerminal = flags.input === '-' && io.stdin !== undefined && isTTY(io.stdin);
+    return ttyReporter({ stream: io.stderr, now, outputToTerminal, noColor: (io.env['NO_COLOR'] ?? '') !== '', inputFromTerminal });
   }
   const { plainReporter } = await import('../ui/plain.js');
   return plainReporter({ stream: io.stderr, intervalMs: 5_000, quiet: flags.quiet, now });
@@ -159,7 +161,7 @@ export async function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' 
 
 async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redact: (s: string) => string): Promise<number> {
   const interrupt = new AbortController();
-  const [reporter, { runBatch }, { formatSummary, nextStep }, { wrapWords }] = await Promise.all([
+  const [reporter, { runBatch }, { fitSummary, formatSummary, nextStep }, { wrapWords }] = await Promise.all([
     chooseReporter(flags, io),
     import('../commands/run.js'),
     import('../ui/summary.js'),
@@ -179,7 +181,7 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
   });
   let result: RunResult;
   try {
-    result = await runBatch(options, {
+    result = await withoutStaleSummary(flags.summaryJson, () => runBatch(options, {
       get stdin() {
         return io.stdin;
       },
@@ -187,7 +189,8 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
       env: io.env,
       reporter,
       interrupt: interrupt.signal,
-    });
+      ...(canAsk(flags, io) ? { ask: (question: string) => askYesNo(question, io, reporter, interrupt.signal) } : {}),
+    }));
   } finally {
     off();
   }
@@ -196,10 +199,12 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
   // A refused key, or a service that never answered, leaves nothing to count: the one line that
   // matters is all there is to say.
   const nothingToCount = stop?.reason === 'auth' || (stop?.reason === 'unavailable' && !stop.worked);
-  if (!flags.quiet && !nothingToCount) io.stderr.write(formatSummary(summary));
   // Broken at spaces on a terminal, which would otherwise cut a word (or a path) in two.
   const columns = io.stderr.isTTY === true ? (io.stderr.columns ?? 0) - 1 : 0;
-  if (next !== null) io.stderr.write(`${wrapWords(`enrich: ${redact(next)}`, columns)}\n`);
+  if (!flags.quiet && !nothingToCount) io.stderr.write(fitSummary(formatSummary(summary), columns));
+  // --quiet keeps only what needs acting on: a dry run's closing estimate is in its summary JSON.
+  const quietDry = flags.quiet && summary.dry_run && stop === null;
+  if (next !== null && !quietDry) io.stderr.write(`${wrapWords(`enrich: ${redact(next)}`, columns)}\n`);
   if (flags.summaryJson !== undefined) {
     const json = `${JSON.stringify(summary, null, 2)}\n`;
     if (flags.summaryJson === '-') io.stdout.write(json);
@@ -208,6 +213,53 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
     else await builtin<typeof FsPromises>('node:fs/promises').writeFile(flags.summaryJson, json, { mode: 0o600 });
   }
   return exitCode(troubleOf(stop, summary));
+}
+
+/**
+ * A run that fails (exit 2 for a malformed input, 1 for a full disk) must not leave yesterday's
+ * --summary-json file looking like today's: it is removed. Its path was checked with the others
+ * before the run (never the input or the store), so nothing else can be removed by this.
+ */
+async function withoutStaleSummary<T>(path: string | undefined, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if (path !== undefined && path !== '-' && inheritedDescriptor(path) === null) {
+      const fs = builtin<typeof FsPromises>('node:fs/promises');
+      if ((await fs.lstat(path).catch(() => null))?.isFile() === true) await fs.rm(path, { force: true });
+    }
+    throw error;
+  }
+}
+
+const isTTY = (stream: unknown): boolean => (stream as { isTTY?: boolean }).isTTY === true;
+
+/** Only a person at a terminal is asked: never a pipe, cron or CI, nor a run whose stdin is its input. */
+function canAsk(flags: RunFlags, io: CliIO): boolean {
+  return !flags.yes && flags.input !== '-' && isTTY(io.stdin) && isTTY(io.stderr) && !setTo(io.env['CI']);
+}
+
+/** One line from the terminal: y or yes is yes; anything else, end of input or Ctrl-C is no. */
+async function askYesNo(question: string, io: CliIO, reporter: Reporter, interrupt: AbortSignal): Promise<boolean> {
+  const { createInterface } = builtin<typeof Readline>('node:readline');
+  const resume = reporter.pause?.();
+  io.stderr.write(`enrich: ${question}`);
+  // Not a terminal-mode reader: Ctrl-C stays the process's SIGINT, which stops the run as ever.
+  const rl = createInterface({ input: io.stdin, terminal: false });
+  const answer = await new Promise<string>((resolve) => {
+    // Resolved before close(), which emits 'close' at once and would answer '' in its place.
+    const done = (text: string): void => {
+      resolve(text);
+      interrupt.removeEventListener('abort', onAbort);
+      rl.close();
+    };
+    const onAbort = (): void => done('');
+    interrupt.addEventListener('abort', onAbort, { once: true });
+    rl.once('line', done);
+    rl.once('close', () => done(''));
+  });
+  resume?.();
+  return /^\s*y(es)?\s*$/i.test(answer);
 }
 
 /** The one table from a kind of trouble to the exit code scripts branch on (README "Exit codes"). */
@@ -219,6 +271,7 @@ const EXIT_CODES: Record<ErrorKind, ExitCode> = {
   auth: ExitCode.AUTH,
   unavailable: ExitCode.UNAVAILABLE,
   interrupted: ExitCode.INTERRUPTED,
+  closed_pipe: ExitCode.CLOSED_PIPE,
 };
 
 export const exitCode = (kind: ErrorKind | null): ExitCode => (kind === null ? ExitCode.OK : EXIT_CODES[kind]);

@@ -116,9 +116,22 @@ function checkNotACommand(input: string): void {
   throw new UsageError(`no such file or command: ${input}; did you mean \`enrich ${command}\`?`);
 }
 
+const WORKBOOK = /\.(xlsx|xlsm|xlsb|xls|ods|numbers)$/i;
+
+/** A spreadsheet workbook is not CSV, in or out: say what to do instead. */
+function checkNotAWorkbook(flags: RunFlags): void {
+  if (WORKBOOK.test(flags.input)) {
+    throw new UsageError(`${flags.input} is a spreadsheet workbook, not CSV: export it as CSV (in Excel: File > Save As > CSV UTF-8) and give that file`);
+  }
+  if (flags.output !== undefined && WORKBOOK.test(flags.output)) {
+    throw new UsageError(`-o ${flags.output}: enrich writes CSV or JSONL, which a spreadsheet refuses under that name; give -o ${flags.output.replace(WORKBOOK, '.csv')} (Excel opens it)`);
+  }
+}
+
 /** Flags and environment -> the batch's options. Every refusal is a one-line UsageError (exit 2). */
 export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv): Promise<RunOptions> {
   checkNotACommand(flags.input);
+  checkNotAWorkbook(flags);
   if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
   if (flags.fresh && flags.maxAgeMs !== undefined) throw new UsageError('--fresh and --max-age exclude each other (--fresh is --max-age 0)');
   let service: ServiceTarget;
@@ -135,6 +148,11 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
   checkPaths(flags, store, env);
   const output = flags.output ?? '-';
   const writesOutput = !flags.dryRun || flags.output !== undefined;
+  // A dry run's rows say what would be bought, not records: over last night's results they would
+  // destroy what was paid for, so that takes asking.
+  if (flags.dryRun && output !== '-' && !flags.overwrite && inheritedDescriptor(output) === null && statOrNull(output)?.isFile() === true) {
+    throw new UsageError(`${output} exists, and a dry run would replace it with estimates; give another -o, or add --overwrite`);
+  }
   if (flags.summaryJson === '-' && output === '-' && writesOutput) {
     throw new UsageError('--summary-json - needs -o <file> (or --dry-run): stdout already carries the results');
   }
@@ -154,6 +172,7 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     concurrency: flags.concurrency,
     service,
     rawServiceText: flags.rawServiceText,
+    confirm: !flags.yes,
   };
 }
 
@@ -175,7 +194,7 @@ function storeAddress(flags: DoctorFlags, env: NodeJS.ProcessEnv): Pick<DoctorOp
 /** Doctor's flags -> its options. Nothing is refused here: each problem becomes a report line. */
 export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.ProcessEnv): Promise<DoctorOptions> {
   const store = storeAddress(flags, env);
-  const common = { ...store, probeRate: flags.probeRate, timeoutMs: 10_000 };
+  const common = { ...store, probeRate: flags.probeRate, timeoutMs: 10_000, json: flags.json };
   if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
   if (flags.sandbox) return { ...common, service: { kind: 'sandbox', options: { ...EMBEDDED_SANDBOX, failRate: 0 } } };
   const raw = (flags.baseUrl ?? env['ENRICH_BASE_URL'] ?? '').trim();

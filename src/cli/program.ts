@@ -36,8 +36,47 @@ export interface RunFlags {
   sandbox: boolean;
   apiKeyFile: string | undefined;
   quiet: boolean;
-  progress: boolean;
+  /** --progress / --no-progress; undefined: decided from the terminal and the environment. */
+  progress: boolean | undefined;
   rawServiceText: boolean;
+  /** Let a dry run replace an existing -o file (its results would become estimates). */
+  overwrite: boolean;
+  /** Skip the question before a large spend on a terminal. */
+  yes: boolean;
+}
+
+/**
+ * `--api-key sk_...` (or `--api-key=sk_...`): refused before parsing, so the value is never echoed
+ * back (commander would print `unknown option '--api-key=sk_...'`), with where a key does go.
+ */
+function keyOnCommandLine(argv: readonly string[]): string | null {
+  const end = argv.indexOf('--');
+  const flags = end === -1 ? argv : argv.slice(0, end);
+  if (!flags.some((a) => a === '--api-key' || a.startsWith('--api-key='))) return null;
+  return 'the API key is never taken as a flag value, which `ps` shows to everyone: set ENRICH_API_KEY, or put it in a file and give --api-key-file <path>';
+}
+
+/** `enrich help` and `enrich help ledger` work as `--help` does (a file named help: ./help). */
+function helpAsFlag(argv: readonly string[]): string[] {
+  return argv[0] === 'help' ? [...argv.slice(1), '--help'] : [...argv];
+}
+
+/**
+ * Commander's refusal as one line with a fix: a suggestion on the same line (not a second one),
+ * an unknown option's value never shown, no `--column` offered for `--color` (nothing here is in
+ * colour), and several inputs answered with how to do that.
+ */
+function refusal(message: string, path: string): string {
+  let text = message.trim().replace(/^error: /, '');
+  text = text.replace(/unknown option '(--[^=']+)=[^']*'/, "unknown option '$1=…'");
+  if (/unknown option '--(no-)?colou?r\b/.test(text)) {
+    return `${text.replace(/\s*\(Did you mean [^)]*\)/, '')}: enrich prints no colour; --no-progress (or ENRICH_PROGRESS=0) turns off the live display`;
+  }
+  text = text.replace(/\s*\n?\(Did you mean (.*)\?\)/, ' (did you mean $1?)');
+  if (path === 'enrich' && /^too many arguments/.test(text)) {
+    return 'one input at a time: run enrich once per file (the store buys no company twice across them), or join the files into one CSV first';
+  }
+  return text;
 }
 
 /** The subcommands, for "did you mean" when an input file is not found. */
@@ -50,6 +89,7 @@ export interface DoctorFlags {
   apiKeyFile: string | undefined;
   store: string | undefined;
   probeRate: number | null;
+  json: boolean;
 }
 
 export type ParsedCommand =
@@ -102,45 +142,54 @@ export function parseDuration(value: string, what: string): number {
 
 const duration = (what: string) => (value: string): number => parseDuration(value, what);
 
+// Kept within 80 columns: a help line longer than the terminal wraps mid-word.
 const EXAMPLES = `
 Examples:
-  Analyst, a CSV export in and a file out (rerun after any stop; what is bought is kept):
+  Analyst: a CSV export in, a file out (rerun after any stop; nothing is lost):
     $ export ENRICH_API_KEY=...   # or --api-key-file ~/.config/enrich/key
     $ enrich companies.csv -o enriched.csv
 
-  Next month's export: only new companies, and records older than 90 days, are bought:
+  Next month's export: only new companies, and records over 90 days old:
     $ enrich companies-december.csv -o enriched.csv --max-age 90d
 
-  Cron, domains piped through, totals for the log (check the set-up first: enrich doctor):
-    $ cut -d, -f3 crm.csv | enrich - --format jsonl --summary-json run.json > enriched.jsonl
+  Cron: the file itself, -o for an atomic write, the key from a file
+  (check the set-up first with enrich doctor):
+    $ enrich crm.csv --column "Company Website" -o enriched.jsonl \\
+        --api-key-file ~/.config/enrich/key --summary-json run.json --quiet
 
-  Finance, what would it cost? (free: matches only, spends nothing)
+  Finance: what would it add to this month's bill? (free: spends nothing)
     $ enrich companies.csv --dry-run
 
   Try everything against the embedded sandbox, no key needed:
     $ enrich fixtures/companies.csv --sandbox -o enriched.csv
 
 Environment:
-  ENRICH_API_KEY     the API key (never pass it as an argument: argv shows in ps)
+  ENRICH_API_KEY     the API key (never an argument: argv shows in ps)
   ENRICH_BASE_URL    the service address, e.g. https://data.example.com
-  ENRICH_STORE       the purchase store (default: $XDG_STATE_HOME/enrich/store.db)
-  NO_COLOR, CI       plain progress lines instead of a live display
+  ENRICH_STORE       the purchase store (default:
+                     $XDG_STATE_HOME/enrich/store.db)
+  ENRICH_PROGRESS    1: the live display even under CI; 0: plain lines
 
-Exit codes: 0 done · 1 unexpected failure · 2 usage or input error · 3 finished, some rows failed ·
-  4 stopped for credits (402 or --max-credits), resumable · 5 key refused (401/403) ·
-  6 service unreachable or asks to wait too long, rerun later · 130 interrupted (Ctrl-C, SIGTERM, SIGHUP), resumable
+Exit codes: 0 done · 1 unexpected failure · 2 usage or input error ·
+  3 finished, some rows failed · 4 stopped for credits (402, --max-credits,
+  or "no" when asked), resumable · 5 key refused (401/403) ·
+  6 service unreachable or asks to wait too long, rerun later ·
+  130 interrupted, resumable · 141 stdout closed (| head)
 `;
 
 const LEDGER_EXAMPLES = `
 Examples:
-  What the store holds, per service:       $ enrich ledger
-  The last 20 runs, with credits each:     $ enrich ledger runs
-  Every record bought, for a spreadsheet:  $ enrich ledger export -o companies.csv
-  Forget records older than a year:        $ enrich ledger prune --older-than 365d
-  Companies stuck on an unanswered call:   $ enrich ledger release
-  Import a journal of enrich 0.1:          $ enrich ledger import crm.csv.enrich-journal
+  What the store holds, per service:      $ enrich ledger
+  The last 20 runs, with credits each:    $ enrich ledger runs
+  Every record bought, for a spreadsheet: $ enrich ledger export -o all.csv
+  Companies stuck on an unanswered call:  $ enrich ledger release
+  Forget records over a year old:
+    $ enrich ledger prune --older-than 365d
+  Import a journal of enrich 0.1:
+    $ enrich ledger import crm.csv.enrich-journal
 
-The store is SQLite: \`sqlite3 ~/.local/state/enrich/store.db\` reads it too (README "The store").
+The store is SQLite: \`sqlite3 ~/.local/state/enrich/store.db\` reads it too
+(docs/store-and-resume.md).
 `;
 
 const LEDGER_COMMANDS = ['show', 'runs', 'export', 'prune', 'release', 'import'] as const;
@@ -185,9 +234,12 @@ function addLedgerCommands(program: Command, done: (options: LedgerFlags) => voi
     .option('-o, --output <path>', 'where to write (- for stdout)', stdoutAlias, '-')
     .addOption(new Option('--format <format>', 'csv or jsonl (default: from the extension, else csv)').choices(['csv', 'jsonl']))
     .option('--service <service>', 'only this service (as `enrich ledger` names it, or a base URL)')
-    .action((opts: Record<string, unknown>) => {
+    .action((opts: Record<string, unknown>, command: Command) => {
       const output = opts['output'] as string;
-      const format = (opts['format'] as 'csv' | 'jsonl' | undefined) ?? (/\.(jsonl|ndjson)$/i.test(output) ? 'jsonl' : 'csv');
+      const asked = opts['format'] as 'csv' | 'jsonl' | undefined;
+      // --json on export means its JSON form, JSONL (one flat object a record); not beside --format csv.
+      if (opts['json'] === true && asked === 'csv') command.error('--json and --format csv exclude each other: --json exports JSONL', { exitCode: 2, code: 'enrich.jsonCsv' });
+      const format = asked ?? (opts['json'] === true || /\.(jsonl|ndjson)$/i.test(output) ? 'jsonl' : 'csv');
       finish(opts, { kind: 'export', output, format, service: opts['service'] as string | undefined });
     });
   common(ledger.command('prune').description('forget records bought (and lookups made) longer ago than a duration'))
@@ -207,10 +259,12 @@ const SANDBOX_EXAMPLES = `
 Examples:
   A local service for a demo, then a batch against it (in another terminal):
     $ enrich sandbox --port 4010 --key sk_demo
-    $ ENRICH_BASE_URL=http://127.0.0.1:4010 ENRICH_API_KEY=sk_demo enrich fixtures/companies.csv -o enriched.csv
+    $ export ENRICH_BASE_URL=http://127.0.0.1:4010 ENRICH_API_KEY=sk_demo
+    $ enrich fixtures/companies.csv -o enriched.csv
 
   A harsh one, to see rate-limit pauses, retries and a 402 stop:
-    $ enrich sandbox --rate-limit 20 --fail-rate 0.05 --drop-rate 0.01 --latency 50 --balance 100
+    $ enrich sandbox --rate-limit 20 --fail-rate 0.05 --drop-rate 0.01 \\
+        --latency 50 --balance 100
 `;
 
 const DOCTOR_EXAMPLES = `
@@ -224,8 +278,8 @@ Examples:
   Try it without a service:
     $ enrich doctor --sandbox
 
-Exit codes: 0 all ok · 2 usage (no address or key, a bad --store) · 5 key refused (401/403) ·
-  6 the service cannot be reached · 1 anything else
+Exit codes: 0 all ok · 2 usage (no address or key, a bad --store) ·
+  5 key refused (401/403) · 6 the service cannot be reached · 1 anything else
 `;
 
 /**
@@ -248,9 +302,11 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--column <name>', 'the column holding domains (default: detected from the header)')
     .option('--dry-run', 'run the free matches only and report the exact cost; spends nothing', false)
     .option('--max-credits <n>', 'never spend more than n credits in this invocation', integer(0, Number.MAX_SAFE_INTEGER, '--max-credits'))
+    .option('-y, --yes', 'on a terminal, buy more than 100 credits without asking first', false)
+    .option('--overwrite', 'let a dry run replace an existing -o file', false)
     .option('--store <path>', 'the purchase store (env: ENRICH_STORE; default: $XDG_STATE_HOME/enrich/store.db)')
     .option('--max-age <duration>', 'buy again records bought longer ago than this, e.g. 30d (default: never)', duration('--max-age'))
-    .option('--miss-max-age <duration>', 'ask again about domains that did not match longer ago than this (free)', duration('--miss-max-age'))
+    .option('--miss-max-age <duration>', 'ask again about domains that did not match longer ago than this (free; default 30d)', duration('--miss-max-age'))
     .option('--settle <duration>', 'how long a paid call whose answer was lost may still run at the service (default 60s)', duration('--settle'))
     .option('--fresh', 'buy every held record again (same as --max-age 0; the dry run prices it)', false)
     .option('--journal <path>', 'import a journal written by enrich 0.1 (one beside the input is found by itself)')
@@ -260,7 +316,8 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--sandbox', 'run against an embedded sandbox started in-process (no key needed)', false)
     .option('--api-key-file <path>', 'read the API key from a file instead of ENRICH_API_KEY')
     .option('-q, --quiet', 'no progress or notes on stderr; warnings and the exit code still tell', false)
-    .option('--no-progress', 'no live progress display (plain lines only)')
+    .option('--progress', 'the live display at a terminal, even under CI or TERM=dumb (env: ENRICH_PROGRESS=1)')
+    .option('--no-progress', 'no live display: plain lines only (env: ENRICH_PROGRESS=0)')
     .option(
       '--raw-service-text',
       "write the service's text exactly as received; by default a result cell starting with = + - @ gets a leading ' (no live formulas in spreadsheets) and control characters are dropped",
@@ -292,8 +349,10 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
           sandbox: opts['sandbox'] as boolean,
           apiKeyFile: opts['apiKeyFile'] as string | undefined,
           quiet: opts['quiet'] as boolean,
-          progress: opts['progress'] as boolean,
+          progress: opts['progress'] as boolean | undefined,
           rawServiceText: opts['rawServiceText'] as boolean,
+          overwrite: opts['overwrite'] as boolean,
+          yes: opts['yes'] as boolean,
         },
       };
     });
@@ -365,6 +424,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--api-key-file <path>', 'read the API key from a file instead of ENRICH_API_KEY')
     .option('--store <path>', 'the purchase store (env: ENRICH_STORE; default: in $XDG_STATE_HOME/enrich)')
     .option('--probe-rate [requests]', 'also look for the rate ceiling with up to this many free matches (default 100)', integer(1, 1_000, '--probe-rate'))
+    .option('--json', 'the report as JSON', false)
     .addHelpText('after', DOCTOR_EXAMPLES)
     .action((opts: Record<string, unknown>) => {
       const probe = opts['probeRate'] as number | true | undefined;
@@ -376,6 +436,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
           apiKeyFile: opts['apiKeyFile'] as string | undefined,
           store: opts['store'] as string | undefined,
           probeRate: probe === undefined ? null : probe === true ? 100 : probe,
+          json: opts['json'] as boolean,
         },
       };
     });
@@ -389,12 +450,17 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     command.exitOverride().configureOutput({
       writeOut: (s) => out.writeOut(s),
       writeErr: (s) => out.writeErr(s),
-      outputError: (s, write) => write(`enrich: ${s.trim().replace(/^error: /, '')} (see ${help})\n`),
+      outputError: (s, write) => write(`enrich: ${refusal(s, path)} (see ${help})\n`),
     });
   }
 
+  const refused = keyOnCommandLine(argv);
+  if (refused !== null) {
+    out.writeErr(`enrich: ${refused}\n`);
+    return { kind: 'exit', exitCode: 2 };
+  }
   try {
-    program.parse([...argv], { from: 'user' });
+    program.parse(helpAsFlag(argv), { from: 'user' });
   } catch (error) {
     if (error instanceof CommanderError) {
       const ok = error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help';

@@ -36,6 +36,8 @@ export interface DoctorOptions {
   /** Free matches to send looking for the rate ceiling; null: do not probe. */
   probeRate: number | null;
   timeoutMs: number;
+  /** The report as one JSON object (snake_case, as every JSON this tool writes). */
+  json?: boolean;
 }
 
 function addressLine(url: string): Check {
@@ -72,6 +74,13 @@ async function serviceChecks(url: string, apiKey: string | { problem: string }, 
     if (typeof apiKey !== 'string') return [...checks, fail('key', apiKey.problem, 'usage'), endpointsCheck(description)];
     const client = createClient({ baseUrl: url, apiKey, dispatcher, userAgent: `enrich/${VERSION} doctor`, timeoutMs: options.timeoutMs });
     const key = await keyCheck(client, samples);
+    // No description and the match is not the service API either: the address is wrong (a base
+    // path), which is the reachable row's to say, not the key's.
+    if (description.status === 404 && key.status === 'fail' && key.kind === 'unavailable') {
+      checks[checks.length - 1] = fail('reachable', `${origin} answers, but not as the service API (HTTP 404 at ${prefix}/openapi.json and the match endpoint): check the base path in ENRICH_BASE_URL`, 'unavailable');
+      checks.push(note('key', 'not checked: no service API at this address'));
+      return [...checks, latencyCheck(samples)];
+    }
     checks.push(key, endpointsCheck(description));
     if (key.status === 'ok' && options.probeRate !== null) checks.push(await rateProbe(client, options.probeRate, samples));
     checks.push(latencyCheck(samples));
@@ -92,7 +101,8 @@ async function allChecks(options: DoctorOptions): Promise<Check[]> {
       await sandbox.close();
     }
   }
-  if (!s.address.ok) return [fail('address', s.address.problem, 'usage')];
+  // Every setting that is missing is said at once, not one per run of doctor.
+  if (!s.address.ok) return [fail('address', s.address.problem, 'usage'), ...(s.key.ok ? [] : [fail('key', s.key.problem, 'usage')])];
   return serviceChecks(s.address.url, s.key.ok ? s.key.value : { problem: s.key.problem }, options);
 }
 
@@ -105,6 +115,12 @@ export function formatReport(checks: readonly Check[]): string {
   return [...checks.map((c) => `  ${c.label.padEnd(width)}  ${mark[c.status]}  ${c.text}`), verdict, ''].join('\n');
 }
 
+/** `doctor --json`: every check with its status and text, and whether all passed. */
+export function jsonReport(checks: readonly Check[]): string {
+  const rows = checks.map((c) => ({ check: c.label, status: c.status === 'fail' ? 'fix' : c.status, text: c.text }));
+  return `${JSON.stringify({ ok: checks.every((c) => c.status !== 'fail'), to_fix: checks.filter((c) => c.status === 'fail').length, checks: rows }, null, 2)}\n`;
+}
+
 /**
  * `enrich doctor`: for a cron set-up, whether a batch would work here, one line per check, ok or
  * the fix. Null when all pass, else the kind of the first failure (its exit code, in cli/main.ts).
@@ -112,6 +128,6 @@ export function formatReport(checks: readonly Check[]): string {
 export async function runDoctor(options: DoctorOptions, out: NodeJS.WritableStream): Promise<ErrorKind | null> {
   const store = options.storeProblem !== null ? fail('store', options.storeProblem, 'usage') : await storeCheck(options.storePath, options.storeFolder);
   const checks = [...(await allChecks(options)), store];
-  out.write(formatReport(checks));
+  out.write(options.json === true ? jsonReport(checks) : formatReport(checks));
   return checks.find((c) => c.status === 'fail')?.kind ?? null;
 }

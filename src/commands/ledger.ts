@@ -8,6 +8,7 @@ import { atRisk, holdings, prune, records, release, runs, watchSkewedRuns, type 
 import { Store } from '../store/sqlite/store.js';
 import { explainDamage } from '../store/sqlite/errors.js';
 import { count, num } from '../ui/format.js';
+import { formatBytes } from './doctor-checks.js';
 import { VERSION } from '../version.js';
 
 export type LedgerAction =
@@ -20,6 +21,8 @@ export type LedgerAction =
 
 export interface LedgerOptions {
   store: string;
+  /** The store is the default one (no --store, no ENRICH_STORE): its absence means a fresh machine. */
+  isDefault?: boolean;
   json: boolean;
   action: LedgerAction;
 }
@@ -41,12 +44,11 @@ function watchSkewed(store: Store, io: LedgerIO): Promise<void> {
   return watchSkewedRuns(store, io.sleep ?? sleep, note);
 }
 
+/** Times in JSON: ISO 8601 UTC, as every JSON this tool writes. */
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 const day = (ms: number | null): string => (ms === null ? '-' : new Date(ms).toISOString().slice(0, 10));
 const stamp = (ms: number | null): string => (ms === null ? '-' : new Date(ms).toISOString().slice(0, 16).replace('T', ' '));
 
-function mib(bytes: number): string {
-  return bytes < 1024 * 1024 ? `${num(Math.ceil(bytes / 1024))} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
-}
 
 /** `enrich ledger ...`: what the store holds, its runs, every record, and housekeeping. */
 export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void> {
@@ -55,6 +57,13 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
   // otherwise be created empty and reported as holding nothing. An empty file is no store either
   // (SQLite would take it for an empty database and write one into it).
   const found = statOrNull(options.store);
+  // A fresh machine: nothing bought yet is an answer, not an error. A named store that is not
+  // there is still refused below: a mistyped --store must not read as an empty one.
+  if (options.action.kind === 'show' && found === null && options.isDefault === true) {
+    if (options.json) io.stdout.write(`${JSON.stringify({ store: options.store, bytes: 0, services: [] }, null, 2)}\n`);
+    else io.stdout.write(`store      ${options.store} (none yet: the first batch run creates it)\n`);
+    return;
+  }
   if (options.action.kind !== 'import' && (found === null || (found.isFile() && found.size === 0))) {
     throw new UsageError(`no store at ${options.store}: a batch run creates it with its first purchase or lookup; give --store <path> (or ENRICH_STORE) to read another`);
   }
@@ -133,7 +142,10 @@ async function act(store: Store, options: LedgerOptions, print: (s: string) => v
 function releaseHeld(store: Store, action: Extract<LedgerAction, { kind: 'release' }>, json: boolean, print: (s: string) => void): void {
   if (!action.all && action.domains.length === 0) {
     const held = atRisk(store, []);
-    if (json) return print(JSON.stringify(held, null, 2));
+    if (json) {
+      const rows = held.map((p) => ({ service: p.service, domain: p.domain, generation: p.generation, key_version: p.keyVersion, error_code: p.errorCode, lost_at: iso(p.lostAt) }));
+      return print(JSON.stringify(rows, null, 2));
+    }
     if (held.length === 0) return print('no purchase is waiting on an unanswered paid call');
     print(held.map((p) => `${p.domain}  (${p.service}; last error ${p.errorCode ?? 'none'}${p.lostAt === null ? '' : `; unanswered since ${stamp(p.lostAt)}`})`).join('\n'));
     return print(`${count(held.length, 'company waits', 'companies wait')} on a paid call whose answer never came: at most ${count(held.length, 'credit')} at risk. Rerun first; if the service never answers for them, release them with --all or by name (each may then be charged twice)`);
@@ -150,10 +162,22 @@ function show(store: Store, json: boolean, print: (s: string) => void): void {
   const services = holdings(store);
   const size = store.sizeOnDisk();
   if (json) {
-    print(JSON.stringify({ store: store.path, bytes: size, services: services.map((s) => ({ ...s, oldest: day(s.oldest), newest: day(s.newest) })) }, null, 2));
+    const json = services.map((s) => ({
+      service: s.service,
+      companies: s.companies,
+      lookups: s.lookups,
+      misses: s.misses,
+      credits: s.credits,
+      runs: s.runs,
+      at_risk: s.open,
+      credits_unconfirmed: s.unconfirmed,
+      oldest_bought_at: iso(s.oldest),
+      newest_bought_at: iso(s.newest),
+    }));
+    print(JSON.stringify({ store: store.path, bytes: size, services: json }, null, 2));
     return;
   }
-  const lines = [`store      ${store.path} (${mib(size)})`];
+  const lines = [`store      ${store.path} (${formatBytes(size)})`];
   if (services.length === 0) lines.push('           empty: nothing bought yet');
   for (const s of services) {
     lines.push(
@@ -174,21 +198,50 @@ function show(store: Store, json: boolean, print: (s: string) => void): void {
 function listRuns(store: Store, limit: number, json: boolean, print: (s: string) => void): void {
   const list = runs(store, limit);
   if (json) {
-    print(JSON.stringify(list, null, 2));
+    const rows = list.map((r) => ({
+      id: r.id,
+      service: r.service,
+      started_at: iso(r.startedAt),
+      ended_at: iso(r.endedAt),
+      input: r.input,
+      rows: r.rows,
+      dry_run: r.dryRun,
+      status: r.status,
+      credits: r.credits,
+      bought: r.bought,
+      reused: r.reused,
+    }));
+    print(JSON.stringify(rows, null, 2));
     return;
   }
-  const header = ['run', 'started', 'input', 'rows', 'status', 'credits', 'bought', 'reused'];
-  const table = list.map((r) => [String(r.id), stamp(r.startedAt), r.input ?? '-', r.rows === null ? '-' : num(r.rows), r.dryRun ? 'dry run' : r.status, num(r.credits), num(r.bought), num(r.reused)]);
+  const header = ['run', 'started', 'service', 'input', 'rows', 'status', 'credits', 'bought', 'reused'];
+  const table = list.map((r) => [String(r.id), stamp(r.startedAt), r.service, r.input ?? '-', r.rows === null ? '-' : num(r.rows), r.dryRun ? 'dry run' : r.status, num(r.credits), num(r.bought), num(r.reused)]);
   const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => (row[i] as string).length)));
-  const line = (cells: string[]): string => cells.map((c, i) => (i === 0 || i >= 3 && i !== 4 ? c.padStart(widths[i] as number) : c.padEnd(widths[i] as number))).join('  ').trimEnd();
+  // Numbers right-aligned, words left.
+  const right = new Set([0, 4, 6, 7, 8]);
+  const line = (cells: string[]): string => cells.map((c, i) => (right.has(i) ? c.padStart(widths[i] as number) : c.padEnd(widths[i] as number))).join('  ').trimEnd();
   print([line(header), ...table.map(line)].join('\n'));
 }
 
-const CSV_COLUMNS = ['service', 'bought_at', 'credits', 'generation', 'domain', 'name', 'website_url', 'description', 'industry', 'employee_count', 'revenue_range', 'ownership_type', 'year_founded', 'specialties', 'hq_country', 'hq_city', 'last_updated'] as const;
+/**
+ * An export's columns: the same names as a run's result columns (company_domain, ...), so a
+ * record reads alike wherever it came from; JSONL is one flat object a record, as a run's is.
+ */
+const EXPORT_COLUMNS = ['service', 'bought_at', 'credits', 'generation', 'company_domain', 'company_name', 'company_website_url', 'company_description', 'company_industry', 'company_employee_count', 'company_revenue_range', 'company_ownership_type', 'company_year_founded', 'company_specialties', 'company_hq_country', 'company_hq_city', 'company_last_updated'] as const;
+
+function exportValues(h: HeldRecord): unknown[] {
+  const r = h.record;
+  const v = <T>(x: T | undefined): T | null => x ?? null;
+  return [h.service, new Date(h.boughtAt).toISOString(), h.credits, h.generation, r.domain, v(r.name), v(r.website_url), v(r.description), v(r.industry), v(r.employee_count), v(r.revenue_range), v(r.ownership_type), v(r.year_founded), r.specialties ?? [], v(r.hq_country), v(r.hq_city), v(r.last_updated)];
+}
 
 function csvRow(h: HeldRecord): unknown[] {
-  const r = h.record;
-  return [h.service, new Date(h.boughtAt).toISOString(), h.credits, h.generation, r.domain, r.name, r.website_url, r.description, r.industry, r.employee_count, r.revenue_range, r.ownership_type, r.year_founded, (r.specialties ?? []).join('; '), r.hq_country, r.hq_city, r.last_updated];
+  return exportValues(h).map((x) => (Array.isArray(x) ? x.join('; ') : x));
+}
+
+function jsonLine(h: HeldRecord): string {
+  const values = exportValues(h);
+  return `${JSON.stringify(Object.fromEntries(EXPORT_COLUMNS.map((k, i) => [k, values[i]])))}\n`;
 }
 
 async function exportRecords(store: Store, action: Extract<LedgerAction, { kind: 'export' }>, stdout: NodeJS.WritableStream): Promise<void> {
@@ -204,9 +257,9 @@ async function exportRecords(store: Store, action: Extract<LedgerAction, { kind:
   const sink = await openSink(action.output, stdout);
   let done = false;
   try {
-    if (action.format === 'csv') await sink.write(stringify([[...CSV_COLUMNS]]));
+    if (action.format === 'csv') await sink.write(stringify([[...EXPORT_COLUMNS]]));
     for (const h of records(store, action.service)) {
-      const text = action.format === 'csv' ? stringify([csvRow(h)]) : `${JSON.stringify({ service: h.service, bought_at: new Date(h.boughtAt).toISOString(), credits: h.credits, generation: h.generation, company: h.record })}\n`;
+      const text = action.format === 'csv' ? stringify([csvRow(h)]) : jsonLine(h);
       await sink.write(text);
     }
     await sink.finish();

@@ -28,6 +28,8 @@ import { defaultStorePath, scanCacheDir } from '../store/path.js';
 import { Store } from '../store/sqlite/store.js';
 import { explainDamage } from '../store/sqlite/errors.js';
 import { chooseWriter } from '../store/sqlite/write-channel.js';
+import { creditsSince, savedAmong } from '../store/sqlite/ledger.js';
+import { monthBill, monthStart, type MonthBill } from '../pipeline/plans.js';
 import type { ServiceStore } from '../store/types.js';
 import type { Reporter } from '../ui/reporter.js';
 import { count } from '../ui/format.js';
@@ -62,6 +64,8 @@ export interface RunOptions {
   rawServiceText?: boolean;
   /** After Ctrl-C, how long requests already sent may take to answer. */
   graceMs?: number;
+  /** Ask before a large spend when a person can answer (no --yes); the context says if one can. */
+  confirm?: boolean;
 }
 
 export interface RunContext {
@@ -74,6 +78,8 @@ export interface RunContext {
   random?: () => number;
   /** Wall-clock ms since the epoch, for the freshness policy and the store's timestamps. */
   now?: () => number;
+  /** Asks a person a yes/no question; absent where nobody can answer (no terminal, a pipe, cron). */
+  ask?: (question: string) => Promise<boolean>;
 }
 
 export interface RunResult {
@@ -256,28 +262,104 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   const heldAny = await records.holdsAny();
 
   // 3. Ask the service for what is still owed.
+  const since = monthStart(now());
+  const earlierCredits = creditsSince(store, service, since);
   let stop: Stop | null = null;
   let matchesOwed = 0;
   for (let d = 0; d < state.domainCount; d++) if (state.needsMatch(d)) matchesOwed++;
   progress({ type: 'matches-owed', count: matchesOwed });
   const owesEnrich = !options.dryRun && state.companies.some((c) => state.needsEnrich(c));
+  let declined = false;
   if (matchesOwed > 0 || owesEnrich) {
     progress({ type: 'phase', phase: 'match' });
     ctx.reporter.refresh();
-    const [client, { execute }, { AdaptiveLimiter }, { Scheduler }, { DEFAULT_RETRY_POLICY }, { idempotencyKey }] = await Promise.all([
-      connect(options, cleanups),
-      import('../pipeline/execute.js'),
-      import('../pipeline/limiter.js'),
-      import('../pipeline/scheduler.js'),
-      import('../api/retry.js'),
-      import('../pipeline/idempotency-key.js'),
-    ]);
-    const limiter = new AdaptiveLimiter({ clock });
-    const scheduler = new Scheduler(limiter, clock, options.concurrency);
-    stop = await execute(
+    const pass = await executor(options, ctx, progress, cleanups, { state, records, policy, heldAny, clock, random, now });
+    // A person at a terminal is asked before a large spend, so every match comes first: the exact
+    // count is known only once they are all in.
+    // Only when the run could buy that many (each domain still to match may be a new company):
+    // a smaller run keeps matching and buying overlapped.
+    const mostToBuy = state.owed().buy + matchesOwed;
+    const asking = !options.dryRun && options.maxCredits === null && options.confirm === true && ctx.ask !== undefined && mostToBuy > CONFIRM_ABOVE;
+    if (asking) {
+      stop = await pass(true);
+      const buy = state.owed().buy;
+      if (stop === null && buy > CONFIRM_ABOVE) {
+        declined = !(await ctx.ask!(confirmQuestion(buy, monthBill(earlierCredits, buy, since))));
+        if (ctx.interrupt.aborted) stop = { reason: 'interrupted' };
+        else if (declined) stop = { reason: 'budget', limit: 0, declined: true };
+      }
+    }
+    if (stop === null) stop = await pass(options.dryRun);
+  }
+  await records.flush();
+
+  // 4. Results, in input order, rebuilt from the state and the store.
+  progress({ type: 'phase', phase: 'write' });
+  ctx.reporter.refresh();
+  // Nothing worth writing when the key was refused or the service never answered at all.
+  // A run stopped for the service writes what it has (from this run or the store), as any other.
+  const silent = declined || stop?.reason === 'interrupted' || stop?.reason === 'auth' || (stop?.reason === 'unavailable' && !stop.worked && !state.knowsAny());
+  const writeOutput = options.writesOutput && !silent;
+  const tally = writeOutput ? await writeResults({ options, scan, state, input, format, records, stop, ctx, watch, sha256 }) : countResults(scan, state, options.dryRun, stop);
+  progress({ type: 'phase', phase: 'done' });
+  ctx.reporter.refresh();
+  const reused = state.companies.filter((c) => c.status === 'hit' && c.source !== 'bought').map((c) => c.domain);
+  const summary = summarise({
+    state,
+    tally,
+    rows: scan.rows,
+    dryRun: options.dryRun,
+    stop,
+    store: options.store,
+    output: writeOutput ? options.output : null,
+    elapsedMs: clock.now() - started,
+    saved: savedAmong(store, records.runId, reused),
+    maxCredits: options.maxCredits,
+    month: { since, earlierCredits },
+  });
+  await records.endRun({ status: summary.status, credits: summary.credits_charged, bought: summary.bought, reused: summary.reused });
+  ended = true;
+  return { summary, stop };
+}
+
+/** Above this many credits, a person at a terminal is asked first (docs/money.md). */
+export const CONFIRM_ABOVE = 100;
+
+function confirmQuestion(buy: number, bill: MonthBill): string {
+  const month = bill.earlierCredits > 0 ? `, on top of ${count(bill.earlierCredits, 'credit')} this service's runs spent this month` : '';
+  return `buy ${count(buy, 'company', 'companies')} for ${count(buy, 'credit')}${month}? This month's bill becomes ${usd(bill.after.total)} on ${bill.after.plan.name} (adds ${usd(bill.addsUsd)}). [y/N] `;
+}
+
+const usd = (n: number): string => `$${Number.isInteger(n) ? String(n) : n.toFixed(2)}`;
+
+interface Pipeline {
+  state: RunState;
+  records: ServiceStore;
+  policy: Policy;
+  heldAny: boolean;
+  clock: Clock;
+  random: () => number;
+  now: () => number;
+}
+
+/** Loads the network side once and returns a pass over what is owed: matches only (dry) or everything. */
+async function executor(options: RunOptions, ctx: RunContext, progress: ProgressSink, cleanups: Cleanups, p: Pipeline): Promise<(dryRun: boolean) => Promise<Stop | null>> {
+  const { state, records, policy, heldAny, clock } = p;
+  const [client, { execute }, { AdaptiveLimiter }, { Scheduler }, { DEFAULT_RETRY_POLICY }, { idempotencyKey }] = await Promise.all([
+    connect(options, cleanups),
+    import('../pipeline/execute.js'),
+    import('../pipeline/limiter.js'),
+    import('../pipeline/scheduler.js'),
+    import('../api/retry.js'),
+    import('../pipeline/idempotency-key.js'),
+  ]);
+  const limiter = new AdaptiveLimiter({ clock });
+  const scheduler = new Scheduler(limiter, clock, options.concurrency);
+  return (dryRun) =>
+    execute(
       state,
       {
-        dryRun: options.dryRun,
+        dryRun,
         maxCredits: options.maxCredits,
         retry: options.retry ?? DEFAULT_RETRY_POLICY,
         matchWindow: Math.max(32, options.concurrency * 4),
@@ -290,7 +372,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
         scheduler,
         store: records,
         clock,
-        random,
+        random: p.random,
         idempotencyKey: (company: Company, version: number) => idempotencyKey(records.storeId, company.domain, company.generation, version),
         planCompany: async (company) => {
           // A live run's claim looks again before buying; a dry run has only this look to go by.
@@ -299,27 +381,10 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
           if (held !== null || purchase !== null) state.loadCompany(company, planCompany(held, purchase, policy));
         },
         progress,
-        now,
+        now: p.now,
       },
       ctx.interrupt,
     );
-  }
-  await records.flush();
-
-  // 4. Results, in input order, rebuilt from the state and the store.
-  progress({ type: 'phase', phase: 'write' });
-  ctx.reporter.refresh();
-  // Nothing worth writing when the key was refused or the service never answered at all.
-  // A run stopped for the service writes what it has (from this run or the store), as any other.
-  const silent = stop?.reason === 'interrupted' || stop?.reason === 'auth' || (stop?.reason === 'unavailable' && !stop.worked && !state.knowsAny());
-  const writeOutput = options.writesOutput && !silent;
-  const tally = writeOutput ? await writeResults({ options, scan, state, input, format, records, stop, ctx, watch, sha256 }) : countResults(scan, state, options.dryRun, stop);
-  progress({ type: 'phase', phase: 'done' });
-  ctx.reporter.refresh();
-  const summary = summarise({ state, tally, rows: scan.rows, dryRun: options.dryRun, stop, store: options.store, output: writeOutput ? options.output : null, elapsedMs: clock.now() - started });
-  await records.endRun({ status: summary.status, credits: summary.credits_charged, bought: summary.bought, reused: summary.reused });
-  ended = true;
-  return { summary, stop };
 }
 
 function reportImport(reporter: Reporter, path: string, imported: Imported | 'not_journal' | null): void {
@@ -365,12 +430,19 @@ function formattedResults<T>(
   tally: RowTally,
 ): (row: number) => T {
   const cache = new Map<string, { status: RowResult['status']; value: T }>();
+  // Companies whose first row was written: their later rows say `repeat`, so that counting
+  // `bought` rows counts credits (one a company), not rows.
+  const seen = new Set<string>();
   return (row) => {
     const ref = scan.rowRefs.get(row);
-    const key = resultKey(ref, state);
+    let key = resultKey(ref, state);
+    const repeat = key.startsWith('c') && seen.has(key);
+    if (key.startsWith('c')) seen.add(key);
+    if (repeat) key += '+';
     let hit = cache.get(key);
     if (hit === undefined) {
-      const result = build(ref);
+      let result = build(ref);
+      if (repeat && result.source !== null) result = { ...result, source: 'repeat' };
       hit = { status: result.status, value: format(result) };
       if (cache.size >= 100_000) cache.clear();
       cache.set(key, hit);

@@ -6,11 +6,14 @@ import { EnrichError, UsageError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
 import { descriptorNumber, inheritedDescriptor, landsAt, lstatOrNull, ownDescriptor, statOrNull } from './paths.js';
 
-/** Whoever read our stdout stopped reading (`| head`): the store holds everything bought, so nothing is lost. */
+/**
+ * Whoever read our stdout stopped reading (`| head`): the store holds everything bought, so
+ * nothing is lost, and main() stops without a message (exit 141), as rg and qsv do.
+ */
 export class OutputClosedError extends EnrichError {
   override readonly name = 'OutputClosedError';
   constructor(cause: unknown) {
-    super('stdout was closed before all results were written; everything bought is kept in the store, run the same command to write them again', 'failure', { cause });
+    super('stdout was closed before all results were written; everything bought is kept in the store, run the same command to write them again', 'closed_pipe', { cause });
   }
 }
 

@@ -1,7 +1,8 @@
 /**
- * The service's plans (spec 2.6) and which one a run's credits fit into. A per-credit rate alone
- * misleads finance: a plan is a monthly fee that includes credits, and only usage beyond them is
- * billed at the plan's rate (spec 8.6). Pure: credits in, a decision out.
+ * The service's plans (spec 2.6) and what a month of credits costs on them. A per-credit rate alone
+ * misleads finance: a plan is a monthly fee that includes credits, and usage beyond them is billed
+ * at that plan's rate with no penalty (spec 8.6), so a small plan plus overage often beats the
+ * next plan up. Pure: credits in, a price out.
  */
 export interface PlanTerms {
   name: string;
@@ -19,30 +20,68 @@ export const PLANS: readonly PlanTerms[] = [
   { name: 'Scale', monthlyFee: 1_999, includedCredits: 60_000, overageRate: 0.033 },
 ];
 
-export type PlanFit =
-  /** The smallest plan whose included credits cover the run. */
-  | { kind: 'included'; plan: PlanTerms }
-  /** No plan includes that many: the cheapest month, fee plus overage at the plan's rate. */
-  | { kind: 'overage'; plan: PlanTerms; overageCredits: number; monthlyTotal: number };
+/** The cheapest way to pay for a month's credits. */
+export interface MonthPrice {
+  plan: PlanTerms;
+  credits: number;
+  overageCredits: number;
+  /** Fee plus overage, in dollars (rounded to the cent). */
+  total: number;
+  /**
+   * Past the largest plan's included credits, Enterprise (custom, annual, committed volume; spec
+   * 2.6) has no published price to compare, so it is named as the thing to ask about, never priced.
+   */
+  enterpriseWorthAsking: boolean;
+}
 
-/** What a month holding this run costs on `plan`; null when the plan cannot hold it at all. */
+const cents = (n: number): number => Math.round(n * 100) / 100;
+
+/** What a month holding `credits` costs on `plan`; null when the plan cannot hold it (Free past 100). */
 export function monthlyCost(plan: PlanTerms, credits: number): number | null {
   const over = Math.max(0, credits - plan.includedCredits);
   if (over === 0) return plan.monthlyFee;
   if (plan.overageRate === null) return null;
   // Cents, so that 0.042 * n does not print as $x.xx000001.
-  return Math.round((plan.monthlyFee + over * plan.overageRate) * 100) / 100;
+  return cents(plan.monthlyFee + over * plan.overageRate);
 }
 
-export function planFit(credits: number, plans: readonly PlanTerms[] = PLANS): PlanFit {
-  const fits = plans.find((p) => credits <= p.includedCredits);
-  if (fits !== undefined) return { kind: 'included', plan: fits };
-  let best: Extract<PlanFit, { kind: 'overage' }> | undefined;
+/**
+ * The minimum over plans of fee + max(0, credits - included) x rate. On a tie the smaller plan is
+ * named (the table is in ascending order and only a strictly cheaper plan replaces it): at 10,000
+ * credits Starter with 8,000 of overage and Growth both cost $499, and the smaller commitment wins.
+ */
+export function cheapestMonth(credits: number, plans: readonly PlanTerms[] = PLANS): MonthPrice {
+  let best: MonthPrice | undefined;
   for (const plan of plans) {
     const total = monthlyCost(plan, credits);
-    if (total === null || (best !== undefined && best.monthlyTotal <= total)) continue;
-    best = { kind: 'overage', plan, overageCredits: credits - plan.includedCredits, monthlyTotal: total };
+    if (total === null || (best !== undefined && best.total <= total)) continue;
+    best = { plan, credits, overageCredits: Math.max(0, credits - plan.includedCredits), total, enterpriseWorthAsking: false };
   }
-  if (best === undefined) throw new Error('no plan can hold the run: the plan table has no overage rate');
-  return best;
+  if (best === undefined) throw new Error('no plan can hold the month: the plan table has no overage rate');
+  const largest = Math.max(...plans.map((p) => p.includedCredits));
+  return { ...best, enterpriseWorthAsking: credits > largest };
+}
+
+/** A month's credits: what this service's runs spent before, and what this run adds. */
+export interface MonthBill {
+  /** The start of the calendar month (UTC), ms since the epoch. */
+  since: number;
+  earlierCredits: number;
+  runCredits: number;
+  before: MonthPrice;
+  after: MonthPrice;
+  /** What this run adds to the month's bill on the cheapest plan (after minus before). */
+  addsUsd: number;
+}
+
+/** Midnight UTC on the first of `now`'s month: plans bill by calendar month. */
+export function monthStart(now: number): number {
+  const d = new Date(now);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+}
+
+export function monthBill(earlierCredits: number, runCredits: number, since: number, plans: readonly PlanTerms[] = PLANS): MonthBill {
+  const before = cheapestMonth(earlierCredits, plans);
+  const after = cheapestMonth(earlierCredits + runCredits, plans);
+  return { since, earlierCredits, runCredits, before, after, addsUsd: cents(after.total - before.total) };
 }

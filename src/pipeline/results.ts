@@ -3,7 +3,8 @@ import type { Stop } from './stops.js';
 import { invalidReasonOf } from './invalid.js';
 import { Match, type Company, type RunState } from './state.js';
 
-export type RowStatus = 'matched' | 'no_match' | 'invalid' | 'error' | 'skipped';
+/** `found`: a dry run's match whose record was not bought (a real run would buy it). */
+export type RowStatus = 'matched' | 'found' | 'no_match' | 'invalid' | 'error' | 'skipped';
 
 /** What the batch says about one input row; the writer turns it into columns. */
 export interface RowResult {
@@ -14,8 +15,11 @@ export interface RowResult {
   domain: string | null;
   name: string | null;
   company: CompanyRecord | null;
-  /** Where the record came from: bought by this run, or reused from the store. */
-  source: 'bought' | 'store' | null;
+  /**
+   * Where the record came from: bought by this run, or reused from the store; `repeat` on every
+   * later row of a company (spend and reuse are counted by company: on its first row only).
+   */
+  source: 'bought' | 'store' | 'repeat' | null;
   /** When the record shown was bought, ISO 8601. */
   boughtAt: string | null;
 }
@@ -63,8 +67,8 @@ function companyResult(c: Company, status: RowStatus, error: string | null, read
 
 /**
  * Maps a row reference from the scan to its result, from the state alone: a resumed run rebuilds
- * exactly the rows an uninterrupted one would have written. In a dry run a hit reads "matched"
- * with no record, since nothing was bought.
+ * exactly the rows an uninterrupted one would have written. In a dry run a company it would buy
+ * reads "found" with no record, since nothing was bought.
  */
 export function resultForRow(
   ref: number,
@@ -85,8 +89,8 @@ export function resultForRow(
   }
   const company = state.companyOf(ref);
   if (company === undefined) return { ...NONE, status: 'error', error: 'internal' };
-  // A dry run buys nothing: a company it would buy reads "matched" (the match found it).
-  if (options.dryRun && company.status === 'pending') return companyResult(company, 'matched', null, readRecord);
+  // A dry run buys nothing: a company it would buy reads "found" (the match found it, no record).
+  if (options.dryRun && company.status === 'pending') return companyResult(company, 'found', null, readRecord);
   switch (company.status) {
     case 'hit':
       return companyResult(company, 'matched', null, readRecord);

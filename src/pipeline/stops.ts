@@ -6,7 +6,8 @@ import { StoppedError, type Lane } from './scheduler.js';
 export type Stop =
   /** `free`: even the free match was refused for credits: the account itself is blocked. */
   | { reason: 'credits'; balance: number | null; required: number | null; free: boolean }
-  | { reason: 'budget'; limit: number }
+  /** `declined`: a person at a terminal answered no before the spend (cli asks; limit is 0). */
+  | { reason: 'budget'; limit: number; declined?: boolean }
   | { reason: 'auth'; code: string; message: string }
   /** The service cannot be reached, is not the service API, or asks to wait too long. */
   | { reason: 'unavailable'; message: string; worked: boolean }

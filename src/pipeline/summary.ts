@@ -2,6 +2,7 @@ import { UNUSABLE } from './plan.js';
 import type { Stop } from './stops.js';
 import type { RowStatus } from './results.js';
 import type { RunState } from './state.js';
+import { monthBill, type MonthBill } from './plans.js';
 
 /** Per-credit rates of the plans in spec 2.6; a credit's worth never changes across plans (8.5). */
 export const PLAN_RATES = { starter: 0.05, growth: 0.042, scale: 0.033 } as const;
@@ -19,15 +20,19 @@ export interface Summary {
   unique_domains: number;
   /** Canonical companies the service matched (several domains may share one). */
   companies: number;
-  /** Rows by status. */
+  /** Rows by status (`found`: a dry run's rows whose company it would buy). */
   matched: number;
+  found: number;
   no_match: number;
   errors: number;
   skipped: number;
   /** Companies bought by this invocation, and served from the store instead of bought. */
   bought: number;
   reused: number;
-  /** Credits the store saved: one per company reused rather than bought (spec 8.4). */
+  /**
+   * Credits the store saved: one per reused company this account would otherwise have paid for
+   * again (store/ledger.ts savedAmong: bought before this run by a finished run on another input).
+   */
   credits_saved: number;
   credits_charged: number;
   /**
@@ -50,7 +55,12 @@ export interface Summary {
   /** Companies still to buy to finish (a dry run's estimate), and how many refresh a stale record. */
   estimated_credits: number;
   stale: number;
+  /** A dry run under --max-credits: the companies the cap leaves for a later run (else 0). */
+  left_by_cap: number;
+  /** estimated_credits at each plan's overage rate: a marginal price, not a bill. */
   estimated_cost_usd: Record<Plan, number>;
+  /** The calendar month (UTC) this run's credits fall in, priced on the cheapest plan; null if unknown. */
+  month: MonthJson | null;
   stopped: Stop['reason'] | null;
   store: string;
   output: string | null;
@@ -58,8 +68,47 @@ export interface Summary {
   elapsed_ms: number;
 }
 
+/** What the store cannot see, said wherever a month is priced. */
+export const MONTH_NOT_COUNTED = 'credits spent by other tools on the same account, and credits rolled over from earlier months (spec 8.6)';
+
+export interface MonthJson {
+  /** Start of the calendar month, ISO 8601 UTC. */
+  since: string;
+  /** Credits this service's runs spent this month before this run, as the store recorded them. */
+  earlier_credits: number;
+  /** This run's credits: spent (a real run) or the estimate (a dry run). */
+  run_credits: number;
+  credits: number;
+  cheapest_plan: string;
+  overage_credits: number;
+  /** The month's bill on the cheapest plan, with this run, and without it. */
+  bill_usd: number;
+  bill_before_usd: number;
+  /** What this run adds to this month's bill on the cheapest plan: the one answer. */
+  adds_usd: number;
+  /** Past the largest plan's included credits: Enterprise (custom price) is worth asking about. */
+  enterprise_worth_asking: boolean;
+  not_counted: string;
+}
+
+export function monthJson(bill: MonthBill): MonthJson {
+  return {
+    since: new Date(bill.since).toISOString(),
+    earlier_credits: bill.earlierCredits,
+    run_credits: bill.runCredits,
+    credits: bill.after.credits,
+    cheapest_plan: bill.after.plan.name,
+    overage_credits: bill.after.overageCredits,
+    bill_usd: bill.after.total,
+    bill_before_usd: bill.before.total,
+    adds_usd: bill.addsUsd,
+    enterprise_worth_asking: bill.after.enterpriseWorthAsking,
+    not_counted: MONTH_NOT_COUNTED,
+  };
+}
+
 export type RowTally = Record<RowStatus, number>;
-export const emptyTally = (): RowTally => ({ matched: 0, no_match: 0, invalid: 0, error: 0, skipped: 0 });
+export const emptyTally = (): RowTally => ({ matched: 0, found: 0, no_match: 0, invalid: 0, error: 0, skipped: 0 });
 
 export function costAt(credits: number): Record<Plan, number> {
   const round = (n: number): number => Math.round(n * 100) / 100;
@@ -75,6 +124,11 @@ export function summarise(input: {
   store: string;
   output: string | null;
   elapsedMs: number;
+  /** Reused companies this account would otherwise have paid for again (see credits_saved). */
+  saved: number;
+  maxCredits: number | null;
+  /** Credits this service's runs spent this month before this run; null: the month is not priced. */
+  month: { since: number; earlierCredits: number } | null;
 }): Summary {
   const { state, tally, stop } = input;
   const owed = state.owed();
@@ -85,6 +139,10 @@ export function summarise(input: {
     if (c.source === 'bought') bought++;
     else reused++;
   }
+  // A dry run under a cap estimates what the command would spend, as the real run would stop there.
+  const estimated = input.dryRun && input.maxCredits !== null ? Math.min(owed.buy, input.maxCredits) : owed.buy;
+  const runCredits = input.dryRun ? estimated : state.creditsThisSession + state.unconfirmedThisSession;
+  const month = input.month === null ? null : monthJson(monthBill(input.month.earlierCredits, runCredits, input.month.since));
   const status: Summary['status'] =
     stop?.reason === 'interrupted' ? 'interrupted' : stop !== null ? 'stopped' : input.dryRun ? 'dry_run' : tally.error > 0 ? 'partial' : 'done';
   return {
@@ -95,21 +153,24 @@ export function summarise(input: {
     unique_domains: state.domainCount,
     companies: state.companies.length,
     matched: tally.matched,
+    found: tally.found,
     no_match: tally.no_match,
     errors: tally.error,
     skipped: tally.skipped,
     bought,
     reused,
-    credits_saved: reused,
+    credits_saved: input.saved,
     credits_charged: state.creditsThisSession,
     credits_unconfirmed: state.unconfirmedThisSession,
     credits_remaining: state.creditsRemaining,
     unanswered_domains: state.unansweredDomains(),
     at_risk: state.atRisk(),
     unusable: state.companies.filter((c) => c.status === 'error' && c.errorCode === UNUSABLE).length,
-    estimated_credits: owed.buy,
+    estimated_credits: estimated,
     stale: owed.refresh,
-    estimated_cost_usd: costAt(owed.buy),
+    left_by_cap: owed.buy - estimated,
+    estimated_cost_usd: costAt(estimated),
+    month,
     stopped: stop?.reason ?? null,
     store: input.store,
     output: input.output,

@@ -50,11 +50,23 @@ export function scanCacheDir(storePath: string): string {
  * the default's folder (under $XDG_STATE_HOME) is made on first use. The trouble, or null.
  */
 export function storeFolderProblem(store: string, env: NodeJS.ProcessEnv): string | null {
-  if (store === defaultStorePath(env)) return null;
+  if (store === defaultStorePath(env)) return homeProblem(env);
   const folder = dirname(resolve(store));
   const found = statOrNull(folder);
   if (found?.isDirectory() === true) return null;
   return `${found === null ? `the folder ${folder} does not exist` : `${folder} is not a folder`}; create it, or fix --store (or ENRICH_STORE)`;
+}
+
+/**
+ * The default's folder is made under HOME, but never HOME itself: a HOME that is not there (a
+ * service account's, a typo in a crontab) would otherwise be created, owned by whoever ran.
+ */
+function homeProblem(env: NodeJS.ProcessEnv): string | null {
+  const xdg = env['XDG_STATE_HOME'];
+  if (xdg !== undefined && xdg.startsWith('/')) return null;
+  const home = env['HOME'] ?? homedir();
+  if (statOrNull(home)?.isDirectory() === true) return null;
+  return `HOME (${home}) does not exist; set HOME to a folder that does, or give the store with --store or ENRICH_STORE`;
 }
 
 export function checkStoreFolder(store: string, env: NodeJS.ProcessEnv): void {

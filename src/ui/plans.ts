@@ -1,22 +1,39 @@
-import { planFit, PLANS, type PlanTerms } from '../pipeline/plans.js';
+import { PLANS, type PlanTerms } from '../pipeline/plans.js';
+import type { MonthJson, Summary } from '../pipeline/summary.js';
 import { count, num } from './format.js';
 
-const dollars = (n: number): string => `$${Number.isInteger(n) ? num(n) : n.toFixed(2)}`;
-const FREE = PLANS[0] as PlanTerms;
+const usd = (n: number): string => `$${n.toFixed(2)}`;
+export const dollars = (n: number): string => `$${Number.isInteger(n) ? num(n) : n.toFixed(2)}`;
+const LARGEST = PLANS.reduce((a, b) => (b.includedCredits > a.includedCredits ? b : a)) as PlanTerms;
 
 /**
- * One line for finance: the plan a run fits into, beside the marginal cost at each rate, e.g.
- * "138 credits fit in Starter's 2,000 included credits ($99/month; more than the Free plan's 100)".
- * It starts with the number so that it lines up with the summary's other figures. It assumes the
- * month's included credits are not used by anything else.
+ * The month's cheapest plan in words, beside its bill: "Starter, 418 of its 2,000 included
+ * credits" or "Starter, $99 + 500 credits over at $0.05". Past the largest plan's included credits,
+ * Enterprise is named (its price is custom, so it is never a figure here).
  */
-export function describePlanFit(credits: number): string {
-  if (credits === 0) return '0 credits: nothing to buy, on any plan';
-  const fit = planFit(credits);
-  const p = fit.plan;
-  const n = count(credits, 'credit fits', 'credits fit');
-  if (fit.kind === 'included' && p.monthlyFee === 0) return `${n} in the ${p.name} plan's ${num(p.includedCredits)} credits ($0)`;
-  const beyondFree = `; more than the ${FREE.name} plan's ${num(FREE.includedCredits)}`;
-  if (fit.kind === 'included') return `${n} in ${p.name}'s ${num(p.includedCredits)} included credits (${dollars(p.monthlyFee)}/month${beyondFree})`;
-  return `${num(credits)} credits exceed every plan's included credits: cheapest is ${p.name}, ${dollars(p.monthlyFee)}/month + ${num(fit.overageCredits)} at $${String(p.overageRate)} = ${dollars(fit.monthlyTotal)} (or Enterprise)`;
+export function describeCheapest(m: MonthJson): string {
+  const plan = PLANS.find((p) => p.name === m.cheapest_plan) as PlanTerms;
+  const enterprise = m.enterprise_worth_asking ? `; past ${LARGEST.name}'s ${num(LARGEST.includedCredits)} included credits, ask about Enterprise (custom, annual)` : '';
+  if (m.overage_credits === 0) return `${plan.name}, ${num(m.credits)} of its ${num(plan.includedCredits)} included credits${enterprise}`;
+  return `${plan.name}, ${dollars(plan.monthlyFee)} + ${num(m.overage_credits)} credits over at $${String(plan.overageRate)}${enterprise}`;
+}
+
+/**
+ * The dry run's money rows, one answer first: what this run adds to this month's bill on the
+ * cheapest plan. Then how the month adds up, the per-plan figures labelled as the marginal
+ * prices they are, and what the store cannot see.
+ */
+export function moneyRows(s: Summary): [string, string][] {
+  const rows: [string, string][] = [];
+  const m = s.month;
+  if (m !== null) {
+    rows.push(['adds to bill', `${dollars(m.adds_usd)}   to this month's bill on its cheapest plan (${dollars(m.bill_before_usd)} -> ${dollars(m.bill_usd)})`]);
+    const earlier = m.earlier_credits > 0 ? `${num(m.earlier_credits)} spent earlier by this service's runs + ${num(m.run_credits)} this run` : 'none spent earlier by this service\'s runs';
+    rows.push(['this month', `${num(m.credits)}   credits since ${m.since.slice(0, 10)} UTC (${earlier})`]);
+    rows.push(["month's bill", `${dollars(m.bill_usd)}   on ${describeCheapest(m)}`]);
+  }
+  const c = s.estimated_cost_usd;
+  rows.push(["at plan rates", `${usd(c.starter)}   Starter · ${usd(c.growth)} Growth · ${usd(c.scale)} Scale: ${count(s.estimated_credits, 'credit')} at each plan's overage rate, not a bill`]);
+  if (m !== null) rows.push(['not counted', m.not_counted]);
+  return rows;
 }

@@ -19,6 +19,8 @@ export interface Reporter {
   warn(message: string): void;
   /** Stops and clears any live display; called before the summary is printed. */
   end(): void;
+  /** Clears the live display and stops drawing until the returned function is called (a question is asked). */
+  pause?(): () => void;
 }
 
 export const silentReporter: Reporter = {

@@ -1,9 +1,7 @@
 import type { Stop } from '../pipeline/stops.js';
 import type { Summary } from '../pipeline/summary.js';
-import { count, elapsed, num } from './format.js';
-import { describePlanFit } from './plans.js';
-
-const usd = (n: number): string => `$${n.toFixed(2)}`;
+import { count, elapsed, num, wrapWords } from './format.js';
+import { describeCheapest, dollars, moneyRows } from './plans.js';
 
 /** The totals as a small aligned table for stderr, in the vocabulary of the summary JSON. */
 export function formatSummary(s: Summary): string {
@@ -12,21 +10,23 @@ export function formatSummary(s: Summary): string {
     ['unique domains', num(s.unique_domains)],
     ['companies', num(s.companies)],
     ['rows matched', num(s.matched)],
+    ...(s.dry_run ? ([['rows found', `${num(s.found)}   (would be bought)`]] as [string, string][]) : []),
     ['rows no match', num(s.no_match)],
   ];
   if (s.errors > 0 || !s.dry_run) rows.push(['rows errored', num(s.errors)]);
   if (s.skipped > 0 || !s.dry_run) rows.push(['rows skipped', num(s.skipped)]);
   if (s.dry_run) {
     if (s.reused > 0) rows.push(['reused', `${num(s.reused)}   ${s.reused === 1 ? 'company' : 'companies'} held in the store, free (${count(s.credits_saved, 'credit')} saved)`]);
-    const c = s.estimated_cost_usd;
     const stale = s.stale > 0 ? `   (${num(s.stale)} to refresh stale records)` : '';
     rows.push(['to buy', `${count(s.estimated_credits, 'company', 'companies')}${stale}`]);
-    rows.push(['estimated cost', `${count(s.estimated_credits, 'credit')}   ${usd(c.starter)} Starter · ${usd(c.growth)} Growth · ${usd(c.scale)} Scale`]);
-    rows.push(['plan', describePlanFit(s.estimated_credits)]);
+    if (s.left_by_cap > 0) rows.push(['left by cap', `${count(s.left_by_cap, 'company', 'companies')}   past --max-credits, for a later run`]);
+    rows.push(...moneyRows(s));
   } else {
     rows.push(['bought', `${num(s.bought)}${s.bought > 0 ? `   ${s.bought === 1 ? 'company' : 'companies'}, by this run` : ''}`]);
     rows.push(['reused', `${num(s.reused)}${s.reused > 0 ? `   ${s.reused === 1 ? 'company' : 'companies'} from the store (${count(s.credits_saved, 'credit')} saved)` : ''}`]);
     rows.push(['credits spent', `${num(s.credits_charged)}${s.credits_remaining !== null ? `   (${num(s.credits_remaining)} left)` : ''}`]);
+    const m = s.month;
+    if (m !== null && m.run_credits > 0) rows.push(['this month', `${num(m.credits)}   credits by this service's runs since ${m.since.slice(0, 10)} UTC; ${dollars(m.bill_usd)} on ${describeCheapest(m)} (not counted: other tools, rolled-over credits)`]);
     if (s.credits_unconfirmed > 0) {
       rows.push(['maybe charged', `${num(s.credits_unconfirmed)}   more: ${s.credits_unconfirmed === 1 ? 'an answer' : 'answers'} lost, then only errors under ${s.credits_unconfirmed === 1 ? 'its key' : 'their keys'} (enrich ledger show counts them)`]);
     }
@@ -36,14 +36,54 @@ export function formatSummary(s: Summary): string {
   if (s.output !== null) text.push(['output', s.output === '-' ? 'stdout' : s.output]);
   text.push(['elapsed', elapsed(s.elapsed_ms)]);
   const width = Math.max(...[...rows, ...text].map(([label]) => label.length));
-  const valueWidth = Math.max(...rows.map(([, v]) => v.split(' ')[0]?.length ?? 0));
+  // Only figures (a count, a dollar amount) line up; a row of words starts where they start.
+  const figure = (v: string): boolean => /^[\d$]/.test(v);
+  const valueWidth = Math.max(...rows.filter(([, v]) => figure(v)).map(([, v]) => v.split(' ')[0]?.length ?? 0));
   const title = s.dry_run ? 'dry run: nothing was spent' : s.status === 'done' ? 'done' : s.status;
   const lines = rows.map(([label, value]) => {
+    if (!figure(value)) return `  ${label.padEnd(width)}  ${' '.repeat(valueWidth)} ${value}`;
     const [head = '', ...rest] = value.split(' ');
     return `  ${label.padEnd(width)}  ${head.padStart(valueWidth)}${rest.length > 0 ? ` ${rest.join(' ')}` : ''}`;
   });
   for (const [label, value] of text) lines.push(`  ${label.padEnd(width)}  ${value}`);
   return [`enrich: ${title}`, ...lines].join('\n') + '\n';
+}
+
+/**
+ * The summary fitted to a terminal `columns` wide: a row too long is broken between words, and
+ * its continuation lines start under its value, so a narrow terminal never cuts a word in two.
+ */
+export function fitSummary(text: string, columns: number): string {
+  if (columns <= 0) return text;
+  return text
+    .split('\n')
+    .map((line) => (line.length <= columns ? line : fitRow(line, columns)))
+    .join('\n');
+}
+
+function fitRow(line: string, columns: number): string {
+  // The label, the gap after it, and a right-aligned figure: where the words start.
+  const start = /^ {2}\S+(?: \S+)* {2,}(?:\S+ +)?/.exec(line)?.[0].length;
+  if (start === undefined) return wrapWords(line, columns);
+  const indent = start <= columns / 2 ? start : 4;
+  const lines: string[] = [];
+  // A label and figure wider than the terminal: the label alone, then the rest below it.
+  const label = (/^ {2}\S+(?: \S+)*/.exec(line)?.[0] ?? '').length;
+  const from = start <= columns ? start : label;
+  if (from === label) lines.push(line.slice(0, label));
+  let current = from === label ? ' '.repeat(indent) : line.slice(0, start);
+  let fresh = true;
+  for (const word of line.slice(from).split(/ +/).filter((w) => w !== '')) {
+    const candidate = fresh ? current + word : `${current} ${word}`;
+    if (candidate.length <= columns) current = candidate;
+    else {
+      lines.push(current.trimEnd());
+      current = ' '.repeat(indent) + word;
+    }
+    fresh = false;
+  }
+  lines.push(current);
+  return lines.join('\n');
 }
 
 /**
@@ -77,6 +117,7 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
       return `stopped: ${balance}needs ${count(s.estimated_credits, 'more credit', 'more credits')}${maybePaid(s)}; top up and run the same command to finish (what was bought is kept)`;
     }
     case 'budget':
+      if (stop.declined === true) return `nothing bought: you answered no; the matches are kept. Run it again with --yes, or with --max-credits <n> to cap it`;
       return `stopped at --max-credits ${num(stop.limit)} (the cap on this invocation): ${count(s.estimated_credits, 'more credit', 'more credits')} would finish the job; what was bought is kept, and the next run buys only the rest`;
     case 'unavailable':
       return stop.message;
@@ -91,6 +132,9 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
     }
     if (s.estimated_credits === 0) return null;
     const stale = s.stale > 0 ? ` (${num(s.stale)} of them refresh stale records)` : '';
+    if (s.left_by_cap > 0) {
+      return `a real run would spend ${count(s.estimated_credits, 'credit')}${stale}, the --max-credits cap, and leave ${count(s.left_by_cap, 'company', 'companies')} for a later run; drop --dry-run to go ahead`;
+    }
     return `a real run would spend exactly ${count(s.estimated_credits, 'credit')}${stale}; drop --dry-run to go ahead`;
   }
   if (s.errors > 0 && s.at_risk > 0) {

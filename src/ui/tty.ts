@@ -13,6 +13,13 @@ export interface TtyOptions {
    * output starts, so the two never interleave.
    */
   outputToTerminal: boolean;
+  /** NO_COLOR (no-color.org): the spinner is drawn without colour; the display is otherwise the same. */
+  noColor?: boolean;
+  /**
+   * The input is typed at this terminal (`enrich -`): no spinner while it is read, which would
+   * draw over what is being typed; the display starts with the matching.
+   */
+  inputFromTerminal?: boolean;
 }
 
 interface Rate {
@@ -70,6 +77,7 @@ export function enrichLine(p: Progress, r: Rate, pause: string | null): BarLine 
  * when the terminal is resized.
  */
 export function ttyReporter(options: TtyOptions): Reporter {
+  const spinnerColor = options.noColor === true ? { color: false as const } : {};
   const { stream, now } = options;
   const frame = new LiveFrame(stream);
   let spinner: Ora | undefined;
@@ -114,7 +122,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
       case 'write':
         frame.clear();
         if (options.outputToTerminal) stopSpinner();
-        else if (spinner === undefined) spinner = ora({ stream, text: 'writing results', discardStdin: false, hideCursor: true }).start();
+        else if (spinner === undefined) spinner = ora({ stream, text: 'writing results', discardStdin: false, hideCursor: true, ...spinnerColor }).start();
         return;
       case 'done':
         frame.clear();
@@ -142,7 +150,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
   return {
     begin(progress) {
       current = progress;
-      spinner = ora({ stream, text: 'reading input', discardStdin: false, hideCursor: true }).start();
+      if (options.inputFromTerminal !== true) spinner = ora({ stream, text: 'reading input', discardStdin: false, hideCursor: true, ...spinnerColor }).start();
       timer = setInterval(() => render(progress), 100);
       timer.unref();
       stream.on?.('resize', onResize);
@@ -152,6 +160,18 @@ export function ttyReporter(options: TtyOptions): Reporter {
     },
     note: (message) => print(`enrich: ${message}`),
     warn: (message) => print(`enrich: ${message}`),
+    pause() {
+      if (timer !== undefined) clearInterval(timer);
+      timer = undefined;
+      frame.clear();
+      stopSpinner();
+      return () => {
+        if (current === undefined || timer !== undefined) return;
+        const progress = current;
+        timer = setInterval(() => render(progress), 100);
+        timer.unref();
+      };
+    },
     end() {
       if (timer !== undefined) clearInterval(timer);
       timer = undefined;

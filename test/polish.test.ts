@@ -1,0 +1,138 @@
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { csvText, tempDir } from './helpers/cli.js';
+import { runProcess } from './helpers/spawn.js';
+import { liveTerminal } from './helpers/pty.js';
+import { finalScreen } from './helpers/screen.js';
+
+/** Issue 22's polish list, each as the walk-through met it, as a process. */
+const KEY = 'sk_test_polish_0123456';
+let sb: Sandbox;
+let dir: ReturnType<typeof tempDir>;
+beforeAll(async () => {
+  sb = await startSandbox({ keys: [{ key: KEY }] });
+  dir = tempDir();
+});
+afterAll(async () => {
+  await sb.close();
+  dir.cleanup();
+});
+const env = { ENRICH_BASE_URL: '', ENRICH_API_KEY: '' };
+
+describe('doctor', () => {
+  it('reports every missing setting at once, not only the first', async () => {
+    const r = await runProcess(['doctor', '--store', dir.file('none.db')], { env });
+    expect(r.code).toBe(2);
+    expect(r.stdout).toMatch(/\n? {2}address +FIX +no service address/);
+    expect(r.stdout).toMatch(/\n {2}key +FIX +.*ENRICH_API_KEY/);
+    expect(r.stdout).toContain('enrich doctor: 2 to fix');
+  });
+
+  it('sizes a store as `enrich ledger` does', async () => {
+    const store = dir.file('sized.db');
+    const input = dir.file('in.csv', csvText([['domain'], ...[...sb.directory].slice(0, 3).map((c) => [c.domain])]));
+    expect((await runProcess([input, '-o', dir.file('o.csv'), '--store', store], { env: { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY } })).code).toBe(0);
+    const ledger = await runProcess(['ledger', '--store', store]);
+    const doctor = await runProcess(['doctor', '--sandbox', '--store', store]);
+    const fromLedger = /\(([\d.]+ [KMG]?i?B)\)/.exec(ledger.stdout)?.[1];
+    expect(fromLedger, ledger.stdout).toBeDefined();
+    expect(doctor.stdout).toContain(`${store} (${fromLedger as string}; SQLite's integrity check: ok)`);
+  });
+});
+
+describe('ledger', () => {
+  it('on a fresh machine says there is no store yet, exit 0; a named store that is not there is still refused', async () => {
+    const fresh = dir.file('fresh-state');
+    const r = await runProcess(['ledger'], { env: { XDG_STATE_HOME: fresh, ENRICH_STORE: undefined } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe(`store      ${join(fresh, 'enrich', 'store.db')} (none yet: the first batch run creates it)\n`);
+    expect(existsSync(fresh)).toBe(false);
+    expect((await runProcess(['ledger', '--store', dir.file('typo.db')])).code).toBe(2);
+  });
+});
+
+describe('the batch', () => {
+  it('--quiet drops the dry run closing note too', async () => {
+    const r = await runProcess(['fixtures/companies.csv', '--sandbox', '--dry-run', '--quiet', '--store', dir.file('quiet.db')]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe('');
+  });
+
+  it('never creates a HOME that does not exist', async () => {
+    const home = join(dir.path, 'no-such-home');
+    const r = await runProcess(['fixtures/companies.csv', '--sandbox'], { env: { HOME: home, XDG_STATE_HOME: undefined, ENRICH_STORE: undefined } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`enrich: the store ${home}/.local/state/enrich/store.db: HOME (${home}) does not exist; set HOME to a folder that does, or give the store with --store or ENRICH_STORE\n`);
+    expect(existsSync(home)).toBe(false);
+  });
+});
+
+describe('the help', () => {
+  it('keeps every line within 80 columns and names the defaults', async () => {
+    for (const command of [[], ['ledger'], ['ledger', 'export'], ['sandbox'], ['doctor']]) {
+      const r = await runProcess([...command, '--help']);
+      expect(r.code).toBe(0);
+      for (const line of r.stdout.split('\n')) expect(line.length, `${command.join(' ')}: ${line}`).toBeLessThanOrEqual(80);
+    }
+    const help = (await runProcess(['--help'])).stdout;
+    expect(help).toMatch(/--miss-max-age <duration> [^]*?default 30d/);
+    expect(help).not.toContain('cut -d,');
+  });
+});
+
+describe('on a narrow terminal', () => {
+  it.each([40, 25])('the summary at %i columns breaks between words, never inside one', async (columns) => {
+    const store = dir.file(`narrow-${columns}.db`);
+    const args = ['fixtures/companies.csv', '--sandbox', '--dry-run', '--store', store];
+    // The same summary, unbroken, from a pipe: every word the terminal shows must be one of its words.
+    const piped = await runProcess(args);
+    const words = new Set(piped.stderr.split(/\s+/));
+    const live = liveTerminal(args, {}, columns, dir.file(`tty-narrow-${columns}`));
+    try {
+      expect(await live.exited).toBe(0);
+      const screen = finalScreen(live.output(), columns);
+      const from = screen.findIndex((l) => l.startsWith('enrich: dry run'));
+      const summary = screen.slice(from, screen.findIndex((l, i) => i > from && l.startsWith('  elapsed')));
+      expect(summary.length).toBeGreaterThan(10);
+      for (const line of summary) {
+        expect(line.length).toBeLessThanOrEqual(columns);
+        for (const word of line.trim().split(/\s+/)) expect(words.has(word), `"${word}" in "${line}"`).toBe(true);
+      }
+    } finally {
+      live.kill();
+    }
+  });
+});
+
+describe('a failed run', () => {
+  it('leaves no stale --summary-json behind (exit 2 on a malformed input)', async () => {
+    const summary = dir.file('yesterday.json', '{"status":"done"}\n');
+    const bad = dir.file('bad.csv');
+    writeFileSync(bad, 'domain\n"unterminated,quote\n');
+    const r = await runProcess([bad, '--sandbox', '--store', dir.file('stale.db'), '--summary-json', summary]);
+    expect(r.code).toBe(2);
+    expect(existsSync(summary)).toBe(false);
+  });
+});
+
+describe('typing the input at the terminal (`enrich -`)', () => {
+  it('draws no spinner over what is typed; the display starts once the input ends', async () => {
+    const live = liveTerminal(['-', '--sandbox', '--store', dir.file('typed.db'), '-o', dir.file('typed.csv')], {}, 80, dir.file('tty-typed'));
+    try {
+      await live.waitForScreen((s) => s.some((l) => l.includes('press Ctrl-D')));
+      const before = live.output().length;
+      live.type('domain\r');
+      await live.waitForScreen((s) => s.some((l) => l === 'domain'), before);
+      live.type('example-typed.com\r\x04');
+      expect(await live.exited).toBe(0);
+      const typedAt = live.output().indexOf('example-typed.com');
+      // Nothing was drawn between the note and the end of the typing but the typing itself (no spinner frames).
+      expect(live.output().slice(before, typedAt)).toBe('domain\r\n');
+      expect(finalScreen(live.output(), 80)).toContain('example-typed.com');
+    } finally {
+      live.kill();
+    }
+  });
+});

@@ -1,0 +1,120 @@
+import { spawn } from 'node:child_process';
+import { copyFileSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { tempDir } from './helpers/cli.js';
+
+/**
+ * Every command the README shows is run here, as written: its `sh` blocks in order, in one shell
+ * with `set -e`, as a newcomer would type them (the example address and key swapped for a
+ * sandbox's), and its crontab line under `env -i` with no terminal, as cron runs it.
+ */
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
+const KEY = 'sk_test_readme_0123456789';
+const URL_IN_README = 'https://data.example.com';
+// Run by the test runner itself, not by this file: installing, and the suite this test is part of.
+const SET_UP_ONLY = ['npm install', 'npm test'];
+
+const blocks = (lang: string): string[] => [...README.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1] as string);
+const command = (line: string): string => line.replace(/\s+#.*$/, '').trim();
+
+let sb: Sandbox;
+let dir: ReturnType<typeof tempDir>;
+beforeAll(async () => {
+  sb = await startSandbox({ keys: [{ key: KEY }] });
+  dir = tempDir('enrich-readme-');
+});
+afterAll(async () => {
+  await sb.close();
+  dir.cleanup();
+});
+
+function sh(script: string, cwd: string, env: Record<string, string>): Promise<{ code: number; out: string; err: string }> {
+  // Through env -i: nothing of this process's environment leaks in; stdin is not a terminal.
+  const child = spawn('/usr/bin/env', ['-i', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), '/bin/sh', '-c', script], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+  return new Promise((resolve) => child.on('exit', (code) => resolve({ code: code ?? -1, out, err })));
+}
+
+describe("the README's commands", () => {
+  it('run as written, in order: the sandbox demo, the analyst, finance, doctor, the ledger', async () => {
+    const lines = blocks('sh').flatMap((b) => b.split('\n')).map(command).filter((l) => l !== '');
+    const exempt = lines.filter((l) => SET_UP_ONLY.some((s) => l === s));
+    expect(exempt).toEqual(SET_UP_ONLY);
+    const script = lines.filter((l) => !exempt.includes(l)).map((l) => l.replace(URL_IN_README, sb.url).replace('ENRICH_API_KEY=...', `ENRICH_API_KEY=${KEY}`));
+    expect(script).toContain('enrich companies.csv -o enriched.csv');
+    expect(script).toContain('enrich doctor');
+
+    // A working folder with the clone's bin and fixtures, a CRM export, and `enrich` on the PATH
+    // as `npm install -g .` would put it.
+    const work = join(dir.path, 'work');
+    const home = join(dir.path, 'home');
+    const bin = join(dir.path, 'bin');
+    for (const d of [work, home, bin]) mkdirSync(d, { recursive: true });
+    symlinkSync(join(ROOT, 'bin'), join(work, 'bin'));
+    symlinkSync(join(ROOT, 'fixtures'), join(work, 'fixtures'));
+    copyFileSync(join(ROOT, 'fixtures/companies.csv'), join(work, 'companies.csv'));
+    writeFileSync(join(bin, 'enrich'), `#!/bin/sh\nexec "${process.execPath}" "${join(ROOT, 'bin/enrich.cjs')}" "$@"\n`, { mode: 0o755 });
+    const r = await sh(['set -e', ...script].join('\n'), work, { PATH: `${bin}:${dirname(process.execPath)}:/usr/bin:/bin`, HOME: home });
+    expect(r.code, r.err).toBe(0);
+    expect(r.err).toContain('enrich: done');
+    expect(r.err).toContain('adds to bill');
+    expect(r.out).toMatch(/key +ok/);
+    expect(r.out).toMatch(/companies\.csv +166 +done/);
+    expect(readFileSync(join(work, 'enriched.csv'), 'utf8').split('\n').length).toBeGreaterThan(166);
+  });
+
+  it('the crontab line works under env -i with no terminal, and a failed run keeps yesterday\'s results', async () => {
+    const [block] = blocks('crontab');
+    const entries = (block as string).split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#'));
+    const env = Object.fromEntries(entries.filter((l) => /^[A-Z_]+=/.test(l)).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1).replace(URL_IN_README, sb.url)]));
+    const job = entries.find((l) => /^[\d*]/.test(l)) as string;
+    const fields = job.split(/\s+/);
+    expect(fields.slice(0, 5)).toEqual(['15', '6', '*', '*', '*']);
+    const crm = join(dir.path, 'crm');
+    const keyFile = join(dir.path, 'key');
+    const cronHome = join(dir.path, 'cron-home');
+    mkdirSync(crm);
+    mkdirSync(cronHome);
+    copyFileSync(join(ROOT, 'fixtures/companies.csv'), join(crm, 'crm.csv'));
+    writeFileSync(keyFile, `${KEY}\n`, { mode: 0o600 });
+    const cmd = job
+      .slice(job.indexOf(fields[5] as string))
+      .replace('/home/ana/crm', crm)
+      .replace('/usr/bin/node', process.execPath)
+      .replace('/opt/enrich', ROOT.replace(/\/$/, ''))
+      .replace('/home/ana/.config/enrich/key', keyFile);
+    // What cron gives a job: HOME, LOGNAME, SHELL, PATH=/usr/bin:/bin, and the crontab's variables.
+    const cron = { HOME: cronHome, LOGNAME: 'ana', SHELL: '/bin/sh', PATH: '/usr/bin:/bin', ...env };
+    const first = await sh(cmd, cronHome, cron);
+    expect(first.code, first.err + readFileSync(join(crm, 'enrich.log'), 'utf8')).toBe(0);
+    expect(first.out + first.err).toBe('');
+    expect(readFileSync(join(crm, 'enrich.log'), 'utf8')).toBe('');
+    const results = readFileSync(join(crm, 'enriched.jsonl'), 'utf8');
+    expect(results.trim().split('\n')).toHaveLength(166);
+    expect(JSON.parse(readFileSync(join(crm, 'run.json'), 'utf8'))).toMatchObject({ status: 'done', rows: 166 });
+
+    // Tomorrow's export names a new company and the key is wrong: the run fails (exit 5), says
+    // why in the log, and yesterday's results stay as they were.
+    writeFileSync(join(crm, 'crm.csv'), `${readFileSync(join(crm, 'crm.csv'), 'utf8')}9999,New Co,https://${[...sb.directory].at(-1)?.domain ?? 'x.com'}/,Ana,\n`);
+    writeFileSync(keyFile, 'sk_wrong_key_000000\n');
+    const second = await sh(cmd, cronHome, cron);
+    expect(second.code).toBe(5);
+    expect(readFileSync(join(crm, 'enrich.log'), 'utf8')).toMatch(/refused the API key/);
+    expect(readFileSync(join(crm, 'enriched.jsonl'), 'utf8')).toBe(results);
+  });
+
+  it('is short: at most about 12 KB, and links every doc', () => {
+    expect(Buffer.byteLength(README)).toBeLessThanOrEqual(12 * 1024);
+    for (const doc of ['money', 'input-and-display', 'output', 'failures', 'doctor', 'store-and-resume', 'rate-limits-and-performance', 'sandbox', 'layout']) {
+      expect(README).toContain(`(docs/${doc}.md`);
+      expect(readFileSync(join(ROOT, 'docs', `${doc}.md`), 'utf8')).toContain('../README.md');
+    }
+  });
+});
