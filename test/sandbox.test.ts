@@ -351,6 +351,38 @@ describe('rate limit', () => {
       await limited.close();
     }
   });
+
+  it('counts per fixed window when asked (rate x window per window), with Retry-After to the boundary', async () => {
+    let clock = 1_200;
+    const limited = await startSandbox({ keys: [{ key: 'k' }], rateLimit: 2, fixedWindowMs: 2_000, now: () => clock });
+    try {
+      const get = async (): Promise<Reply> => call(limited.url, 'GET', `${MATCH}?domain=a.com`, { key: 'k' });
+      for (let i = 0; i < 4; i++) expect((await get()).status).toBe(200);
+      const r = await get();
+      expectProblem(r, 429, 'rate_limited');
+      expect(r.headers['retry-after']).toBe('1'); // 800 ms to the boundary at 2,000, rounded up
+      clock = 2_000;
+      for (let i = 0; i < 4; i++) expect((await get()).status).toBe(200);
+      expect((await get()).status).toBe(429);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it("lets a one-token bucket's clock be coarse: it sees whole milliseconds", async () => {
+    let clock = 0.9;
+    const limited = await startSandbox({ keys: [{ key: 'k' }], rateLimit: 100, burst: 1, clockTickMs: 1, now: () => clock });
+    try {
+      const get = async (): Promise<number> => (await call(limited.url, 'GET', `${MATCH}?domain=a.com`, { key: 'k' })).status;
+      expect(await get()).toBe(200); // seen at 0
+      clock = 10; // 9.1 ms later, which an exact clock refuses, but seen 10 ms after 0
+      expect(await get()).toBe(200);
+      clock = 19.99; // 9.99 ms later, seen at 19: 9 ms
+      expect(await get()).toBe(429);
+    } finally {
+      await limited.close();
+    }
+  });
 });
 
 describe('faults', () => {

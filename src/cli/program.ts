@@ -4,6 +4,7 @@ import { inheritedDescriptor } from '../io/paths.js';
 import type { LedgerAction } from '../commands/ledger.js';
 import { suggestCommand } from './suggest.js';
 import type { SandboxCommandOptions } from '../commands/sandbox.js';
+import { fixedLatency, parseLatency, type LatencySpec } from '../sandbox/latency.js';
 
 /** `-o /dev/stdout` (or /dev/fd/1, /proc/self/fd/1) is stdout, with all that `-` means for it. */
 const stdoutAlias = (path: string): string => (inheritedDescriptor(path) === 1 ? '-' : path);
@@ -126,6 +127,12 @@ const fraction = (value: string): number => {
   const n = Number(value);
   if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1) throw new InvalidArgumentError('must be a number from 0 to 1');
   return n;
+};
+
+const latencySpec = (value: string): LatencySpec => {
+  const spec = parseLatency(value);
+  if (spec === undefined) throw new InvalidArgumentError('takes ms (200), a uniform range (100-300) or lognormal:<median>[:<sigma>[:<max>]] (ms, up to 60000)');
+  return spec;
 };
 
 const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
@@ -265,6 +272,13 @@ Examples:
   A harsh one, to see rate-limit pauses, retries and a 402 stop:
     $ enrich sandbox --rate-limit 20 --fail-rate 0.05 --drop-rate 0.01 \\
         --latency 50 --balance 100
+
+  What real services do: answers that vary, a one-token bucket on a
+  whole-millisecond clock, or a gateway counting per fixed second:
+    $ enrich sandbox --rate-limit 500 --latency 100-300
+    $ enrich sandbox --rate-limit 100 --burst 1 --clock-tick 1 \\
+        --latency lognormal:20:0.8
+    $ enrich sandbox --rate-limit 100 --fixed-window 1000
 `;
 
 const DOCTOR_EXAMPLES = `
@@ -378,8 +392,10 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .option('--burst <n>', 'token bucket size (default: one second of --rate-limit)', integer(1, 1_000_000, '--burst'))
     .option('--fail-rate <0..1>', 'share of company calls answered 500', fraction, 0)
     .option('--drop-rate <0..1>', 'share of answers lost after the call ran (connection reset)', fraction, 0)
-    .option('--latency <ms>', 'delay before each answer', integer(0, 60_000, '--latency'), 0)
-    .option('--seed <n>', 'seed for the injected faults', integer(0, 2 ** 31, '--seed'), 1)
+    .option('--clock-tick <ms>', "the bucket's clock tick (1: whole milliseconds; default 0: exact)", integer(0, 60_000, '--clock-tick'), 0)
+    .option('--fixed-window <ms>', 'count requests per fixed window of this many ms (--rate-limit x window each) instead of a bucket', integer(1, 3_600_000, '--fixed-window'))
+    .option('--latency <ms|min-max|lognormal:median[:sigma[:max]]>', 'delay before each answer: fixed, uniform, or long-tailed', latencySpec, fixedLatency(0))
+    .option('--seed <n>', 'seed for the injected faults and latency draws', integer(0, 2 ** 31, '--seed'), 1)
     .addOption(
       new Option('--idempotency <mode>', 'what an Idempotency-Key stores: spec (200s only; a 402 or 500 stores nothing) or stripe (every outcome, replayed forever)')
         .choices(['spec', 'stripe'])
@@ -406,7 +422,9 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
           burst: opts['burst'] as number | undefined,
           failRate: opts['failRate'] as number,
           dropRate: opts['dropRate'] as number,
-          latencyMs: opts['latency'] as number,
+          latency: opts['latency'] as LatencySpec,
+          clockTickMs: opts['clockTick'] as number,
+          fixedWindowMs: opts['fixedWindow'] as number | undefined,
           seed: opts['seed'] as number,
           idempotency: opts['idempotency'] as SandboxCommandOptions['idempotency'],
           replayRequestId: opts['replayRequestId'] as SandboxCommandOptions['replayRequestId'],

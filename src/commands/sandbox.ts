@@ -1,5 +1,6 @@
 import { UsageError } from '../errors.js';
 import { startSandbox, type IdempotencyMode, type KeyConfig, type ReplayRequestId } from '../sandbox/index.js';
+import { describeLatency, type LatencySpec } from '../sandbox/latency.js';
 import { num } from '../ui/format.js';
 
 export interface SandboxCommandOptions {
@@ -13,7 +14,11 @@ export interface SandboxCommandOptions {
   burst: number | undefined;
   failRate: number;
   dropRate: number;
-  latencyMs: number;
+  latency: LatencySpec;
+  /** The bucket's clock tick, ms (0: exact). */
+  clockTickMs: number;
+  /** Count per fixed window of this many ms instead of a bucket. */
+  fixedWindowMs: number | undefined;
   seed: number;
   idempotency: IdempotencyMode;
   replayRequestId: ReplayRequestId;
@@ -33,7 +38,9 @@ export async function serveSandbox(options: SandboxCommandOptions, out: NodeJS.W
       ...(options.burst === undefined ? {} : { burst: options.burst }),
       failRate: options.failRate,
       dropRate: options.dropRate,
-      latencyMs: options.latencyMs,
+      latency: options.latency,
+      clockTickMs: options.clockTickMs,
+      ...(options.fixedWindowMs === undefined ? {} : { fixedWindowMs: options.fixedWindowMs }),
       seed: options.seed,
       idempotency: options.idempotency,
       replayRequestId: options.replayRequestId,
@@ -45,10 +52,10 @@ export async function serveSandbox(options: SandboxCommandOptions, out: NodeJS.W
     throw error;
   }
   const limits = [
-    options.rateLimit === null ? 'no rate limit' : `rate limit ${num(options.rateLimit)} req/s per key`,
+    options.rateLimit === null ? 'no rate limit' : `rate limit ${num(options.rateLimit)} req/s per key${limitKind(options)}`,
     `fail rate ${options.failRate}`,
     `drop rate ${options.dropRate}`,
-    `latency ${options.latencyMs} ms`,
+    describeLatency(options.latency),
     `seed ${options.seed}`,
     options.idempotency === 'spec' ? 'idempotency: 200s stored' : `idempotency: every outcome stored, replays carry ${options.replayRequestId === 'none' ? 'no' : `the ${options.replayRequestId}`} request id`,
   ];
@@ -76,4 +83,11 @@ export async function serveSandbox(options: SandboxCommandOptions, out: NodeJS.W
   });
   await sandbox.close();
   out.write('enrich sandbox stopped\n');
+}
+
+/** How the limit counts: a bucket (its depth, its clock) or a fixed window. */
+function limitKind(options: SandboxCommandOptions): string {
+  if (options.fixedWindowMs !== undefined) return ` (counted per fixed ${num(options.fixedWindowMs)} ms window)`;
+  const parts = [...(options.burst === undefined ? [] : [`burst ${num(options.burst)}`]), ...(options.clockTickMs > 0 ? [`clock tick ${options.clockTickMs} ms`] : [])];
+  return parts.length === 0 ? '' : ` (${parts.join(', ')})`;
 }

@@ -1,4 +1,4 @@
-import { TokenBucket } from './token-bucket.js';
+import { FixedWindow, TokenBucket, type RateGate } from './token-bucket.js';
 
 export const SCOPE = 'search:read';
 
@@ -34,7 +34,8 @@ export interface Account {
   readonly scopes: ReadonlySet<string>;
   readonly revoked: boolean;
   balance: number;
-  readonly bucket: TokenBucket | null;
+  /** The key's rate limit (a token bucket, or a fixed-window counter); null: none. */
+  readonly gate: RateGate | null;
   readonly ledger: LedgerEntry[];
   readonly idempotency: Map<string, StoredResponse>;
 }
@@ -44,6 +45,18 @@ export interface RateLimitConfig {
   rate: number | null;
   /** Bucket size; defaults to one second's worth of requests. */
   burst?: number | undefined;
+  /** The bucket's clock tick, ms (0 or unset: exact). */
+  tickMs?: number | undefined;
+  /** Count per fixed window of this many ms instead of a bucket: `rate` x window a window. */
+  windowMs?: number | undefined;
+}
+
+/** The gate a key's limit config asks for, or null for no limit. */
+export function rateGate(limit: RateLimitConfig, now: number): RateGate | null {
+  const rate = limit.rate;
+  if (rate === null || rate <= 0) return null;
+  if (limit.windowMs !== undefined && limit.windowMs > 0) return new FixedWindow(Math.max(1, Math.round((rate * limit.windowMs) / 1000)), limit.windowMs);
+  return new TokenBucket(rate, Math.max(1, limit.burst ?? rate), now, limit.tickMs ?? 0);
 }
 
 export class Accounts {
@@ -52,12 +65,11 @@ export class Accounts {
 
   constructor(keys: readonly KeyConfig[], defaultBalance: number, limit: RateLimitConfig, now: number) {
     for (const k of keys) {
-      const rate = limit.rate;
       this.byKey.set(k.key, {
         scopes: new Set(k.scopes ?? [SCOPE]),
         revoked: k.revoked ?? false,
         balance: k.balance ?? defaultBalance,
-        bucket: rate === null || rate <= 0 ? null : new TokenBucket(rate, Math.max(1, limit.burst ?? rate), now),
+        gate: rateGate(limit, now),
         ledger: [],
         idempotency: new Map(),
       });

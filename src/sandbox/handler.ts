@@ -21,15 +21,15 @@ export interface HandlerConfig {
   accounts: Accounts;
   /** Share of company calls answered 500 (after auth and rate limiting), drawn from `random`. */
   failRate: number;
-  /** Delay before each company-endpoint answer; an enrich is charged before the delay. */
-  latencyMs: number;
+  /** Delay before each company-endpoint answer, drawn per answer (ms); an enrich is charged before it. */
+  latency: () => number;
   /**
    * Share of company-endpoint answers lost after the call executed (and, for an enrich, was
    * charged): the connection is reset instead. What a network failure looks like to a client.
    */
   dropRate: number;
   random: () => number;
-  /** Monotonic milliseconds, for the token buckets. */
+  /** Monotonic milliseconds, for the rate gates. */
   now: () => number;
   typeBase: string;
   idempotency: IdempotencyMode;
@@ -99,7 +99,8 @@ export function createHandler(config: HandlerConfig): (req: IncomingMessage, res
       res.writeHead(a.status, { 'content-type': a.contentType, ...(id === null ? {} : { 'x-request-id': id }), ...a.headers });
       res.end(a.body);
     };
-    if (a.delay === true && config.latencyMs > 0) setTimeout(write, config.latencyMs);
+    const delay = a.delay === true ? config.latency() : 0;
+    if (delay > 0) setTimeout(write, delay);
     else write();
   };
 
@@ -113,8 +114,8 @@ export function createHandler(config: HandlerConfig): (req: IncomingMessage, res
     const account = accounts.authenticate(req.headers.authorization);
     if (account === undefined) return { answer: fail(401, 'invalid_token', requestId) };
     if (!account.scopes.has(SCOPE)) return { answer: fail(403, 'insufficient_scope', requestId, `this endpoint needs the scope ${SCOPE}`) };
-    if (account.bucket !== null) {
-      const taken = account.bucket.take(config.now());
+    if (account.gate !== null) {
+      const taken = account.gate.take(config.now());
       if (!taken.ok) {
         const p = problem(typeBase, 429, 'rate_limited', requestId, `retry after ${taken.retryAfterSeconds}s`, { retryAfterSeconds: taken.retryAfterSeconds });
         return { answer: { ...asAnswer(p), headers: { 'retry-after': String(taken.retryAfterSeconds) } } };

@@ -6,11 +6,13 @@ import { Accounts, type KeyConfig, type LedgerEntry } from './accounts.js';
 import { CompanyDirectory, DEFAULT_COMPANIES } from './directory.js';
 import { createHandler, type IdempotencyMode, type ReplayRequestId, type SandboxStats } from './handler.js';
 import { openapiDocument } from './openapi.js';
+import { fixedLatency, latencySampler, type LatencySpec } from './latency.js';
 import { mulberry32 } from './random.js';
 
 export type { KeyConfig, LedgerEntry } from './accounts.js';
 export type { IdempotencyMode, ReplayRequestId } from './handler.js';
 export { CompanyDirectory } from './directory.js';
+export type { LatencySpec } from './latency.js';
 
 export interface SandboxOptions {
   host?: string;
@@ -24,12 +26,18 @@ export interface SandboxOptions {
   rateLimit?: number | null;
   /** Token bucket size; default one second of `rateLimit`. */
   burst?: number;
+  /** The token bucket's clock tick, ms: 1 is a gateway counting whole milliseconds. Default 0 (exact). */
+  clockTickMs?: number;
+  /** Count requests per fixed window of this many ms (`rateLimit` x window each) instead of a bucket. */
+  fixedWindowMs?: number;
   /** Share of company calls answered 500, 0..1. Default 0. */
   failRate?: number;
+  /** A fixed delay before each company answer, ms; `latency` draws it from a distribution instead. */
   latencyMs?: number;
+  latency?: LatencySpec;
   /** Share of company answers lost after executing (connection reset), 0..1. Default 0. */
   dropRate?: number;
-  /** Seeds the fault injection so a failing run can be replayed. Default 1. */
+  /** Seeds the fault injection and the latency draws so a run can be replayed. Default 1. */
   seed?: number;
   directory?: CompanyDirectory;
   /** Monotonic clock in ms, for the token buckets (tests drive it). */
@@ -75,7 +83,11 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
   const now = options.now ?? (() => performance.now());
   const keys = options.keys ?? [{ key: generateKey() }];
   const directory = options.directory ?? defaultDirectory();
-  const accounts = new Accounts(keys, options.balance ?? 10_000, { rate: options.rateLimit ?? null, burst: options.burst }, now());
+  const limit = { rate: options.rateLimit ?? null, burst: options.burst, tickMs: options.clockTickMs, windowMs: options.fixedWindowMs };
+  const accounts = new Accounts(keys, options.balance ?? 10_000, limit, now());
+  // Latency draws from a stream of their own: the faults a seed gives stay the same whatever the latency.
+  const latencyRandom = mulberry32(((options.seed ?? 1) ^ 0x5bd1e995) >>> 0);
+  let latency = latencySampler(options.latency ?? fixedLatency(options.latencyMs ?? 0), latencyRandom);
   const stats: SandboxStats = { requests: 0, byStatus: {}, replays: 0, dropped: 0, firstAt: 0, lastAt: 0, matchCalls: new Map(), enrichCalls: new Map() };
   let url = '';
   let openapi: string | undefined;
@@ -83,7 +95,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
     directory,
     accounts,
     failRate: options.failRate ?? 0,
-    latencyMs: options.latencyMs ?? 0,
+    latency: () => latency(),
     dropRate: options.dropRate ?? 0,
     random: mulberry32(options.seed ?? 1),
     now,
@@ -127,7 +139,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Sandbo
       config.dropRate = rate;
     },
     setLatency: (ms) => {
-      config.latencyMs = ms;
+      latency = latencySampler(fixedLatency(ms), latencyRandom);
     },
     close: () =>
       new Promise<void>((resolve) => {
