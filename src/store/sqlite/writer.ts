@@ -1,4 +1,5 @@
 import type { Connection } from './connection.js';
+import { applyOutcome, applyRelease, applyUnclaim, decideClaim, type KeptPurchase } from '../purchase.js';
 import type { Claim, EnrichEvent, HeldCompany, IntentEvent, MatchEvent, Purchase, StoreEvent } from '../types.js';
 
 /** One queued write, and whether the caller needs it on disk before going on (an intent). */
@@ -11,6 +12,14 @@ export interface WriteItem {
 export const OK: Claim = { kind: 'ok' };
 /** Lookups per INSERT statement (6 parameters each, well under SQLite's limit of 32,766). */
 const LOOKUP_ROWS = 200;
+
+/** A purchase row with who holds it and what it cost (store/purchase.ts KeptPurchase). */
+type KeptRow = [...PurchaseRow, number, number | null, number];
+const KEPT_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, outcome, closed_at, owner_run, lost_at, credits, run, opened_at';
+
+function toKept(r: KeptRow): KeptPurchase {
+  return { ...toPurchase(r.slice(0, 11) as PurchaseRow), ownerRun: r[9] === null ? null : Number(r[9]), credits: Number(r[11]), run: r[12] === null ? null : Number(r[12]), openedAt: Number(r[13]) };
+}
 
 export type PurchaseRow = [string, number, number, string | null, number, number, string | null, Purchase['outcome'], number | null, number | null, number | null];
 export type CompanyRow = [string, string, number, string | null, number, number];
@@ -46,15 +55,6 @@ export function heldCompany(store: Connection, serviceId: number, domain: string
   const row = store.sql(`SELECT ${COMPANY_COLUMNS} FROM companies WHERE service = ? AND domain = ?`).raw(true).get(serviceId, domain) as CompanyRow | undefined;
   return row === undefined ? null : toHeld(row);
 }
-
-/** Whether a held record is fresh by the buyer's rule (IntentEvent.freshSince). */
-function heldFresh(held: HeldCompany, event: IntentEvent): boolean {
-  if (event.freshSince === undefined) return false;
-  return event.freshSince === null || held.boughtAt >= event.freshSince;
-}
-
-/** An open purchase an attempt may have been sent under: its key may have been charged. */
-export const mayBeCharged = (p: Purchase): boolean => p.outcome === 'open' && (p.intentKey !== null || p.uncertain);
 
 /**
  * A run's writes to one service's records, a batch to a transaction. It runs on whichever
@@ -132,117 +132,74 @@ export class RecordWriter {
         return OK;
       case 'intent':
         return this.claim(event, now);
-      case 'enrich':
-        this.applyEnrich(event, now);
+      case 'enrich': {
+        const at = event.at ?? now;
+        if (event.s === 'hit') this.storeRecord(event, at);
+        this.save(applyOutcome(this.kept(event.c, event.g), event, this.run, now));
         return OK;
+      }
       case 'release':
-        if (this.run !== null) {
-          this.store
-            .sql(`UPDATE purchases SET owner_run = NULL WHERE service = ? AND domain = ? AND generation = ? AND owner_run = ? AND outcome = 'open'`)
-            .run(this.serviceId, event.c, event.g, this.run);
-        }
+        this.save(applyRelease(this.kept(event.c, event.g), event, this.run));
         return OK;
       case 'unclaim':
-        this.store
-          .sql(
-            `UPDATE purchases SET intent_key = NULL, owner_run = NULL, lost_at = NULL
-             WHERE service = ? AND domain = ? AND generation = ? AND key_version = ? AND intent_key = ? AND outcome = 'open' AND uncertain = 0${this.run === null ? '' : ' AND owner_run = ?'}`,
-          )
-          .run(this.serviceId, event.c, event.g, event.v, event.key, ...(this.run === null ? [] : [this.run]));
+        this.save(applyUnclaim(this.kept(event.c, event.g), event, this.run));
         return OK;
     }
   }
 
-  /** Whether the run that owns an open intent may still be sending under it. */
-  private runAlive(run: number, now: number): boolean {
-    return run === this.run || this.store.runAlive(run, now);
+  /** The purchase of one company's generation, as kept; null when there is none. */
+  private kept(domain: string, generation: number): KeptPurchase | null {
+    const row = this.store.sql(`SELECT ${KEPT_COLUMNS} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`).raw(true).get(this.serviceId, domain, generation) as KeptRow | undefined;
+    return row === undefined ? null : toKept(row);
   }
 
-  /**
-   * The intent, written only if this run may buy: no other live run holds the purchase open, and
-   * no run has bought this generation since the plan was made. A purchase another run moved on
-   * since this one read it (a new key version, an outcome) is handed back for the caller to adopt.
-   */
-  private claim(event: IntentEvent, now: number): Claim {
-    const held = heldCompany(this.store, this.serviceId, event.c);
-    if (held !== null && held.generation >= event.g) return { kind: 'held', held };
-    const row = this.store.sql(`SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`)
-      .raw(true)
-      .get(this.serviceId, event.c, event.g) as PurchaseRow | undefined;
-    // A company held fresh is never bought again, whatever the plan believed (it may have read
-    // the store while another run was buying): only a purchase whose key may have been charged
-    // is finished, under that key, since only it can recover that charge for free.
-    if (held !== null && heldFresh(held, event) && (row === undefined || !mayBeCharged(toPurchase(row)))) return { kind: 'held', held };
-    let tookOver = false;
-    if (row !== undefined) {
-      const owner = row[9];
-      if (row[7] === 'open' && owner !== null && owner !== this.run && this.runAlive(owner, now)) {
-        const run = this.store.sql('SELECT pid, host FROM runs WHERE id = ?').raw(true).get(owner) as [number, string] | undefined;
-        if (run === undefined) return { kind: 'busy' };
-        // The host only when it is another machine's (a store on a share).
-        return run[1] === this.store.host ? { kind: 'busy', pid: run[0] } : { kind: 'busy', pid: run[0], host: run[1] };
-      }
-      tookOver = row[3] !== null && owner !== this.run;
-      const current = toPurchase(row);
-      if (current.outcome !== 'open' || current.keyVersion !== event.v || (current.intentKey !== null && current.intentKey !== event.key)) {
-        return { kind: 'moved', purchase: current };
-      }
-    }
-    this.store.sql(
-        `INSERT INTO purchases (service, domain, generation, key_version, intent_key, outcome, owner_run, opened_at, lost_at)
-         VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?)
-         ON CONFLICT (service, domain, generation) DO UPDATE SET
-           key_version = excluded.key_version, intent_key = excluded.intent_key, outcome = 'open', owner_run = excluded.owner_run,
-           lost_at = max(coalesce(lost_at, 0), excluded.lost_at)`,
-      )
-      .run(this.serviceId, event.c, event.g, event.v, event.key, this.run, now, event.at ?? now);
-    return tookOver ? { kind: 'ok', tookOver } : OK;
-  }
-
-  private ensurePurchase(e: EnrichEvent, now: number): void {
+  /** Writes a purchase as the rules (store/purchase.ts) left it. */
+  private save(p: KeptPurchase | null): void {
+    if (p === null) return;
     this.store
-      .sql(`INSERT OR IGNORE INTO purchases (service, domain, generation, key_version, outcome, opened_at) VALUES (?, ?, ?, ?, 'open', ?)`)
-      .run(this.serviceId, e.c, e.g, e.v, now);
+      .sql(
+        `INSERT INTO purchases (service, domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, outcome, credits, owner_run, run, opened_at, closed_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (service, domain, generation) DO UPDATE SET
+           key_version = excluded.key_version, intent_key = excluded.intent_key, uncertain = excluded.uncertain, unconfirmed = excluded.unconfirmed,
+           error_code = excluded.error_code, lost_at = excluded.lost_at, outcome = excluded.outcome, credits = excluded.credits,
+           owner_run = excluded.owner_run, run = excluded.run, closed_at = excluded.closed_at`,
+      )
+      .run(this.serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt);
   }
 
-  private applyEnrich(e: EnrichEvent, now: number): void {
-    if (e.at !== undefined) now = e.at;
-    const charged = e.charged ?? 0;
-    const where = 'WHERE service = ? AND domain = ? AND generation = ?';
-    // A live run always wrote the intent first; an imported journal may have none.
-    if (this.run === null) this.ensurePurchase(e, now);
-    const id = [this.serviceId, e.c, e.g] as const;
-    if (e.s === 'hit' && e.company !== undefined) {
-      this.store.sql(
-          `INSERT INTO companies (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-           ON CONFLICT (service, domain) DO UPDATE SET name = excluded.name, record = excluded.record, bought_at = excluded.bought_at,
-             last_updated = excluded.last_updated, idempotency_key = excluded.idempotency_key, credits = excluded.credits,
-             generation = excluded.generation, run = excluded.run
-           WHERE excluded.generation >= companies.generation`,
-        )
-        .run(this.serviceId, e.c, e.company.name, JSON.stringify(e.company), now, e.company.last_updated || null, e.key_used ?? null, charged, e.g, this.run);
+  /** The intent, written only if this run may buy (store/purchase.ts decideClaim). */
+  private claim(event: IntentEvent, now: number): Claim {
+    const decision = decideClaim({
+      held: heldCompany(this.store, this.serviceId, event.c),
+      kept: this.kept(event.c, event.g),
+      event,
+      run: this.run,
+      now,
+      alive: (run) => run === this.run || this.store.runAlive(run, now),
+    });
+    if ('busy' in decision) {
+      const run = this.store.sql('SELECT pid, host FROM runs WHERE id = ?').raw(true).get(decision.busy) as [number, string] | undefined;
+      if (run === undefined) return { kind: 'busy' };
+      // The host only when it is another machine's (a store on a share).
+      return run[1] === this.store.host ? { kind: 'busy', pid: run[0] } : { kind: 'busy', pid: run[0], host: run[1] };
     }
-    if (e.s === 'hit' || e.s === 'miss') {
-      this.store.sql(`UPDATE purchases SET outcome = ?, intent_key = NULL, owner_run = NULL, credits = credits + ?, run = ?, closed_at = ?, error_code = NULL ${where}`)
-        .run(e.s, charged, this.run, now, ...id);
-      return;
-    }
-    if (e.final === true) {
-      this.store.sql(`UPDATE purchases SET outcome = 'failed', intent_key = NULL, owner_run = NULL, error_code = ?, credits = credits + ?, run = ?, closed_at = ? ${where}`).run(e.code ?? 'error', charged, this.run, now, ...id);
-    } else if (e.key === 'retired') {
-      // Proven uncharged: a service that stored this error under the key would replay it forever.
-      // Only the key this run sent under, on a purchase still open and still this run's: a run
-      // retires a key before it lets the purchase go, so a retire arriving once another run has
-      // taken it over (and perhaps sent under that key, perhaps handed it back since) is stale,
-      // and must not free the purchase for a new key.
-      const mine = this.run === null ? '' : " AND key_version = ? AND owner_run = ? AND outcome = 'open'";
-      this.store.sql(`UPDATE purchases SET key_version = ?, intent_key = NULL, uncertain = 0, lost_at = NULL, error_code = ?, unconfirmed = unconfirmed + ? ${where}${mine}`)
-        .run(e.v + 1, e.code ?? 'error', e.unconfirmed === true ? 1 : 0, ...id, ...(this.run === null ? [] : [e.v, this.run]));
-    } else {
-      this.store
-        .sql(`UPDATE purchases SET uncertain = 1, error_code = ?, lost_at = CASE WHEN ? THEN ? ELSE lost_at END ${where}`)
-        .run(e.code ?? 'error', e.lost === true ? 1 : 0, now, ...id);
-    }
+    this.save(decision.write);
+    return decision.claim;
+  }
+
+  /** A hit's record, unless a newer generation's is already held. */
+  private storeRecord(e: EnrichEvent, at: number): void {
+    if (e.company === undefined) return;
+    this.store
+      .sql(
+        `INSERT INTO companies (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (service, domain) DO UPDATE SET name = excluded.name, record = excluded.record, bought_at = excluded.bought_at,
+           last_updated = excluded.last_updated, idempotency_key = excluded.idempotency_key, credits = excluded.credits,
+           generation = excluded.generation, run = excluded.run
+         WHERE excluded.generation >= companies.generation`,
+      )
+      .run(this.serviceId, e.c, e.company.name, JSON.stringify(e.company), at, e.company.last_updated || null, e.key_used ?? null, e.charged ?? 0, e.g, this.run);
   }
 }
