@@ -1,14 +1,159 @@
-import type { EventSink } from '../../src/pipeline/execute.js';
-import type { Claim, StoreEvent } from '../../src/store/types.js';
+import type { CompanyRecord } from '../../src/api/types.js';
+import { applyOutcome, applyRelease, applyUnclaim, decideClaim, publicPart, type KeptPurchase } from '../../src/store/purchase.js';
+import type { Claim, CompanyState, HeldCompany, Lookup, RunEnd, ServiceStore, StoreEvent } from '../../src/store/types.js';
 
-/** An event sink that keeps what execute() writes, and lets every claim through. */
-export function memoryStore(): EventSink & { events: StoreEvent[] } {
-  const events: StoreEvent[] = [];
-  return {
-    events,
-    append: (event: StoreEvent): Promise<Claim> => {
-      events.push(event);
-      return Promise.resolve({ kind: 'ok' });
-    },
-  };
+/**
+ * A store in memory that keeps the contract (src/store/types.ts ServiceStore) with the very
+ * purchase rules every backend uses (src/store/purchase.ts): a claim here can be busy, held or
+ * moved as on SQLite, so pipeline tests meet them without a database. Runs of one MemoryStore
+ * share its records, as processes share a store file; a run is alive until it ends or `kill`.
+ */
+export class MemoryStore {
+  readonly storeId = 'memory';
+  private nextRun = 1;
+  private readonly live = new Set<number>();
+  readonly lookups = new Map<string, Lookup>();
+  readonly companies = new Map<string, { held: HeldCompany; record: CompanyRecord }>();
+  readonly purchases = new Map<string, KeptPurchase>();
+  /** Every event appended by any run, in order. */
+  readonly events: StoreEvent[] = [];
+
+  constructor(readonly now: () => number = Date.now) {}
+
+  beginRun(service = 'svc'): MemoryRun {
+    const run = this.nextRun++;
+    this.live.add(run);
+    return new MemoryRun(this, service, run);
+  }
+
+  /** As a kill -9 would: the run's claims are left to be taken over. */
+  kill(run: number): void {
+    this.live.delete(run);
+  }
+
+  alive(run: number): boolean {
+    return this.live.has(run);
+  }
+
+  latest(domain: string): KeptPurchase | null {
+    let found: KeptPurchase | null = null;
+    for (const p of this.purchases.values()) if (p.domain === domain && (found === null || p.generation > found.generation)) found = p;
+    return found;
+  }
+}
+
+const key = (domain: string, generation: number): string => `${domain}#${generation}`;
+
+export class MemoryRun implements ServiceStore {
+  readonly storeId: string;
+  readonly policyNow: number;
+
+  constructor(
+    private readonly store: MemoryStore,
+    readonly service: string,
+    readonly runId: number,
+  ) {
+    this.storeId = store.storeId;
+    this.policyNow = store.now();
+  }
+
+  async loadLookups(domains: readonly string[], indexOf: (domain: string) => number | undefined, visit: (index: number, lookup: Lookup) => void): Promise<void> {
+    for (const domain of domains) {
+      const lookup = this.store.lookups.get(domain);
+      const i = indexOf(domain);
+      if (lookup !== undefined && i !== undefined) visit(i, lookup);
+    }
+  }
+
+  async loadCompanies(companies: readonly string[], visit: (domain: string, state: CompanyState) => void): Promise<void> {
+    for (const domain of companies) {
+      const state = this.now(domain);
+      if (state.held !== null || state.purchase !== null) visit(domain, state);
+    }
+  }
+
+  async companyState(company: string): Promise<CompanyState> {
+    return this.now(company);
+  }
+
+  private now(domain: string): CompanyState {
+    const latest = this.store.latest(domain);
+    return { held: this.store.companies.get(domain)?.held ?? null, purchase: latest === null ? null : publicPart(latest) };
+  }
+
+  async records(companies: readonly string[]): Promise<Map<string, CompanyRecord>> {
+    const found = new Map<string, CompanyRecord>();
+    for (const c of companies) {
+      const record = this.store.companies.get(c)?.record;
+      if (record !== undefined) found.set(c, record);
+    }
+    return found;
+  }
+
+  async holdsAny(): Promise<boolean> {
+    return this.store.companies.size > 0 || this.store.purchases.size > 0;
+  }
+
+  leaseLapsed(): boolean {
+    return false;
+  }
+
+  async append(event: StoreEvent, _durable?: boolean): Promise<Claim> {
+    this.store.events.push(event);
+    return this.apply(event);
+  }
+
+  private apply(event: StoreEvent): Claim {
+    const now = this.store.now();
+    const run = this.runId;
+    const save = (p: KeptPurchase | null): void => {
+      if (p !== null) this.store.purchases.set(key(p.domain, p.generation), p);
+    };
+    const kept = (c: string, g: number): KeptPurchase | null => this.store.purchases.get(key(c, g)) ?? null;
+    switch (event.t) {
+      case 'match':
+        if (event.s !== 'error') this.store.lookups.set(event.d, { status: event.s, company: event.c ?? null, name: event.n ?? null, checkedAt: now });
+        return { kind: 'ok' };
+      case 'intent': {
+        const decision = decideClaim({ held: this.store.companies.get(event.c)?.held ?? null, kept: kept(event.c, event.g), event, run, now, alive: (r) => r === run || this.store.alive(r) });
+        if ('busy' in decision) return { kind: 'busy' };
+        save(decision.write);
+        return decision.claim;
+      }
+      case 'enrich': {
+        const at = event.at ?? now;
+        const held = this.store.companies.get(event.c)?.held;
+        if (event.s === 'hit' && event.company !== undefined && (held === undefined || event.g >= held.generation)) {
+          this.store.companies.set(event.c, { held: { domain: event.c, name: event.company.name, boughtAt: at, lastUpdated: event.company.last_updated || null, generation: event.g, credits: event.charged ?? 0 }, record: event.company });
+        }
+        save(applyOutcome(kept(event.c, event.g), event, run, now));
+        return { kind: 'ok' };
+      }
+      case 'release':
+        save(applyRelease(kept(event.c, event.g), event, run));
+        return { kind: 'ok' };
+      case 'unclaim':
+        save(applyUnclaim(kept(event.c, event.g), event, run));
+        return { kind: 'ok' };
+    }
+  }
+
+  async flush(): Promise<void> {}
+
+  async close(): Promise<void> {}
+
+  async endRun(_end: RunEnd): Promise<void> {
+    this.store.kill(this.runId);
+  }
+
+  async releaseClaims(): Promise<void> {
+    for (const [k, p] of this.store.purchases) if (p.ownerRun === this.runId) this.store.purchases.set(k, { ...p, ownerRun: null });
+  }
+}
+
+/** A run on a fresh memory store, with every event it was told (pipeline tests). */
+export function memoryStore(): MemoryRun & { events: StoreEvent[] } {
+  const store = new MemoryStore();
+  const run = store.beginRun();
+  return Object.assign(run, { events: store.events });
 }
