@@ -57,28 +57,45 @@ const MAX_SETTLE_WAIT_MS = 120_000;
 
 /** The paid enrich of one matched company: claim the purchase, buy it once, record the outcome. */
 export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<void> {
-  const { state, stops, progress, record } = deps;
+  const step = new EnrichStep(deps);
+  return (c) => step.enrich(c);
+}
+
+class EnrichStep {
+  private readonly state: RunState;
+  private readonly stops: Stops;
+  private readonly progress: ProgressSink;
+  private readonly record: (event: StoreEvent) => void;
+
+  constructor(private readonly deps: EnrichStepDeps) {
+    this.state = this.deps.state;
+    this.stops = this.deps.stops;
+    this.progress = this.deps.progress;
+    this.record = this.deps.record;
+  }
 
   // The key an attempt goes under: the open intent's as written (a resume must not recompute it,
   // in case the derivation ever changes), else a new one for the generation and version.
-  const keyOf = (c: Company): string => (c.intentOpen && c.intentKey !== null ? c.intentKey : deps.idempotencyKey(c, c.keyVersion));
+  private keyOf(c: Company): string {
+    return c.intentOpen && c.intentKey !== null ? c.intentKey : this.deps.idempotencyKey(c, c.keyVersion);
+  }
 
   /**
    * Makes this run the purchase's owner with a durable intent. Another live run may own it (wait
    * for its outcome), may have bought the company since the plan (reuse that), or may have moved
    * its key on (adopt where it stands). False when there is nothing left to buy.
    */
-  async function claimPurchase(c: Company): Promise<boolean> {
+  private async claimPurchase(c: Company): Promise<boolean> {
     // Said once per company while it waits, so a wait on another run is never silent.
     let waiting = false;
     try {
       for (;;) {
-        if (stops.paid.signal.aborted || !state.needsEnrich(c)) return false;
-        const intent: IntentEvent = { t: 'intent', c: c.domain, g: c.generation, v: c.keyVersion, key: keyOf(c), at: deps.now(), freshSince: deps.freshSince };
-        const claim = await deps.claim(intent);
+        if (this.stops.paid.signal.aborted || !this.state.needsEnrich(c)) return false;
+        const intent: IntentEvent = { t: 'intent', c: c.domain, g: c.generation, v: c.keyVersion, key: this.keyOf(c), at: this.deps.now(), freshSince: this.deps.freshSince };
+        const claim = await this.deps.claim(intent);
         switch (claim.kind) {
           case 'ok':
-            state.apply(intent);
+            this.state.apply(intent);
             // Another run's intent under this key (a run that died, or released the purchase) may
             // have been sent: its fate is open, and its last attempt may still be running at the
             // service. That run sent nothing after this takeover, so the settle time runs from now,
@@ -86,39 +103,39 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
             // key too soon, and a new key buy what the old one may yet be charged for).
             if (claim.tookOver === true) {
               c.keyUncertain = true;
-              c.lostAt = Math.max(c.lostAt ?? 0, intent.at ?? deps.now());
+              c.lostAt = Math.max(c.lostAt ?? 0, intent.at ?? this.deps.now());
             }
             return true;
           case 'held':
-            state.reuse(c, claim.held);
+            this.state.reuse(c, claim.held);
             return false;
           case 'moved':
-            state.adopt(c, claim.purchase);
+            this.state.adopt(c, claim.purchase);
             continue;
           case 'busy':
             // The live run that holds it confirms its key itself: nothing new waits on this one.
-            deps.gate.arrive(c.index);
+            this.deps.gate.arrive(c.index);
             if (!waiting) {
               waiting = true;
               const run = claim.pid === undefined ? {} : { run: `pid ${claim.pid}${claim.host === undefined ? '' : ` on ${claim.host}`}` };
-              progress({ type: 'waiting', by: 1, ...run });
+              this.progress({ type: 'waiting', by: 1, ...run });
             }
             try {
-              await deps.clock.sleep(deps.busyPollMs, stops.paid.signal);
+              await this.deps.clock.sleep(this.deps.busyPollMs, this.stops.paid.signal);
             } catch {
               return false;
             }
         }
       }
     } finally {
-      if (waiting) progress({ type: 'waiting', by: -1 });
+      if (waiting) this.progress({ type: 'waiting', by: -1 });
     }
   }
 
-  const recordFailure = (c: Company, error: unknown, verdict: 'retired' | 'settled' | 'kept'): void => {
+  private recordFailure(c: Company, error: unknown, verdict: 'retired' | 'settled' | 'kept'): void {
     const answer = error instanceof ApiError ? error : undefined;
     const lost = answer === undefined || !answer.definitive;
-    record({
+    this.record({
       t: 'enrich',
       c: c.domain,
       g: c.generation,
@@ -131,29 +148,31 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       // purchase stays open, its key kept, for a later run to finish (no new key may buy it).
       ...(answer instanceof ValidationError && verdict !== 'kept' ? { final: true } : {}),
       ...(lost ? { lost: true } : {}),
-      at: deps.now(),
+      at: this.deps.now(),
     });
-  };
+  }
 
   /**
    * A paid answer that cannot be used (api/errors.ts UnusablePaidAnswerError): the purchase
    * closes as failed, with its credit spent and no record kept, and the row says bad_response.
    */
-  const recordUnusable = (c: Company, error: UnusablePaidAnswerError): void => {
-    progress({ type: 'charged', credits: error.charged });
-    record({ t: 'enrich', c: c.domain, g: c.generation, v: c.keyVersion, s: 'error', code: error.code, charged: error.charged, final: true, at: deps.now() });
-  };
+  private recordUnusable(c: Company, error: UnusablePaidAnswerError): void {
+    this.progress({ type: 'charged', credits: error.charged });
+    this.record({ t: 'enrich', c: c.domain, g: c.generation, v: c.keyVersion, s: 'error', code: error.code, charged: error.charged, final: true, at: this.deps.now() });
+  }
 
-  const settle = (): Settle => ({ now: deps.now(), afterMs: deps.settleMs, answeredSince: (at) => deps.health.answeredSince(at) });
+  private settle(): Settle {
+    return { now: this.deps.now(), afterMs: this.deps.settleMs, answeredSince: (at) => this.deps.health.answeredSince(at) };
+  }
 
   /**
    * One purchase attempt, retries included: the charge, whether the service answered last, and
    * whether any request went out at all.
    */
   /** Takes a place under --max-credits; false (and the run stopped at the cap) when none is left. */
-  async function acquire(): Promise<boolean> {
-    if (await deps.budget.acquire(stops.paid.signal)) return true;
-    if (deps.budget.exhausted) stops.stopPaid({ reason: 'budget', limit: deps.maxCredits ?? 0 });
+  private async acquire(): Promise<boolean> {
+    if (await this.deps.budget.acquire(this.stops.paid.signal)) return true;
+    if (this.deps.budget.exhausted) this.stops.stopPaid({ reason: 'budget', limit: this.deps.maxCredits ?? 0 });
     return false;
   }
 
@@ -161,41 +180,41 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
    * A key retired on the settle rule may have been charged: its place under --max-credits is
    * spent, and the attempt under the new key needs a place of its own. False: none is left.
    */
-  async function replaceSpentPlace(c: Company, place: Place): Promise<boolean> {
+  private async replaceSpentPlace(c: Company, place: Place): Promise<boolean> {
     if (c.unconfirmed === place.counted) return true;
-    deps.budget.settle(c.unconfirmed - place.counted);
+    this.deps.budget.settle(c.unconfirmed - place.counted);
     place.counted = c.unconfirmed;
-    place.held = await acquire();
+    place.held = await this.acquire();
     return place.held;
   }
 
-  async function buy(c: Company, sentKeys: Set<string>, place: Place, answered: () => void): Promise<Bought> {
+  private async buy(c: Company, sentKeys: Set<string>, place: Place, answered: () => void): Promise<Bought> {
     let lostKey: { lostAt: number | null } | undefined;
     const call = (signal: AbortSignal) => {
-      const key = keyOf(c);
+      const key = this.keyOf(c);
       // A key that may have been sent unanswered (by this run or one before) may answer with a
       // stored outcome: what it answers is weighed as such (pipeline/health.ts).
       lostKey = c.keyUncertain ? { lostAt: c.lostAt } : undefined;
       sentKeys.add(key);
-      return deps.client.enrich(c.domain, { idempotencyKey: key, signal });
+      return this.deps.client.enrich(c.domain, { idempotencyKey: key, signal });
     };
-    const result = await deps.attempt('enrich', stops.paid.signal, call, {
+    const result = await this.deps.attempt('enrich', this.stops.paid.signal, call, {
       // The intent is on disk before the paid request leaves: a crash after this point resumes
       // with the same key, and the service replays instead of charging again. A key retired
       // since the claim needs an intent of its own.
       // An uncertain key writes its intent again before every attempt: the store then knows when
       // the last request that might go unanswered was sent, should this run die.
-      before: async () => (await replaceSpentPlace(c, place)) && ((c.intentOpen && c.claimed && !c.keyUncertain && !deps.leaseLapsed()) || (await claimPurchase(c))),
+      before: async () => (await this.replaceSpentPlace(c, place)) && ((c.intentOpen && c.claimed && !c.keyUncertain && !this.deps.leaseLapsed()) || (await this.claimPurchase(c))),
       lostKey: () => lostKey,
       failed: (error) => {
         answered();
         if (error instanceof UnusablePaidAnswerError) {
-          recordUnusable(c, error);
+          this.recordUnusable(c, error);
           return undefined;
         }
-        const verdict = keyVerdict(c, error, settle());
+        const verdict = keyVerdict(c, error, this.settle());
         if (verdict === null) return undefined;
-        recordFailure(c, error, verdict);
+        this.recordFailure(c, error, verdict);
         return verdict === 'settled' ? 'again' : undefined;
       },
     });
@@ -205,82 +224,82 @@ export function enrichStep(deps: EnrichStepDeps): (company: Company) => Promise<
       if (result.error instanceof UnusablePaidAnswerError) return { charged: result.error.charged, answered: true };
       // 429s are not recorded one by one; when they exhaust the retries the company must still
       // end as an error (so the run exits 3 and a rerun retries it), and a 429 never charges.
-      if (result.error instanceof RateLimitedError) recordFailure(c, result.error, c.keyUncertain ? 'kept' : 'retired');
+      if (result.error instanceof RateLimitedError) this.recordFailure(c, result.error, c.keyUncertain ? 'kept' : 'retired');
       // A 402 under a key that may hold an earlier outcome may be that outcome replayed: it says
       // nothing of today's balance. A fresh key's 402 will stop the run if the balance is gone.
-      if (!(c.keyUncertain && result.error instanceof InsufficientCreditsError)) stops.stopFor(result.error, 'enrich');
+      if (!(c.keyUncertain && result.error instanceof InsufficientCreditsError)) this.stops.stopFor(result.error, 'enrich');
       return { charged: 0, answered: result.error instanceof ApiError && result.error.definitive };
     }
     const answer = result.value;
     const charged = answer.credits_charged;
-    progress({ type: 'charged', credits: charged });
+    this.progress({ type: 'charged', credits: charged });
     const remaining = Number.isFinite(answer.credits_remaining) ? { remaining: answer.credits_remaining } : {};
-    const base = { t: 'enrich', c: c.domain, g: c.generation, v: c.keyVersion, charged, at: deps.now(), key_used: keyOf(c), ...remaining } as const;
-    if (answer.matched && answer.company !== null) record({ ...base, s: 'hit', company: answer.company });
-    else record({ ...base, s: 'miss' });
+    const base = { t: 'enrich', c: c.domain, g: c.generation, v: c.keyVersion, charged, at: this.deps.now(), key_used: this.keyOf(c), ...remaining } as const;
+    if (answer.matched && answer.company !== null) this.record({ ...base, s: 'hit', company: answer.company });
+    else this.record({ ...base, s: 'miss' });
     return { charged, answered: true };
   }
 
   /** Gives back a claim nothing was sent under, so it is neither "at risk" nor held from others. */
-  const unclaim = (c: Company, sentKeys: ReadonlySet<string>): void => {
+  private unclaim(c: Company, sentKeys: ReadonlySet<string>): void {
     if (!c.claimed || !c.intentOpen || c.keyUncertain || c.intentKey === null || sentKeys.has(c.intentKey)) return;
-    record({ t: 'unclaim', c: c.domain, g: c.generation, v: c.keyVersion, key: c.intentKey });
-  };
+    this.record({ t: 'unclaim', c: c.domain, g: c.generation, v: c.keyVersion, key: c.intentKey });
+  }
 
   /**
    * A key kept only because an earlier attempt under it may still be running at the service: once
    * that attempt must have settled, the service's next error retires the key, so waiting out the
    * rest of the settle time (never longer than it, nor two minutes) lets this run finish it.
    */
-  async function settleWait(c: Company, answered: boolean): Promise<boolean> {
-    if (!answered || !state.needsEnrich(c) || !c.keyUncertain || c.lostAt === null || stops.paid.signal.aborted) return false;
-    const wait = c.lostAt + deps.settleMs - deps.now();
+  private async settleWait(c: Company, answered: boolean): Promise<boolean> {
+    if (!answered || !this.state.needsEnrich(c) || !c.keyUncertain || c.lostAt === null || this.stops.paid.signal.aborted) return false;
+    const wait = c.lostAt + this.deps.settleMs - this.deps.now();
     // Longer than a run should sit idle: the company is left to a later run, which says why.
-    if (wait > Math.min(deps.settleMs, MAX_SETTLE_WAIT_MS)) return false;
+    if (wait > Math.min(this.deps.settleMs, MAX_SETTLE_WAIT_MS)) return false;
     try {
-      if (wait > 0) await deps.clock.sleep(wait, stops.paid.signal);
+      if (wait > 0) await this.deps.clock.sleep(wait, this.stops.paid.signal);
     } catch {
       return false;
     }
     return true;
   }
 
-  return async (c) => {
-    const answered = (): void => deps.gate.arrive(c.index);
+  async enrich(c: Company): Promise<void> {
+    const answered = (): void => this.deps.gate.arrive(c.index);
     try {
-      if (!deps.gate.holds(c.index)) await deps.gate.wait(stops.paid.signal);
-      await enrichCompany(c, answered);
+      if (!this.deps.gate.holds(c.index)) await this.deps.gate.wait(this.stops.paid.signal);
+      await this.enrichCompany(c, answered);
     } finally {
       answered();
     }
-  };
+  }
 
-  async function enrichCompany(c: Company, answered: () => void): Promise<void> {
+  private async enrichCompany(c: Company, answered: () => void): Promise<void> {
     let claimed = false;
     for (let round = 0; round < 2; round++) {
       // The credit first: an intent is written only for a call this run is allowed to make.
-      if (!(await acquire())) return;
+      if (!(await this.acquire())) return;
       const place: Place = { held: true, counted: c.unconfirmed };
       let outcome: Bought = { charged: 0, answered: false };
       // Every key a request went out under, so only an intent nothing was sent under is given back.
       const sentKeys = new Set<string>();
       try {
-        if (await claimPurchase(c)) {
+        if (await this.claimPurchase(c)) {
           claimed = true;
-          outcome = await buy(c, sentKeys, place, answered);
+          outcome = await this.buy(c, sentKeys, place, answered);
         }
       } finally {
         // A key left uncertain may have been charged, and so may one retired on the settle rule
         // after the last attempt: --max-credits counts both as spent.
         const uncertain = c.keyUncertain && c.status !== 'hit' && c.status !== 'miss' ? Math.max(outcome.charged, 1) : outcome.charged;
-        if (place.held) deps.budget.settle(uncertain + c.unconfirmed - place.counted);
-        unclaim(c, sentKeys);
+        if (place.held) this.deps.budget.settle(uncertain + c.unconfirmed - place.counted);
+        this.unclaim(c, sentKeys);
       }
-      if (sentKeys.size === 0 && !state.needsEnrich(c)) break;
-      if (round === 1 || !(await settleWait(c, outcome.answered))) break;
+      if (sentKeys.size === 0 && !this.state.needsEnrich(c)) break;
+      if (round === 1 || !(await this.settleWait(c, outcome.answered))) break;
     }
     // Not bought this run: another run may take it over now, rather than wait for this one to end.
-    if (claimed && state.needsEnrich(c)) record({ t: 'release', c: c.domain, g: c.generation });
-    if (!state.needsEnrich(c) || c.status === 'error') progress({ type: 'enriched' });
+    if (claimed && this.state.needsEnrich(c)) this.record({ t: 'release', c: c.domain, g: c.generation });
+    if (!this.state.needsEnrich(c) || c.status === 'error') this.progress({ type: 'enriched' });
   }
 }
