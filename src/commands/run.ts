@@ -28,9 +28,8 @@ import { defaultStorePath, scanCacheDir } from '../store/path.js';
 import { Store } from '../store/sqlite/store.js';
 import { explainDamage } from '../store/sqlite/errors.js';
 import { chooseWriter } from '../store/sqlite/write-channel.js';
-import { creditsSince, savedAmong } from '../store/sqlite/ledger.js';
 import { monthBill, monthStart, type MonthBill } from '../pipeline/plans.js';
-import type { ServiceStore } from '../store/types.js';
+import type { RunEnd, ServiceStore } from '../store/types.js';
 import type { Reporter } from '../ui/reporter.js';
 import { count } from '../ui/format.js';
 import { VERSION } from '../version.js';
@@ -207,12 +206,33 @@ function recordWindow(scan: ScanResult, state: RunState, records: ServiceStore):
   };
 }
 
+/**
+ * The batch, as four stages: read the input, plan from the store, ask the service for what is
+ * owed, write the results. Each stage hands the next what it made; nothing is sent before the
+ * input is read whole, and nothing is written before the service is done.
+ */
 async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSink, cleanups: Cleanups): Promise<RunResult> {
   const clock = ctx.clock ?? systemClock;
   const started = clock.now();
-  const random = ctx.random ?? Math.random;
   const now = ctx.now ?? (() => Date.now());
-  // 1. Read the whole input once. Nothing is sent before this ends.
+  const read = await readStage(options, ctx, progress, cleanups, now);
+  const plan = await planStage(options, ctx, read, cleanups, now);
+  const { stop, declined } = await askStage(options, ctx, progress, cleanups, read, plan, { clock, random: ctx.random ?? Math.random, now });
+  return writeStage(options, ctx, progress, read, plan, { stop, declined, elapsedMs: () => clock.now() - started });
+}
+
+/** What reading the input made: the spooled or named file, its identity, the scan, the run's state. */
+interface Read {
+  input: InputSource;
+  watch: InputWatch;
+  sha256: string;
+  scan: ScanResult;
+  format: CsvFormat;
+  state: RunState;
+}
+
+/** 1. Read the whole input once: validate, normalise, dedupe. Nothing is sent before this ends. */
+async function readStage(options: RunOptions, ctx: RunContext, progress: ProgressSink, cleanups: Cleanups, now: () => number): Promise<Read> {
   if (options.input === '-' && (ctx.stdin as { isTTY?: boolean }).isTTY === true) {
     ctx.reporter.note('reading CSV from the terminal: paste or type it, then press Ctrl-D');
   }
@@ -233,8 +253,23 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
       `${input.displayName} is not UTF-8${from} (Latin-1 or Windows-1252?): CSV results copy its rows unchanged, but a domain with accents may not match, and JSONL shows such characters as \ufffd; save it as UTF-8 to be sure`,
     );
   }
+  return { input, watch, sha256, scan, format, state };
+}
 
-  // 2. The store: what was bought and learned before, by any run, from any input.
+/** What the plan made: this run's records in the store, the policy, and the month so far. */
+interface Planned {
+  records: ServiceStore;
+  policy: Policy;
+  heldAny: boolean;
+  since: number;
+  earlierCredits: number;
+  /** The run's end, once it is written (else a cleanup writes it as failed). */
+  end(end: RunEnd): Promise<void>;
+}
+
+/** 2. The store: what was bought and learned before, by any run, from any input, judged by the policy. */
+async function planStage(options: RunOptions, ctx: RunContext, read: Read, cleanups: Cleanups, now: () => number): Promise<Planned> {
+  const { input, sha256, scan, state } = read;
   const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now });
   cleanups.push(() => store.close());
   for (const path of legacyJournals(options, sha256, ctx.env)) reportImport(ctx.reporter, path, await importJournal(store, path));
@@ -259,11 +294,24 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   });
   const policy: Policy = { now: records.policyNow, maxAgeMs: options.maxAgeMs, missMaxAgeMs: options.missMaxAgeMs };
   await loadFromStore(state, records, policy);
-  const heldAny = await records.holdsAny();
-
-  // 3. Ask the service for what is still owed.
   const since = monthStart(now());
-  const earlierCredits = creditsSince(store, service, since);
+  const end = async (e: RunEnd): Promise<void> => {
+    await records.endRun(e);
+    ended = true;
+  };
+  return { records, policy, heldAny: await records.holdsAny(), since, earlierCredits: await records.creditsSince(since), end };
+}
+
+/** 3. Ask the service for what is still owed: free matches, then (unless a dry run) purchases. */
+async function askStage(
+  options: RunOptions,
+  ctx: RunContext,
+  progress: ProgressSink,
+  cleanups: Cleanups,
+  { state }: Read,
+  plan: Planned,
+  time: { clock: Clock; random: () => number; now: () => number },
+): Promise<{ stop: Stop | null; declined: boolean }> {
   let stop: Stop | null = null;
   let matchesOwed = 0;
   for (let d = 0; d < state.domainCount; d++) if (state.needsMatch(d)) matchesOwed++;
@@ -273,7 +321,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   if (matchesOwed > 0 || owesEnrich) {
     progress({ type: 'phase', phase: 'match' });
     ctx.reporter.refresh();
-    const pass = await executor(options, ctx, progress, cleanups, { state, records, policy, heldAny, clock, random, now });
+    const pass = await executor(options, ctx, progress, cleanups, { state, records: plan.records, policy: plan.policy, heldAny: plan.heldAny, ...time });
     // A person at a terminal is asked before a large spend, so every match comes first: the exact
     // count is known only once they are all in.
     // Only when the run could buy that many (each domain still to match may be a new company):
@@ -284,23 +332,34 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
       stop = await pass(true);
       const buy = state.owed().buy;
       if (stop === null && buy > CONFIRM_ABOVE) {
-        declined = !(await ctx.ask!(confirmQuestion(buy, monthBill(earlierCredits, buy, since))));
+        declined = !(await ctx.ask!(confirmQuestion(buy, monthBill(plan.earlierCredits, buy, plan.since))));
         if (ctx.interrupt.aborted) stop = { reason: 'interrupted' };
         else if (declined) stop = { reason: 'budget', limit: 0, declined: true };
       }
     }
     if (stop === null) stop = await pass(options.dryRun);
   }
-  await records.flush();
+  await plan.records.flush();
+  return { stop, declined };
+}
 
-  // 4. Results, in input order, rebuilt from the state and the store.
+/** 4. Results, in input order, rebuilt from the state and the store; then the totals. */
+async function writeStage(
+  options: RunOptions,
+  ctx: RunContext,
+  progress: ProgressSink,
+  read: Read,
+  plan: Planned,
+  { stop, declined, elapsedMs }: { stop: Stop | null; declined: boolean; elapsedMs: () => number },
+): Promise<RunResult> {
+  const { scan, state } = read;
   progress({ type: 'phase', phase: 'write' });
   ctx.reporter.refresh();
   // Nothing worth writing when the key was refused or the service never answered at all.
   // A run stopped for the service writes what it has (from this run or the store), as any other.
   const silent = declined || stop?.reason === 'interrupted' || stop?.reason === 'auth' || (stop?.reason === 'unavailable' && !stop.worked && !state.knowsAny());
   const writeOutput = options.writesOutput && !silent;
-  const tally = writeOutput ? await writeResults({ options, scan, state, input, format, records, stop, ctx, watch, sha256 }) : countResults(scan, state, options.dryRun, stop);
+  const tally = writeOutput ? await writeResults({ options, ...read, records: plan.records, stop, ctx }) : countResults(scan, state, options.dryRun, stop);
   progress({ type: 'phase', phase: 'done' });
   ctx.reporter.refresh();
   const reused = state.companies.filter((c) => c.status === 'hit' && c.source !== 'bought').map((c) => c.domain);
@@ -312,13 +371,12 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
     stop,
     store: options.store,
     output: writeOutput ? options.output : null,
-    elapsedMs: clock.now() - started,
-    saved: savedAmong(store, records.runId, reused),
+    elapsedMs: elapsedMs(),
+    saved: await plan.records.savedAmong(reused),
     maxCredits: options.maxCredits,
-    month: { since, earlierCredits },
+    month: { since: plan.since, earlierCredits: plan.earlierCredits },
   });
-  await records.endRun({ status: summary.status, credits: summary.credits_charged, bought: summary.bought, reused: summary.reused });
-  ended = true;
+  await plan.end({ status: summary.status, credits: summary.credits_charged, bought: summary.bought, reused: summary.reused });
   return { summary, stop };
 }
 

@@ -197,6 +197,10 @@ export interface ServiceStore {
   records(companies: readonly string[]): Promise<Map<string, CompanyRecord>>;
   /** Whether the store holds any company or purchase of this service at all. */
   holdsAny(): Promise<boolean>;
+  /** Credits this service's purchases closed since `since` cost, possibly charged ones included (the month so far). */
+  creditsSince(since: number): Promise<number>;
+  /** Of these companies this run reused, how many the account would otherwise have paid for again (docs/money.md). */
+  savedAmong(companies: readonly string[]): Promise<number>;
   /** This run's hold on its claims may have lapsed (it was paused): claim again before sending. */
   leaseLapsed(): boolean;
   /** Queues an event; written with the next group commit. An intent resolves with its claim. */

@@ -94,6 +94,20 @@ export class MemoryRun implements ServiceStore {
     return this.store.companies.size > 0 || this.store.purchases.size > 0;
   }
 
+  async creditsSince(since: number): Promise<number> {
+    let credits = 0;
+    for (const p of this.store.purchases.values()) if (p.closedAt !== null && p.closedAt >= since) credits += p.credits + p.unconfirmed;
+    return credits;
+  }
+
+  /** Simpler than SQLite's rule (docs/money.md): bought by another run before this one began. */
+  async savedAmong(companies: readonly string[]): Promise<number> {
+    return companies.filter((c) => {
+      const p = this.store.latest(c);
+      return p !== null && p.outcome === 'hit' && p.run !== this.runId && (p.closedAt ?? 0) < this.policyNow;
+    }).length;
+  }
+
   leaseLapsed(): boolean {
     return false;
   }

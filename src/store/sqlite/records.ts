@@ -1,5 +1,6 @@
 import type { CompanyRecord } from '../../api/types.js';
 import { LEASE_MS, StoreWriteError, type Connection } from './connection.js';
+import { creditsSince, savedAmong } from './money.js';
 import type { Claim, CompanyState, HeldCompany, Lookup, MatchEvent, Purchase, RunEnd, ServiceStore, StoreEvent } from '../types.js';
 import { openChannel, type WriteChannel, type WriterChoice } from './write-channel.js';
 import { COMPANY_COLUMNS, OK, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
@@ -93,6 +94,14 @@ export class ServiceRecords implements ServiceStore {
   async holdsAny(): Promise<boolean> {
     const row = this.store.sql('SELECT EXISTS (SELECT 1 FROM companies WHERE service = ?) OR EXISTS (SELECT 1 FROM purchases WHERE service = ?)').raw(true).get(this.serviceId, this.serviceId) as [number];
     return row[0] === 1;
+  }
+
+  async creditsSince(since: number): Promise<number> {
+    return creditsSince(this.store, this.service, since);
+  }
+
+  async savedAmong(companies: readonly string[]): Promise<number> {
+    return this.run === null ? 0 : savedAmong(this.store, this.run, companies);
   }
 
   get runId(): number {
