@@ -66,19 +66,63 @@ export interface ExecuteDeps {
  * store and the state as they happen; nothing here throws for a row.
  */
 export async function execute(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, interrupt: AbortSignal): Promise<Stop | null> {
-  const { progress } = deps;
   const stops = new Stops();
-  // Requests already sent are let finish; this aborts them only once the grace period is over.
+  const grace = onInterrupt(interrupt, stops, options.graceMs);
+  // A task only throws when the store cannot be written: stop everything, report it.
+  const window = new Window(() => stops.stopAll({ reason: 'interrupted' }));
+  const { resuming, enqueueEnrich, match } = wire(state, options, deps, { stops, inflight: grace.inflight, window });
+
+  // Companies the store already matched but never bought (or holds stale) go first, resumed keys first of all.
+  for (const company of resuming) enqueueEnrich(company);
+  for (const company of state.companies) enqueueEnrich(company);
+  for (let d = 0; d < state.domainCount; d++) {
+    if (stops.all.signal.aborted) break;
+    if (!state.needsMatch(d)) continue;
+    await window.room(options.matchWindow, stops.all.signal);
+    if (stops.all.signal.aborted) break;
+    window.track(match(d), true);
+  }
+  await window.drain();
+
+  grace.dispose();
+  if (window.failure !== null) throw window.failure;
+  return stops.first;
+}
+
+/**
+ * Ctrl-C stops starting calls at once; requests already sent are let finish, and aborted only
+ * once the grace period is over (`inflight`).
+ */
+function onInterrupt(interrupt: AbortSignal, stops: Stops, graceMs: number): { inflight: AbortController; dispose(): void } {
   const inflight = sharedController();
   let graceTimer: NodeJS.Timeout | undefined;
-  const onInterrupt = (): void => {
+  const stop = (): void => {
     stops.stopAll({ reason: 'interrupted' });
-    graceTimer = setTimeout(() => inflight.abort(new StoppedError('interrupted')), options.graceMs);
+    graceTimer = setTimeout(() => inflight.abort(new StoppedError('interrupted')), graceMs);
     graceTimer.unref();
   };
-  if (interrupt.aborted) onInterrupt();
-  else interrupt.addEventListener('abort', onInterrupt, { once: true });
+  if (interrupt.aborted) stop();
+  else interrupt.addEventListener('abort', stop, { once: true });
+  return {
+    inflight,
+    dispose: () => {
+      interrupt.removeEventListener('abort', stop);
+      if (graceTimer !== undefined) clearTimeout(graceTimer);
+    },
+  };
+}
 
+interface Wired {
+  /** Companies whose keys earlier runs may have been charged under: they go first. */
+  resuming: Company[];
+  enqueueEnrich(company: Company): void;
+  match(d: number): Promise<void>;
+}
+
+/** The steps of one run, wired to each other: attempts through the breaker, matches that hand hits to enriches. */
+function wire(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, run: { stops: Stops; inflight: AbortController; window: Window }): Wired {
+  const { progress } = deps;
+  const { stops, window } = run;
   const record = (event: StoreEvent): void => {
     void deps.store.append(event);
     state.apply(event);
@@ -90,17 +134,13 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     random: deps.random,
     retry: options.retry,
     progress,
-    inflight: inflight.signal,
+    inflight: run.inflight.signal,
     pausedUntil: () => deps.scheduler.pausedUntil,
     health,
     unavailable: (outage) => stops.stopAll({ reason: 'unavailable', ...outage }),
   });
-  // A task only throws when the store cannot be written: stop everything, report it.
-  const window = new Window(() => stops.stopAll({ reason: 'interrupted' }));
-
   // Keys earlier runs may have been charged under go first, and new purchases wait for their answers.
   const resuming = options.dryRun ? [] : state.companies.filter((c) => state.needsEnrich(c) && c.keyUncertain);
-  const gate = new ResumeGate(resuming.map((c) => c.index));
   const enrich = enrichStep({
     state,
     client: deps.client,
@@ -118,7 +158,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     busyPollMs: options.busyPollMs ?? 250,
     settleMs: options.settleMs ?? DEFAULT_SETTLE_MS,
     freshSince: options.freshSince ?? null,
-    gate,
+    gate: new ResumeGate(resuming.map((c) => c.index)),
     health,
   });
   const queued = new Set<number>();
@@ -142,21 +182,5 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     else window.track(plan.then(() => enqueueNow(company)), false);
   };
   const match = matchStep({ state, client: deps.client, attempt, stops, progress, record, planCompany, enqueueEnrich });
-
-  // Companies the store already matched but never bought (or holds stale) go first, resumed keys first of all.
-  for (const company of resuming) enqueueEnrich(company);
-  for (const company of state.companies) enqueueEnrich(company);
-  for (let d = 0; d < state.domainCount; d++) {
-    if (stops.all.signal.aborted) break;
-    if (!state.needsMatch(d)) continue;
-    await window.room(options.matchWindow, stops.all.signal);
-    if (stops.all.signal.aborted) break;
-    window.track(match(d), true);
-  }
-  await window.drain();
-
-  interrupt.removeEventListener('abort', onInterrupt);
-  if (graceTimer !== undefined) clearTimeout(graceTimer);
-  if (window.failure !== null) throw window.failure;
-  return stops.first;
+  return { resuming, enqueueEnrich, match };
 }
