@@ -23,6 +23,8 @@ const INTENT_GATHER_MS = 1;
  */
 const LOOKUP_GATHER_MS = 1_000;
 const LOOKUP_ROWS = 5_000;
+/** Up to this many keys are always read by point queries (ServiceRecords.visit). */
+const FEW_KEYS = 64;
 /** How often a run says it is alive (its lease, in sqlite.ts, is a few of these). */
 const HEARTBEAT_MS = 10_000;
 
@@ -117,7 +119,9 @@ export class ServiceRecords implements ServiceStore {
    */
   private visit<R extends unknown[]>(keys: readonly string[], table: string, columns: string, has: (domain: string) => boolean, each: (row: R) => void): void {
     if (keys.length === 0) return;
-    const count = (this.store.sql(`SELECT count(*) FROM ${table} WHERE service = ?`).raw(true).get(this.serviceId) as [number])[0];
+    // A few keys (a company first met mid-run) are point reads whatever the table's size: counting
+    // a large table to decide would cost more than they do.
+    const count = keys.length <= FEW_KEYS ? Number.POSITIVE_INFINITY : (this.store.sql(`SELECT count(*) FROM ${table} WHERE service = ?`).raw(true).get(this.serviceId) as [number])[0];
     if (count === 0) return;
     if (keys.length * 8 > count) {
       for (const row of this.store.sql(`SELECT ${columns} FROM ${table} WHERE service = ?`).raw(true).iterate(this.serviceId)) {
