@@ -1,4 +1,6 @@
+import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { CompanyRecord } from '../src/api/types.js';
@@ -55,10 +57,7 @@ const sqlite: Backend = {
 };
 
 let pgRan = 0;
-const postgres: Backend = {
-  name: 'postgres',
-  async open() {
-    const url = await freshDatabase();
+async function postgresAt(url: string): Promise<Opened> {
     const stores: PgStore[] = [];
     pgRan++;
     return {
@@ -75,8 +74,8 @@ const postgres: Backend = {
         for (const s of stores) await s.close();
       },
     };
-  },
-};
+}
+const postgres: Backend = { name: 'postgres', open: async () => postgresAt(await freshDatabase()) };
 
 afterAll(() => {
   // .ci/run checks this: the PostgreSQL half of the suite ran, and was not skipped.
@@ -247,5 +246,140 @@ describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
     expect((await a.records(['acme.com'])).get('acme.com')?.name).toBe('acme.com');
     expect((await a.companyState('acme.com')).held?.generation).toBe(2);
     expect((await a.companyState('bad.com')).purchase).toMatchObject({ outcome: 'failed', errorCode: 'validation_error', intentKey: null });
+  });
+});
+
+/** A run of the racer (helpers/store-racer.ts) in a process of its own. */
+function racer(mode: 'race' | 'hang', backend: string, where: string, count: number): { child: ChildProcess; out: () => string; line: (text: string) => Promise<void>; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', RACER, mode, backend, where, String(count)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  const listeners = new Set<() => void>();
+  child.stdout?.on('data', (c: Buffer) => {
+    out += c.toString();
+    for (const l of listeners) l();
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const line = (text: string): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const check = (): void => {
+        if (out.includes(text)) {
+          listeners.delete(check);
+          resolve();
+        }
+      };
+      listeners.add(check);
+      void exited.then(() => (out.includes(text) ? resolve() : reject(new Error(`the racer exited without saying ${text}: ${out}`))));
+      check();
+    });
+  return { child, out: () => out, line, exited };
+}
+const RACER = fileURLToPath(new URL('./helpers/store-racer.ts', import.meta.url));
+
+describe.each([sqlite, postgres])('the store contract across processes: $name', (backend) => {
+  let opened: Opened;
+  afterEach(async () => {
+    await opened?.close();
+  });
+  const where = async (): Promise<string> => {
+    if (backend.name === 'postgres') {
+      const url = await freshDatabase();
+      opened = await postgresAt(url);
+      return url;
+    }
+    const dir = tempDir();
+    const path = join(dir.path, 'store.db');
+    const s = Store.open(path, { tool: 'test' });
+    opened = {
+      begin: async () => s.beginRun('svc', info),
+      raw: async (t, ...p) => s.db.prepare(t).all(...p) as Record<string, unknown>[],
+      close: async () => {
+        s.close();
+        dir.cleanup();
+      },
+    };
+    return path;
+  };
+
+  it('two processes racing over the same 1,000 companies: each is bought by exactly one', async () => {
+    const at = await where();
+    const runs = [racer('race', backend.name, at, 1_000), racer('race', backend.name, at, 1_000)];
+    await Promise.all(runs.map((r) => r.line('ready')));
+    for (const r of runs) r.child.stdin?.write('go\n');
+    expect(await Promise.all(runs.map((r) => r.exited))).toStrictEqual([0, 0]);
+    const [a, b] = runs.map((r) => JSON.parse(r.out().split('\n').filter((l) => l.startsWith('{')).pop() as string) as { bought: string[]; held: number });
+    const all = [...(a?.bought ?? []), ...(b?.bought ?? [])];
+    expect(all.length).toBe(1_000);
+    expect(new Set(all).size).toBe(1_000);
+    expect((a?.held ?? 0) + (b?.held ?? 0)).toBe(1_000);
+    const rows = await opened.raw("SELECT count(*) AS n, sum(credits) AS credits FROM purchases WHERE outcome = 'hit'");
+    expect(rows.map((r) => [Number(r['n']), Number(r['credits'])])).toStrictEqual([[1_000, 1_000]]);
+  }, 120_000);
+
+  it('kill -9 between intent and outcome: the next run takes every claim over under its own key', async () => {
+    const at = await where();
+    const run = racer('hang', backend.name, at, 20);
+    await run.line('claimed');
+    run.child.kill('SIGKILL');
+    await run.exited;
+    const next = await opened.begin();
+    for (let i = 0; i < 20; i++) {
+      expect(await next.append({ t: 'intent', c: `c${i}.com`, g: 1, v: 1, key: `k-c${i}.com` }, true)).toStrictEqual({ kind: 'ok', tookOver: true });
+    }
+    await next.close();
+  }, 60_000);
+});
+
+describe('the team store on PostgreSQL', () => {
+  it('shares one store id (the base of every key) between machines, and records who ran', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const laptop = await PgStore.open(url, { tool: 'test', host: 'laptop', user: 'ana' });
+    const cron = await PgStore.open(url, { tool: 'test', host: 'cron-1', user: 'svc' });
+    try {
+      expect(cron.storeId).toBe(laptop.storeId);
+      expect(laptop.storeId).toMatch(/^[0-9a-f]{16}$/);
+      await laptop.beginRun('svc', info);
+      await cron.beginRun('svc', info);
+      expect(await sql(url, 'SELECT host, "user" FROM runs ORDER BY id')).toStrictEqual([{ host: 'laptop', user: 'ana' }, { host: 'cron-1', user: 'svc' }]);
+    } finally {
+      await laptop.close();
+      await cron.close();
+    }
+  });
+
+  it('wakes a run waiting on a company when the outcome commits (NOTIFY in its transaction)', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const laptop = await PgStore.open(url, { tool: 'test', host: 'laptop' });
+    const cron = await PgStore.open(url, { tool: 'test', host: 'cron-1' });
+    const a = await laptop.beginRun('svc', info);
+    const b = await cron.beginRun('svc', info);
+    await a.append(intent('acme.com'), true);
+    expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'busy', pid: process.pid, host: 'laptop' });
+    // A poll far longer than the test: only the notification ends the wait in time.
+    const waited = b.waitForOutcome('acme.com', 600_000);
+    // Listening before the outcome is sent (a notification sent earlier reaches no one).
+    await b.waitForOutcome('other.com', 0);
+    await a.append(hit('acme.com'));
+    await a.flush();
+    expect(await waited).toBe('notified');
+    expect((await b.append(intent('acme.com'), true)).kind).toBe('held');
+    await laptop.close();
+    await cron.close();
+  });
+
+  it('refuses a store a newer enrich wrote, and says in one line when the server cannot be reached', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    await (await PgStore.open(url, { tool: 'test' })).close();
+    await sql(url, "UPDATE meta SET value = '99' WHERE key = 'schema_version'");
+    await expect(PgStore.open(url, { tool: 'test' })).rejects.toThrow(expect.objectContaining({ kind: 'usage', message: expect.stringMatching(/was written by a newer enrich \(schema 99\); upgrade enrich/) }));
+    const closed = new URL(url);
+    closed.port = '9';
+    const error = (await PgStore.open(closed.toString(), { tool: 'test' }).then(() => null, (e: unknown) => e)) as Error & { kind: string };
+    expect(error).toMatchObject({ kind: 'unavailable' });
+    expect(error.message).toMatch(/^cannot reach the team store at 127\.0\.0\.1:9: connection refused .*nothing was sent to the service/);
+    expect(error.message).not.toContain(closed.password);
+    expect(error.message).not.toContain('\n');
   });
 });
