@@ -4,6 +4,8 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     setupFiles: ['test/helpers/setup.ts'],
+    // One PostgreSQL server for the run (or ENRICH_TEST_POSTGRES_URL's): the team store's half of the suite.
+    globalSetup: ['test/helpers/postgres-server.ts'],
     exclude: ['test/bench/**', 'node_modules/**'],
     testTimeout: 30_000,
     hookTimeout: 30_000,

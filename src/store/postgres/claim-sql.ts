@@ -1,0 +1,90 @@
+import { NOW_MS } from './schema.js';
+
+/**
+ * The claim, for many intents in one statement: SQLite's RecordWriter.claim, rule for rule, as
+ * SQL. `decided` reads what the store holds and says what each intent found; the INSERT writes
+ * the intents found free, and its ON CONFLICT ... DO UPDATE ... WHERE takes a purchase over only
+ * while it is still open under the same key and its holder's lease has lapsed (judged by the
+ * server's clock), so a claim never overwrites one taken since. The batch's advisory locks
+ * (writer.ts) already serialise every claim and outcome of one company; the WHERE is the second
+ * guard. Parameters:
+ *   $1 service, $2 this run (null: no run), $3 now (ms, this host: opened_at),
+ *   $4 domains, $5 generations, $6 key versions, $7 keys, $8 lost_at (ms),
+ *   $9 whether a freshness rule was given, $10 fresh since (ms; null: any record held),
+ *   $11 runs known dead (another process of this host that is gone), $12 the lease (ms).
+ * One row per intent, in order, with the verdict, the company held, the purchase as it was, and
+ * the holder of a busy one.
+ */
+const ALIVE = (run: string): string =>
+  `EXISTS (SELECT 1 FROM runs r WHERE r.id = ${run} AND r.status = 'running' AND coalesce(r.heartbeat_at, 0) >= ${NOW_MS} - $12::bigint AND r.id <> ALL($11::bigint[]))`;
+
+export const CLAIM_SQL = `
+WITH input AS (
+  SELECT * FROM unnest($4::text[], $5::int[], $6::int[], $7::text[], $8::bigint[], $9::bool[], $10::bigint[])
+    WITH ORDINALITY AS i(domain, generation, key_version, intent_key, lost_at, has_fresh, fresh_since, ord)
+),
+found AS (
+  SELECT i.*, h.name AS h_name, h.bought_at AS h_bought_at, h.last_updated AS h_last_updated, h.generation AS h_generation, h.credits AS h_credits,
+    p.domain IS NOT NULL AS p_exists, p.key_version AS p_key_version, p.intent_key AS p_intent_key, p.uncertain AS p_uncertain, p.unconfirmed AS p_unconfirmed,
+    p.error_code AS p_error_code, p.outcome AS p_outcome, p.closed_at AS p_closed_at, p.owner_run AS p_owner_run, p.lost_at AS p_lost_at,
+    o.pid AS o_pid, o.host AS o_host, o.started_at AS o_started_at,
+    (p.owner_run IS NOT NULL AND ${ALIVE('p.owner_run')}) AS o_alive
+  FROM input i
+  LEFT JOIN companies h ON h.service = $1 AND h.domain = i.domain
+  LEFT JOIN purchases p ON p.service = $1 AND p.domain = i.domain AND p.generation = i.generation
+  LEFT JOIN runs o ON o.id = p.owner_run
+),
+decided AS (
+  SELECT f.*, CASE
+    WHEN f.h_generation >= f.generation THEN 'held'
+    -- Held fresh: never bought again, unless a key of it may have been charged (only that key can recover it for free).
+    WHEN f.h_generation IS NOT NULL AND f.has_fresh AND (f.fresh_since IS NULL OR f.h_bought_at >= f.fresh_since)
+      AND NOT (f.p_exists AND f.p_outcome = 'open' AND (f.p_intent_key IS NOT NULL OR f.p_uncertain = 1)) THEN 'held'
+    WHEN f.p_exists AND f.p_outcome = 'open' AND f.p_owner_run IS NOT NULL AND f.p_owner_run IS DISTINCT FROM $2::bigint AND f.o_alive THEN 'busy'
+    WHEN f.p_exists AND (f.p_outcome <> 'open' OR f.p_key_version <> f.key_version OR (f.p_intent_key IS NOT NULL AND f.p_intent_key <> f.intent_key)) THEN 'moved'
+    ELSE 'ok' END AS verdict,
+    (f.p_exists AND f.p_intent_key IS NOT NULL AND f.p_owner_run IS DISTINCT FROM $2::bigint) AS took_over
+  FROM found f
+),
+written AS (
+  INSERT INTO purchases AS p (service, domain, generation, key_version, intent_key, outcome, owner_run, opened_at, lost_at)
+  SELECT $1, d.domain, d.generation, d.key_version, d.intent_key, 'open', $2::bigint, $3::bigint, d.lost_at FROM decided d WHERE d.verdict = 'ok'
+  ON CONFLICT (service, domain, generation) DO UPDATE SET
+    key_version = excluded.key_version, intent_key = excluded.intent_key, outcome = 'open', owner_run = excluded.owner_run,
+    lost_at = greatest(coalesce(p.lost_at, 0), excluded.lost_at)
+  WHERE p.outcome = 'open' AND p.key_version = excluded.key_version AND (p.intent_key IS NULL OR p.intent_key = excluded.intent_key)
+    AND (p.owner_run IS NULL OR p.owner_run IS NOT DISTINCT FROM $2::bigint OR NOT ${ALIVE('p.owner_run')})
+  RETURNING p.domain
+)
+SELECT d.ord, d.domain, d.verdict, d.took_over, (w.domain IS NOT NULL) AS written,
+  d.h_name, d.h_bought_at, d.h_last_updated, d.h_generation, d.h_credits,
+  d.generation, d.p_key_version, d.p_intent_key, d.p_uncertain, d.p_unconfirmed, d.p_error_code, d.p_outcome, d.p_closed_at, d.p_lost_at,
+  d.p_owner_run, d.o_pid, d.o_host, d.o_started_at
+FROM decided d LEFT JOIN written w ON w.domain = d.domain
+ORDER BY d.ord`;
+
+export interface ClaimRow {
+  ord: number;
+  domain: string;
+  verdict: 'ok' | 'held' | 'busy' | 'moved';
+  took_over: boolean;
+  written: boolean;
+  h_name: string | null;
+  h_bought_at: number | null;
+  h_last_updated: string | null;
+  h_generation: number | null;
+  h_credits: number | null;
+  generation: number;
+  p_key_version: number | null;
+  p_intent_key: string | null;
+  p_uncertain: number | null;
+  p_unconfirmed: number | null;
+  p_error_code: string | null;
+  p_outcome: 'open' | 'hit' | 'miss' | 'failed' | null;
+  p_closed_at: number | null;
+  p_lost_at: number | null;
+  p_owner_run: number | null;
+  o_pid: number | null;
+  o_host: string | null;
+  o_started_at: number | null;
+}

@@ -1,0 +1,420 @@
+import type pg from 'pg';
+import type { CompanyRecord } from '../../api/types.js';
+import { EnrichError } from '../../errors.js';
+import { monotonicMs } from '../../pipeline/clock.js';
+import { isProcessAlive, processStartedAt } from '../../process-alive.js';
+import type { Claim, CompanyState, Lookup, RunEnd, ServiceStore, StoreEvent } from '../types.js';
+import { client, connect, describe, placeOf } from './connect.js';
+import { NOW_MS } from './schema.js';
+import type { PgStore } from './store.js';
+import { BatchPlan, commitBatch, LEASE_MS, notice, OK, OUTCOME_CHANNEL, type Claimed } from './writer.js';
+
+interface Pending {
+  event: StoreEvent;
+  durable: boolean;
+  resolve: (claim: Claim) => void;
+  reject: (error: Error) => void;
+}
+
+/** Outcomes gather this long (or this many) before a commit; an intent waits only INTENT_GATHER_MS. */
+const BATCH_MS = 20;
+const BATCH_ROWS = 5_000;
+const INTENT_GATHER_MS = 1;
+/** How often a run says it is alive (by the server's clock); the lease is a few of these. */
+const HEARTBEAT_MS = 10_000;
+/** Keys per read statement: one round trip each, pipelined by none, small enough for any server. */
+const READ_CHUNK = 20_000;
+
+/** The team store cannot be written: every paid call stops, since none may go unrecorded. */
+export class PgWriteError extends EnrichError {
+  override readonly name = 'PgWriteError';
+  constructor(where: string, cause: unknown) {
+    super(`cannot write the team store at ${where} (${describe(cause)}); no further paid call was made. Fix that, then run the same command to resume`, 'failure', { cause });
+  }
+}
+
+function parseRecord(text: string): CompanyRecord | null {
+  try {
+    const v = JSON.parse(text) as unknown;
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) return null;
+    const r = v as Record<string, unknown>;
+    if (typeof r['domain'] !== 'string' || typeof r['name'] !== 'string') return null;
+    if (!Array.isArray(r['specialties'])) r['specialties'] = [];
+    return r as unknown as CompanyRecord;
+  } catch {
+    return null;
+  }
+}
+
+function chunks<T>(list: readonly T[]): T[][] {
+  const out: T[][] = [];
+  for (let at = 0; at < list.length; at += READ_CHUNK) out.push(list.slice(at, at + READ_CHUNK));
+  return out;
+}
+
+/**
+ * One service's records in the team store, and one run's writes to them. Reads are single
+ * statements (each sees one moment) over `= any($2)`; writes are group-committed on a connection
+ * of the run's own, each batch one pipelined round trip (writer.ts). A run that waits on another
+ * run's purchase is woken by the NOTIFY its outcome's transaction sends (waitForOutcome), and
+ * polls all the same, since a notification is lost while a listener reconnects.
+ */
+export class PgRecords implements ServiceStore {
+  readonly storeId: string;
+  private queue: Pending[] = [];
+  private draining: Promise<void> | null = null;
+  private hurry: ((delayMs: number) => void) | null = null;
+  private failure: PgWriteError | null = null;
+  private flushing = 0;
+  private urgentQueued = false;
+  /** Runs of this host whose process is gone: their claims are taken over without waiting for the lease. */
+  private readonly dead = new Set<number>();
+  private heartbeat: NodeJS.Timeout | null = null;
+  private lastBeat = monotonicMs();
+  private listener: pg.Client | null = null;
+  private listening: Promise<void> | null = null;
+  private readonly waiters = new Map<string, Set<() => void>>();
+  /** Group commits sent: one round trip each. */
+  commits = 0;
+
+  private constructor(
+    private readonly store: PgStore,
+    readonly service: string,
+    private readonly serviceId: number,
+    private readonly run: number | null,
+    readonly policyNow: number,
+    private readonly writer: pg.Client,
+  ) {
+    this.storeId = store.storeId;
+  }
+
+  static async open(store: PgStore, service: string, serviceId: number, run: number | null, policyNow: number): Promise<PgRecords> {
+    const writer = await connect(client(store.url, true));
+    // A connection dropped under a batch rejects its queries; this keeps the process up meanwhile.
+    writer.on('error', () => {});
+    const records = new PgRecords(store, service, serviceId, run, policyNow, writer);
+    records.startHeartbeat();
+    return records;
+  }
+
+  get runId(): number {
+    return this.run ?? 0;
+  }
+
+  private get where(): string {
+    const { host, port } = placeOf(this.writer);
+    return `${host}:${port}`;
+  }
+
+  // ---- reads ----
+
+  async holdsAny(): Promise<boolean> {
+    const { rows } = await this.store.db.query<{ any: boolean }>(
+      'SELECT EXISTS (SELECT 1 FROM companies WHERE service = $1) OR EXISTS (SELECT 1 FROM purchases WHERE service = $1) AS any',
+      [this.serviceId],
+    );
+    return rows[0]?.any === true;
+  }
+
+  /** As the SQLite store's (store/sqlite/money.ts): closed purchases and possibly charged keys since `since`. */
+  async creditsSince(since: number): Promise<number> {
+    const { rows } = await this.store.db.query<{ credits: string | null }>(
+      'SELECT coalesce(sum(credits), 0) + coalesce(sum(unconfirmed), 0) AS credits FROM purchases WHERE service = $1 AND closed_at >= $2',
+      [this.serviceId, since],
+    );
+    return Number(rows[0]?.credits ?? 0);
+  }
+
+  /** As the SQLite store's (store/sqlite/money.ts savedAmong): each reuse claimed once per input. */
+  async savedAmong(companies: readonly string[]): Promise<number> {
+    if (this.run === null || companies.length === 0) return 0;
+    const { rows } = await this.store.db.query<{ n: string }>(
+      `SELECT count(*) AS n FROM companies c JOIN runs me ON me.id = $1 LEFT JOIN runs r ON r.id = c.run
+        WHERE c.service = me.service AND c.domain = any($2::text[]) AND c.bought_at < me.started_at
+          AND (c.run IS NULL OR (r.ended_at IS NOT NULL AND r.ended_at <= me.started_at
+               AND (r.input_sha256 IS NULL OR me.input_sha256 IS NULL OR r.input_sha256 <> me.input_sha256)))
+          AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.service = me.service AND e.input_sha256 = me.input_sha256
+               AND e.id < me.id AND e.dry_run = 0 AND e.started_at > c.bought_at)`,
+      [this.run, [...companies]],
+    );
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  async loadLookups(domains: readonly string[], indexOf: (domain: string) => number | undefined, visit: (index: number, lookup: Lookup) => void): Promise<void> {
+    for (const part of chunks(domains)) {
+      const { rows } = await this.store.db.query<{ domain: string; status: string; company: string | null; name: string | null; checked_at: number }>(
+        'SELECT domain, status, company, name, checked_at FROM lookups WHERE service = $1 AND domain = any($2::text[])',
+        [this.serviceId, part],
+      );
+      for (const r of rows) {
+        const i = indexOf(r.domain);
+        if (i === undefined || (r.status !== 'hit' && r.status !== 'miss') || (r.status === 'hit' && typeof r.company !== 'string')) continue;
+        visit(i, { status: r.status, company: r.company, name: r.name, checkedAt: Number(r.checked_at) });
+      }
+    }
+  }
+
+  /** What is held of each company and its latest purchase, in one statement: one moment of the store. */
+  async loadCompanies(companies: readonly string[], visit: (domain: string, state: CompanyState) => void): Promise<void> {
+    for (const part of chunks([...new Set(companies)])) {
+      const { rows } = await this.store.db.query<Record<string, unknown>>(
+        `SELECT d.domain, c.name, c.bought_at, c.last_updated, c.generation AS c_generation, c.credits,
+                p.generation, p.key_version, p.intent_key, p.uncertain, p.unconfirmed, p.error_code, p.outcome, p.closed_at, p.lost_at
+           FROM unnest($2::text[]) AS d(domain)
+           LEFT JOIN companies c ON c.service = $1 AND c.domain = d.domain
+           LEFT JOIN LATERAL (SELECT * FROM purchases q WHERE q.service = $1 AND q.domain = d.domain ORDER BY q.generation DESC LIMIT 1) p ON true
+          WHERE c.domain IS NOT NULL OR p.domain IS NOT NULL`,
+        [this.serviceId, part],
+      );
+      for (const r of rows) visit(r['domain'] as string, stateOf(r));
+    }
+  }
+
+  async companyState(company: string): Promise<CompanyState> {
+    let state: CompanyState = { held: null, purchase: null };
+    await this.loadCompanies([company], (_, found) => (state = found));
+    return state;
+  }
+
+  async records(companies: readonly string[]): Promise<Map<string, CompanyRecord>> {
+    const found = new Map<string, CompanyRecord>();
+    for (const part of chunks(companies)) {
+      const { rows } = await this.store.db.query<{ domain: string; record: string }>('SELECT domain, record FROM companies WHERE service = $1 AND domain = any($2::text[])', [this.serviceId, part]);
+      for (const r of rows) {
+        const record = parseRecord(r.record);
+        if (record !== null) found.set(r.domain, record);
+      }
+    }
+    return found;
+  }
+
+  // ---- writes ----
+
+  append(event: StoreEvent, durable = false): Promise<Claim> {
+    if (this.failure !== null) {
+      const failed = Promise.reject(this.failure);
+      failed.catch(() => {});
+      return failed;
+    }
+    const written = new Promise<Claim>((resolve, reject) => this.queue.push({ event, durable, resolve, reject }));
+    written.catch(() => {});
+    if (durable) this.urgentQueued = true;
+    if (durable || this.queue.length >= BATCH_ROWS || this.flushing > 0) this.hurry?.(durable ? INTENT_GATHER_MS : 0);
+    this.draining ??= this.drain(durable);
+    return written;
+  }
+
+  async flush(): Promise<void> {
+    this.flushing++;
+    try {
+      this.hurry?.(0);
+      if (this.draining !== null) await this.draining;
+    } finally {
+      this.flushing--;
+    }
+    if (this.failure !== null) throw this.failure;
+  }
+
+  private nextBatch(urgent: boolean): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let timer = setTimeout(go, urgent ? INTENT_GATHER_MS : BATCH_MS);
+      function go(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.hurry = (delayMs) => {
+        this.hurry = null;
+        clearTimeout(timer);
+        timer = setTimeout(go, delayMs);
+      };
+    });
+  }
+
+  private async drain(urgent: boolean): Promise<void> {
+    if (this.flushing === 0) {
+      await this.nextBatch(urgent);
+      this.hurry = null;
+    }
+    while (this.failure === null && this.queue.length > 0) {
+      const batch = this.queue;
+      this.queue = [];
+      this.urgentQueued = false;
+      try {
+        const claimed = await commitBatch(this.writer, new BatchPlan(this.serviceId, this.run, this.store.host, batch.map((p) => p.event), this.store.now(), [...this.dead]));
+        this.commits++;
+        const again: Pending[] = [];
+        batch.forEach((p, i) => {
+          const c = claimed[i] as Claimed;
+          if (c.holder !== undefined && this.goneHere(c.holder)) {
+            // The holder is a process of this host that is gone: claim again, taking it over now.
+            this.dead.add(c.holder.run);
+            again.push(p);
+          } else p.resolve(c.claim);
+        });
+        if (again.length > 0) this.queue = again.concat(this.queue);
+      } catch (error) {
+        this.failure = new PgWriteError(this.where, error);
+        for (const p of [...batch, ...this.queue]) p.reject(this.failure);
+        this.queue = [];
+      }
+      if (this.queue.length > 0 && !this.urgentQueued && this.queue.length < BATCH_ROWS && this.flushing === 0) {
+        await this.nextBatch(false);
+        this.hurry = null;
+      }
+    }
+    this.draining = null;
+  }
+
+  /** A run of this host whose process is gone (or is another program under its pid now). */
+  private goneHere(holder: NonNullable<Claimed['holder']>): boolean {
+    if (holder.host !== this.store.host || this.dead.has(holder.run)) return false;
+    if (!isProcessAlive(holder.pid)) return true;
+    const started = processStartedAt(holder.pid);
+    return started !== null && started > holder.startedAt + 5_000;
+  }
+
+  // ---- waiting on another run ----
+
+  /**
+   * Resolves when another run's outcome (or release) for `company` commits, or after `ms`
+   * (polling is the fallback: a notification sent while the listener reconnects is lost).
+   */
+  async waitForOutcome(company: string, ms: number, signal?: AbortSignal): Promise<'notified' | 'timeout'> {
+    await this.listen().catch(() => {});
+    const key = notice(this.serviceId, company);
+    return new Promise((resolve) => {
+      const set = this.waiters.get(key) ?? new Set<() => void>();
+      this.waiters.set(key, set);
+      const done = (how: 'notified' | 'timeout'): void => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        set.delete(wake);
+        if (set.size === 0) this.waiters.delete(key);
+        resolve(how);
+      };
+      const wake = (): void => done('notified');
+      const onAbort = (): void => done('timeout');
+      const timer = setTimeout(() => done('timeout'), ms);
+      signal?.addEventListener('abort', onAbort);
+      set.add(wake);
+    });
+  }
+
+  private listen(): Promise<void> {
+    this.listening ??= (async () => {
+      const c = client(this.store.url);
+      c.on('notification', (n) => {
+        for (const wake of [...(this.waiters.get(n.payload ?? '') ?? [])]) wake();
+      });
+      c.on('error', () => {
+        // Lost: the next wait connects again; waiters meanwhile fall back on polling.
+        this.listener = null;
+        this.listening = null;
+        void c.end().catch(() => {});
+      });
+      await connect(c);
+      await c.query(`LISTEN ${OUTCOME_CHANNEL}`);
+      this.listener = c;
+    })().catch((error: unknown) => {
+      this.listening = null;
+      throw error;
+    });
+    return this.listening;
+  }
+
+  // ---- the run's lease ----
+
+  private startHeartbeat(): void {
+    if (this.run === null) return;
+    this.heartbeat = setInterval(() => void this.beat(), HEARTBEAT_MS);
+    this.heartbeat.unref();
+  }
+
+  private async beat(): Promise<void> {
+    if (this.run === null) return;
+    try {
+      await this.store.db.query(`UPDATE runs SET heartbeat_at = ${NOW_MS} WHERE id = $1`, [this.run]);
+      this.lastBeat = monotonicMs();
+    } catch {
+      // unreachable for a moment: the next beat tries again, and a lapsed lease only costs a claim again
+    }
+  }
+
+  leaseLapsed(): boolean {
+    if (this.run === null || monotonicMs() - this.lastBeat <= LEASE_MS - HEARTBEAT_MS) return false;
+    void this.beat();
+    return true;
+  }
+
+  private stopHeartbeat(): void {
+    if (this.heartbeat !== null) clearInterval(this.heartbeat);
+    this.heartbeat = null;
+  }
+
+  async releaseClaims(): Promise<void> {
+    this.stopHeartbeat();
+    if (this.run === null || this.failure !== null) return;
+    await this.store.db.query(
+      `WITH freed AS (UPDATE purchases SET owner_run = NULL WHERE owner_run = $1 RETURNING service, domain)
+       SELECT count(pg_notify($2, service::text || ':' || domain)) FROM freed`,
+      [this.run, OUTCOME_CHANNEL],
+    );
+  }
+
+  async endRun(end: RunEnd): Promise<void> {
+    this.stopHeartbeat();
+    if (this.run === null) return;
+    await this.store.db.query('UPDATE runs SET ended_at = $1, status = $2, credits = $3, bought = $4, reused = $5 WHERE id = $6', [this.store.now(), end.status, end.credits, end.bought, end.reused, this.run]);
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.flush();
+    } finally {
+      await this.disconnect();
+    }
+  }
+
+  /** Ends this run's connections (the writer's and the listener's); the store's stays. */
+  async disconnect(): Promise<void> {
+    this.stopHeartbeat();
+    const listener = this.listener;
+    this.listener = null;
+    this.listening = null;
+    await Promise.all([this.writer.end().catch(() => {}), listener?.end().catch(() => {})]);
+  }
+}
+
+export { OK };
+
+function stateOf(r: Record<string, unknown>): CompanyState {
+  const n = (k: string): number | null => (r[k] === null || r[k] === undefined ? null : Number(r[k]));
+  return {
+    held:
+      r['name'] === null
+        ? null
+        : {
+            domain: r['domain'] as string,
+            name: r['name'] as string,
+            boughtAt: n('bought_at') as number,
+            lastUpdated: (r['last_updated'] as string | null) ?? null,
+            generation: n('c_generation') as number,
+            credits: n('credits') as number,
+          },
+    purchase:
+      r['generation'] === null
+        ? null
+        : {
+            domain: r['domain'] as string,
+            generation: n('generation') as number,
+            keyVersion: n('key_version') as number,
+            intentKey: (r['intent_key'] as string | null) ?? null,
+            uncertain: n('uncertain') === 1,
+            unconfirmed: n('unconfirmed') ?? 0,
+            errorCode: (r['error_code'] as string | null) ?? null,
+            outcome: r['outcome'] as 'open' | 'hit' | 'miss' | 'failed',
+            closedAt: n('closed_at'),
+            lostAt: n('lost_at'),
+          },
+  };
+}

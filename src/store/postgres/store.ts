@@ -1,0 +1,170 @@
+import { hostname, userInfo } from 'node:os';
+import type pg from 'pg';
+import { EnrichError, UsageError } from '../../errors.js';
+import type { RunInfo } from '../types.js';
+import { client, connect, describe, placeOf } from './connect.js';
+import { PgRecords } from './records.js';
+import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from './schema.js';
+import { LEASE_MS } from './writer.js';
+
+/** A job cut short and run again within this keeps its freshness cutoff (as store/sqlite/store.ts). */
+const RESUME_WITHIN_MS = 24 * 3600_000;
+
+export interface PgStoreOptions {
+  tool: string;
+  now?: () => number;
+  /** Who this machine is in `runs` (a test plays several machines from one). */
+  host?: string;
+  user?: string;
+}
+
+/**
+ * The team store: one PostgreSQL database shared by every machine of a team. Its identity (the
+ * base of every Idempotency-Key) is the database's own meta row, so every machine derives the
+ * same key for the same purchase and the service replays instead of charging twice.
+ */
+export class PgStore {
+  readonly host: string;
+  readonly user: string;
+  readonly now: () => number;
+  private readonly services = new Map<string, number>();
+  private readonly opened: PgRecords[] = [];
+
+  private constructor(
+    readonly url: string,
+    /** Reads, runs and heartbeats; each run writes on a connection of its own. */
+    readonly db: pg.Client,
+    readonly storeId: string,
+    readonly options: PgStoreOptions,
+  ) {
+    this.host = options.host ?? hostname();
+    this.user = options.user ?? safeUser();
+    this.now = options.now ?? (() => Date.now());
+  }
+
+  static async open(url: string, options: PgStoreOptions): Promise<PgStore> {
+    const db = await connect(client(url));
+    try {
+      await migrate(db);
+      return new PgStore(url, db, await storeIdOf(db), options);
+    } catch (error) {
+      await db.end().catch(() => {});
+      if (error instanceof EnrichError) throw error;
+      const { host, port } = placeOf(db);
+      throw new EnrichError(`cannot use the team store at ${host}:${port}: ${describe(error)}`, 'failure', { cause: error });
+    }
+  }
+
+  async serviceId(name: string): Promise<number> {
+    let id = this.services.get(name);
+    if (id === undefined) {
+      await this.db.query('INSERT INTO services (name) VALUES ($1) ON CONFLICT (name) DO NOTHING', [name]);
+      id = Number((await this.db.query<{ id: number }>('SELECT id FROM services WHERE name = $1', [name])).rows[0]?.id);
+      this.services.set(name, id);
+    }
+    return id;
+  }
+
+  /** Opens a run against one service: its records, and a row in `runs` saying who runs it, and that it is under way. */
+  async beginRun(service: string, info: RunInfo): Promise<PgRecords> {
+    const serviceId = await this.serviceId(service);
+    const now = this.now();
+    const policyNow = await this.policyNow(serviceId, info, now);
+    const { rows } = await this.db.query<{ id: number }>(
+      `INSERT INTO runs (service, started_at, heartbeat_at, policy_now, pid, host, "user", tool, input_name, input_sha256, rows, dry_run, options, status)
+       VALUES ($1, $2, ${NOW_MS}, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'running') RETURNING id`,
+      [serviceId, now, policyNow, process.pid, this.host, this.user, this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options)],
+    );
+    const records = await PgRecords.open(this, service, serviceId, Number(rows[0]?.id), policyNow);
+    this.opened.push(records);
+    return records;
+  }
+
+  /** Records of one service without a run (the ledger, imports, copies). */
+  async records(service: string): Promise<PgRecords> {
+    const records = await PgRecords.open(this, service, await this.serviceId(service), null, this.now());
+    this.opened.push(records);
+    return records;
+  }
+
+  /** As store/sqlite/store.ts policyNow: a job cut short and run again keeps its moment. */
+  private async policyNow(serviceId: number, info: RunInfo, now: number): Promise<number> {
+    const maxAge = info.options['max_age_ms'] ?? null;
+    if (maxAge === null) return now;
+    const { rows } = await this.db.query<{ status: string; policy_now: number | null; max_age: string | null; alive: boolean }>(
+      `SELECT status, policy_now, (options::json ->> 'max_age_ms') AS max_age,
+              (status = 'running' AND coalesce(heartbeat_at, 0) >= ${NOW_MS} - $3::bigint) AS alive
+         FROM runs WHERE service = $1 AND input_sha256 = $2 AND dry_run = 0 ORDER BY id DESC LIMIT 1`,
+      [serviceId, info.inputSha256, LEASE_MS],
+    );
+    const last = rows[0];
+    if (last === undefined || last.policy_now === null || Number(last.max_age) !== maxAge || now - last.policy_now > RESUME_WITHIN_MS) return now;
+    const cutShort = last.status === 'interrupted' || last.status === 'stopped' || last.status === 'failed' || (last.status === 'running' && !last.alive);
+    return cutShort ? last.policy_now : now;
+  }
+
+  async close(): Promise<void> {
+    for (const r of this.opened.splice(0)) await r.disconnect();
+    await this.db.end().catch(() => {});
+  }
+}
+
+function safeUser(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return process.env['USER'] ?? '';
+  }
+}
+
+/**
+ * Brings the schema up to date under the maintenance lock, one migration per transaction, each
+ * recorded in meta.schema_version; a store a newer enrich wrote is refused, untouched.
+ */
+async function migrate(db: pg.Client): Promise<void> {
+  const version = async (): Promise<number> => {
+    const exists = await db.query<{ t: string | null }>(`SELECT to_regclass('meta')::text AS t`);
+    if (exists.rows[0]?.t == null) return 0;
+    const { rows } = await db.query<{ v: string }>(`SELECT value AS v FROM meta WHERE key = 'schema_version'`);
+    return Number(rows[0]?.v ?? 0);
+  };
+  const refuseNewer = (v: number): void => {
+    const { host, database } = placeOf(db);
+    if (v > SCHEMA_VERSION) throw new UsageError(`the team store ${database} on ${host} was written by a newer enrich (schema ${v}); upgrade enrich to use it`);
+  };
+  const seen = await version();
+  refuseNewer(seen);
+  if (seen === SCHEMA_VERSION) return;
+  await db.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]);
+  try {
+    // Another machine may have migrated while this one waited for the lock.
+    const current = await version();
+    refuseNewer(current);
+    for (let v = current + 1; v <= SCHEMA_VERSION; v++) {
+      await db.query('BEGIN');
+      try {
+        await db.query(MIGRATIONS[v - 1] as string);
+        await db.query(`INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, [String(v)]);
+        if (v === 1) {
+          const id = Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(8))).toString('hex');
+          await db.query(`INSERT INTO meta (key, value) VALUES ('store_id', $1), ('created_at', $2) ON CONFLICT (key) DO NOTHING`, [id, String(Date.now())]);
+        }
+        await db.query('COMMIT');
+      } catch (error) {
+        await db.query('ROLLBACK').catch(() => {});
+        throw error;
+      }
+    }
+  } finally {
+    await db.query('SELECT pg_advisory_unlock($1)', [MAINTENANCE_LOCK]).catch(() => {});
+  }
+}
+
+/** The store's identity, with the key epoch a prune bumps (as the SQLite store's). */
+async function storeIdOf(db: pg.Client): Promise<string> {
+  const { rows } = await db.query<{ key: string; value: string }>(`SELECT key, value FROM meta WHERE key IN ('store_id', 'key_epoch')`);
+  const id = rows.find((r) => r.key === 'store_id')?.value;
+  if (id === undefined || id === '') throw new UsageError(`the team store has no store id in its meta table: it is not an enrich store, or was edited by hand`);
+  const epoch = Number(rows.find((r) => r.key === 'key_epoch')?.value ?? 0);
+  return epoch > 0 ? `${id}.${epoch}` : id;
+}

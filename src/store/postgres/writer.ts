@@ -1,0 +1,279 @@
+import type pg from 'pg';
+import type { Claim, EnrichEvent, HeldCompany, IntentEvent, MatchEvent, Purchase, ReleaseEvent, StoreEvent, UnclaimEvent } from '../types.js';
+import { CLAIM_SQL, type ClaimRow } from './claim-sql.js';
+
+/** Outcomes, releases and unclaims are announced on this channel, in the transaction that writes them. */
+export const OUTCOME_CHANNEL = 'enrich_outcomes';
+/** A run on another host whose heartbeat (server clock) has not moved for this long is taken for dead. */
+export const LEASE_MS = 45_000;
+
+export const OK: Claim = { kind: 'ok' };
+
+/** A claim as the writer found it: for a busy one, the holder, so a dead process of this host can be told apart. */
+export interface Claimed {
+  claim: Claim;
+  holder?: { run: number; pid: number; host: string; startedAt: number };
+}
+
+interface Statement {
+  text: string;
+  values: unknown[];
+  /** Reads the statement's rows into the batch's claims. */
+  read?: (rows: ClaimRow[]) => void;
+}
+
+/** The payload of a notification: the service and the company whose purchase changed. */
+export const notice = (serviceId: number, domain: string): string => `${serviceId}:${domain}`;
+
+/**
+ * One group commit's statements, in the order the events came: lookups first (nothing depends on
+ * them), advisory locks on every company a claim or outcome touches (in one order, so two
+ * batches never deadlock), then the events as array statements, each a run of one kind in
+ * which no company repeats, and a NOTIFY for every company whose purchase changed.
+ */
+export class BatchPlan {
+  readonly statements: Statement[] = [];
+  readonly claims: Claimed[];
+
+  constructor(
+    private readonly serviceId: number,
+    private readonly run: number | null,
+    private readonly host: string,
+    events: readonly StoreEvent[],
+    now: number,
+    dead: readonly number[],
+  ) {
+    this.claims = events.map(() => ({ claim: OK }));
+    this.lookups(events, now);
+    const touched = new Set<string>();
+    for (const e of events) if (e.t !== 'match') touched.add(e.c);
+    if (touched.size > 0) {
+      this.statements.push({
+        text: `SELECT count(pg_advisory_xact_lock(hashtextextended($1::text || ':' || d, 0))) FROM unnest($2::text[]) WITH ORDINALITY AS u(d, n)`,
+        values: [this.serviceId, [...touched].sort()],
+      });
+    }
+    let segment: { kind: StoreEvent['t']; at: number[]; companies: Set<string> } | null = null;
+    const close = (): void => {
+      if (segment !== null) this.segment(segment.kind, segment.at, events, now, dead);
+      segment = null;
+    };
+    events.forEach((e, i) => {
+      if (e.t === 'match') return;
+      if (segment === null || segment.kind !== e.t || segment.companies.has(e.c)) {
+        close();
+        segment = { kind: e.t, at: [], companies: new Set() };
+      }
+      segment.at.push(i);
+      segment.companies.add(e.c);
+    });
+    close();
+    const changed = [...new Set(events.filter((e) => e.t !== 'match' && e.t !== 'intent').map((e) => (e as { c: string }).c))];
+    if (changed.length > 0) {
+      this.statements.push({ text: `SELECT count(pg_notify($1, $2::text || ':' || d)) FROM unnest($3::text[]) AS d`, values: [OUTCOME_CHANNEL, this.serviceId, changed] });
+    }
+  }
+
+  /** Every lookup of the batch, the last of each domain winning (one statement may touch a row once). */
+  private lookups(events: readonly StoreEvent[], now: number): void {
+    const last = new Map<string, MatchEvent>();
+    for (const e of events) if (e.t === 'match' && e.s !== 'error') last.set(e.d, e);
+    if (last.size === 0) return;
+    const rows = [...last.values()];
+    this.statements.push({
+      text: `INSERT INTO lookups (service, domain, status, company, name, checked_at)
+             SELECT $1, u.* , $5::bigint FROM unnest($2::text[], $3::text[], $4::text[], $6::text[]) AS u(domain, status, company, name)
+             ON CONFLICT (service, domain) DO UPDATE SET status = excluded.status, company = excluded.company, name = excluded.name, checked_at = excluded.checked_at`,
+      values: [this.serviceId, rows.map((e) => e.d), rows.map((e) => e.s), rows.map((e) => e.c ?? null), now, rows.map((e) => e.n ?? null)],
+    });
+  }
+
+  private segment(kind: StoreEvent['t'], at: number[], events: readonly StoreEvent[], now: number, dead: readonly number[]): void {
+    if (kind === 'intent') this.intents(at, events as readonly IntentEvent[], now, dead);
+    else if (kind === 'enrich') this.outcomes(at.map((i) => events[i] as EnrichEvent), now);
+    else if (kind === 'release') this.releases(at.map((i) => events[i] as ReleaseEvent));
+    else if (kind === 'unclaim') this.unclaims(at.map((i) => events[i] as UnclaimEvent));
+  }
+
+  private intents(at: number[], events: readonly IntentEvent[], now: number, dead: readonly number[]): void {
+    const list = at.map((i) => events[i] as IntentEvent);
+    this.statements.push({
+      text: CLAIM_SQL,
+      values: [
+        this.serviceId,
+        this.run,
+        now,
+        list.map((e) => e.c),
+        list.map((e) => e.g),
+        list.map((e) => e.v),
+        list.map((e) => e.key),
+        list.map((e) => e.at ?? now),
+        list.map((e) => e.freshSince !== undefined),
+        list.map((e) => e.freshSince ?? null),
+        dead,
+        LEASE_MS,
+      ],
+      read: (rows) => {
+        for (const row of rows) this.claims[at[Number(row.ord) - 1] as number] = this.toClaimed(row);
+      },
+    });
+  }
+
+  private toClaimed(r: ClaimRow): Claimed {
+    if (r.verdict === 'held') {
+      const held: HeldCompany = {
+        domain: r.domain,
+        name: r.h_name as string,
+        boughtAt: Number(r.h_bought_at),
+        lastUpdated: r.h_last_updated,
+        generation: Number(r.h_generation),
+        credits: Number(r.h_credits),
+      };
+      return { claim: { kind: 'held', held } };
+    }
+    if (r.verdict === 'moved') return { claim: { kind: 'moved', purchase: purchaseOf(r) } };
+    if (r.verdict === 'busy' || !r.written) {
+      // Not written although found free: taken by another run between the read and the write.
+      if (r.o_pid === null || r.p_owner_run === null) return { claim: { kind: 'busy' } };
+      const pid = Number(r.o_pid);
+      const host = r.o_host ?? '';
+      return {
+        claim: host === this.host ? { kind: 'busy', pid } : { kind: 'busy', pid, host },
+        holder: { run: Number(r.p_owner_run), pid, host, startedAt: Number(r.o_started_at) },
+      };
+    }
+    return { claim: r.took_over ? { kind: 'ok', tookOver: true } : OK };
+  }
+
+  private outcomes(list: EnrichEvent[], now: number): void {
+    const s = this.serviceId;
+    const atOf = (e: EnrichEvent): number => e.at ?? now;
+    if (this.run === null) {
+      // An imported journal may hold an outcome without its intent.
+      this.statements.push({
+        text: `INSERT INTO purchases (service, domain, generation, key_version, outcome, opened_at)
+               SELECT $1, u.domain, u.generation, u.v, 'open', u.at FROM unnest($2::text[], $3::int[], $4::int[], $5::bigint[]) AS u(domain, generation, v, at)
+               ON CONFLICT DO NOTHING`,
+        values: [s, list.map((e) => e.c), list.map((e) => e.g), list.map((e) => e.v), list.map(atOf)],
+      });
+    }
+    const hits = list.filter((e) => e.s === 'hit' && e.company !== undefined);
+    if (hits.length > 0) {
+      this.statements.push({
+        text: `INSERT INTO companies AS c (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run)
+               SELECT $1, u.*, $10::bigint FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::int[], $9::int[])
+                 AS u(domain, name, record, bought_at, last_updated, idempotency_key, credits, generation)
+               ON CONFLICT (service, domain) DO UPDATE SET name = excluded.name, record = excluded.record, bought_at = excluded.bought_at,
+                 last_updated = excluded.last_updated, idempotency_key = excluded.idempotency_key, credits = excluded.credits,
+                 generation = excluded.generation, run = excluded.run
+               WHERE excluded.generation >= c.generation`,
+        values: [
+          s,
+          hits.map((e) => e.c),
+          hits.map((e) => e.company?.name),
+          hits.map((e) => JSON.stringify(e.company)),
+          hits.map(atOf),
+          hits.map((e) => e.company?.last_updated || null),
+          hits.map((e) => e.key_used ?? null),
+          hits.map((e) => e.charged ?? 0),
+          hits.map((e) => e.g),
+          this.run,
+        ],
+      });
+    }
+    const closed = list.filter((e) => e.s === 'hit' || e.s === 'miss');
+    const final = list.filter((e) => e.s === 'error' && e.final === true);
+    for (const [rows, outcome] of [[closed, null], [final, 'failed']] as const) {
+      if (rows.length === 0) continue;
+      this.statements.push({
+        text: `UPDATE purchases p SET outcome = u.outcome, intent_key = NULL, owner_run = NULL, credits = p.credits + u.charged, run = $2::bigint,
+                 closed_at = u.at, error_code = u.code
+               FROM unnest($3::text[], $4::int[], $5::text[], $6::int[], $7::bigint[], $8::text[]) AS u(domain, generation, outcome, charged, at, code)
+               WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation`,
+        values: [s, this.run, rows.map((e) => e.c), rows.map((e) => e.g), rows.map((e) => outcome ?? e.s), rows.map((e) => e.charged ?? 0), rows.map(atOf), rows.map((e) => (outcome === null ? null : e.code ?? 'error'))],
+      });
+    }
+    const open = list.filter((e) => e.s === 'error' && e.final !== true);
+    const retired = open.filter((e) => e.key === 'retired');
+    if (retired.length > 0) {
+      // Only the key this run sent under, on a purchase still open and still this run's: a retire
+      // arriving once another run has taken the purchase over is stale (store/sqlite/writer.ts).
+      this.statements.push({
+        text: `UPDATE purchases p SET key_version = u.v + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, error_code = u.code, unconfirmed = p.unconfirmed + u.unconfirmed
+               FROM unnest($3::text[], $4::int[], $5::int[], $6::text[], $7::int[]) AS u(domain, generation, v, code, unconfirmed)
+               WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation
+                 AND ($2::bigint IS NULL OR (p.key_version = u.v AND p.owner_run = $2::bigint AND p.outcome = 'open'))`,
+        values: [s, this.run, retired.map((e) => e.c), retired.map((e) => e.g), retired.map((e) => e.v), retired.map((e) => e.code ?? 'error'), retired.map((e) => (e.unconfirmed === true ? 1 : 0))],
+      });
+    }
+    const kept = open.filter((e) => e.key !== 'retired');
+    if (kept.length > 0) {
+      this.statements.push({
+        text: `UPDATE purchases p SET uncertain = 1, error_code = u.code, lost_at = CASE WHEN u.lost THEN u.at ELSE p.lost_at END
+               FROM unnest($2::text[], $3::int[], $4::text[], $5::bool[], $6::bigint[]) AS u(domain, generation, code, lost, at)
+               WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation`,
+        values: [s, kept.map((e) => e.c), kept.map((e) => e.g), kept.map((e) => e.code ?? 'error'), kept.map((e) => e.lost === true), kept.map(atOf)],
+      });
+    }
+  }
+
+  private releases(list: ReleaseEvent[]): void {
+    if (this.run === null) return;
+    this.statements.push({
+      text: `UPDATE purchases p SET owner_run = NULL FROM unnest($3::text[], $4::int[]) AS u(domain, generation)
+             WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.owner_run = $2::bigint AND p.outcome = 'open'`,
+      values: [this.serviceId, this.run, list.map((e) => e.c), list.map((e) => e.g)],
+    });
+  }
+
+  private unclaims(list: UnclaimEvent[]): void {
+    this.statements.push({
+      text: `UPDATE purchases p SET intent_key = NULL, owner_run = NULL, lost_at = NULL
+             FROM unnest($3::text[], $4::int[], $5::int[], $6::text[]) AS u(domain, generation, v, key)
+             WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.key_version = u.v AND p.intent_key = u.key
+               AND p.outcome = 'open' AND p.uncertain = 0 AND ($2::bigint IS NULL OR p.owner_run = $2::bigint)`,
+      values: [this.serviceId, this.run, list.map((e) => e.c), list.map((e) => e.g), list.map((e) => e.v), list.map((e) => e.key)],
+    });
+  }
+}
+
+function purchaseOf(r: ClaimRow): Purchase {
+  return {
+    domain: r.domain,
+    generation: Number(r.generation),
+    keyVersion: Number(r.p_key_version),
+    intentKey: r.p_intent_key,
+    uncertain: Number(r.p_uncertain) === 1,
+    unconfirmed: Number(r.p_unconfirmed ?? 0),
+    errorCode: r.p_error_code,
+    outcome: r.p_outcome ?? 'open',
+    closedAt: r.p_closed_at === null ? null : Number(r.p_closed_at),
+    lostAt: r.p_lost_at === null ? null : Number(r.p_lost_at),
+  };
+}
+
+/**
+ * Sends a batch's statements in one round trip (the client pipelines), inside one transaction,
+ * and reads its claims. A deadlock or serialisation failure (another run's release, which locks
+ * many rows at once) is retried; anything else rolls the batch back and throws.
+ */
+export async function commitBatch(client: pg.Client, plan: BatchPlan): Promise<Claimed[]> {
+  for (let attempt = 1; ; attempt++) {
+    const sent = [client.query('BEGIN'), ...plan.statements.map((s) => client.query(s.text, s.values)), client.query('COMMIT')];
+    const results = await Promise.allSettled(sent);
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    const commit = results[results.length - 1];
+    if (failed === undefined && commit?.status === 'fulfilled' && commit.value.command === 'COMMIT') {
+      plan.statements.forEach((s, i) => {
+        const result = results[i + 1];
+        if (s.read !== undefined && result?.status === 'fulfilled') s.read(result.value.rows as ClaimRow[]);
+      });
+      return plan.claims;
+    }
+    // A failed statement aborts the transaction, and COMMIT then rolls it back.
+    await client.query('ROLLBACK').catch(() => {});
+    const code = (failed?.reason as { code?: string } | undefined)?.code;
+    if ((code === '40P01' || code === '40001') && attempt < 5) continue;
+    throw failed?.reason ?? new Error('the batch was rolled back');
+  }
+}

@@ -1,0 +1,31 @@
+import pg from 'pg';
+import { inject } from 'vitest';
+
+/**
+ * The suite's PostgreSQL (started by postgres-server.ts, vitest's globalSetup, or named by
+ * ENRICH_TEST_POSTGRES_URL): each test file, or test, takes a database of its own.
+ */
+export async function freshDatabase(): Promise<string> {
+  const admin = new URL(inject('postgresUrl'));
+  const name = `enrich_test_${process.pid}_${Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(4))).toString('hex')}`;
+  const c = new pg.Client({ connectionString: admin.toString() });
+  await c.connect();
+  try {
+    await c.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await c.end();
+  }
+  admin.pathname = `/${name}`;
+  return admin.toString();
+}
+
+/** Runs one statement on `url` on a connection of its own. */
+export async function sql<R extends pg.QueryResultRow = Record<string, unknown>>(url: string, text: string, values: unknown[] = []): Promise<R[]> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return (await c.query<R>(text, values)).rows;
+  } finally {
+    await c.end();
+  }
+}

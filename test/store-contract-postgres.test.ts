@@ -1,0 +1,385 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import type { CompanyRecord } from '../src/api/types.js';
+import { PgStore } from '../src/store/postgres/store.js';
+import { LEASE_MS } from '../src/store/postgres/writer.js';
+import { Store } from '../src/store/sqlite/store.js';
+import type { Lookup, ServiceStore, StoreEvent } from '../src/store/types.js';
+import { tempDir } from './helpers/cli.js';
+import { freshDatabase, sql } from './helpers/postgres.js';
+
+/**
+ * One contract, two backends (River's riverdrivertest is the model): every scenario runs against
+ * the SQLite store and the PostgreSQL team store, through ServiceStore only, but for `raw`, which
+ * plays what another process does to the store (a run that died, a clock that moved on).
+ */
+interface Opened {
+  begin(): Promise<ServiceStore>;
+  /** One statement, with `?` placeholders, on the store's own tables. */
+  raw(text: string, ...params: unknown[]): Promise<Record<string, unknown>[]>;
+  close(): Promise<void>;
+}
+
+interface Backend {
+  name: string;
+  open(): Promise<Opened>;
+}
+
+const info = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
+
+const sqlite: Backend = {
+  name: 'sqlite',
+  async open() {
+    const dir = tempDir();
+    const path = join(dir.path, 'store.db');
+    const stores: Store[] = [];
+    const open = (): Store => {
+      const s = Store.open(path, { tool: 'test' });
+      stores.push(s);
+      return s;
+    };
+    const admin = open();
+    return {
+      begin: async () => open().beginRun('svc', info),
+      raw: async (text, ...params) => {
+        const statement = admin.db.prepare(text);
+        return /^\s*select/i.test(text) ? (statement.all(...params) as Record<string, unknown>[]) : (statement.run(...params), []);
+      },
+      close: async () => {
+        for (const s of stores) s.close();
+        dir.cleanup();
+      },
+    };
+  },
+};
+
+let pgRan = 0;
+async function postgresAt(url: string): Promise<Opened> {
+    const stores: PgStore[] = [];
+    pgRan++;
+    return {
+      begin: async () => {
+        const s = await PgStore.open(url, { tool: 'test' });
+        stores.push(s);
+        return s.beginRun('svc', info);
+      },
+      raw: async (text, ...params) => {
+        let n = 0;
+        return sql(url, text.replace(/\?/g, () => `$${++n}`), params);
+      },
+      close: async () => {
+        for (const s of stores) await s.close();
+      },
+    };
+}
+const postgres: Backend = { name: 'postgres', open: async () => postgresAt(await freshDatabase()) };
+
+afterAll(() => {
+  // .ci/run checks this: the PostgreSQL half of the suite ran, and was not skipped.
+  const marker = process.env['ENRICH_TEST_POSTGRES_MARKER'];
+  if (marker !== undefined && marker !== '' && pgRan > 0) writeFileSync(marker, `${pgRan} postgres scenarios\n`, { flag: 'a' });
+});
+
+const record = (domain: string, name = domain): CompanyRecord => ({
+  domain,
+  name,
+  website_url: null,
+  description: null,
+  industry: null,
+  employee_count: 5,
+  revenue_range: null,
+  ownership_type: null,
+  year_founded: null,
+  specialties: ['x'],
+  hq_country: null,
+  hq_city: null,
+  last_updated: '2026-01-01T00:00:00Z',
+});
+const intent = (c: string, extra: Partial<Extract<StoreEvent, { t: 'intent' }>> = {}): StoreEvent => ({ t: 'intent', c, g: 1, v: 1, key: `k-${c}`, ...extra });
+const hit = (c: string, g = 1, at = Date.now()): StoreEvent => ({ t: 'enrich', c, g, v: 1, s: 'hit', charged: 1, company: record(c), key_used: `k-${c}`, at });
+
+describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
+  let opened: Opened;
+  afterEach(async () => {
+    await opened?.close();
+  });
+  const open = async (): Promise<Opened> => (opened = await backend.open());
+
+  it('keeps intents, outcomes and lookups, with their ages, and says whether it holds anything', async () => {
+    const s = await open();
+    const a = await s.begin();
+    expect(await a.holdsAny()).toBe(false);
+    await a.append({ t: 'match', d: 'www-acme.com', s: 'hit', c: 'acme.com', n: 'Acme' });
+    await a.append({ t: 'match', d: 'nobody.com', s: 'miss' });
+    await a.append({ t: 'match', d: 'broken.com', s: 'error', code: 'internal' });
+    expect(await a.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
+    const during = await a.companyState('acme.com');
+    expect(during.purchase).toMatchObject({ outcome: 'open', keyVersion: 1, intentKey: 'k-acme.com' });
+    await a.append(hit('acme.com', 1, 1_700_000_000_000));
+    await a.flush();
+    expect(await a.holdsAny()).toBe(true);
+    const lookups: [number, Lookup][] = [];
+    const domains = ['www-acme.com', 'nobody.com', 'broken.com', 'never.com'];
+    await a.loadLookups(domains, (d) => domains.indexOf(d), (i, l) => lookups.push([i, l]));
+    lookups.sort((x, y) => x[0] - y[0]);
+    expect(lookups.map(([i, l]) => [i, l.status, l.company, l.name])).toStrictEqual([
+      [0, 'hit', 'acme.com', 'Acme'],
+      [1, 'miss', null, null],
+    ]);
+    expect(Math.abs((lookups[0]?.[1].checkedAt ?? 0) - Date.now())).toBeLessThan(60_000);
+    const states = new Map<string, unknown>();
+    await a.loadCompanies(['acme.com', 'other.com'], (d, st) => states.set(d, st));
+    expect([...states.keys()]).toStrictEqual(['acme.com']);
+    expect(states.get('acme.com')).toMatchObject({
+      held: { domain: 'acme.com', name: 'acme.com', boughtAt: 1_700_000_000_000, lastUpdated: '2026-01-01T00:00:00Z', generation: 1, credits: 1 },
+      purchase: { outcome: 'hit', intentKey: null, closedAt: 1_700_000_000_000, uncertain: false },
+    });
+    expect((await a.records(['acme.com', 'other.com'])).get('acme.com')).toStrictEqual(record('acme.com'));
+    expect((await a.records(['acme.com', 'other.com'])).has('other.com')).toBe(false);
+  });
+
+  it('tells a second run busy while a live run holds the claim, then held once it bought', async () => {
+    const s = await open();
+    const a = await s.begin();
+    const b = await s.begin();
+    expect(await a.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
+    expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'busy', pid: process.pid });
+    await a.append(hit('acme.com'));
+    await a.flush();
+    expect(await b.append(intent('acme.com'), true)).toMatchObject({ kind: 'held', held: { domain: 'acme.com', generation: 1 } });
+  });
+
+  it('refuses a refresh of a record held fresh by the buyer\'s rule, and allows one held stale', async () => {
+    const s = await open();
+    const a = await s.begin();
+    await a.append(intent('acme.com'), true);
+    await a.append(hit('acme.com'));
+    await a.flush();
+    const b = await s.begin();
+    const refresh = (freshSince: number | null): Promise<unknown> => b.append(intent('acme.com', { g: 2, key: 'k2', freshSince }), true);
+    expect(await refresh(null)).toMatchObject({ kind: 'held', held: { generation: 1 } });
+    expect(await refresh(Date.now() - 60_000)).toMatchObject({ kind: 'held' });
+    expect(await refresh(Date.now() + 60_000)).toStrictEqual({ kind: 'ok' });
+  });
+
+  it('hands back a purchase whose key another run retired (counting it unconfirmed), and takes the new key', async () => {
+    const s = await open();
+    const a = await s.begin();
+    await a.append(intent('acme.com'), true);
+    await a.append({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired', unconfirmed: true });
+    await a.flush();
+    await a.endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
+    const b = await s.begin();
+    expect(await b.append(intent('acme.com'), true)).toMatchObject({ kind: 'moved', purchase: { keyVersion: 2, intentKey: null, unconfirmed: 1, errorCode: 'internal' } });
+    expect(await b.append(intent('acme.com', { v: 2, key: 'k2' }), true)).toStrictEqual({ kind: 'ok' });
+  });
+
+  it('takes over a dead run\'s claim under its own key (tookOver), keeping when its answer went missing', async () => {
+    const s = await open();
+    const a = await s.begin();
+    await a.append(intent('acme.com', { at: 1_000 }), true);
+    await a.append({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'network_error', key: 'kept', lost: true, at: 2_000 });
+    await a.flush();
+    // Run a ran on another machine whose heartbeat stopped a lease ago.
+    await s.raw("UPDATE runs SET host = 'container-a1b2', heartbeat_at = ? WHERE id = ?", Date.now() - LEASE_MS - 5_000, a.runId);
+    const b = await s.begin();
+    expect(await b.append(intent('acme.com', { at: 3_000 }), true)).toStrictEqual({ kind: 'ok', tookOver: true });
+    expect((await b.companyState('acme.com')).purchase).toMatchObject({ intentKey: 'k-acme.com', uncertain: true, lostAt: 3_000 });
+    // A claim taken again by its own run is no takeover.
+    expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
+  });
+
+  it('lets a live run release a purchase it could not finish, and releases all its claims at the end', async () => {
+    const s = await open();
+    const a = await s.begin();
+    const b = await s.begin();
+    await a.append(intent('acme.com'), true);
+    await a.append(intent('beta.com'), true);
+    expect((await b.append(intent('acme.com'), true)).kind).toBe('busy');
+    await a.append({ t: 'release', c: 'acme.com', g: 1 });
+    await a.flush();
+    expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
+    // A release by a run that no longer owns it changes nothing.
+    await a.append({ t: 'release', c: 'acme.com', g: 1 });
+    await a.flush();
+    expect((await s.raw("SELECT owner_run FROM purchases WHERE domain = 'acme.com'")).map((r) => Number(r['owner_run']))).toStrictEqual([b.runId]);
+    expect((await b.append(intent('beta.com'), true)).kind).toBe('busy');
+    await a.releaseClaims();
+    await a.endRun({ status: 'done', credits: 3, bought: 2, reused: 1 });
+    expect(await b.append(intent('beta.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
+    expect((await s.raw('SELECT status, credits, bought, reused, ended_at IS NOT NULL AS ended FROM runs WHERE id = ?', a.runId)).map((r) => [r['status'], Number(r['credits']), Number(r['bought']), Number(r['reused']), Boolean(r['ended'])])).toStrictEqual([['done', 3, 2, 1, true]]);
+  });
+
+  it('gives back an unsent claim (unclaim), but only its own, and retires only the key it sent under', async () => {
+    const s = await open();
+    const a = await s.begin();
+    await a.append(intent('acme.com'), true);
+    await a.append({ t: 'unclaim', c: 'acme.com', g: 1, v: 1, key: 'k-acme.com' });
+    await a.append(intent('beta.com'), true);
+    await a.flush();
+    expect((await a.companyState('acme.com')).purchase).toMatchObject({ intentKey: null, outcome: 'open', lostAt: null });
+    const b = await s.begin();
+    expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
+    // Taken over by b (a's lease lapsed on another host): a's late retire and unclaim change nothing.
+    await s.raw("UPDATE purchases SET owner_run = ? WHERE domain = 'beta.com'", b.runId);
+    await a.append({ t: 'enrich', c: 'beta.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired' });
+    await a.append({ t: 'unclaim', c: 'beta.com', g: 1, v: 1, key: 'k-beta.com' });
+    await a.flush();
+    expect((await b.companyState('beta.com')).purchase).toMatchObject({ keyVersion: 1, intentKey: 'k-beta.com' });
+    // Its own key it retires: the next attempt takes version 2.
+    await b.append({ t: 'enrich', c: 'beta.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired' });
+    await b.flush();
+    expect((await b.companyState('beta.com')).purchase).toMatchObject({ keyVersion: 2, intentKey: null, unconfirmed: 0 });
+  });
+
+  it('keeps a record of an older generation from replacing a newer one, and closes a final error as failed', async () => {
+    const s = await open();
+    const a = await s.begin();
+    await a.append(hit('acme.com', 2));
+    await a.append({ ...hit('acme.com', 1), company: record('acme.com', 'Old') } as StoreEvent);
+    await a.append(intent('bad.com'), true);
+    await a.append({ t: 'enrich', c: 'bad.com', g: 1, v: 1, s: 'error', code: 'validation_error', final: true });
+    await a.flush();
+    expect((await a.records(['acme.com'])).get('acme.com')?.name).toBe('acme.com');
+    expect((await a.companyState('acme.com')).held?.generation).toBe(2);
+    expect((await a.companyState('bad.com')).purchase).toMatchObject({ outcome: 'failed', errorCode: 'validation_error', intentKey: null });
+  });
+});
+
+/** A run of the racer (helpers/store-racer.ts) in a process of its own. */
+function racer(mode: 'race' | 'hang', backend: string, where: string, count: number): { child: ChildProcess; out: () => string; line: (text: string) => Promise<void>; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', RACER, mode, backend, where, String(count)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  const listeners = new Set<() => void>();
+  child.stdout?.on('data', (c: Buffer) => {
+    out += c.toString();
+    for (const l of listeners) l();
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const line = (text: string): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const check = (): void => {
+        if (out.includes(text)) {
+          listeners.delete(check);
+          resolve();
+        }
+      };
+      listeners.add(check);
+      void exited.then(() => (out.includes(text) ? resolve() : reject(new Error(`the racer exited without saying ${text}: ${out}`))));
+      check();
+    });
+  return { child, out: () => out, line, exited };
+}
+const RACER = fileURLToPath(new URL('./helpers/store-racer.ts', import.meta.url));
+
+describe.each([sqlite, postgres])('the store contract across processes: $name', (backend) => {
+  let opened: Opened;
+  afterEach(async () => {
+    await opened?.close();
+  });
+  const where = async (): Promise<string> => {
+    if (backend.name === 'postgres') {
+      const url = await freshDatabase();
+      opened = await postgresAt(url);
+      return url;
+    }
+    const dir = tempDir();
+    const path = join(dir.path, 'store.db');
+    const s = Store.open(path, { tool: 'test' });
+    opened = {
+      begin: async () => s.beginRun('svc', info),
+      raw: async (t, ...p) => s.db.prepare(t).all(...p) as Record<string, unknown>[],
+      close: async () => {
+        s.close();
+        dir.cleanup();
+      },
+    };
+    return path;
+  };
+
+  it('two processes racing over the same 1,000 companies: each is bought by exactly one', async () => {
+    const at = await where();
+    const runs = [racer('race', backend.name, at, 1_000), racer('race', backend.name, at, 1_000)];
+    await Promise.all(runs.map((r) => r.line('ready')));
+    for (const r of runs) r.child.stdin?.write('go\n');
+    expect(await Promise.all(runs.map((r) => r.exited))).toStrictEqual([0, 0]);
+    const [a, b] = runs.map((r) => JSON.parse(r.out().split('\n').filter((l) => l.startsWith('{')).pop() as string) as { bought: string[]; held: number });
+    const all = [...(a?.bought ?? []), ...(b?.bought ?? [])];
+    expect(all.length).toBe(1_000);
+    expect(new Set(all).size).toBe(1_000);
+    expect((a?.held ?? 0) + (b?.held ?? 0)).toBe(1_000);
+    const rows = await opened.raw("SELECT count(*) AS n, sum(credits) AS credits FROM purchases WHERE outcome = 'hit'");
+    expect(rows.map((r) => [Number(r['n']), Number(r['credits'])])).toStrictEqual([[1_000, 1_000]]);
+  }, 120_000);
+
+  it('kill -9 between intent and outcome: the next run takes every claim over under its own key', async () => {
+    const at = await where();
+    const run = racer('hang', backend.name, at, 20);
+    await run.line('claimed');
+    run.child.kill('SIGKILL');
+    await run.exited;
+    const next = await opened.begin();
+    for (let i = 0; i < 20; i++) {
+      expect(await next.append({ t: 'intent', c: `c${i}.com`, g: 1, v: 1, key: `k-c${i}.com` }, true)).toStrictEqual({ kind: 'ok', tookOver: true });
+    }
+    await next.close();
+  }, 60_000);
+});
+
+describe('the team store on PostgreSQL', () => {
+  it('shares one store id (the base of every key) between machines, and records who ran', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const laptop = await PgStore.open(url, { tool: 'test', host: 'laptop', user: 'ana' });
+    const cron = await PgStore.open(url, { tool: 'test', host: 'cron-1', user: 'svc' });
+    try {
+      expect(cron.storeId).toBe(laptop.storeId);
+      expect(laptop.storeId).toMatch(/^[0-9a-f]{16}$/);
+      await laptop.beginRun('svc', info);
+      await cron.beginRun('svc', info);
+      expect(await sql(url, 'SELECT host, "user" FROM runs ORDER BY id')).toStrictEqual([{ host: 'laptop', user: 'ana' }, { host: 'cron-1', user: 'svc' }]);
+    } finally {
+      await laptop.close();
+      await cron.close();
+    }
+  });
+
+  it('wakes a run waiting on a company when the outcome commits (NOTIFY in its transaction)', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const laptop = await PgStore.open(url, { tool: 'test', host: 'laptop' });
+    const cron = await PgStore.open(url, { tool: 'test', host: 'cron-1' });
+    const a = await laptop.beginRun('svc', info);
+    const b = await cron.beginRun('svc', info);
+    await a.append(intent('acme.com'), true);
+    expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'busy', pid: process.pid, host: 'laptop' });
+    // A poll far longer than the test: only the notification ends the wait in time.
+    const waited = b.waitForOutcome('acme.com', 600_000);
+    // Listening before the outcome is sent (a notification sent earlier reaches no one).
+    await b.waitForOutcome('other.com', 0);
+    await a.append(hit('acme.com'));
+    await a.flush();
+    expect(await waited).toBe('notified');
+    expect((await b.append(intent('acme.com'), true)).kind).toBe('held');
+    await laptop.close();
+    await cron.close();
+  });
+
+  it('refuses a store a newer enrich wrote, and says in one line when the server cannot be reached', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    await (await PgStore.open(url, { tool: 'test' })).close();
+    await sql(url, "UPDATE meta SET value = '99' WHERE key = 'schema_version'");
+    await expect(PgStore.open(url, { tool: 'test' })).rejects.toThrow(expect.objectContaining({ kind: 'usage', message: expect.stringMatching(/was written by a newer enrich \(schema 99\); upgrade enrich/) }));
+    const closed = new URL(url);
+    closed.port = '9';
+    const error = (await PgStore.open(closed.toString(), { tool: 'test' }).then(() => null, (e: unknown) => e)) as Error & { kind: string };
+    expect(error).toMatchObject({ kind: 'unavailable' });
+    expect(error.message).toMatch(/^cannot reach the team store at 127\.0\.0\.1:9: connection refused .*nothing was sent to the service/);
+    expect(error.message).not.toContain(closed.password);
+    expect(error.message).not.toContain('\n');
+  });
+});
