@@ -3,6 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { csvText, readCsvFile, runCli, tempDir } from './helpers/cli.js';
 import { hostileServer, json, type Hostile } from './helpers/hostile.js';
+import { companyRecord } from './helpers/records.js';
 
 /**
  * What a lost paid answer proves, against scripted services the sandbox cannot play: one whose
@@ -26,7 +27,7 @@ const record = (domain: string, remaining: number) => ({
   matched: true,
   credits_charged: 1,
   credits_remaining: remaining,
-  company: { domain, name: domain, website_url: null, description: null, industry: null, employee_count: 10, revenue_range: null, ownership_type: null, year_founded: null, specialties: [], hq_country: null, hq_city: null, last_updated: '2026-01-01T00:00:00Z' },
+  company: companyRecord(domain, { employee_count: 10 }),
 });
 const problem = (res: ServerResponse, status: number, code: string, requestId: string): void =>
   json(res, status, { type: `https://errors.example/${code}`, title: code, status, code, requestId, ...(status === 402 ? { balance: 0, required: 1 } : {}) });

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { csvText, readCsvFile, runCli, tempDir } from './helpers/cli.js';
 import { hostileServer, json, type Hostile } from './helpers/hostile.js';
+import { companyRecord } from './helpers/records.js';
 
 /**
  * Paid answers that contradict themselves or the request, and a 422 on a company the free match
@@ -19,21 +20,7 @@ afterEach(async () => {
   dir.cleanup();
 });
 
-const company = (domain: string, name: string) => ({
-  domain,
-  name,
-  website_url: `https://${domain}`,
-  description: null,
-  industry: 'Software',
-  employee_count: 10,
-  revenue_range: null,
-  ownership_type: null,
-  year_founded: null,
-  specialties: [],
-  hq_country: null,
-  hq_city: null,
-  last_updated: '2026-01-01T00:00:00Z',
-});
+const company = (domain: string, name: string) => companyRecord(domain, { name, website_url: `https://${domain}`, industry: 'Software', employee_count: 10 });
 
 /** A service whose match finds `asked` (as "Co2"), and whose paid answer is `answer(n)` for the n-th paid call. */
 async function service(answer: (n: number) => { status: number; body: unknown; charged: number }): Promise<{ charges: () => number; paid: () => number }> {

@@ -5,6 +5,7 @@ import { Store } from '../src/store/sqlite/store.js';
 import type { ServiceStore, StoreEvent } from '../src/store/types.js';
 import { tempDir } from './helpers/cli.js';
 import { MemoryStore } from './helpers/memory-store.js';
+import { companyRecord } from './helpers/records.js';
 
 /**
  * The store contract (src/store/types.ts ServiceStore), one suite every backend runs: what a
@@ -54,21 +55,7 @@ const backends: [string, () => Backend][] = [
   ],
 ];
 
-const record = (domain: string): CompanyRecord => ({
-  domain,
-  name: domain,
-  website_url: null,
-  description: null,
-  industry: null,
-  employee_count: null,
-  revenue_range: null,
-  ownership_type: null,
-  year_founded: null,
-  specialties: [],
-  hq_country: null,
-  hq_city: null,
-  last_updated: '2026-01-01T00:00:00Z',
-});
+const record = (domain: string): CompanyRecord => companyRecord(domain);
 const intent = (c: string, over: Partial<Extract<StoreEvent, { t: 'intent' }>> = {}): StoreEvent => ({ t: 'intent', c, g: 1, v: 1, key: `${c}#1`, freshSince: null, ...over });
 const hit = (c: string, g = 1): StoreEvent => ({ t: 'enrich', c, g, v: 1, s: 'hit', charged: 1, company: record(c), key_used: `${c}#${g}` });
 

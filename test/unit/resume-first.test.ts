@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { apiErrorFromResponse } from '../../src/api/errors.js';
 import type { ServiceClient } from '../../src/api/client.js';
 import { systemClock } from '../../src/pipeline/clock.js';
-import { execute } from '../../src/pipeline/execute.js';
+import { execute, type EventSink } from '../../src/pipeline/execute.js';
+import type { Clock } from '../../src/pipeline/clock.js';
 import { AdaptiveLimiter } from '../../src/pipeline/limiter.js';
 import { Progress } from '../../src/pipeline/progress.js';
 import { ResumeGate } from '../../src/pipeline/resume-gate.js';
@@ -10,13 +11,28 @@ import { Scheduler } from '../../src/pipeline/scheduler.js';
 import { RunState } from '../../src/pipeline/state.js';
 import type { Purchase } from '../../src/store/types.js';
 import { memoryStore } from '../helpers/memory-store.js';
+import { companyRecord } from '../helpers/records.js';
 
-const record = (domain: string) => ({
-  matched: true as const,
-  credits_charged: 1,
-  credits_remaining: 10,
-  company: { domain, name: domain, website_url: null, description: null, industry: null, employee_count: null, revenue_range: null, ownership_type: null, year_founded: null, specialties: [], hq_country: null, hq_city: null, last_updated: '2026-01-01T00:00:00Z' },
-});
+const record = (domain: string) => ({ matched: true as const, credits_charged: 1, credits_remaining: 10, company: companyRecord(domain) });
+
+/** execute() over `state` with quick retries, instant sleeps (unless `clock` says otherwise) and a memory store. */
+function run(state: RunState, client: ServiceClient, over: { store?: EventSink; clock?: Clock; busyPollMs?: number; interrupt?: AbortSignal } = {}) {
+  return execute(
+    state,
+    { dryRun: false, maxCredits: null, retry: { maxAttempts: 3, maxRateLimitedAttempts: 3, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100, ...(over.busyPollMs === undefined ? {} : { busyPollMs: over.busyPollMs }) },
+    {
+      client,
+      scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, 8),
+      store: over.store ?? memoryStore(),
+      planCompany: () => {},
+      clock: over.clock ?? { now: systemClock.now, sleep: () => Promise.resolve(), until: () => Promise.resolve() },
+      random: () => 0,
+      idempotencyKey: (c, v) => `${c.domain}#${v}`,
+      progress: new Progress().sink,
+    },
+    over.interrupt ?? new AbortController().signal,
+  );
+}
 
 describe('keys earlier runs may have been charged under are settled before anything new is bought', () => {
   it('sends no new purchase until every resumed key has had an answer', async () => {
@@ -40,21 +56,7 @@ describe('keys earlier runs may have been charged under are settled before anyth
         return record(domain);
       },
     };
-    const stop = await execute(
-      state,
-      { dryRun: false, maxCredits: null, retry: { maxAttempts: 4, maxRateLimitedAttempts: 4, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100 },
-      {
-        client,
-        scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, 8),
-        store: memoryStore(),
-        planCompany: () => {},
-        clock: { now: systemClock.now, sleep: () => Promise.resolve(), until: () => Promise.resolve() },
-        random: () => 0,
-        idempotencyKey: (c, v) => `${c.domain}#${v}`,
-        progress: new Progress().sink,
-      },
-      new AbortController().signal,
-    );
+    const stop = await run(state, client);
     expect(stop).toBeNull();
     expect(calls.slice(0, 2)).toStrictEqual(['resumed.com', '(resumed.com answered)']);
     expect(state.companies.every((c) => c.status === 'hit')).toBe(true);
@@ -93,21 +95,7 @@ describe('keys earlier runs may have been charged under are settled before anyth
         return record(domain);
       },
     };
-    const stop = await execute(
-      state,
-      { dryRun: false, maxCredits: null, retry: { maxAttempts: 3, maxRateLimitedAttempts: 3, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100 },
-      {
-        client,
-        scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, 4),
-        store: memoryStore(),
-        planCompany: () => {},
-        clock: { now: systemClock.now, sleep: () => Promise.resolve(), until: () => Promise.resolve() },
-        random: () => 0,
-        idempotencyKey: (c, v) => `${c.domain}#${v}`,
-        progress: new Progress().sink,
-      },
-      new AbortController().signal,
-    );
+    const stop = await run(state, client);
     return { stop, keys, state };
   }
 
@@ -152,21 +140,7 @@ describe('keys earlier runs may have been charged under are settled before anyth
         return record(domain);
       },
     };
-    await execute(
-      state,
-      { dryRun: false, maxCredits: null, retry: { maxAttempts: 3, maxRateLimitedAttempts: 3, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100, busyPollMs: 1 },
-      {
-        client,
-        scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, 4),
-        store,
-        planCompany: () => {},
-        clock: systemClock,
-        random: () => 0,
-        idempotencyKey: (c, v) => `${c.domain}#${v}`,
-        progress: new Progress().sink,
-      },
-      interrupt.signal,
-    );
+    await run(state, client, { store, clock: systemClock, busyPollMs: 1, interrupt: interrupt.signal });
     expect(bought.sort()).toStrictEqual(['new-1.com', 'new-2.com']);
   });
 });

@@ -6,6 +6,7 @@ import { LEASE_MS, Store } from '../../src/store/sqlite/store.js';
 import type { HeldCompany, Purchase, StoreEvent } from '../../src/store/types.js';
 import { RecordWriter } from '../../src/store/sqlite/writer.js';
 import { tempDir } from '../helpers/cli.js';
+import { companyRecord } from '../helpers/records.js';
 
 /** What two runs on one store can do to each other between a read and a write. */
 let dir: ReturnType<typeof tempDir>;
@@ -25,21 +26,7 @@ const open = (path = join(dir.path, 'store.db')): Store => {
   return s;
 };
 const info = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
-const record = (domain: string): CompanyRecord => ({
-  domain,
-  name: domain,
-  website_url: null,
-  description: null,
-  industry: null,
-  employee_count: null,
-  revenue_range: null,
-  ownership_type: null,
-  year_founded: null,
-  specialties: [],
-  hq_country: null,
-  hq_city: null,
-  last_updated: '2026-01-01T00:00:00Z',
-});
+const record = (domain: string): CompanyRecord => companyRecord(domain);
 const hit = (c: string, g = 1): StoreEvent => ({ t: 'enrich', c, g, v: 1, s: 'hit', charged: 1, company: record(c), key_used: `k-${c}` });
 
 describe('the plan reads one moment of the store', () => {

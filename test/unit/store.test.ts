@@ -8,6 +8,7 @@ import { enableWal, LEASE_MS, Store } from '../../src/store/sqlite/store.js';
 import type { Claim, StoreEvent } from '../../src/store/types.js';
 import type { WriteChannel } from '../../src/store/sqlite/write-channel.js';
 import { tempDir } from '../helpers/cli.js';
+import { companyRecord } from '../helpers/records.js';
 
 let dir: ReturnType<typeof tempDir>;
 let stores: Store[] = [];
@@ -26,21 +27,7 @@ const open = (path = join(dir.path, 'store.db')): Store => {
   return s;
 };
 const info = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
-const record = (domain: string): CompanyRecord => ({
-  domain,
-  name: domain,
-  website_url: null,
-  description: null,
-  industry: null,
-  employee_count: null,
-  revenue_range: null,
-  ownership_type: null,
-  year_founded: null,
-  specialties: [],
-  hq_country: null,
-  hq_city: null,
-  last_updated: '2026-01-01T00:00:00Z',
-});
+const record = (domain: string): CompanyRecord => companyRecord(domain);
 const hit = (c: string, g = 1): StoreEvent => ({ t: 'enrich', c, g, v: 1, s: 'hit', charged: 1, company: record(c), key_used: `k-${c}` });
 
 describe('the SQLite store', () => {

@@ -1,0 +1,25 @@
+import type { CompanyRecord } from '../../src/api/types.js';
+import type { RunInfo } from '../../src/store/types.js';
+
+/** A company record as the service returns it, every optional field empty unless given. */
+export function companyRecord(domain: string, over: Partial<CompanyRecord> = {}): CompanyRecord {
+  return {
+    domain,
+    name: domain,
+    website_url: null,
+    description: null,
+    industry: null,
+    employee_count: null,
+    revenue_range: null,
+    ownership_type: null,
+    year_founded: null,
+    specialties: [],
+    hq_country: null,
+    hq_city: null,
+    last_updated: '2026-01-01T00:00:00Z',
+    ...over,
+  };
+}
+
+/** What a run tells the store about itself, for store tests. */
+export const runInfo: RunInfo = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
