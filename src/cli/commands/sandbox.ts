@@ -37,7 +37,11 @@ export function defineSandbox(program: Command, env: NodeJS.ProcessEnv, done: (o
     .option('--drop-rate <0..1>', 'share of answers lost after the call ran (connection reset)', fraction, 0)
     .option('--clock-tick <ms>', "the bucket's clock tick (1: whole milliseconds; default 0: exact)", integer(0, 60_000, '--clock-tick'), 0)
     .option('--fixed-window <ms>', 'count requests per fixed window of this many ms (--rate-limit x window each) instead of a bucket', integer(1, 3_600_000, '--fixed-window'))
-    .option('--latency <ms|min-max|lognormal:median[:sigma[:max]]>', 'delay before each answer: fixed, uniform, or long-tailed', latencySpec, fixedLatency(0))
+    .addOption(
+      new Option('--latency <spec>', 'delay before each answer: fixed (ms), uniform (min-max) or long-tailed (lognormal:median[:sigma[:max]])')
+        .argParser(latencySpec)
+        .default(fixedLatency(0), '0'),
+    )
     .option('--seed <n>', 'seed for the injected faults and latency draws', integer(0, 2 ** 31, '--seed'), 1)
     .addOption(
       new Option('--idempotency <mode>', 'what an Idempotency-Key stores: spec (200s only; a 402 or 500 stores nothing) or stripe (every outcome, replayed forever)')
