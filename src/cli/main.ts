@@ -1,6 +1,5 @@
-import type * as FsPromises from 'node:fs/promises';
-import type * as Readline from 'node:readline';
-import { builtin } from '../builtin.js';
+import { lstat, rm, writeFile } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
 import type { RunOptions, RunResult } from '../commands/run.js';
 import { EnrichError, ExitCode, errorMessage, type ErrorKind } from '../errors.js';
 import type { Stop } from '../pipeline/stops.js';
@@ -210,7 +209,7 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
     if (flags.summaryJson === '-') io.stdout.write(json);
     // Through the descriptor, as results are (see inheritedDescriptor): `--summary-json /dev/stderr`.
     else if (inheritedDescriptor(flags.summaryJson) === 2) io.stderr.write(json);
-    else await builtin<typeof FsPromises>('node:fs/promises').writeFile(flags.summaryJson, json, { mode: 0o600 });
+    else await writeFile(flags.summaryJson, json, { mode: 0o600 });
   }
   return exitCode(troubleOf(stop, summary));
 }
@@ -225,8 +224,7 @@ async function withoutStaleSummary<T>(path: string | undefined, run: () => Promi
     return await run();
   } catch (error) {
     if (path !== undefined && path !== '-' && inheritedDescriptor(path) === null) {
-      const fs = builtin<typeof FsPromises>('node:fs/promises');
-      if ((await fs.lstat(path).catch(() => null))?.isFile() === true) await fs.rm(path, { force: true });
+      if ((await lstat(path).catch(() => null))?.isFile() === true) await rm(path, { force: true });
     }
     throw error;
   }
@@ -241,7 +239,6 @@ function canAsk(flags: RunFlags, io: CliIO): boolean {
 
 /** One line from the terminal: y or yes is yes; anything else, end of input or Ctrl-C is no. */
 async function askYesNo(question: string, io: CliIO, reporter: Reporter, interrupt: AbortSignal): Promise<boolean> {
-  const { createInterface } = builtin<typeof Readline>('node:readline');
   const resume = reporter.pause?.();
   io.stderr.write(`enrich: ${question}`);
   // Not a terminal-mode reader: Ctrl-C stays the process's SIGINT, which stops the run as ever.

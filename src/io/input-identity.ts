@@ -1,29 +1,10 @@
-import { readFileSync, realpathSync, renameSync, rmSync, statfsSync, statSync, writeFileSync, type BigIntStats } from 'node:fs';
-import { basename, join } from 'node:path';
+import { statfsSync, statSync, type BigIntStats } from 'node:fs';
 import { InputError } from '../errors.js';
 import { hashFile, type InputSource } from './input.js';
-import { makeDirs } from './paths.js';
 
 /**
- * The input's sha256, without reading it again when it has not changed since it was last hashed.
- *
- * A rerun of an unchanged input (resume after a crash, the cron job's second try) would otherwise
- * spend much of its time hashing: loading node:crypto is a good share of a small rerun, and a
- * 1M-row file takes a sizeable part of a second to hash. So, as git does for its index, the hash is
- * remembered with the file's identity (device, inode, size, modification and change times, to the
- * nanosecond) and reused while all of them are unchanged. Writing a file always moves its change
- * time, which no program can set back, and replacing it (an editor's save, a new export) gives a
- * new inode.
- *
- * The one gap is git's "racily clean" file: written again within the same clock tick as the
- * times we saw. So a hash is remembered only for a file whose times are already two seconds
- * older than the moment hashing began; a file that fresh is simply hashed again next time.
- *
- * Only on a local file system: an NFS client answers stat() from attributes it cached up to a
- * minute ago (a file rewritten on another host would look unchanged), and FUSE or SMB mounts may
- * not keep change times or inodes at all. Elsewhere the input is hashed every time, as before.
- *
- * It is only a cache, beside the scan cache: unreadable, damaged or unwritable means hashing.
+ * Within this long of the moment a run first looked, a rewrite may not move the file's times
+ * (git's "racily clean" file): the watch below hashes such a file again rather than trust stat.
  */
 const RACY_MS = 2_000;
 
@@ -39,72 +20,18 @@ function onLocalFileSystem(path: string): boolean {
   }
 }
 
-interface Memo {
-  path: string;
-  identity: string;
-  sha256: string;
-}
-
 /** What changes whenever the file's bytes may have. */
 function identityOf(info: BigIntStats): string {
   return [info.dev, info.ino, info.size, info.mtimeNs, info.ctimeNs].join(':');
 }
 
-/** FNV-1a, 32 bits: a short, stable file name for a path (the memo holds the path itself). */
-function nameFor(path: string): string {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < path.length; i++) h = Math.imul(h ^ path.charCodeAt(i), 0x01000193) >>> 0;
-  return `${basename(path).replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 40)}-${h.toString(16).padStart(8, '0')}.input`;
-}
-
-export async function inputSha256(input: InputSource, memoDir: string, nowMs: () => number = Date.now): Promise<string> {
-  // A spooled input (stdin, a pipe) is a new private file every run: nothing to remember.
-  if (input.fromStdin) return hashFile(input.path);
-  let path: string;
-  let before: BigIntStats;
-  try {
-    path = realpathSync(input.path);
-    before = statSync(path, { bigint: true });
-  } catch {
-    return hashFile(input.path);
-  }
-  if (!onLocalFileSystem(path)) return hashFile(path);
-  const identity = identityOf(before);
-  const memoPath = join(memoDir, nameFor(path));
-  const memo = readMemo(memoPath);
-  if (memo !== null && memo.path === path && memo.identity === identity) return memo.sha256;
-
-  const startedAt = nowMs();
-  const sha256 = await hashFile(path);
-  const newest = Number((before.mtimeNs > before.ctimeNs ? before.mtimeNs : before.ctimeNs) / 1_000_000n);
-  if (newest <= startedAt - RACY_MS) writeMemo(memoDir, memoPath, { path, identity, sha256 });
-  return sha256;
-}
-
-function readMemo(memoPath: string): Memo | null {
-  try {
-    const memo = JSON.parse(readFileSync(memoPath, 'utf8')) as Partial<Memo>;
-    if (typeof memo.path !== 'string' || typeof memo.identity !== 'string' || typeof memo.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(memo.sha256)) return null;
-    return memo as Memo;
-  } catch {
-    return null;
-  }
-}
-
-function writeMemo(memoDir: string, memoPath: string, memo: Memo): void {
-  const temp = `${memoPath}.${process.pid}.tmp`;
-  try {
-    makeDirs(memoDir, 0o700);
-    writeFileSync(temp, `${JSON.stringify(memo)}\n`, { mode: 0o600 });
-    renameSync(temp, memoPath);
-  } catch {
-    // Only a cache: the next run hashes again.
-    try {
-      rmSync(temp, { force: true });
-    } catch {
-      // the folder itself is unusable: nothing was written
-    }
-  }
+/**
+ * The input's sha256, hashed every run: a memo that skipped hashing an unchanged input saved
+ * nothing measurable (a 1M-row rerun's CPU was 1.01x without it), so it went (issue 20).
+ * The memo's folder and clock are still passed by commands/run.ts, and unused.
+ */
+export async function inputSha256(input: InputSource, _memoDir?: string, _nowMs?: () => number): Promise<string> {
+  return hashFile(input.path);
 }
 
 /** Refuses to pair an input's rows with companies found for other rows. Both throw an InputError (exit 2). */
@@ -120,8 +47,8 @@ const statNow = (path: string): BigIntStats | null => statSync(path, { bigint: t
 /**
  * The batch reads its input twice, the second time (writing results in input order) by the byte
  * ranges the first found: a file rewritten in between would get the old rows' companies. Its
- * identity is taken before the first read and compared at each step, as the sha256 memo trusts
- * it (git's index does the same): cheap enough for a 1M-row input. Where stat cannot vouch for
+ * identity is taken before the first read and compared at each step (git's index trusts
+ * it the same way): cheap enough for a 1M-row input. Where stat cannot vouch for
  * the file (a mount that caches attributes, or a file written within the clock tick we saw it
  * in), verify() hashes it again. A spool is the run's own private file: nothing to watch.
  */

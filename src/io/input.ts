@@ -1,10 +1,9 @@
+import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, rmSync, statSync } from 'node:fs';
 import { lstat, mkdir, open, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { addAbortSignal, Readable } from 'node:stream';
-import type * as Crypto from 'node:crypto';
-import { builtin } from '../builtin.js';
 import { EnrichError, InputError, InterruptedError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
 import { SpoolGuard } from './spool-guard.js';
@@ -89,7 +88,6 @@ function spoolFailure(error: unknown, displayName: string, dir: string): Error {
 async function spool(source: NodeJS.ReadableStream, displayName: string, signal: AbortSignal): Promise<InputSource> {
   const dir = await spoolFolder();
   await removeDeadSpools(dir);
-  const { randomBytes } = builtin<typeof Crypto>('node:crypto');
   const path = join(dir, `spool-${process.pid}-${randomBytes(6).toString('hex')}.csv`);
   const onExit = (): void => rmSync(path, { force: true });
   process.on('exit', onExit);
@@ -125,7 +123,6 @@ export async function resolveInput(spec: string, stdin: () => NodeJS.ReadableStr
 
 /** The input's identity: sha256 of its bytes (hundreds of MB a second; no parsing). */
 export async function hashFile(path: string): Promise<string> {
-  const { createHash } = builtin<typeof Crypto>('node:crypto');
   const hash = createHash('sha256');
   for await (const chunk of createReadStream(path, { highWaterMark: 1024 * 1024 }) as AsyncIterable<Buffer>) hash.update(chunk);
   return hash.digest('hex');

@@ -1,18 +1,11 @@
-import pLimit, { type LimitFunction } from 'p-limit';
+import PQueue from 'p-queue';
 import { ConnectionError, RateLimitedError } from '../api/errors.js';
 import type { Clock } from './clock.js';
 import type { AdaptiveLimiter } from './limiter.js';
-import { Queue } from './queue.js';
 
 /** Paid enriches go before free matches, so a long match phase never starves spending. */
 export type Lane = 'enrich' | 'match';
-
-interface Job {
-  run: () => Promise<unknown>;
-  resolve: (value: unknown) => void;
-  reject: (reason: unknown) => void;
-  signal: AbortSignal | undefined;
-}
+const PRIORITY: Record<Lane, number> = { enrich: 1, match: 0 };
 
 export class StoppedError extends Error {
   override readonly name = 'StoppedError';
@@ -132,73 +125,60 @@ export class Window {
 }
 
 /**
- * Runs single requests with at most the window's count in flight (p-limit), each after the
- * shared limiter grants it a slot. Every submitted job adds one p-limit task; whichever task
- * starts takes the best job waiting at that moment, so priority holds however jobs were queued.
- * Every request goes through here, so this is where answers are timed and told to the limiter.
+ * Runs single requests with at most the window's count in flight (p-queue, enriches first), each
+ * after the shared limiter grants it a slot. Every request goes through here, so this is where
+ * answers are timed and told to the limiter.
  */
 export class Scheduler {
-  private readonly limit: LimitFunction;
-  private readonly queues: Record<Lane, Queue<Job>> = { enrich: new Queue(), match: new Queue() };
+  private readonly queue: PQueue;
   readonly window: Window;
 
-  /** `concurrency` is the most requests ever in flight; how many are is learned below it. */
   /** Until when the limiter holds every caller back (monotonic ms); 0 or past: not paused. */
   get pausedUntil(): number {
     return this.limiter.pausedUntil;
   }
 
+  /** `concurrency` is the most requests ever in flight; how many are is learned below it. */
   constructor(
     private readonly limiter: AdaptiveLimiter,
     private readonly clock: Clock,
     concurrency: number,
   ) {
     this.window = new Window(concurrency);
-    this.limit = pLimit(this.window.size);
+    this.queue = new PQueue({ concurrency: this.window.size });
   }
 
   /** Runs `call` as one request. Rejects with StoppedError if `signal` aborts before it starts. */
   run<T>(lane: Lane, call: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      this.queues[lane].push({ run: call, resolve: resolve as (v: unknown) => void, reject, signal });
-      void this.limit(() => this.next());
-    });
+    return this.queue.add(() => this.send(lane, call, signal), { priority: PRIORITY[lane] });
   }
 
   /** An answer other than a 429; `ok`: a success, whose time says how fast the service is. */
   private accepted(sentAt: number, lane: Lane, ok: boolean): void {
-    const busy = this.limit.activeCount >= this.limit.concurrency;
+    const busy = this.queue.pending >= this.queue.concurrency;
     this.limiter.onAccepted(sentAt);
     const now = this.clock.now();
     // An error answer (a proxy's quick 5xx, a 4xx) is no measure of how fast the service works.
     if (ok) this.window.onAnswer(now - sentAt, this.limiter.rate, busy, lane, now);
-    if (this.window.size !== this.limit.concurrency) this.limit.concurrency = this.window.size;
+    if (this.window.size !== this.queue.concurrency) this.queue.concurrency = this.window.size;
   }
 
-  private async next(): Promise<void> {
-    const enrich = this.queues.enrich.shift();
-    const lane: Lane = enrich === undefined ? 'match' : 'enrich';
-    const job = enrich ?? this.queues.match.shift();
-    if (job === undefined) return;
-    if (job.signal?.aborted === true) {
-      job.reject(new StoppedError('stopped before it was sent'));
-      return;
-    }
+  private async send<T>(lane: Lane, call: () => Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+    if (signal?.aborted === true) throw new StoppedError('stopped before it was sent');
     try {
-      await this.limiter.acquire(job.signal);
+      await this.limiter.acquire(signal);
     } catch {
-      job.reject(new StoppedError('stopped before it was sent'));
-      return;
+      throw new StoppedError('stopped before it was sent');
     }
     const sentAt = this.clock.now();
     try {
-      const value = await job.run();
+      const value = await call();
       this.accepted(sentAt, lane, true);
-      job.resolve(value);
+      return value;
     } catch (error) {
       if (error instanceof RateLimitedError) this.limiter.onRateLimited(sentAt, error.retryAfterSeconds);
       else if (!(error instanceof ConnectionError)) this.accepted(sentAt, lane, false);
-      job.reject(error);
+      throw error;
     }
   }
 }

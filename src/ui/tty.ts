@@ -71,113 +71,140 @@ export function enrichLine(p: Progress, r: Rate, pause: string | null): BarLine 
 }
 
 /**
+ * What the terminal shows: a spinner while the input is read (and while results are written to
+ * a file), then a bar per phase, drawn from the pipeline's counters; lines printed above it.
+ */
+class LiveDisplay {
+  private readonly frame: LiveFrame;
+  private spinner: Ora | undefined;
+  private matchRate: Rate | undefined;
+  private enrichRate: Rate | undefined;
+  private matchingSince = 0;
+
+  constructor(private readonly options: TtyOptions) {
+    this.frame = new LiveFrame(options.stream);
+  }
+
+  get active(): boolean {
+    return this.frame.active;
+  }
+
+  startSpinner(text: string): void {
+    const color = this.options.noColor === true ? { color: false as const } : {};
+    this.spinner = ora({ stream: this.options.stream, text, discardStdin: false, hideCursor: true, ...color }).start();
+  }
+
+  /** Clears the bars and the spinner. */
+  clear(): void {
+    this.frame.clear();
+    this.stopSpinner();
+  }
+
+  render(p: Progress): void {
+    const t = this.options.now();
+    switch (p.phase) {
+      case 'scan':
+        if (this.spinner !== undefined) this.spinner.text = p.rows > 0 ? `reading input: ${num(p.rows)} rows` : 'reading input';
+        return;
+      case 'match':
+        if (!this.frame.active) {
+          // The spinner covers the first moments, until there is a rate worth showing.
+          this.matchingSince ||= t;
+          if (t - this.matchingSince < 1000 && p.matchDone === 0 && p.enrichDone === 0) {
+            if (this.spinner !== undefined) this.spinner.text = `matching ${num(p.matchTotal)} domains`;
+            return;
+          }
+          this.stopSpinner();
+        }
+        this.drawBars(p, t);
+        return;
+      case 'write':
+        this.frame.clear();
+        if (this.options.outputToTerminal) this.stopSpinner();
+        else if (this.spinner === undefined) this.startSpinner('writing results');
+        return;
+      case 'done':
+        this.clear();
+        return;
+    }
+  }
+
+  /** Prints a line above the live display without tearing it, broken at spaces to fit. */
+  print(line: string): void {
+    const { stream } = this.options;
+    const text = wrapWords(line, (stream.columns || 80) - 1);
+    if (this.spinner !== undefined) {
+      this.spinner.clear();
+      stream.write(`${text}\n`);
+      this.spinner.render();
+      return;
+    }
+    this.frame.printAbove(text);
+  }
+
+  private stopSpinner(): void {
+    this.spinner?.stop();
+    this.spinner = undefined;
+  }
+
+  private drawBars(p: Progress, t: number): void {
+    this.matchRate = rate(this.matchRate, p.matchDone, t);
+    this.enrichRate = rate(this.enrichRate, p.enrichDone, t);
+    const pause = pausedText(p, t);
+    const columns = this.options.stream.columns || 80;
+    const lines = [matchLine(p, this.matchRate, p.matchDone < p.matchTotal ? pause : null), enrichLine(p, this.enrichRate, pause)];
+    this.frame.draw(layoutLines(lines, columns));
+  }
+}
+
+/**
  * For a person at a terminal: a spinner while the input is read and the store consulted, then
  * a bar per phase with counts, rate, ETA and credits, a 429 wait shown as a pause (never a
  * freeze), all on stderr, redrawn ten times a second from the pipeline's counters and at once
  * when the terminal is resized.
  */
 export function ttyReporter(options: TtyOptions): Reporter {
-  const spinnerColor = options.noColor === true ? { color: false as const } : {};
-  const { stream, now } = options;
-  const frame = new LiveFrame(stream);
-  let spinner: Ora | undefined;
+  const { stream } = options;
+  const display = new LiveDisplay(options);
   let timer: NodeJS.Timeout | undefined;
-  let matchRate: Rate | undefined;
-  let enrichRate: Rate | undefined;
-  let matchingSince = 0;
   let current: Progress | undefined;
 
-  const stopSpinner = (): void => {
-    spinner?.stop();
-    spinner = undefined;
+  const tick = (progress: Progress): void => {
+    timer = setInterval(() => display.render(progress), 100);
+    timer.unref();
   };
-
-  const drawBars = (p: Progress, t: number): void => {
-    matchRate = rate(matchRate, p.matchDone, t);
-    enrichRate = rate(enrichRate, p.enrichDone, t);
-    const pause = pausedText(p, t);
-    const columns = stream.columns || 80;
-    const lines = [matchLine(p, matchRate, p.matchDone < p.matchTotal ? pause : null), enrichLine(p, enrichRate, pause)];
-    frame.draw(layoutLines(lines, columns));
+  const stopTicking = (): void => {
+    if (timer !== undefined) clearInterval(timer);
+    timer = undefined;
   };
-
-  const render = (p: Progress): void => {
-    const t = now();
-    switch (p.phase) {
-      case 'scan':
-        if (spinner !== undefined) spinner.text = p.rows > 0 ? `reading input: ${num(p.rows)} rows` : 'reading input';
-        return;
-      case 'match':
-        if (!frame.active) {
-          // The spinner covers the first moments, until there is a rate worth showing.
-          matchingSince ||= t;
-          if (t - matchingSince < 1000 && p.matchDone === 0 && p.enrichDone === 0) {
-            if (spinner !== undefined) spinner.text = `matching ${num(p.matchTotal)} domains`;
-            return;
-          }
-          stopSpinner();
-        }
-        drawBars(p, t);
-        return;
-      case 'write':
-        frame.clear();
-        if (options.outputToTerminal) stopSpinner();
-        else if (spinner === undefined) spinner = ora({ stream, text: 'writing results', discardStdin: false, hideCursor: true, ...spinnerColor }).start();
-        return;
-      case 'done':
-        frame.clear();
-        stopSpinner();
-        return;
-    }
-  };
-
   const onResize = (): void => {
-    if (current !== undefined && frame.active) render(current);
-  };
-
-  /** Prints a line above the live display without tearing it, broken at spaces to fit. */
-  const print = (line: string): void => {
-    const text = wrapWords(line, (stream.columns || 80) - 1);
-    if (spinner !== undefined) {
-      spinner.clear();
-      stream.write(`${text}\n`);
-      spinner.render();
-      return;
-    }
-    frame.printAbove(text);
+    if (current !== undefined && display.active) display.render(current);
   };
 
   return {
     begin(progress) {
       current = progress;
-      if (options.inputFromTerminal !== true) spinner = ora({ stream, text: 'reading input', discardStdin: false, hideCursor: true, ...spinnerColor }).start();
-      timer = setInterval(() => render(progress), 100);
-      timer.unref();
+      if (options.inputFromTerminal !== true) display.startSpinner('reading input');
+      tick(progress);
       stream.on?.('resize', onResize);
     },
     refresh() {
-      if (current !== undefined) render(current);
+      if (current !== undefined) display.render(current);
     },
-    note: (message) => print(`enrich: ${message}`),
-    warn: (message) => print(`enrich: ${message}`),
+    note: (message) => display.print(`enrich: ${message}`),
+    warn: (message) => display.print(`enrich: ${message}`),
     pause() {
-      if (timer !== undefined) clearInterval(timer);
-      timer = undefined;
-      frame.clear();
-      stopSpinner();
+      stopTicking();
+      display.clear();
       return () => {
         if (current === undefined || timer !== undefined) return;
-        const progress = current;
-        timer = setInterval(() => render(progress), 100);
-        timer.unref();
+        tick(current);
       };
     },
     end() {
-      if (timer !== undefined) clearInterval(timer);
-      timer = undefined;
+      stopTicking();
       stream.off?.('resize', onResize);
-      frame.clear();
-      stopSpinner();
+      display.clear();
     },
   };
 }

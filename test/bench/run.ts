@@ -17,8 +17,9 @@
  *   7. latency: a 500 req/s ceiling, answers fixed at 200 ms, uniform in 100-300 ms (default flags and
  *      --concurrency 256), lognormal: fraction of the ceiling, beside the 16-worker fetch script.
  *   8. startup: --version, --help and a resume with nothing to do, over node -e ''.
+ *   9. mechanisms: each speed mechanism kept beside its removal (issue 20; mechanisms.ts).
  *
- * BENCH_ONLY=rate,unlimited,scale,sandbox,buckets,latency,startup picks sections;
+ * BENCH_ONLY=rate,unlimited,scale,sandbox,buckets,latency,startup,mechanisms picks sections;
  * BENCH_QUICK=1 shrinks them.
  */
 import { execFileSync } from 'node:child_process';
@@ -29,9 +30,10 @@ import { fileURLToPath } from 'node:url';
 import { fixtureCompanies, writeInput } from './data.js';
 import { buildBaseline, V01_REF } from './baseline-v01.js';
 import { BIN, fmt, median, runMeasured, sandboxServer, sandboxStats, type Measured, type Server } from './lib.js';
+import { mechanisms } from './mechanisms.js';
 import { benchSandbox } from './sandbox.js';
 
-const only = new Set((process.env['BENCH_ONLY'] ?? 'rate,unlimited,scale,sandbox,buckets,latency,startup').split(','));
+const only = new Set((process.env['BENCH_ONLY'] ?? 'rate,unlimited,scale,sandbox,buckets,latency,startup,mechanisms').split(','));
 const quick = process.env['BENCH_QUICK'] === '1';
 const BASELINE = fileURLToPath(new URL('./baseline-fetch.mjs', import.meta.url));
 const PACED = fileURLToPath(new URL('./baseline-paced.mjs', import.meta.url));
@@ -315,6 +317,7 @@ try {
   if (only.has('buckets')) await buckets();
   if (only.has('latency')) await latency();
   if (only.has('startup')) await startup();
+  if (only.has('mechanisms')) await mechanisms(say, work, quick);
 } finally {
   await shared?.stop();
   rmSync(work, { recursive: true, force: true });
