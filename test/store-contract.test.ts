@@ -15,8 +15,8 @@ import { companyRecord } from './helpers/records.js';
  * resume play the cross-process cases with real child processes.
  */
 interface Backend {
-  /** A new run on the shared store. */
-  run(): ServiceStore;
+  /** A new run on the shared store, against one service (default 'svc'). */
+  run(service?: string): ServiceStore;
   /** As a kill -9 of that run's process. */
   kill(run: ServiceStore): void;
   close(): void;
@@ -36,10 +36,10 @@ const backends: [string, () => Backend][] = [
       const stores: Store[] = [];
       const path = join(dir.path, 'store.db');
       return {
-        run: () => {
+        run: (service = 'svc') => {
           const store = Store.open(path, { tool: 'contract' });
           stores.push(store);
-          return store.beginRun('svc', info);
+          return store.beginRun(service, info);
         },
         kill: (run) => void stores[0]?.db.prepare("UPDATE runs SET status = 'interrupted' WHERE id = ?").run(run.runId),
         close: () => stores.forEach((s) => s.close()),
@@ -50,7 +50,7 @@ const backends: [string, () => Backend][] = [
     'memory',
     () => {
       const store = new MemoryStore();
-      return { run: () => store.beginRun('svc'), kill: (run) => store.kill(run.runId), close: () => {} };
+      return { run: (service = 'svc') => store.beginRun(service), kill: (run) => store.kill(run.runId), close: () => {} };
     },
   ],
 ];
@@ -128,6 +128,15 @@ describe.each(backends)('the store contract: %s', (_name, make) => {
     const a = b.run();
     await write(a, intent('acme.com'), { t: 'unclaim', c: 'acme.com', g: 1, v: 1, key: 'acme.com#1' });
     expect(await write(b.run(), intent('acme.com'))).toStrictEqual([{ kind: 'ok' }]);
+  });
+
+  it('keeps services apart: what one service bought is nothing to another', async () => {
+    const a = b.run('svc');
+    await write(a, { t: 'match', d: 'acme.com', s: 'hit', c: 'acme.com', n: 'Acme' }, intent('acme.com'), hit('acme.com'));
+    const other = b.run('other-service');
+    expect(await other.holdsAny()).toBe(false);
+    expect((await other.companyState('acme.com')).held).toBeNull();
+    expect(await write(other, intent('acme.com'))).toStrictEqual([{ kind: 'ok' }]);
   });
 
   it('lets go of its claims when it ends, for other runs to take over at once', async () => {

@@ -215,7 +215,7 @@ async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSin
   const clock = ctx.clock ?? systemClock;
   const started = clock.now();
   const now = ctx.now ?? (() => Date.now());
-  const read = await readStage(options, ctx, progress, cleanups, now);
+  const read = await readStage(options, ctx, progress, cleanups);
   const plan = await planStage(options, ctx, read, cleanups, now);
   const { stop, declined } = await askStage(options, ctx, progress, cleanups, read, plan, { clock, random: ctx.random ?? Math.random, now });
   return writeStage(options, ctx, progress, read, plan, { stop, declined, elapsedMs: () => clock.now() - started });
@@ -232,7 +232,7 @@ interface Read {
 }
 
 /** 1. Read the whole input once: validate, normalise, dedupe. Nothing is sent before this ends. */
-async function readStage(options: RunOptions, ctx: RunContext, progress: ProgressSink, cleanups: Cleanups, now: () => number): Promise<Read> {
+async function readStage(options: RunOptions, ctx: RunContext, progress: ProgressSink, cleanups: Cleanups): Promise<Read> {
   if (options.input === '-' && (ctx.stdin as { isTTY?: boolean }).isTTY === true) {
     ctx.reporter.note('reading CSV from the terminal: paste or type it, then press Ctrl-D');
   }
@@ -241,7 +241,7 @@ async function readStage(options: RunOptions, ctx: RunContext, progress: Progres
   const watch = watchInput(input);
   tuneHeap(input.bytes, ctx.env);
   const detected = await detectFormat(input.path, input.displayName);
-  const sha256 = await inputSha256(input, scanCacheDir(options.store), now);
+  const sha256 = await inputSha256(input);
   const state = new RunState();
   const scan = await scanInput(options, ctx, progress, input, detected, sha256, state, watch);
   // The format is read from the first 64 KiB: a byte further on may show the file is not UTF-8

@@ -30,7 +30,7 @@ function identityOf(info: BigIntStats): string {
  * nothing measurable (a 1M-row rerun's CPU was 1.01x without it), so it went (issue 20).
  * The memo's folder and clock are still passed by commands/run.ts, and unused.
  */
-export async function inputSha256(input: InputSource, _memoDir?: string, _nowMs?: () => number): Promise<string> {
+export async function inputSha256(input: InputSource): Promise<string> {
   return hashFile(input.path);
 }
 

@@ -8,13 +8,24 @@ import type { Claim, CompanyState, HeldCompany, Lookup, RunEnd, ServiceStore, St
  * moved as on SQLite, so pipeline tests meet them without a database. Runs of one MemoryStore
  * share its records, as processes share a store file; a run is alive until it ends or `kill`.
  */
+/** One service's records: services never mix, as in every backend. */
+export class MemoryTables {
+  readonly lookups = new Map<string, Lookup>();
+  readonly companies = new Map<string, { held: HeldCompany; record: CompanyRecord }>();
+  readonly purchases = new Map<string, KeptPurchase>();
+
+  latest(domain: string): KeptPurchase | null {
+    let found: KeptPurchase | null = null;
+    for (const p of this.purchases.values()) if (p.domain === domain && (found === null || p.generation > found.generation)) found = p;
+    return found;
+  }
+}
+
 export class MemoryStore {
   readonly storeId = 'memory';
   private nextRun = 1;
   private readonly live = new Set<number>();
-  readonly lookups = new Map<string, Lookup>();
-  readonly companies = new Map<string, { held: HeldCompany; record: CompanyRecord }>();
-  readonly purchases = new Map<string, KeptPurchase>();
+  private readonly services = new Map<string, MemoryTables>();
   /** Every event appended by any run, in order. */
   readonly events: StoreEvent[] = [];
 
@@ -23,7 +34,9 @@ export class MemoryStore {
   beginRun(service = 'svc'): MemoryRun {
     const run = this.nextRun++;
     this.live.add(run);
-    return new MemoryRun(this, service, run);
+    let tables = this.services.get(service);
+    if (tables === undefined) this.services.set(service, (tables = new MemoryTables()));
+    return new MemoryRun(this, tables, service, run);
   }
 
   /** As a kill -9 would: the run's claims are left to be taken over. */
@@ -33,12 +46,6 @@ export class MemoryStore {
 
   alive(run: number): boolean {
     return this.live.has(run);
-  }
-
-  latest(domain: string): KeptPurchase | null {
-    let found: KeptPurchase | null = null;
-    for (const p of this.purchases.values()) if (p.domain === domain && (found === null || p.generation > found.generation)) found = p;
-    return found;
   }
 }
 
@@ -50,6 +57,7 @@ export class MemoryRun implements ServiceStore {
 
   constructor(
     private readonly store: MemoryStore,
+    private readonly tables: MemoryTables,
     readonly service: string,
     readonly runId: number,
   ) {
@@ -59,7 +67,7 @@ export class MemoryRun implements ServiceStore {
 
   async loadLookups(domains: readonly string[], indexOf: (domain: string) => number | undefined, visit: (index: number, lookup: Lookup) => void): Promise<void> {
     for (const domain of domains) {
-      const lookup = this.store.lookups.get(domain);
+      const lookup = this.tables.lookups.get(domain);
       const i = indexOf(domain);
       if (lookup !== undefined && i !== undefined) visit(i, lookup);
     }
@@ -77,33 +85,33 @@ export class MemoryRun implements ServiceStore {
   }
 
   private now(domain: string): CompanyState {
-    const latest = this.store.latest(domain);
-    return { held: this.store.companies.get(domain)?.held ?? null, purchase: latest === null ? null : publicPart(latest) };
+    const latest = this.tables.latest(domain);
+    return { held: this.tables.companies.get(domain)?.held ?? null, purchase: latest === null ? null : publicPart(latest) };
   }
 
   async records(companies: readonly string[]): Promise<Map<string, CompanyRecord>> {
     const found = new Map<string, CompanyRecord>();
     for (const c of companies) {
-      const record = this.store.companies.get(c)?.record;
+      const record = this.tables.companies.get(c)?.record;
       if (record !== undefined) found.set(c, record);
     }
     return found;
   }
 
   async holdsAny(): Promise<boolean> {
-    return this.store.companies.size > 0 || this.store.purchases.size > 0;
+    return this.tables.companies.size > 0 || this.tables.purchases.size > 0;
   }
 
   async creditsSince(since: number): Promise<number> {
     let credits = 0;
-    for (const p of this.store.purchases.values()) if (p.closedAt !== null && p.closedAt >= since) credits += p.credits + p.unconfirmed;
+    for (const p of this.tables.purchases.values()) if (p.closedAt !== null && p.closedAt >= since) credits += p.credits + p.unconfirmed;
     return credits;
   }
 
   /** Simpler than SQLite's rule (docs/money.md): bought by another run before this one began. */
   async savedAmong(companies: readonly string[]): Promise<number> {
     return companies.filter((c) => {
-      const p = this.store.latest(c);
+      const p = this.tables.latest(c);
       return p !== null && p.outcome === 'hit' && p.run !== this.runId && (p.closedAt ?? 0) < this.policyNow;
     }).length;
   }
@@ -121,24 +129,24 @@ export class MemoryRun implements ServiceStore {
     const now = this.store.now();
     const run = this.runId;
     const save = (p: KeptPurchase | null): void => {
-      if (p !== null) this.store.purchases.set(key(p.domain, p.generation), p);
+      if (p !== null) this.tables.purchases.set(key(p.domain, p.generation), p);
     };
-    const kept = (c: string, g: number): KeptPurchase | null => this.store.purchases.get(key(c, g)) ?? null;
+    const kept = (c: string, g: number): KeptPurchase | null => this.tables.purchases.get(key(c, g)) ?? null;
     switch (event.t) {
       case 'match':
-        if (event.s !== 'error') this.store.lookups.set(event.d, { status: event.s, company: event.c ?? null, name: event.n ?? null, checkedAt: now });
+        if (event.s !== 'error') this.tables.lookups.set(event.d, { status: event.s, company: event.c ?? null, name: event.n ?? null, checkedAt: now });
         return { kind: 'ok' };
       case 'intent': {
-        const decision = decideClaim({ held: this.store.companies.get(event.c)?.held ?? null, kept: kept(event.c, event.g), event, run, now, alive: (r) => r === run || this.store.alive(r) });
+        const decision = decideClaim({ held: this.tables.companies.get(event.c)?.held ?? null, kept: kept(event.c, event.g), event, run, now, alive: (r) => r === run || this.store.alive(r) });
         if ('busy' in decision) return { kind: 'busy' };
         save(decision.write);
         return decision.claim;
       }
       case 'enrich': {
         const at = event.at ?? now;
-        const held = this.store.companies.get(event.c)?.held;
+        const held = this.tables.companies.get(event.c)?.held;
         if (event.s === 'hit' && event.company !== undefined && (held === undefined || event.g >= held.generation)) {
-          this.store.companies.set(event.c, { held: { domain: event.c, name: event.company.name, boughtAt: at, lastUpdated: event.company.last_updated || null, generation: event.g, credits: event.charged ?? 0 }, record: event.company });
+          this.tables.companies.set(event.c, { held: { domain: event.c, name: event.company.name, boughtAt: at, lastUpdated: event.company.last_updated || null, generation: event.g, credits: event.charged ?? 0 }, record: event.company });
         }
         save(applyOutcome(kept(event.c, event.g), event, run, now));
         return { kind: 'ok' };
@@ -161,7 +169,7 @@ export class MemoryRun implements ServiceStore {
   }
 
   async releaseClaims(): Promise<void> {
-    for (const [k, p] of this.store.purchases) if (p.ownerRun === this.runId) this.store.purchases.set(k, { ...p, ownerRun: null });
+    for (const [k, p] of this.tables.purchases) if (p.ownerRun === this.runId) this.tables.purchases.set(k, { ...p, ownerRun: null });
   }
 }
 

@@ -101,57 +101,18 @@ describe('the SQLite store', () => {
       expect(batches).toHaveLength(4);
     });
 
-    it('gathers lookups apart, for a second or 5,000 of them, never holding up an intent', async () => {
-      const { batches, release, run } = heldRun();
-      void run.append(lookup('a.com'));
-      const claim = run.append({ t: 'intent', c: 'b.com', g: 1, v: 1, key: 'k-b' }, true);
-      await vi.advanceTimersByTimeAsync(1);
-      expect(batches).toStrictEqual([['b.com']]);
-      await release();
-      await expect(claim).resolves.toStrictEqual({ kind: 'ok' });
-      void run.append(lookup('c.com'));
-      await vi.advanceTimersByTimeAsync(990);
-      expect(batches).toHaveLength(1);
-      await vi.advanceTimersByTimeAsync(30);
-      expect(batches[1]).toStrictEqual(['a.com', 'c.com']);
-      await release();
-      // 5,000 waiting go at once...
-      for (let i = 0; i < 5_000; i++) void run.append(lookup(`d${i}.com`));
-      await vi.advanceTimersByTimeAsync(20);
-      expect(batches[2]).toHaveLength(5_000);
-      await release();
-      // ...and a flush takes whatever is gathering.
-      void run.append(lookup('e.com'));
-      const flushed = run.flush();
-      await vi.advanceTimersByTimeAsync(0);
-      expect(batches[3]).toStrictEqual(['e.com']);
-      await release();
-      await flushed;
-      expect(batches).toHaveLength(4);
-    });
-
-    it("takes the lookup that named an intent's company into the intent's commit; ripe lookups wait for one without an intent", async () => {
+    it("writes a lookup no later than an intent that follows it: the lookup that named the company is on disk with the intent", async () => {
       const { batches, release, run } = heldRun();
       void run.append({ t: 'match', d: 'www-acme.com', s: 'hit', c: 'acme.com', n: 'Acme' });
       void run.append(lookup('other.com'));
       const claim = run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k-acme' }, true);
       await vi.advanceTimersByTimeAsync(1);
-      expect(batches).toStrictEqual([['www-acme.com', 'acme.com']]);
+      expect(batches).toStrictEqual([['www-acme.com', 'other.com', 'acme.com']]);
       await release();
       await expect(claim).resolves.toStrictEqual({ kind: 'ok' });
-      // The other lookup ripens while an intent is queued: the intent goes alone, the lookup after.
-      await vi.advanceTimersByTimeAsync(999);
-      void run.append({ t: 'intent', c: 'b.com', g: 1, v: 1, key: 'k-b' }, true);
-      await vi.advanceTimersByTimeAsync(1);
-      expect(batches[1]).toStrictEqual(['b.com']);
-      await release();
-      expect(batches[2]).toStrictEqual(['other.com']);
-      await release();
-      await run.flush();
-      expect(batches).toHaveLength(3);
     });
 
-    it('writes no empty batch when every gathering lookup went with an intent', async () => {
+    it('writes no empty batch once everything went with an intent', async () => {
       const { batches, release, run } = heldRun();
       void run.append({ t: 'match', d: 'www.acme.com', s: 'hit', c: 'acme.com', n: 'Acme' });
       const claim = run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k-acme' }, true);

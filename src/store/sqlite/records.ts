@@ -1,15 +1,13 @@
 import type { CompanyRecord } from '../../api/types.js';
 import { LEASE_MS, StoreWriteError, type Connection } from './connection.js';
 import { creditsSince, savedAmong } from './money.js';
-import type { Claim, CompanyState, HeldCompany, Lookup, MatchEvent, Purchase, RunEnd, ServiceStore, StoreEvent } from '../types.js';
+import type { Claim, CompanyState, HeldCompany, Lookup, Purchase, RunEnd, ServiceStore, StoreEvent } from '../types.js';
 import { openChannel, type WriteChannel, type WriterChoice } from './write-channel.js';
-import { COMPANY_COLUMNS, OK, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
+import { COMPANY_COLUMNS, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
 
 interface Pending extends WriteItem {
   resolve: (claim: Claim) => void;
   reject: (error: Error) => void;
-  /** A lookup taken from the gathering ones into an intent's batch. */
-  taken?: boolean;
 }
 
 /** Outcomes gather this long (or this many) before a commit; intents never wait for it. */
@@ -17,12 +15,6 @@ const BATCH_MS = 20;
 const BATCH_ROWS = 2_000;
 /** Intents wait this long for others to share their commit and its fsync (a paid call waits on it). */
 const INTENT_GATHER_MS = 1;
-/**
- * Lookups gather apart, this long or this many: losing some costs only a free match again, and
- * a table of random domains is rewritten page by page by every commit that adds a few to it.
- */
-const LOOKUP_GATHER_MS = 1_000;
-const LOOKUP_ROWS = 5_000;
 /** Up to this many keys are always read by point queries (ServiceRecords.visit). */
 const FEW_KEYS = 64;
 /** How often a run says it is alive (its lease, in sqlite.ts, is a few of these). */
@@ -63,14 +55,6 @@ export class ServiceRecords implements ServiceStore {
   private channel: WriteChannel | null = null;
   /** An intent is among the queued events: the next batch goes as soon as it may. */
   private urgentQueued = false;
-  /** Lookups gathering apart from the queue (LOOKUP_GATHER_MS), and whether their time is up. */
-  private lookups: Pending[] = [];
-  /** The gathering lookups of hits, by the company they name. */
-  private lookupsOf = new Map<string, Pending[]>();
-  /** The gathering lookup of each domain. */
-  private lookupOfDomain = new Map<string, Pending>();
-  private lookupsRipe = false;
-  private lookupTimer: NodeJS.Timeout | null = null;
   /** Flushes waiting: while any is, nothing gathers, every batch goes at once. */
   private flushing = 0;
 
@@ -212,11 +196,6 @@ export class ServiceRecords implements ServiceStore {
       failed.catch(() => {});
       return failed;
     }
-    if (event.t === 'match' && !durable) return this.appendLookup(event);
-    // The lookup that named an intent's company goes in the intent's commit: a run killed before
-    // the lookups' own would leave a purchase open that this input, matched again, might not
-    // find its way back to.
-    if (event.t === 'intent') this.takeLookupsOf(event.c);
     const written = new Promise<Claim>((resolve, reject) => this.queue.push({ event, durable, resolve, reject }));
     // Callers need not wait on non-durable events; a failure still surfaces on flush.
     written.catch(() => {});
@@ -226,67 +205,9 @@ export class ServiceRecords implements ServiceStore {
     return written;
   }
 
-  private appendLookup(event: MatchEvent): Promise<Claim> {
-    let pending!: Pending;
-    const written = new Promise<Claim>((resolve, reject) => (pending = { event, durable: false, resolve, reject }));
-    written.catch(() => {});
-    // A domain's newer lookup supersedes one still gathering (the last one wins): only the newer
-    // is written, so taking it forward into an intent's commit cannot reorder the two.
-    const earlier = this.lookupOfDomain.get(event.d);
-    if (earlier !== undefined && earlier.taken !== true) {
-      earlier.taken = true;
-      earlier.resolve(OK);
-    }
-    this.lookupOfDomain.set(event.d, pending);
-    this.lookups.push(pending);
-    if (event.c !== undefined) {
-      const named = this.lookupsOf.get(event.c);
-      if (named === undefined) this.lookupsOf.set(event.c, [pending]);
-      else named.push(pending);
-    }
-    if (this.lookups.length >= LOOKUP_ROWS) this.ripenLookups();
-    else if (this.lookupTimer === null) {
-      this.lookupTimer = setTimeout(() => this.ripenLookups(), LOOKUP_GATHER_MS);
-      this.lookupTimer.unref();
-    }
-    return written;
-  }
-
-  /** Moves the gathering lookups that name `company` to the queue (marked, left where they were). */
-  private takeLookupsOf(company: string): void {
-    const named = this.lookupsOf.get(company);
-    if (named === undefined) return;
-    this.lookupsOf.delete(company);
-    for (const p of named) {
-      p.taken = true;
-      this.queue.push(p);
-    }
-  }
-
-  /** The gathering lookups not taken or superseded, which leave the gathering with them. */
-  private takeGathered(): Pending[] {
-    if (this.lookupTimer !== null) clearTimeout(this.lookupTimer);
-    this.lookupTimer = null;
-    const gathered = this.lookups.filter((p) => p.taken !== true);
-    this.lookups = [];
-    this.lookupsOf.clear();
-    this.lookupOfDomain.clear();
-    this.lookupsRipe = false;
-    return gathered;
-  }
-
-  /** The gathered lookups go with the next batch (or one of their own). */
-  private ripenLookups(): void {
-    if (this.lookupTimer !== null) clearTimeout(this.lookupTimer);
-    this.lookupTimer = null;
-    this.lookupsRipe = true;
-    this.draining ??= this.drain(false);
-  }
-
   async flush(): Promise<void> {
     this.flushing++;
     try {
-      if (this.lookups.length > 0) this.ripenLookups();
       this.hurry?.(0);
       if (this.draining !== null) await this.draining;
     } finally {
@@ -320,19 +241,10 @@ export class ServiceRecords implements ServiceStore {
       await this.nextBatch(urgent);
       this.hurry = null;
     }
-    while (this.failure === null && (this.queue.length > 0 || this.lookupsRipe)) {
-      let batch = this.queue;
-      const urgent = this.urgentQueued;
+    while (this.failure === null && this.queue.length > 0) {
+      const batch = this.queue;
       this.queue = [];
       this.urgentQueued = false;
-      // Ripe lookups wait for a batch without an intent (a paid call waits on its commit), but
-      // not past LOOKUP_ROWS of them, so a long run of purchases does not hold them all back.
-      if (this.lookupsRipe && (!urgent || batch.length === 0 || this.lookups.length >= LOOKUP_ROWS)) {
-        // Lookups first: they depend on nothing, and nothing queued depends on them.
-        batch = this.takeGathered().concat(batch);
-      }
-      // Every ripe lookup was taken into an intent's commit: nothing is left to write.
-      if (batch.length === 0) continue;
       try {
         const durable = batch.some((p) => p.durable);
         this.channel ??= openChannel(this.writer, this.store, this.serviceId, this.run);
@@ -346,7 +258,7 @@ export class ServiceRecords implements ServiceStore {
         batch.forEach((p, i) => p.resolve(claims[i] as Claim));
       } catch (error) {
         this.failure = new StoreWriteError(this.store.path, error);
-        for (const p of [...batch, ...this.queue, ...this.takeGathered()]) p.reject(this.failure);
+        for (const p of [...batch, ...this.queue]) p.reject(this.failure);
         this.queue = [];
       }
       // What queued while that batch committed goes at once only if an intent waits in it, it is

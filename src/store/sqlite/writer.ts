@@ -97,9 +97,12 @@ export class RecordWriter {
 
   /** Writes events of the past (an imported journal) in one transaction, each at its own time. */
   importEvents(events: readonly { event: StoreEvent; at: number }[]): void {
+    // IMMEDIATE, as write() begins: each event reads its purchase before it writes, and a plain
+    // BEGIN would take the write lock only then, failing (SQLITE_BUSY_SNAPSHOT) if another process
+    // committed in between.
     this.store.db.transaction(() => {
       for (const { event, at } of events) this.apply(event, at);
-    })();
+    }).immediate();
   }
 
   private setSynchronous(mode: 'FULL' | 'NORMAL'): void {
