@@ -51,11 +51,8 @@ const SHARE_SPAN = 200;
 const SHARE_BACKOFF = 0.98;
 /** Pacing intervals from this long are kept to a fraction of a millisecond (clock.until). */
 const PRECISE_FROM_MS = 4;
-/** A compounded cut stops at this share of the rate accepted over the last FLOOR_SPAN_MS. */
-const FLOOR_SHARE = 0.9;
-const FLOOR_SPAN_MS = 500;
 /** 429s fewer paced requests apart than this are the pace over the ceiling, not brushing it. */
-const DENSE_SPACING = 15;
+const DENSE_SPACING = 10;
 
 interface Waiter {
   resolve: () => void;
@@ -102,22 +99,13 @@ export class AdaptiveLimiter {
   private from = 0;
   private plateauRate = Number.POSITIVE_INFINITY;
   private sinceDecrease = 0;
+  private startedAt: number | null = null;
   private readonly accepted = new Recent(4096);
-  /** When the requests accepted lately were sent, and the smoothed time to their answers. */
-  private readonly acceptedSent = new Recent(4096);
-  private latency = 0;
   /** Callers released so far, and how many had been when the last 429 (of a paced request) came. */
   private released = 0;
   private lastRefusal = Number.NEGATIVE_INFINITY;
-  /** The first caller's time. */
-  private startedAt = Number.NaN;
-  /** When the unpaced start ended: slow start's growth is measured from there. */
-  private pacedSince = Number.NEGATIVE_INFINITY;
-  private refusalBefore = Number.NEGATIVE_INFINITY;
   /** Moving average of the share of paced requests refused. */
   private refusedShare = 0;
-  /** Callers released when the share of refusals last cut the pace. */
-  private lastShareCut = Number.NEGATIVE_INFINITY;
   private readonly cuts = new Recent(CLUSTER_CUTS);
   private readonly backoff: number;
   private readonly plateau: number;
@@ -147,7 +135,7 @@ export class AdaptiveLimiter {
   /** Waits for this caller's turn. Callers go in arrival order, one pacing interval apart. */
   acquire(signal?: AbortSignal): Promise<void> {
     const now = this.options.clock.now();
-    if (Number.isNaN(this.startedAt)) this.startedAt = now;
+    this.startedAt ??= now;
     if (this.queued === 0 && now >= this.nextAt()) {
       this.lastRelease = now;
       this.released++;
@@ -222,8 +210,6 @@ export class AdaptiveLimiter {
   onAccepted(sentAt: number): void {
     const now = this.options.clock.now();
     this.accepted.add(now);
-    this.acceptedSent.add(sentAt);
-    this.latency = this.latency === 0 ? now - sentAt : this.latency * 0.9 + (now - sentAt) * 0.1;
     if (this.paced) this.refusedShare *= 1 - 1 / SHARE_SPAN;
     const dt = Math.min(1000, now - this.lastGrowth) / 1000;
     // Grow only while callers queue for the pacer (the pace, not the input, is the bottleneck),
@@ -237,7 +223,7 @@ export class AdaptiveLimiter {
     if (this.slowStart) {
       // Never more than twice what was accepted over the last second: when the window, not the
       // pace, is what holds requests back, a pace grown on paper would be a burst when it opens.
-      const since = Math.max(now - 1000, this.pausedUntil, this.pacedSince);
+      const since = Math.max(now - 1000, this.pausedUntil);
       const accepted = (this.accepted.since(since) * 1000) / Math.max(100, now - since);
       this.rate = Math.max(this.rate, Math.min(this.rate * SLOW_START_GROWTH ** dt, 2 * accepted));
     } else {
@@ -250,19 +236,10 @@ export class AdaptiveLimiter {
     this.kick();
   }
 
-  /**
-   * The least a compounded cut may bring the pace to: a little under the rate at which requests
-   * sent lately (the last FLOOR_SPAN_MS before one latency ago: those answered by now) were
-   * accepted. While a bucket refuses, what it accepts is its ceiling; a fixed window refuses
-   * everything from its count to its boundary whatever the pace, and without this floor the cuts
-   * for those refusals compounded to a twentieth of the pace. Counted by the time a request left,
-   * not when its answer came, so a slow service's answers to requests sent before its bucket ran
-   * dry do not hold the floor up. If the ceiling really fell, what is accepted falls with it.
-   */
-  private floor(now: number): number {
-    const to = now - this.latency;
-    const accepted = this.acceptedSent.since(to - FLOOR_SPAN_MS) - this.acceptedSent.since(to);
-    return (FLOOR_SHARE * accepted * 1000) / FLOOR_SPAN_MS;
+  /** Accepted answers a second since the start (over one second at least). */
+  private acceptedRate(now: number): number {
+    const span = Math.max(1, (now - (this.startedAt ?? now)) / 1000);
+    return this.accepted.since(now - span * 1000) / span;
   }
 
   private pause(now: number, retryAfterSeconds: number): void {
@@ -277,29 +254,19 @@ export class AdaptiveLimiter {
     // The answers to requests sent before the last cut say nothing about the pace since.
     if (sentAt <= this.lastDecrease) return;
     if (!this.paced) {
-      // The first 429 of an unpaced start: the bucket is empty. What was accepted over the last
-      // second (or since the start, a tenth of a second at least) is the first estimate (a fixed window's count exactly; a drained bucket's rate and
-      // some of its depth, which the dense refusals that follow cut back within a round trip).
-      // Nobody else waits: those sent too fast are refused and wait their own Retry-After, and
-      // at the estimated pace the rest mostly pass (a second of pause is a tenth of a short batch).
-      const span = Math.min(1000, Math.max(100, now - this.startedAt));
-      // At least one: the refused answer can come back before the first accepted one does.
-      this.rate = Math.max(1, (Math.max(1, this.accepted.since(now - span)) * 1000) / span);
-      this.pacedSince = now;
+      // The first 429 of an unpaced start: the bucket is empty and everything in flight was sent
+      // too fast, so everyone waits once. What was accepted so far is the first estimate.
+      this.pause(now, retryAfterSeconds);
+      this.rate = Math.max(1, this.acceptedRate(now));
       this.lastDecrease = now;
       this.lastGrowth = now;
       return;
     }
     this.refusedShare = this.refusedShare * (1 - 1 / SHARE_SPAN) + 1 / SHARE_SPAN;
-    // Three refusals within DENSE_SPACING requests: two that close come by chance from jitter alone
-    // (at 2% refused, one refusal in six has another within ten requests).
-    const dense = this.released - this.refusalBefore < DENSE_SPACING;
-    this.refusalBefore = this.lastRefusal;
+    const spacing = this.released - this.lastRefusal;
     this.lastRefusal = this.released;
+    const dense = spacing < DENSE_SPACING;
     if (!dense && this.refusedShare <= JITTER_SHARE) return;
-    // The share is an average over the last SHARE_SPAN requests: after a cut, wait until half of
-    // them were sent at the new pace before judging it, or one burst of jitter walks it down in steps.
-    if (!dense && this.released - this.lastShareCut < SHARE_SPAN / 2) return;
     this.slowStart = false;
     // Refusals a few requests apart mean the pace is over the ceiling, and cuts that follow each
     // other within a second cut harder each time (a deep bucket hid how far slow start went past
@@ -307,29 +274,15 @@ export class AdaptiveLimiter {
     // 429s). Sparser ones are the pace brushing the ceiling: one plain cut each.
     let recentCuts = 1;
     if (dense) {
-      const floor = this.floor(now);
       recentCuts = this.cuts.since(now - 1000) + 1;
-      const to = this.rate * this.backoff ** recentCuts;
-      // At the floor, a refusal is the service's count running out, not the pace: it neither cuts
-      // further nor counts towards the cluster that pauses everyone.
-      if (to <= floor) {
-        if (this.rate > floor) this.cut(floor, this.backoff);
-        this.lastDecrease = now;
-        return;
-      }
       this.cuts.add(now);
-      this.cut(to, this.backoff);
+      this.cut(this.rate * this.backoff ** recentCuts, this.backoff);
     } else {
-      this.lastShareCut = this.released;
       this.cut(this.rate * SHARE_BACKOFF, SHARE_BACKOFF);
     }
     // Still refused after cuts that took the pace to a fraction of what it was a second ago: the
     // ceiling fell (or another client shares the key). Everyone waits out the Retry-After.
-    if (recentCuts >= CLUSTER_CUTS) {
-      this.pause(now, retryAfterSeconds);
-      // The pace is a small fraction of what it was: find the ceiling again quickly, as at the start.
-      this.slowStart = true;
-    }
+    if (recentCuts >= CLUSTER_CUTS) this.pause(now, retryAfterSeconds);
     this.lastDecrease = now;
     this.lastGrowth = now;
   }
