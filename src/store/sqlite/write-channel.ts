@@ -80,6 +80,9 @@ export function openChannel(choice: WriterChoice, store: Connection, serviceId: 
  * write never pays for it). It holds the process open only while a batch is out. A thread that
  * fails to start or dies fails every batch still out, as a failed write would.
  */
+/** The writer thread's young generation, in MiB (see threadChannel). */
+const WRITER_YOUNG_MB = 4;
+
 export function threadChannel(file: string, data: WriterThreadData): WriteChannel {
   let worker: Worker | null = null;
   let starting: Promise<Worker> | null = null;
@@ -97,7 +100,9 @@ export function threadChannel(file: string, data: WriterThreadData): WriteChanne
 
   const start = async (): Promise<Worker> => {
     const { Worker } = builtin<typeof WorkerThreads>('node:worker_threads');
-    const w = new Worker(file, { workerData: data });
+    // A small young generation: the thread's garbage is short-lived rows and purchases, and V8's
+    // default lets it grow by tens of MiB (a 1M-row run peaked 25 MiB higher with it, no faster).
+    const w = new Worker(file, { workerData: data, resourceLimits: { maxYoungGenerationSizeMb: WRITER_YOUNG_MB } });
     w.unref();
     w.on('message', (reply: WriterReply) => {
       const p = pending.get(reply.id);
