@@ -89,6 +89,21 @@ describe('the live display, driven by progress', () => {
     expect(screen.join('\n')).not.toMatch(/[█░]|matching|enriching/);
   });
 
+  it('redraws row by row, never erasing to the end of the screen (tmux pushes a screen so cleared from its top row into scrollback, on every redraw)', async () => {
+    const t = await gatedRun(80, 4);
+    // Several redraws, each after more answers: progress, not time.
+    for (let step = 1; step <= 3; step++) {
+      const mark = t.output().length;
+      gate?.allow(4);
+      await t.waitForScreen((s) => lineOf(s, 'matching') !== undefined, mark);
+    }
+    gate?.open();
+    expect(await t.exited).toBe(0);
+    // ED in any form (erase below, the whole screen, the scrollback): none.
+    expect(t.output()).not.toMatch(new RegExp(`${String.fromCharCode(27)}\\[[0-3]?J`));
+    expect(finalScreen(t.output(), 80)[0]).toBe('enrich: done');
+  });
+
   it('Ctrl-C erases the display, says so once, and every line breaks between words', async () => {
     const t = await gatedRun(60, 4);
     await t.waitForScreen((s) => lineOf(s, 'enriching') !== undefined);

@@ -2,6 +2,7 @@ import { rowsFor } from './layout.js';
 
 const HIDE_CURSOR = '\x1b[?25l';
 const SHOW_CURSOR = '\x1b[?25h';
+const ERASE_LINE = '\x1b[2K';
 
 /**
  * A block of lines redrawn in place at the bottom of a terminal. It remembers what it drew, so
@@ -23,12 +24,17 @@ export class LiveFrame {
     return this.drawn.length > 0;
   }
 
-  /** The escape sequence that takes the cursor to the frame's first row and erases to the end. */
+  /**
+   * The escape sequence that erases the frame's rows, bottom to top, and leaves the cursor at the
+   * start of its first. Row by row, never "to the end of the screen": tmux takes that erase, from
+   * a frame on the screen's top row, for a clear, and pushes the whole screen into its scrollback
+   * (scroll-on-clear) on every redraw.
+   */
   private erase(): string {
     if (this.drawn.length === 0) return '';
     const width = this.stream.columns || 80;
     const rows = this.drawn.reduce((n, line) => n + rowsFor(line.length, width), 0);
-    return `\r${rows > 1 ? `\x1b[${rows - 1}A` : ''}\x1b[J`;
+    return `\r${ERASE_LINE}${`\x1b[1A${ERASE_LINE}`.repeat(rows - 1)}`;
   }
 
   draw(lines: readonly string[], force = false): void {
