@@ -1,4 +1,4 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
@@ -114,6 +114,28 @@ describe('a failed run', () => {
     const r = await runProcess([bad, '--sandbox', '--store', dir.file('stale.db'), '--summary-json', summary]);
     expect(r.code).toBe(2);
     expect(existsSync(summary)).toBe(false);
+  });
+
+  it('touches no file when the command line itself is refused (the path it names may be the mistake)', async () => {
+    const summary = dir.file('kept.json', '{"status":"done"}\n');
+    const r = await runProcess([dir.file('in.csv', 'domain\nacme.com\n'), '--sandbox', '--no-such-flag', '--summary-json', summary]);
+    expect(r.code).toBe(2);
+    expect(readFileSync(summary, 'utf8')).toBe('{"status":"done"}\n');
+  });
+});
+
+describe('a run with nothing to send', () => {
+  it('does not contact the service, so a wrong key exits 0 when the store answers every row; doctor names the refused key (exit 5)', async () => {
+    const input = dir.file('held.csv', csvText([['domain'], [[...sb.directory][0]?.domain ?? 'acme.com']]));
+    const store = dir.file('held.db');
+    const first = await runProcess([input, '-o', dir.file('held.out.csv'), '--store', store], { env: { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY } });
+    expect(first.code, first.stderr).toBe(0);
+    const requests = sb.stats.requests;
+    const wrong = { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: 'sk_wrong_key_99999' };
+    const again = await runProcess([input, '-o', dir.file('held.out.csv'), '--store', store], { env: wrong });
+    expect([again.code, sb.stats.requests]).toStrictEqual([0, requests]);
+    const doctor = await runProcess(['doctor', '--store', store], { env: wrong });
+    expect(doctor.code).toBe(5);
   });
 });
 
