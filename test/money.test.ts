@@ -40,8 +40,8 @@ describe('balances and stops', () => {
     const s = new RunState();
     s.addDomain('a.com');
     s.loadDomain(0, { action: 'hit', company: 'a.com', name: 'A' });
-    s.apply({ t: 'enrich', c: 'a.com', g: 1, v: 1, s: 'hit', charged: 1, remaining: 9_861 });
-    s.apply({ t: 'enrich', c: 'a.com', g: 1, v: 1, s: 'hit', charged: 0, remaining: 9_873 });
+    s.apply({ type: 'enrich', company: 'a.com', generation: 1, keyVersion: 1, status: 'hit', charged: 1, remaining: 9_861 });
+    s.apply({ type: 'enrich', company: 'a.com', generation: 1, keyVersion: 1, status: 'hit', charged: 0, remaining: 9_873 });
     expect(s.creditsRemaining).toBe(9_861);
   });
 

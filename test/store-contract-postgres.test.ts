@@ -98,8 +98,8 @@ const record = (domain: string, name = domain): CompanyRecord => ({
   hq_city: null,
   last_updated: '2026-01-01T00:00:00Z',
 });
-const intent = (c: string, extra: Partial<Extract<StoreEvent, { t: 'intent' }>> = {}): StoreEvent => ({ t: 'intent', c, g: 1, v: 1, key: `k-${c}`, ...extra });
-const hit = (c: string, g = 1, at = Date.now()): StoreEvent => ({ t: 'enrich', c, g, v: 1, s: 'hit', charged: 1, company: record(c), key_used: `k-${c}`, at });
+const intent = (c: string, extra: Partial<Extract<StoreEvent, { type: 'intent' }>> = {}): StoreEvent => ({ type: 'intent', company: c, generation: 1, keyVersion: 1, key: `k-${c}`, ...extra });
+const hit = (c: string, g = 1, at = Date.now()): StoreEvent => ({ type: 'enrich', company: c, generation: g, keyVersion: 1, status: 'hit', charged: 1, record: record(c), keyUsed: `k-${c}`, at });
 
 describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
   let opened: Opened;
@@ -112,9 +112,9 @@ describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
     const s = await open();
     const a = await s.begin();
     expect(await a.holdsAny()).toBe(false);
-    await a.append({ t: 'match', d: 'www-acme.com', s: 'hit', c: 'acme.com', n: 'Acme' });
-    await a.append({ t: 'match', d: 'nobody.com', s: 'miss' });
-    await a.append({ t: 'match', d: 'broken.com', s: 'error', code: 'internal' });
+    await a.append({ type: 'match', domain: 'www-acme.com', status: 'hit', company: 'acme.com', name: 'Acme' });
+    await a.append({ type: 'match', domain: 'nobody.com', status: 'miss' });
+    await a.append({ type: 'match', domain: 'broken.com', status: 'error', code: 'internal' });
     expect(await a.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
     const during = await a.companyState('acme.com');
     expect(during.purchase).toMatchObject({ outcome: 'open', keyVersion: 1, intentKey: 'k-acme.com' });
@@ -159,7 +159,7 @@ describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
     await a.append(hit('acme.com'));
     await a.flush();
     const b = await s.begin();
-    const refresh = (freshSince: number | null): Promise<unknown> => b.append(intent('acme.com', { g: 2, key: 'k2', freshSince }), true);
+    const refresh = (freshSince: number | null): Promise<unknown> => b.append(intent('acme.com', { generation: 2, key: 'k2', freshSince }), true);
     expect(await refresh(null)).toMatchObject({ kind: 'held', held: { generation: 1 } });
     expect(await refresh(Date.now() - 60_000)).toMatchObject({ kind: 'held' });
     expect(await refresh(Date.now() + 60_000)).toStrictEqual({ kind: 'ok' });
@@ -169,19 +169,19 @@ describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
     const s = await open();
     const a = await s.begin();
     await a.append(intent('acme.com'), true);
-    await a.append({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired', unconfirmed: true });
+    await a.append({ type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired', unconfirmed: true });
     await a.flush();
     await a.endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
     const b = await s.begin();
     expect(await b.append(intent('acme.com'), true)).toMatchObject({ kind: 'moved', purchase: { keyVersion: 2, intentKey: null, unconfirmed: 1, errorCode: 'internal' } });
-    expect(await b.append(intent('acme.com', { v: 2, key: 'k2' }), true)).toStrictEqual({ kind: 'ok' });
+    expect(await b.append(intent('acme.com', { keyVersion: 2, key: 'k2' }), true)).toStrictEqual({ kind: 'ok' });
   });
 
   it('takes over a dead run\'s claim under its own key (tookOver), keeping when its answer went missing', async () => {
     const s = await open();
     const a = await s.begin();
     await a.append(intent('acme.com', { at: 1_000 }), true);
-    await a.append({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'network_error', key: 'kept', lost: true, at: 2_000 });
+    await a.append({ type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true, at: 2_000 });
     await a.flush();
     // Run a ran on another machine whose heartbeat stopped a lease ago.
     await s.raw("UPDATE runs SET host = 'container-a1b2', heartbeat_at = ? WHERE id = ?", Date.now() - LEASE_MS - 5_000, a.runId);
@@ -199,11 +199,11 @@ describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
     await a.append(intent('acme.com'), true);
     await a.append(intent('beta.com'), true);
     expect((await b.append(intent('acme.com'), true)).kind).toBe('busy');
-    await a.append({ t: 'release', c: 'acme.com', g: 1 });
+    await a.append({ type: 'release', company: 'acme.com', generation: 1 });
     await a.flush();
     expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
     // A release by a run that no longer owns it changes nothing.
-    await a.append({ t: 'release', c: 'acme.com', g: 1 });
+    await a.append({ type: 'release', company: 'acme.com', generation: 1 });
     await a.flush();
     expect((await s.raw("SELECT owner_run FROM purchases WHERE domain = 'acme.com'")).map((r) => Number(r['owner_run']))).toStrictEqual([b.runId]);
     expect((await b.append(intent('beta.com'), true)).kind).toBe('busy');
@@ -217,7 +217,7 @@ describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
     const s = await open();
     const a = await s.begin();
     await a.append(intent('acme.com'), true);
-    await a.append({ t: 'unclaim', c: 'acme.com', g: 1, v: 1, key: 'k-acme.com' });
+    await a.append({ type: 'unclaim', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k-acme.com' });
     await a.append(intent('beta.com'), true);
     await a.flush();
     expect((await a.companyState('acme.com')).purchase).toMatchObject({ intentKey: null, outcome: 'open', lostAt: null });
@@ -225,12 +225,12 @@ describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
     expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
     // Taken over by b (a's lease lapsed on another host): a's late retire and unclaim change nothing.
     await s.raw("UPDATE purchases SET owner_run = ? WHERE domain = 'beta.com'", b.runId);
-    await a.append({ t: 'enrich', c: 'beta.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired' });
-    await a.append({ t: 'unclaim', c: 'beta.com', g: 1, v: 1, key: 'k-beta.com' });
+    await a.append({ type: 'enrich', company: 'beta.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired' });
+    await a.append({ type: 'unclaim', company: 'beta.com', generation: 1, keyVersion: 1, key: 'k-beta.com' });
     await a.flush();
     expect((await b.companyState('beta.com')).purchase).toMatchObject({ keyVersion: 1, intentKey: 'k-beta.com' });
     // Its own key it retires: the next attempt takes version 2.
-    await b.append({ t: 'enrich', c: 'beta.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired' });
+    await b.append({ type: 'enrich', company: 'beta.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired' });
     await b.flush();
     expect((await b.companyState('beta.com')).purchase).toMatchObject({ keyVersion: 2, intentKey: null, unconfirmed: 0 });
   });
@@ -239,9 +239,9 @@ describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
     const s = await open();
     const a = await s.begin();
     await a.append(hit('acme.com', 2));
-    await a.append({ ...hit('acme.com', 1), company: record('acme.com', 'Old') } as StoreEvent);
+    await a.append({ ...hit('acme.com', 1), record: record('acme.com', 'Old') } as StoreEvent);
     await a.append(intent('bad.com'), true);
-    await a.append({ t: 'enrich', c: 'bad.com', g: 1, v: 1, s: 'error', code: 'validation_error', final: true });
+    await a.append({ type: 'enrich', company: 'bad.com', generation: 1, keyVersion: 1, status: 'error', code: 'validation_error', final: true });
     await a.flush();
     expect((await a.records(['acme.com'])).get('acme.com')?.name).toBe('acme.com');
     expect((await a.companyState('acme.com')).held?.generation).toBe(2);
@@ -323,7 +323,7 @@ describe.each([sqlite, postgres])('the store contract across processes: $name', 
     await run.exited;
     const next = await opened.begin();
     for (let i = 0; i < 20; i++) {
-      expect(await next.append({ t: 'intent', c: `c${i}.com`, g: 1, v: 1, key: `k-c${i}.com` }, true)).toStrictEqual({ kind: 'ok', tookOver: true });
+      expect(await next.append({ type: 'intent', company: `c${i}.com`, generation: 1, keyVersion: 1, key: `k-c${i}.com` }, true)).toStrictEqual({ kind: 'ok', tookOver: true });
     }
     await next.close();
   }, 60_000);

@@ -56,8 +56,8 @@ const backends: [string, () => Backend][] = [
 ];
 
 const record = (domain: string): CompanyRecord => companyRecord(domain);
-const intent = (c: string, over: Partial<Extract<StoreEvent, { t: 'intent' }>> = {}): StoreEvent => ({ t: 'intent', c, g: 1, v: 1, key: `${c}#1`, freshSince: null, ...over });
-const hit = (c: string, g = 1): StoreEvent => ({ t: 'enrich', c, g, v: 1, s: 'hit', charged: 1, company: record(c), key_used: `${c}#${g}` });
+const intent = (c: string, over: Partial<Extract<StoreEvent, { type: 'intent' }>> = {}): StoreEvent => ({ type: 'intent', company: c, generation: 1, keyVersion: 1, key: `${c}#1`, freshSince: null, ...over });
+const hit = (c: string, g = 1): StoreEvent => ({ type: 'enrich', company: c, generation: g, keyVersion: 1, status: 'hit', charged: 1, record: record(c), keyUsed: `${c}#${g}` });
 
 describe.each(backends)('the store contract: %s', (_name, make) => {
   let b: Backend;
@@ -68,7 +68,7 @@ describe.each(backends)('the store contract: %s', (_name, make) => {
 
   async function write(run: ServiceStore, ...events: StoreEvent[]) {
     const claims = [];
-    for (const e of events) claims.push(await run.append(e, e.t === 'intent'));
+    for (const e of events) claims.push(await run.append(e, e.type === 'intent'));
     await run.flush();
     return claims;
   }
@@ -76,7 +76,7 @@ describe.each(backends)('the store contract: %s', (_name, make) => {
   it('keeps lookups, records and purchases, read back in batches as one moment', async () => {
     const a = b.run();
     expect(await a.holdsAny()).toBe(false);
-    await write(a, { t: 'match', d: 'www.acme.com', s: 'hit', c: 'acme.com', n: 'Acme' }, { t: 'match', d: 'nope.com', s: 'miss' }, intent('acme.com'), hit('acme.com'));
+    await write(a, { type: 'match', domain: 'www.acme.com', status: 'hit', company: 'acme.com', name: 'Acme' }, { type: 'match', domain: 'nope.com', status: 'miss' }, intent('acme.com'), hit('acme.com'));
     const lookups: [number, string][] = [];
     await a.loadLookups(['www.acme.com', 'nope.com', 'other.com'], (d) => ['www.acme.com', 'nope.com', 'other.com'].indexOf(d), (i, l) => lookups.push([i, l.status]));
     expect(lookups.sort()).toStrictEqual([
@@ -104,35 +104,35 @@ describe.each(backends)('the store contract: %s', (_name, make) => {
     await write(a, intent('acme.com'), hit('acme.com'));
     const c = b.run();
     expect((await write(c, intent('acme.com')))[0]).toMatchObject({ kind: 'held', held: { generation: 1 } });
-    expect((await write(c, intent('acme.com', { g: 2, key: 'acme.com#g2' })))[0]).toMatchObject({ kind: 'held' });
+    expect((await write(c, intent('acme.com', { generation: 2, key: 'acme.com#g2' })))[0]).toMatchObject({ kind: 'held' });
   });
 
   it('answers moved once another run retired the key, and the new version claims', async () => {
     const a = b.run();
-    await write(a, intent('acme.com'), { t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired' });
+    await write(a, intent('acme.com'), { type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired' });
     b.kill(a);
     const c = b.run();
     expect((await write(c, intent('acme.com')))[0]).toMatchObject({ kind: 'moved', purchase: { keyVersion: 2, intentKey: null } });
-    expect(await write(c, intent('acme.com', { v: 2, key: 'acme.com#2' }))).toStrictEqual([{ kind: 'ok' }]);
+    expect(await write(c, intent('acme.com', { keyVersion: 2, key: 'acme.com#2' }))).toStrictEqual([{ kind: 'ok' }]);
   });
 
   it('keeps a lost key uncertain for the next run, and counts a key retired on the settle rule', async () => {
     const a = b.run();
-    await write(a, intent('acme.com'), { t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'network_error', key: 'kept', lost: true, at: 5 });
+    await write(a, intent('acme.com'), { type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true, at: 5 });
     expect((await a.companyState('acme.com')).purchase).toMatchObject({ uncertain: true, lostAt: 5, intentKey: 'acme.com#1' });
-    await write(a, { t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired', unconfirmed: true });
+    await write(a, { type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired', unconfirmed: true });
     expect((await a.companyState('acme.com')).purchase).toMatchObject({ uncertain: false, keyVersion: 2, unconfirmed: 1 });
   });
 
   it('gives back an intent nothing was sent under: the next run claims it clean', async () => {
     const a = b.run();
-    await write(a, intent('acme.com'), { t: 'unclaim', c: 'acme.com', g: 1, v: 1, key: 'acme.com#1' });
+    await write(a, intent('acme.com'), { type: 'unclaim', company: 'acme.com', generation: 1, keyVersion: 1, key: 'acme.com#1' });
     expect(await write(b.run(), intent('acme.com'))).toStrictEqual([{ kind: 'ok' }]);
   });
 
   it('keeps services apart: what one service bought is nothing to another', async () => {
     const a = b.run('svc');
-    await write(a, { t: 'match', d: 'acme.com', s: 'hit', c: 'acme.com', n: 'Acme' }, intent('acme.com'), hit('acme.com'));
+    await write(a, { type: 'match', domain: 'acme.com', status: 'hit', company: 'acme.com', name: 'Acme' }, intent('acme.com'), hit('acme.com'));
     const other = b.run('other-service');
     expect(await other.holdsAny()).toBe(false);
     expect((await other.companyState('acme.com')).held).toBeNull();

@@ -241,8 +241,8 @@ describe('enrich ledger release', () => {
     const { Store } = await import('../src/store/sqlite/store.js');
     const store = Store.open(storePath(), { tool: 'test' });
     const records = store.beginRun(`${t.sb.url}/api/v1/public`, { inputName: 'x', inputSha256: 'x', rows: 1, dryRun: false, options: {} });
-    await records.append({ t: 'intent', c: stuck, g: 1, v: 1, key: 'lost-key-1' }, true);
-    await records.append({ t: 'enrich', c: stuck, g: 1, v: 1, s: 'error', code: 'network_error', key: 'kept', lost: true, at: Date.now() });
+    await records.append({ type: 'intent', company: stuck, generation: 1, keyVersion: 1, key: 'lost-key-1' }, true);
+    await records.append({ type: 'enrich', company: stuck, generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true, at: Date.now() });
     await records.flush();
     store.db.prepare("UPDATE runs SET status = 'killed'").run();
     store.close();

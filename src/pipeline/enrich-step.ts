@@ -91,7 +91,7 @@ class EnrichStep {
     try {
       for (;;) {
         if (this.stops.paid.signal.aborted || !this.state.needsEnrich(c)) return false;
-        const intent: IntentEvent = { t: 'intent', c: c.domain, g: c.generation, v: c.keyVersion, key: this.keyOf(c), at: this.deps.now(), freshSince: this.deps.freshSince };
+        const intent: IntentEvent = { type: 'intent', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, key: this.keyOf(c), at: this.deps.now(), freshSince: this.deps.freshSince };
         const claim = await this.deps.claim(intent);
         switch (claim.kind) {
           case 'ok':
@@ -136,13 +136,13 @@ class EnrichStep {
     const answer = error instanceof ApiError ? error : undefined;
     const lost = answer === undefined || !answer.definitive;
     this.record({
-      t: 'enrich',
-      c: c.domain,
-      g: c.generation,
-      v: c.keyVersion,
-      s: 'error',
+      type: 'enrich',
+      company: c.domain,
+      generation: c.generation,
+      keyVersion: c.keyVersion,
+      status: 'error',
       code: answer?.code ?? 'error',
-      key: verdict === 'kept' ? 'kept' : 'retired',
+      verdict: verdict === 'kept' ? 'kept' : 'retired',
       ...(verdict === 'settled' ? { unconfirmed: true } : {}),
       // A 422 ends the purchase only under a key nothing can have charged; under a lost key the
       // purchase stays open, its key kept, for a later run to finish (no new key may buy it).
@@ -158,7 +158,7 @@ class EnrichStep {
    */
   private recordUnusable(c: Company, error: UnusablePaidAnswerError): void {
     this.progress({ type: 'charged', credits: error.charged });
-    this.record({ t: 'enrich', c: c.domain, g: c.generation, v: c.keyVersion, s: 'error', code: error.code, charged: error.charged, final: true, at: this.deps.now() });
+    this.record({ type: 'enrich', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, status: 'error', code: error.code, charged: error.charged, final: true, at: this.deps.now() });
   }
 
   private settle(): Settle {
@@ -234,16 +234,16 @@ class EnrichStep {
     const charged = answer.credits_charged;
     this.progress({ type: 'charged', credits: charged });
     const remaining = Number.isFinite(answer.credits_remaining) ? { remaining: answer.credits_remaining } : {};
-    const base = { t: 'enrich', c: c.domain, g: c.generation, v: c.keyVersion, charged, at: this.deps.now(), key_used: this.keyOf(c), ...remaining } as const;
-    if (answer.matched && answer.company !== null) this.record({ ...base, s: 'hit', company: answer.company });
-    else this.record({ ...base, s: 'miss' });
+    const base = { type: 'enrich', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, charged, at: this.deps.now(), keyUsed: this.keyOf(c), ...remaining } as const;
+    if (answer.matched && answer.company !== null) this.record({ ...base, status: 'hit', record: answer.company });
+    else this.record({ ...base, status: 'miss' });
     return { charged, answered: true };
   }
 
   /** Gives back a claim nothing was sent under, so it is neither "at risk" nor held from others. */
   private unclaim(c: Company, sentKeys: ReadonlySet<string>): void {
     if (!c.claimed || !c.intentOpen || c.keyUncertain || c.intentKey === null || sentKeys.has(c.intentKey)) return;
-    this.record({ t: 'unclaim', c: c.domain, g: c.generation, v: c.keyVersion, key: c.intentKey });
+    this.record({ type: 'unclaim', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, key: c.intentKey });
   }
 
   /**
@@ -299,7 +299,7 @@ class EnrichStep {
       if (round === 1 || !(await this.settleWait(c, outcome.answered))) break;
     }
     // Not bought this run: another run may take it over now, rather than wait for this one to end.
-    if (claimed && this.state.needsEnrich(c)) this.record({ t: 'release', c: c.domain, g: c.generation });
+    if (claimed && this.state.needsEnrich(c)) this.record({ type: 'release', company: c.domain, generation: c.generation });
     if (!this.state.needsEnrich(c) || c.status === 'error') this.progress({ type: 'enriched' });
   }
 }

@@ -31,17 +31,17 @@ export function matchStep(deps: MatchStepDeps): (d: number) => Promise<void> {
     progress({ type: 'matched' });
     if (result.kind === 'error') {
       const code = result.error instanceof ApiError ? result.error.code : 'error';
-      record({ t: 'match', d: domain, s: 'error', code, final: result.error instanceof ValidationError });
+      record({ type: 'match', domain: domain, status: 'error', code, final: result.error instanceof ValidationError });
       return;
     }
     const company = result.value.company;
     if (!result.value.matched || company === null) {
-      record({ t: 'match', d: domain, s: 'miss' });
+      record({ type: 'match', domain: domain, status: 'miss' });
       return;
     }
     const canonical = company.domain.trim().toLowerCase().replace(/\.$/, '');
     const isNew = !state.hasCompany(canonical);
-    record({ t: 'match', d: domain, s: 'hit', c: canonical, n: company.name });
+    record({ type: 'match', domain: domain, status: 'hit', company: canonical, name: company.name });
     const target = state.company(canonical);
     if (target === undefined) return;
     if (isNew) deps.planCompany(target);

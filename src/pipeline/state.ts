@@ -171,14 +171,14 @@ export class RunState {
 
   /** A live outcome of this run: the same event the store writes. */
   apply(event: StoreEvent): void {
-    switch (event.t) {
+    switch (event.type) {
       case 'match':
         this.applyMatch(event);
         return;
       case 'intent': {
-        const c = this.company(event.c);
+        const c = this.company(event.company);
         if (c === undefined) return;
-        c.keyVersion = event.v;
+        c.keyVersion = event.keyVersion;
         c.intentOpen = true;
         c.intentKey = event.key;
         c.claimed = true;
@@ -188,12 +188,12 @@ export class RunState {
         this.applyEnrich(event);
         return;
       case 'release': {
-        const c = this.company(event.c);
+        const c = this.company(event.company);
         if (c !== undefined) c.claimed = false;
         return;
       }
       case 'unclaim': {
-        const c = this.company(event.c);
+        const c = this.company(event.company);
         if (c === undefined) return;
         c.intentOpen = false;
         c.intentKey = null;
@@ -204,16 +204,16 @@ export class RunState {
   }
 
   private applyMatch(entry: MatchEvent): void {
-    const d = this.domainIndex.get(entry.d);
+    const d = this.domainIndex.get(entry.domain);
     if (d === undefined) return;
-    if (entry.s === 'hit' && entry.c !== undefined) {
+    if (entry.status === 'hit' && entry.company !== undefined) {
       this.matchStatus.set(d, Match.HIT);
-      this.matchCompany.set(d, this.addCompany(entry.c, entry.n ?? entry.c).index);
+      this.matchCompany.set(d, this.addCompany(entry.company, entry.name ?? entry.company).index);
       this.matchErrors.delete(d);
-    } else if (entry.s === 'miss') {
+    } else if (entry.status === 'miss') {
       this.matchStatus.set(d, Match.MISS);
       this.matchErrors.delete(d);
-    } else if (entry.s === 'error') {
+    } else if (entry.status === 'error') {
       this.matchStatus.set(d, Match.ERROR);
       this.matchErrors.set(d, { code: entry.code ?? 'error', final: entry.final === true });
     }
@@ -253,7 +253,7 @@ export class RunState {
   }
 
   private applyEnrich(entry: EnrichEvent): void {
-    const c = this.company(entry.c);
+    const c = this.company(entry.company);
     if (c === undefined) return;
     const charged = entry.charged ?? 0;
     c.charged += charged;
@@ -261,10 +261,10 @@ export class RunState {
     // Answers arrive out of order, and a replay carries the balance of its first time: the lowest
     // balance seen is the freshest (it only falls while a run spends).
     if (entry.remaining !== undefined) this.creditsRemaining = Math.min(entry.remaining, this.creditsRemaining ?? entry.remaining);
-    if (entry.s === 'hit' || entry.s === 'miss') {
-      c.status = entry.s;
-      c.source = entry.s === 'hit' ? 'bought' : null;
-      c.boughtAt = entry.s === 'hit' ? (entry.at ?? Date.now()) : c.boughtAt;
+    if (entry.status === 'hit' || entry.status === 'miss') {
+      c.status = entry.status;
+      c.source = entry.status === 'hit' ? 'bought' : null;
+      c.boughtAt = entry.status === 'hit' ? (entry.at ?? Date.now()) : c.boughtAt;
       c.intentOpen = false;
       c.intentKey = null;
       c.errorCode = null;
@@ -273,10 +273,10 @@ export class RunState {
     c.status = 'error';
     c.errorCode = entry.code ?? 'error';
     c.errorFinal = entry.final === true;
-    if (entry.key === 'retired') {
+    if (entry.verdict === 'retired') {
       // Proven uncharged: a service that stored this error under the key would replay it
       // forever, so the next attempt gets a new one.
-      c.keyVersion = entry.v + 1;
+      c.keyVersion = entry.keyVersion + 1;
       c.intentOpen = false;
       c.intentKey = null;
       c.keyUncertain = false;

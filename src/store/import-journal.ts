@@ -23,11 +23,11 @@ function toEvent(entry: JournalEntry, lastKey: Map<string, string>): StoreEvent 
   switch (entry.t) {
     case 'match':
       if (!str(entry.d) || (entry.s !== 'hit' && entry.s !== 'miss') || (entry.s === 'hit' && !str(entry.c))) return null;
-      return { t: 'match', d: entry.d, s: entry.s, ...(entry.s === 'hit' ? { c: entry.c as string, n: str(entry.n) ? entry.n : (entry.c as string) } : {}) };
+      return { type: 'match', domain: entry.d, status: entry.s, ...(entry.s === 'hit' ? { company: entry.c as string, name: str(entry.n) ? entry.n : (entry.c as string) } : {}) };
     case 'intent':
       if (!str(entry.c) || !int(entry.v) || !str(entry.key)) return null;
       lastKey.set(entry.c, entry.key);
-      return { t: 'intent', c: entry.c, g: 1, v: entry.v, key: entry.key };
+      return { type: 'intent', company: entry.c, generation: 1, keyVersion: entry.v, key: entry.key };
     case 'enrich':
       return enrichEvent(entry, lastKey);
     default:
@@ -38,19 +38,19 @@ function toEvent(entry: JournalEntry, lastKey: Map<string, string>): StoreEvent 
 function enrichEvent(e: EnrichEntry, lastKey: Map<string, string>): StoreEvent | null {
   if (!str(e.c) || !int(e.v) || (e.s !== 'hit' && e.s !== 'miss' && e.s !== 'error')) return null;
   const charged = int(e.charged) ? e.charged : 0;
-  const base = { t: 'enrich', c: e.c, g: 1, v: e.v, charged } as const;
+  const base = { type: 'enrich', company: e.c, generation: 1, keyVersion: e.v, charged } as const;
   const key = lastKey.get(e.c);
   if (e.s === 'hit') {
     const company = e.company as CompanyRecord | undefined;
     if (company === undefined || typeof company !== 'object' || !str(company.domain) || !str(company.name)) return null;
-    return { ...base, s: 'hit', company, ...(key === undefined ? {} : { key_used: key }) };
+    return { ...base, status: 'hit', record: company, ...(key === undefined ? {} : { keyUsed: key }) };
   }
-  if (e.s === 'miss') return { ...base, s: 'miss' };
+  if (e.s === 'miss') return { ...base, status: 'miss' };
   return {
     ...base,
-    s: 'error',
+    status: 'error',
     code: str(e.code) ? e.code : 'error',
-    key: e.key === 'retired' ? 'retired' : 'kept',
+    verdict: e.key === 'retired' ? 'retired' : 'kept',
     ...(e.final === true ? { final: true } : {}),
   };
 }
@@ -120,7 +120,7 @@ export async function importJournal(store: Store, path: string): Promise<Importe
       }
       const event = toEvent(entry, lastKey);
       if (event === null || records === null || offset < from) return;
-      if (event.t === 'enrich' && event.s === 'hit') bought.add(event.c);
+      if (event.type === 'enrich' && event.status === 'hit') bought.add(event.company);
       events.push({ event, at });
       // In slices: a million-row journal is never held in memory whole.
       if (events.length >= 10_000) {

@@ -64,22 +64,22 @@ export type ClaimDecision = { claim: Exclude<Claim, { kind: 'busy' }>; write: Ke
  * believed, unless its open purchase's key may have been charged: only that key recovers it free.
  */
 export function decideClaim({ held, kept, event, run, now, alive }: ClaimInput): ClaimDecision {
-  if (held !== null && held.generation >= event.g) return { claim: { kind: 'held', held }, write: null };
+  if (held !== null && held.generation >= event.generation) return { claim: { kind: 'held', held }, write: null };
   if (held !== null && heldFresh(held, event) && (kept === null || !mayBeCharged(kept))) return { claim: { kind: 'held', held }, write: null };
   let tookOver = false;
   if (kept !== null) {
     const owner = kept.ownerRun;
     if (kept.outcome === 'open' && owner !== null && owner !== run && alive(owner)) return { busy: owner };
     tookOver = kept.intentKey !== null && owner !== run;
-    if (kept.outcome !== 'open' || kept.keyVersion !== event.v || (kept.intentKey !== null && kept.intentKey !== event.key)) {
+    if (kept.outcome !== 'open' || kept.keyVersion !== event.keyVersion || (kept.intentKey !== null && kept.intentKey !== event.key)) {
       return { claim: { kind: 'moved', purchase: publicPart(kept) }, write: null };
     }
   }
   const at = event.at ?? now;
   const write: KeptPurchase = {
-    ...(kept ?? { domain: event.c, uncertain: false, unconfirmed: 0, errorCode: null, closedAt: null, credits: 0, run: null, openedAt: now }),
-    generation: event.g,
-    keyVersion: event.v,
+    ...(kept ?? { domain: event.company, uncertain: false, unconfirmed: 0, errorCode: null, closedAt: null, credits: 0, run: null, openedAt: now }),
+    generation: event.generation,
+    keyVersion: event.keyVersion,
     intentKey: event.key,
     outcome: 'open',
     ownerRun: run,
@@ -96,7 +96,7 @@ export function publicPart(k: KeptPurchase): Purchase {
 
 /** A purchase an imported journal names without an intent (0.1 wrote none): opened as it was then. */
 export function importedPurchase(e: EnrichEvent, at: number): KeptPurchase {
-  return { domain: e.c, generation: e.g, keyVersion: e.v, intentKey: null, uncertain: false, unconfirmed: 0, lostAt: null, errorCode: null, outcome: 'open', closedAt: null, ownerRun: null, credits: 0, run: null, openedAt: at };
+  return { domain: e.company, generation: e.generation, keyVersion: e.keyVersion, intentKey: null, uncertain: false, unconfirmed: 0, lostAt: null, errorCode: null, outcome: 'open', closedAt: null, ownerRun: null, credits: 0, run: null, openedAt: at };
 }
 
 /**
@@ -109,16 +109,16 @@ export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: num
   const p = kept ?? (run === null ? importedPurchase(e, at) : null);
   if (p === null) return null;
   const charged = e.charged ?? 0;
-  if (e.s === 'hit' || e.s === 'miss') return { ...p, outcome: e.s, intentKey: null, ownerRun: null, credits: p.credits + charged, run, closedAt: at, errorCode: null };
+  if (e.status === 'hit' || e.status === 'miss') return { ...p, outcome: e.status, intentKey: null, ownerRun: null, credits: p.credits + charged, run, closedAt: at, errorCode: null };
   const code = e.code ?? 'error';
   if (e.final === true) return { ...p, outcome: 'failed', intentKey: null, ownerRun: null, errorCode: code, credits: p.credits + charged, run, closedAt: at };
-  if (e.key === 'retired') {
+  if (e.verdict === 'retired') {
     // Proven uncharged (or retired on the settle rule: `unconfirmed`). Only the key this run sent
     // under, on a purchase still open and still this run's: a run retires a key before it lets the
     // purchase go, so a retire arriving once another run has taken it over (and perhaps sent under
     // that key, perhaps handed it back since) is stale, and must not free it for a new key.
-    if (run !== null && (p.keyVersion !== e.v || p.ownerRun !== run || p.outcome !== 'open')) return null;
-    return { ...p, keyVersion: e.v + 1, intentKey: null, uncertain: false, lostAt: null, errorCode: code, unconfirmed: p.unconfirmed + (e.unconfirmed === true ? 1 : 0) };
+    if (run !== null && (p.keyVersion !== e.keyVersion || p.ownerRun !== run || p.outcome !== 'open')) return null;
+    return { ...p, keyVersion: e.keyVersion + 1, intentKey: null, uncertain: false, lostAt: null, errorCode: code, unconfirmed: p.unconfirmed + (e.unconfirmed === true ? 1 : 0) };
   }
   // Kept: an attempt under the key may have been charged unseen.
   return { ...p, uncertain: true, errorCode: code, lostAt: e.lost === true ? at : p.lostAt };
@@ -126,13 +126,13 @@ export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: num
 
 /** This run is done with a purchase it could not finish: other runs may take it over now. */
 export function applyRelease(kept: KeptPurchase | null, e: ReleaseEvent, run: number | null): KeptPurchase | null {
-  if (kept === null || run === null || kept.generation !== e.g || kept.ownerRun !== run || kept.outcome !== 'open') return null;
+  if (kept === null || run === null || kept.generation !== e.generation || kept.ownerRun !== run || kept.outcome !== 'open') return null;
   return { ...kept, ownerRun: null };
 }
 
 /** An intent this run sent nothing under: no longer claimed, nothing under its key at risk. */
 export function applyUnclaim(kept: KeptPurchase | null, e: UnclaimEvent, run: number | null): KeptPurchase | null {
-  if (kept === null || kept.outcome !== 'open' || kept.keyVersion !== e.v || kept.intentKey !== e.key || kept.uncertain) return null;
+  if (kept === null || kept.outcome !== 'open' || kept.keyVersion !== e.keyVersion || kept.intentKey !== e.key || kept.uncertain) return null;
   if (run !== null && kept.ownerRun !== run) return null;
   return { ...kept, intentKey: null, ownerRun: null, lostAt: null };
 }

@@ -8,13 +8,13 @@ import type { CompanyRecord } from '../api/types.js';
 
 /** The free match's answer for one registrable domain. Errors are kept for this run only. */
 export interface MatchEvent {
-  t: 'match';
+  type: 'match';
   /** The registrable domain asked about. */
-  d: string;
-  s: 'hit' | 'miss' | 'error';
+  domain: string;
+  status: 'hit' | 'miss' | 'error';
   /** hit: the canonical domain and name the service answered. */
-  c?: string;
-  n?: string;
+  company?: string;
+  name?: string;
   /** error: the problem code; final when asking again cannot help (422). */
   code?: string;
   final?: boolean;
@@ -22,14 +22,14 @@ export interface MatchEvent {
 
 /**
  * Made durable before the paid request it announces leaves: a crash after it resumes with the
- * same key, and the service replays instead of charging again. `g` is the purchase generation
- * (1 for the first purchase of a company, +1 for each refresh), `v` the key version within it.
+ * same key, and the service replays instead of charging again. `generation` counts purchases of
+ * the company (1 for the first, +1 for each refresh), `keyVersion` the key within it.
  */
 export interface IntentEvent {
-  t: 'intent';
-  c: string;
-  g: number;
-  v: number;
+  type: 'intent';
+  company: string;
+  generation: number;
+  keyVersion: number;
   key: string;
   /** When it was written (ms since the epoch): from then the request may be in flight. */
   at?: number;
@@ -42,18 +42,18 @@ export interface IntentEvent {
 }
 
 export interface EnrichEvent {
-  t: 'enrich';
-  c: string;
-  g: number;
-  v: number;
-  s: 'hit' | 'miss' | 'error';
+  type: 'enrich';
+  company: string;
+  generation: number;
+  keyVersion: number;
+  status: 'hit' | 'miss' | 'error';
   charged?: number;
   remaining?: number;
-  company?: CompanyRecord;
+  record?: CompanyRecord;
   /** hit/miss: when the answer came (ms since the epoch): the record's bought_at. */
   at?: number;
   /** hit/miss: the Idempotency-Key the answer came under. */
-  key_used?: string;
+  keyUsed?: string;
   /** error: the problem code (network_error when no answer came). */
   code?: string;
   /**
@@ -61,7 +61,7 @@ export interface EnrichEvent {
    * been charged, so the next attempt takes v+1. "kept": an attempt under it may have been
    * charged unseen, so every retry must reuse it until the service replays its outcome.
    */
-  key?: 'retired' | 'kept';
+  verdict?: 'retired' | 'kept';
   /**
    * error, retired: on the settle rule (pipeline/keys.ts): an attempt under the key lost its
    * answer, so only the spec's word says it was not charged. Counted as possibly spent.
@@ -78,10 +78,10 @@ export interface EnrichEvent {
  * purchase is no longer claimed, and nothing under its key is at risk.
  */
 export interface UnclaimEvent {
-  t: 'unclaim';
-  c: string;
-  g: number;
-  v: number;
+  type: 'unclaim';
+  company: string;
+  generation: number;
+  keyVersion: number;
   key: string;
 }
 
@@ -92,9 +92,9 @@ export interface UnclaimEvent {
  * a company the other had failed would wait for each other to exit.
  */
 export interface ReleaseEvent {
-  t: 'release';
-  c: string;
-  g: number;
+  type: 'release';
+  company: string;
+  generation: number;
 }
 
 export type StoreEvent = MatchEvent | IntentEvent | EnrichEvent | UnclaimEvent | ReleaseEvent;

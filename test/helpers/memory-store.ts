@@ -132,30 +132,30 @@ export class MemoryRun implements ServiceStore {
       if (p !== null) this.tables.purchases.set(key(p.domain, p.generation), p);
     };
     const kept = (c: string, g: number): KeptPurchase | null => this.tables.purchases.get(key(c, g)) ?? null;
-    switch (event.t) {
+    switch (event.type) {
       case 'match':
-        if (event.s !== 'error') this.tables.lookups.set(event.d, { status: event.s, company: event.c ?? null, name: event.n ?? null, checkedAt: now });
+        if (event.status !== 'error') this.tables.lookups.set(event.domain, { status: event.status, company: event.company ?? null, name: event.name ?? null, checkedAt: now });
         return { kind: 'ok' };
       case 'intent': {
-        const decision = decideClaim({ held: this.tables.companies.get(event.c)?.held ?? null, kept: kept(event.c, event.g), event, run, now, alive: (r) => r === run || this.store.alive(r) });
+        const decision = decideClaim({ held: this.tables.companies.get(event.company)?.held ?? null, kept: kept(event.company, event.generation), event, run, now, alive: (r) => r === run || this.store.alive(r) });
         if ('busy' in decision) return { kind: 'busy' };
         save(decision.write);
         return decision.claim;
       }
       case 'enrich': {
         const at = event.at ?? now;
-        const held = this.tables.companies.get(event.c)?.held;
-        if (event.s === 'hit' && event.company !== undefined && (held === undefined || event.g >= held.generation)) {
-          this.tables.companies.set(event.c, { held: { domain: event.c, name: event.company.name, boughtAt: at, lastUpdated: event.company.last_updated || null, generation: event.g, credits: event.charged ?? 0 }, record: event.company });
+        const held = this.tables.companies.get(event.company)?.held;
+        if (event.status === 'hit' && event.record !== undefined && (held === undefined || event.generation >= held.generation)) {
+          this.tables.companies.set(event.company, { held: { domain: event.company, name: event.record.name, boughtAt: at, lastUpdated: event.record.last_updated || null, generation: event.generation, credits: event.charged ?? 0 }, record: event.record });
         }
-        save(applyOutcome(kept(event.c, event.g), event, run, now));
+        save(applyOutcome(kept(event.company, event.generation), event, run, now));
         return { kind: 'ok' };
       }
       case 'release':
-        save(applyRelease(kept(event.c, event.g), event, run));
+        save(applyRelease(kept(event.company, event.generation), event, run));
         return { kind: 'ok' };
       case 'unclaim':
-        save(applyUnclaim(kept(event.c, event.g), event, run));
+        save(applyUnclaim(kept(event.company, event.generation), event, run));
         return { kind: 'ok' };
     }
   }

@@ -14,7 +14,7 @@ const info = { inputName: 'in.csv', inputSha256: 'x', rows: count, dryRun: false
 const records: ServiceStore =
   backend === 'postgres' ? await (await PgStore.open(where as string, { tool: 'racer' })).beginRun('svc', info) : Store.open(where as string, { tool: 'racer' }).beginRun('svc', info);
 const companies = Array.from({ length: count }, (_, i) => `c${i}.com`);
-const intent = (c: string) => ({ t: 'intent' as const, c, g: 1, v: 1, key: `k-${c}` });
+const intent = (c: string) => ({ type: 'intent' as const, company: c, generation: 1, keyVersion: 1, key: `k-${c}` });
 
 if (mode === 'hang') {
   await Promise.all(companies.map((c) => records.append(intent(c), true)));
@@ -32,7 +32,7 @@ if (mode === 'hang') {
       const claim = await records.append(intent(c), true);
       if (claim.kind === 'ok') {
         bought.push(c);
-        await records.append({ t: 'enrich', c, g: 1, v: 1, s: 'hit', charged: 1, company: { domain: c, name: c, specialties: [] } as never, key_used: `k-${c}` });
+        await records.append({ type: 'enrich', company: c, generation: 1, keyVersion: 1, status: 'hit', charged: 1, record: { domain: c, name: c, specialties: [] } as never, keyUsed: `k-${c}` });
         return;
       }
       if (claim.kind === 'held') {

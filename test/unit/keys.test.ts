@@ -199,11 +199,11 @@ describe('a purchase this run could not finish', () => {
   it('is released for other runs once the run is done with it, and only then', async () => {
     const failed = await run(['lost-before', 'lost-before', 'lost-before'], { maxAttempts: 3 });
     expect(failed.state.company('acme.com')?.status).toBe('error');
-    expect(failed.journal.at(-1)).toStrictEqual({ t: 'release', c: 'acme.com', g: 1 });
-    expect(failed.journal.filter((e) => e.t === 'release')).toHaveLength(1);
+    expect(failed.journal.at(-1)).toStrictEqual({ type: 'release', company: 'acme.com', generation: 1 });
+    expect(failed.journal.filter((e) => e.type === 'release')).toHaveLength(1);
     const bought = await run(['lost-before', 'ok']);
     expect(bought.state.company('acme.com')?.status).toBe('hit');
-    expect(bought.journal.some((e) => e.t === 'release')).toBe(false);
+    expect(bought.journal.some((e) => e.type === 'release')).toBe(false);
   });
 });
 
@@ -238,7 +238,7 @@ describe('a purchase taken over from another run', () => {
     // it, and its last attempt may still be running at the service.
     const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', uncertain: true, lostAt: Date.now() - 10 * 60_000 });
     const store = memoryStore();
-    const takeover = { ...store, append: (event: StoreEvent) => (event.t === 'intent' ? store.append(event).then(() => ({ kind: 'ok', tookOver: true }) as const) : store.append(event)) };
+    const takeover = { ...store, append: (event: StoreEvent) => (event.type === 'intent' ? store.append(event).then(() => ({ kind: 'ok', tookOver: true }) as const) : store.append(event)) };
     // A 500 from in front of the idempotency store: fresh, so it says nothing of that attempt.
     const r = await run([{ status: 500, code: 'internal', rid: 'fresh', beforeLookup: true }, 'ok'], { seed, store: takeover as ReturnType<typeof memoryStore> });
     // Retiring the key here would buy under #2 what #1 may yet be charged for.
@@ -263,7 +263,7 @@ describe('RunState resume from the store', () => {
     resumeFrom(s, { intentKey: 'k1', lostAt: 1_000, errorCode: 'insufficient_credits' });
     const c = s.company('acme.com') as NonNullable<ReturnType<RunState['company']>>;
     expect(keyVerdict(c, problem(402, 'insufficient_credits', 'req_7'), { now: 61_000, afterMs: 60_000, answeredSince: () => true })).toBe('settled');
-    s.apply({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'insufficient_credits', key: 'retired', unconfirmed: true });
+    s.apply({ type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'insufficient_credits', verdict: 'retired', unconfirmed: true });
     expect([c.keyVersion, c.intentOpen, c.keyUncertain, c.unconfirmed, s.unconfirmedThisSession]).toStrictEqual([2, false, false, 1, 1]);
   });
 });

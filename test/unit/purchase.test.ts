@@ -24,9 +24,9 @@ const kept = (over: Partial<KeptPurchase> = {}): KeptPurchase => ({
   ...over,
 });
 const held = (over: Partial<HeldCompany> = {}): HeldCompany => ({ domain: 'acme.com', name: 'Acme', boughtAt: NOW - 100, lastUpdated: null, generation: 1, credits: 1, ...over });
-const intent = (over: Partial<IntentEvent> = {}): IntentEvent => ({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1', at: NOW, freshSince: null, ...over });
+const intent = (over: Partial<IntentEvent> = {}): IntentEvent => ({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1', at: NOW, freshSince: null, ...over });
 const claim = (k: KeptPurchase | null, e: IntentEvent, h: HeldCompany | null = null, alive = true): ClaimDecision => decideClaim({ held: h, kept: k, event: e, run: ME, now: NOW, alive: () => alive });
-const outcome = (k: KeptPurchase | null, over: Partial<EnrichEvent>): KeptPurchase | null => applyOutcome(k, { t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', at: NOW, ...over }, ME, NOW);
+const outcome = (k: KeptPurchase | null, over: Partial<EnrichEvent>): KeptPurchase | null => applyOutcome(k, { type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', at: NOW, ...over }, ME, NOW);
 
 describe('the purchase state machine', () => {
   it('names each state', () => {
@@ -45,9 +45,9 @@ describe('the purchase state machine', () => {
       ['nothing there: claimed, the request may go', null, intent(), null, true, 'ok', { intentKey: 'k1', ownerRun: ME, lostAt: NOW, openedAt: NOW }],
       ['unclaimed: claimed', kept(), intent(), null, true, 'ok', { intentKey: 'k1', ownerRun: ME }],
       ['held at this generation: held, nothing written', null, intent(), held(), true, 'held', null],
-      ['held fresh (no --max-age), a later generation asked: held', null, intent({ g: 2 }), held(), true, 'held', null],
-      ['held stale by --max-age: the refresh is claimed', null, intent({ g: 2, freshSince: NOW }), held(), true, 'ok', { generation: 2 }],
-      ['held fresh, but the open purchase may have been charged: finished under its key', kept({ generation: 2, intentKey: 'k1' }), intent({ g: 2 }), held(), false, 'tookOver', { ownerRun: ME }],
+      ['held fresh (no --max-age), a later generation asked: held', null, intent({ generation: 2 }), held(), true, 'held', null],
+      ['held stale by --max-age: the refresh is claimed', null, intent({ generation: 2, freshSince: NOW }), held(), true, 'ok', { generation: 2 }],
+      ['held fresh, but the open purchase may have been charged: finished under its key', kept({ generation: 2, intentKey: 'k1' }), intent({ generation: 2 }), held(), false, 'tookOver', { ownerRun: ME }],
       ['claimed by a live run: busy', kept({ intentKey: 'k1', ownerRun: OTHER }), intent(), null, true, 'busy', null],
       ['claimed by a dead run: taken over under its key', kept({ intentKey: 'k1', ownerRun: OTHER, lostAt: NOW - 50 }), intent(), null, false, 'tookOver', { ownerRun: ME, lostAt: NOW }],
       ['its key retired since the plan: moved', kept({ keyVersion: 2 }), intent(), null, true, 'moved', null],
@@ -67,15 +67,15 @@ describe('the purchase state machine', () => {
   describe('an answer', () => {
     const claimed = kept({ intentKey: 'k1', ownerRun: ME, lostAt: NOW - 5 });
     const cases: [string, KeptPurchase | null, Partial<EnrichEvent>, Partial<KeptPurchase> | null][] = [
-      ['a hit closes it, with its credit', claimed, { s: 'hit', charged: 1 }, { outcome: 'hit', intentKey: null, ownerRun: null, credits: 1, closedAt: NOW, run: ME }],
-      ['a miss closes it, free', claimed, { s: 'miss', charged: 0 }, { outcome: 'miss', credits: 0 }],
+      ['a hit closes it, with its credit', claimed, { status: 'hit', charged: 1 }, { outcome: 'hit', intentKey: null, ownerRun: null, credits: 1, closedAt: NOW, run: ME }],
+      ['a miss closes it, free', claimed, { status: 'miss', charged: 0 }, { outcome: 'miss', credits: 0 }],
       ['a final error fails it, keeping any charge', claimed, { code: 'bad_response', final: true, charged: 1 }, { outcome: 'failed', errorCode: 'bad_response', credits: 1 }],
-      ['an error proving the key uncharged retires it', claimed, { code: 'internal', key: 'retired' }, { keyVersion: 2, intentKey: null, uncertain: false, lostAt: null, unconfirmed: 0 }],
-      ['retired on the settle rule: counted as possibly charged', claimed, { code: 'internal', key: 'retired', unconfirmed: true }, { keyVersion: 2, unconfirmed: 1 }],
-      ['a stale retire (another run holds it now) changes nothing', kept({ intentKey: 'k1', ownerRun: OTHER }), { code: 'internal', key: 'retired' }, null],
-      ['a lost answer keeps the key, uncertain, from now', claimed, { code: 'network_error', key: 'kept', lost: true }, { uncertain: true, lostAt: NOW, keyVersion: 1, intentKey: 'k1' }],
-      ['an error that proves nothing keeps the key and the loss time', kept({ intentKey: 'k1', ownerRun: ME, uncertain: true, lostAt: NOW - 5 }), { code: 'internal', key: 'kept' }, { uncertain: true, lostAt: NOW - 5 }],
-      ['no purchase there (a live run always writes its intent first): nothing', null, { s: 'hit', charged: 1 }, null],
+      ['an error proving the key uncharged retires it', claimed, { code: 'internal', verdict: 'retired' }, { keyVersion: 2, intentKey: null, uncertain: false, lostAt: null, unconfirmed: 0 }],
+      ['retired on the settle rule: counted as possibly charged', claimed, { code: 'internal', verdict: 'retired', unconfirmed: true }, { keyVersion: 2, unconfirmed: 1 }],
+      ['a stale retire (another run holds it now) changes nothing', kept({ intentKey: 'k1', ownerRun: OTHER }), { code: 'internal', verdict: 'retired' }, null],
+      ['a lost answer keeps the key, uncertain, from now', claimed, { code: 'network_error', verdict: 'kept', lost: true }, { uncertain: true, lostAt: NOW, keyVersion: 1, intentKey: 'k1' }],
+      ['an error that proves nothing keeps the key and the loss time', kept({ intentKey: 'k1', ownerRun: ME, uncertain: true, lostAt: NOW - 5 }), { code: 'internal', verdict: 'kept' }, { uncertain: true, lostAt: NOW - 5 }],
+      ['no purchase there (a live run always writes its intent first): nothing', null, { status: 'hit', charged: 1 }, null],
     ];
     it.each(cases)('%s', (_what, before, event, after) => {
       const next = outcome(before, event);
@@ -84,17 +84,17 @@ describe('the purchase state machine', () => {
     });
 
     it('an imported journal opens the purchase it names', () => {
-      expect(applyOutcome(null, { t: 'enrich', c: 'acme.com', g: 1, v: 3, s: 'hit', charged: 1, at: 5 }, null, NOW)).toMatchObject({ outcome: 'hit', keyVersion: 3, credits: 1, openedAt: 5, closedAt: 5 });
+      expect(applyOutcome(null, { type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 3, status: 'hit', charged: 1, at: 5 }, null, NOW)).toMatchObject({ outcome: 'hit', keyVersion: 3, credits: 1, openedAt: 5, closedAt: 5 });
     });
   });
 
   describe('letting go', () => {
     it('a release frees only this run\'s own open claim', () => {
-      expect(applyRelease(kept({ intentKey: 'k1', ownerRun: ME }), { t: 'release', c: 'acme.com', g: 1 }, ME)).toMatchObject({ ownerRun: null, intentKey: 'k1' });
-      expect(applyRelease(kept({ intentKey: 'k1', ownerRun: OTHER }), { t: 'release', c: 'acme.com', g: 1 }, ME)).toBeNull();
+      expect(applyRelease(kept({ intentKey: 'k1', ownerRun: ME }), { type: 'release', company: 'acme.com', generation: 1 }, ME)).toMatchObject({ ownerRun: null, intentKey: 'k1' });
+      expect(applyRelease(kept({ intentKey: 'k1', ownerRun: OTHER }), { type: 'release', company: 'acme.com', generation: 1 }, ME)).toBeNull();
     });
     it('an unclaim gives back an intent nothing was sent under, never an uncertain one or another run\'s', () => {
-      const e = { t: 'unclaim', c: 'acme.com', g: 1, v: 1, key: 'k1' } as const;
+      const e = { type: 'unclaim', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' } as const;
       expect(applyUnclaim(kept({ intentKey: 'k1', ownerRun: ME, lostAt: NOW }), e, ME)).toMatchObject({ intentKey: null, ownerRun: null, lostAt: null });
       expect(applyUnclaim(kept({ intentKey: 'k1', ownerRun: ME, uncertain: true }), e, ME)).toBeNull();
       expect(applyUnclaim(kept({ intentKey: 'k1', ownerRun: OTHER }), e, ME)).toBeNull();

@@ -130,7 +130,7 @@ describe('keys earlier runs may have been charged under are settled before anyth
     const interrupt = new AbortController();
     const base = memoryStore();
     // The other run is alive and holds held-by-other.com: its claim answers busy for as long as this run lasts.
-    const store = { ...base, append: (event: Parameters<typeof base.append>[0], durable?: boolean) => (event.t === 'intent' && event.c === 'held-by-other.com' ? Promise.resolve({ kind: 'busy' as const, pid: 4242 }) : base.append(event, durable)) };
+    const store = { ...base, append: (event: Parameters<typeof base.append>[0], durable?: boolean) => (event.type === 'intent' && event.company === 'held-by-other.com' ? Promise.resolve({ kind: 'busy' as const, pid: 4242 }) : base.append(event, durable)) };
     const client: ServiceClient = {
       match: async (domain) => ({ matched: true, credits_charged: 0, company: { domain, name: domain } }),
       enrich: async (domain) => {

@@ -27,7 +27,7 @@ const open = (path = join(dir.path, 'store.db')): Store => {
 };
 const info = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
 const record = (domain: string): CompanyRecord => companyRecord(domain);
-const hit = (c: string, g = 1): StoreEvent => ({ t: 'enrich', c, g, v: 1, s: 'hit', charged: 1, company: record(c), key_used: `k-${c}` });
+const hit = (c: string, g = 1): StoreEvent => ({ type: 'enrich', company: c, generation: g, keyVersion: 1, status: 'hit', charged: 1, record: record(c), keyUsed: `k-${c}` });
 
 describe('the plan reads one moment of the store', () => {
   it('never sees a purchase another run closed without the company it bought (the read is one snapshot)', async () => {
@@ -48,7 +48,7 @@ describe('the plan reads one moment of the store', () => {
         const a = open(path);
         const claims = new RecordWriter(a, a.serviceId('svc'), null).write(
           [
-            { event: { t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, durable: true },
+            { event: { type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, durable: true },
             { event: hit('acme.com'), durable: false },
           ],
           Date.now(),
@@ -69,15 +69,15 @@ describe('the plan reads one moment of the store', () => {
   it('refuses a claim on a company held fresh, whatever generation the plan chose', async () => {
     const path = join(dir.path, 'held.db');
     const a = open(path).beginRun('svc', info);
-    await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    await a.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
     await a.append(hit('acme.com'));
     await a.flush();
     const b = open(path).beginRun('svc', info);
     // A plan that read the store mid-purchase asks for generation 2: without --max-age, any held record is fresh.
-    expect(await b.append({ t: 'intent', c: 'acme.com', g: 2, v: 1, key: 'k2', freshSince: null }, true)).toMatchObject({ kind: 'held', held: { generation: 1 } });
+    expect(await b.append({ type: 'intent', company: 'acme.com', generation: 2, keyVersion: 1, key: 'k2', freshSince: null }, true)).toMatchObject({ kind: 'held', held: { generation: 1 } });
     // Under --max-age, a record bought after the cutoff is fresh too; one bought before it is stale and refreshed.
-    expect(await b.append({ t: 'intent', c: 'acme.com', g: 2, v: 1, key: 'k2', freshSince: Date.now() - 60_000 }, true)).toMatchObject({ kind: 'held' });
-    expect(await b.append({ t: 'intent', c: 'acme.com', g: 2, v: 1, key: 'k2', freshSince: Date.now() + 60_000 }, true)).toStrictEqual({ kind: 'ok' });
+    expect(await b.append({ type: 'intent', company: 'acme.com', generation: 2, keyVersion: 1, key: 'k2', freshSince: Date.now() - 60_000 }, true)).toMatchObject({ kind: 'held' });
+    expect(await b.append({ type: 'intent', company: 'acme.com', generation: 2, keyVersion: 1, key: 'k2', freshSince: Date.now() + 60_000 }, true)).toStrictEqual({ kind: 'ok' });
   });
 
   it('still finishes a purchase whose key may have been charged, under that key, though the company is held', async () => {
@@ -86,11 +86,11 @@ describe('the plan reads one moment of the store', () => {
     const a = store.beginRun('svc', info);
     await a.append(hit('acme.com'));
     // A --fresh run wrote the intent of generation 2 and died: its key may have been charged.
-    await a.append({ t: 'intent', c: 'acme.com', g: 2, v: 1, key: 'k2' }, true);
+    await a.append({ type: 'intent', company: 'acme.com', generation: 2, keyVersion: 1, key: 'k2' }, true);
     await a.flush();
     store.db.prepare("UPDATE runs SET status = 'done'").run();
     const b = open(path).beginRun('svc', info);
-    expect(await b.append({ t: 'intent', c: 'acme.com', g: 2, v: 1, key: 'k2', freshSince: null }, true)).toStrictEqual({ kind: 'ok', tookOver: true });
+    expect(await b.append({ type: 'intent', company: 'acme.com', generation: 2, keyVersion: 1, key: 'k2', freshSince: null }, true)).toStrictEqual({ kind: 'ok', tookOver: true });
   });
 });
 
@@ -106,7 +106,7 @@ describe('leases never trust another host\'s clock', () => {
   async function skewedOwner(path: string): Promise<{ store: Store; runId: number }> {
     const store = open(path);
     const a = store.beginRun('svc', info);
-    await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    await a.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
     await a.flush();
     // A run on another host whose clock is a year ahead: its heartbeat reads as a year from now.
     store.db.prepare("UPDATE runs SET host = 'laptop-far-ahead', heartbeat_at = ? WHERE id = ?").run(Date.now() + YEAR, a.runId);
@@ -118,7 +118,7 @@ describe('leases never trust another host\'s clock', () => {
     await skewedOwner(path);
     steady = 0;
     const b = openAt(path).beginRun('svc', info);
-    const claim = () => b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    const claim = () => b.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
     expect((await claim()).kind).toBe('busy');
     steady += LEASE_MS;
     expect((await claim()).kind).toBe('busy');
@@ -131,7 +131,7 @@ describe('leases never trust another host\'s clock', () => {
     const { store, runId } = await skewedOwner(path);
     steady = 0;
     const b = openAt(path).beginRun('svc', info);
-    const claim = () => b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    const claim = () => b.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
     for (let beat = 1; beat <= 5; beat++) {
       expect((await claim()).kind).toBe('busy');
       steady += LEASE_MS - 1;

@@ -28,12 +28,12 @@ const open = (path = join(dir.path, 'store.db')): Store => {
 };
 const info = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
 const record = (domain: string): CompanyRecord => companyRecord(domain);
-const hit = (c: string, g = 1): StoreEvent => ({ t: 'enrich', c, g, v: 1, s: 'hit', charged: 1, company: record(c), key_used: `k-${c}` });
+const hit = (c: string, g = 1): StoreEvent => ({ type: 'enrich', company: c, generation: g, keyVersion: 1, status: 'hit', charged: 1, record: record(c), keyUsed: `k-${c}` });
 
 describe('the SQLite store', () => {
   it('commits intents in groups: 200 intents at once cost a handful of syncs, not 200', async () => {
     const run = open().beginRun('svc', info);
-    const claims = await Promise.all(Array.from({ length: 200 }, (_, i) => run.append({ t: 'intent', c: `c${i}.com`, g: 1, v: 1, key: `k${i}` }, true)));
+    const claims = await Promise.all(Array.from({ length: 200 }, (_, i) => run.append({ type: 'intent', company: `c${i}.com`, generation: 1, keyVersion: 1, key: `k${i}` }, true)));
     expect(claims.every((c) => c.kind === 'ok')).toBe(true);
     expect(run.syncs).toBeGreaterThanOrEqual(1);
     expect(run.syncs).toBeLessThan(10);
@@ -53,7 +53,7 @@ describe('the SQLite store', () => {
       const out: (() => void)[] = [];
       const channel: WriteChannel = {
         write: (batch) => {
-          batches.push(batch.map((w) => ('d' in w.event ? w.event.d : w.event.c)));
+          batches.push(batch.map((w) => (w.event.type === 'match' ? w.event.domain : w.event.company)));
           return new Promise<Claim[]>((resolve) => out.push(() => resolve(batch.map(() => ({ kind: 'ok' })))));
         },
         close: async () => {},
@@ -67,8 +67,8 @@ describe('the SQLite store', () => {
         run: open().beginRun('svc', info, { kind: 'channel', open: () => channel }),
       };
     }
-    const outcome = (c: string): StoreEvent => ({ t: 'enrich', c, g: 1, v: 1, s: 'miss', charged: 0 });
-    const lookup = (d: string): StoreEvent => ({ t: 'match', d, s: 'miss' });
+    const outcome = (c: string): StoreEvent => ({ type: 'enrich', company: c, generation: 1, keyVersion: 1, status: 'miss', charged: 0 });
+    const lookup = (d: string): StoreEvent => ({ type: 'match', domain: d, status: 'miss' });
 
     it('gathers outcomes queued while a commit is out, and sends an intent among them at once', async () => {
       const { batches, release, run } = heldRun();
@@ -86,7 +86,7 @@ describe('the SQLite store', () => {
       expect(batches).toStrictEqual([['a.com'], ['b.com', 'c.com', 'd.com']]);
       // ...but an intent queued meanwhile takes them along at once: a paid call waits on it.
       void run.append(outcome('e.com'));
-      const claim = run.append({ t: 'intent', c: 'f.com', g: 1, v: 1, key: 'k-f' }, true);
+      const claim = run.append({ type: 'intent', company: 'f.com', generation: 1, keyVersion: 1, key: 'k-f' }, true);
       await release();
       expect(batches[2]).toStrictEqual(['e.com', 'f.com']);
       await release();
@@ -103,9 +103,9 @@ describe('the SQLite store', () => {
 
     it("writes a lookup no later than an intent that follows it: the lookup that named the company is on disk with the intent", async () => {
       const { batches, release, run } = heldRun();
-      void run.append({ t: 'match', d: 'www-acme.com', s: 'hit', c: 'acme.com', n: 'Acme' });
+      void run.append({ type: 'match', domain: 'www-acme.com', status: 'hit', company: 'acme.com', name: 'Acme' });
       void run.append(lookup('other.com'));
-      const claim = run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k-acme' }, true);
+      const claim = run.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k-acme' }, true);
       await vi.advanceTimersByTimeAsync(1);
       expect(batches).toStrictEqual([['www-acme.com', 'other.com', 'acme.com']]);
       await release();
@@ -114,8 +114,8 @@ describe('the SQLite store', () => {
 
     it('writes no empty batch once everything went with an intent', async () => {
       const { batches, release, run } = heldRun();
-      void run.append({ t: 'match', d: 'www.acme.com', s: 'hit', c: 'acme.com', n: 'Acme' });
-      const claim = run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k-acme' }, true);
+      void run.append({ type: 'match', domain: 'www.acme.com', status: 'hit', company: 'acme.com', name: 'Acme' });
+      const claim = run.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k-acme' }, true);
       await vi.advanceTimersByTimeAsync(1);
       expect(batches).toStrictEqual([['www.acme.com', 'acme.com']]);
       await release();
@@ -130,9 +130,9 @@ describe('the SQLite store', () => {
   it("keeps a domain's last lookup when it goes ahead with an intent", async () => {
     const store = open();
     const run = store.beginRun('svc', info);
-    void run.append({ t: 'match', d: 'www.acme.com', s: 'miss' });
-    void run.append({ t: 'match', d: 'www.acme.com', s: 'hit', c: 'acme.com', n: 'Acme' });
-    await run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k-acme' }, true);
+    void run.append({ type: 'match', domain: 'www.acme.com', status: 'miss' });
+    void run.append({ type: 'match', domain: 'www.acme.com', status: 'hit', company: 'acme.com', name: 'Acme' });
+    await run.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k-acme' }, true);
     await run.flush();
     const seen: string[] = [];
     await run.loadLookups(['www.acme.com'], () => 0, (_i, l) => seen.push(l.status));
@@ -142,10 +142,10 @@ describe('the SQLite store', () => {
   it('reads records in one read transaction, over before it answers, so a write on the same connection (the inline writer) lands', async () => {
     const store = open();
     const run = store.beginRun('svc', info);
-    void run.append({ t: 'intent', c: 'a.com', g: 1, v: 1, key: 'k-a.com' }, true);
+    void run.append({ type: 'intent', company: 'a.com', generation: 1, keyVersion: 1, key: 'k-a.com' }, true);
     void run.append(hit('a.com'));
     await run.flush();
-    void run.append({ t: 'match', d: 'b.com', s: 'miss' });
+    void run.append({ type: 'match', domain: 'b.com', status: 'miss' });
     const found = await run.records(['a.com', 'b.com']);
     expect([...found.keys()]).toStrictEqual(['a.com']);
     expect(store.db.inTransaction).toBe(false);
@@ -158,9 +158,9 @@ describe('the SQLite store', () => {
 
   it('keeps the last of two lookups of one domain (the writer sorts lookups by key, stably)', async () => {
     const run = open().beginRun('svc', info);
-    void run.append({ t: 'match', d: 'b.com', s: 'miss' });
-    void run.append({ t: 'match', d: 'a.com', s: 'hit', c: 'acme.com', n: 'Acme' });
-    void run.append({ t: 'match', d: 'a.com', s: 'miss' });
+    void run.append({ type: 'match', domain: 'b.com', status: 'miss' });
+    void run.append({ type: 'match', domain: 'a.com', status: 'hit', company: 'acme.com', name: 'Acme' });
+    void run.append({ type: 'match', domain: 'a.com', status: 'miss' });
     await run.flush();
     const seen: [number, string][] = [];
     await run.loadLookups(['a.com', 'b.com'], (d) => ['a.com', 'b.com'].indexOf(d), (i, l) => seen.push([i, l.status]));
@@ -185,14 +185,14 @@ describe('the SQLite store', () => {
     const first = open(path);
     const a = first.beginRun('svc', info);
     const b = open(path).beginRun('svc', info);
-    expect(await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).toStrictEqual({ kind: 'ok' });
+    expect(await a.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true)).toStrictEqual({ kind: 'ok' });
     // Run a stands for another live process (our parent): its claim holds.
     first.db.prepare('UPDATE runs SET pid = ? WHERE id = ?').run(process.ppid, a.runId);
     // Named, for a person to see what the run waits on.
-    expect(await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).toStrictEqual({ kind: 'busy', pid: process.ppid });
+    expect(await b.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true)).toStrictEqual({ kind: 'busy', pid: process.ppid });
     await a.append(hit('acme.com'));
     await a.flush();
-    const claim = await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    const claim = await b.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
     expect(claim.kind).toBe('held');
     expect(((await b.records(['acme.com'])).get('acme.com') ?? null)?.name).toBe('acme.com');
   });
@@ -204,16 +204,16 @@ describe('the SQLite store', () => {
     const b = open(path).beginRun('svc', info);
     // Run a stands for another live process (our parent); its answer was lost, so its key is kept.
     first.db.prepare('UPDATE runs SET pid = ? WHERE id = ?').run(process.ppid, a.runId);
-    expect(await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).toStrictEqual({ kind: 'ok' });
-    await a.append({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'timeout', key: 'kept', lost: true });
+    expect(await a.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true)).toStrictEqual({ kind: 'ok' });
+    await a.append({ type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'timeout', verdict: 'kept', lost: true });
     await a.flush();
-    expect((await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).kind).toBe('busy');
-    await a.append({ t: 'release', c: 'acme.com', g: 1 });
+    expect((await b.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true)).kind).toBe('busy');
+    await a.append({ type: 'release', company: 'acme.com', generation: 1 });
     await a.flush();
     // Taken over under the same key, whose fate is open: the next attempt replays, never pays twice.
-    expect(await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).toStrictEqual({ kind: 'ok', tookOver: true });
+    expect(await b.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true)).toStrictEqual({ kind: 'ok', tookOver: true });
     // A release by a run that no longer owns the purchase changes nothing.
-    await a.append({ t: 'release', c: 'acme.com', g: 1 });
+    await a.append({ type: 'release', company: 'acme.com', generation: 1 });
     await a.flush();
     expect(first.db.prepare('SELECT owner_run FROM purchases').raw(true).get()).toStrictEqual([b.runId]);
   });
@@ -222,28 +222,28 @@ describe('the SQLite store', () => {
     const path = join(dir.path, 'retire.db');
     const store = open(path);
     const a = store.beginRun('svc', info);
-    await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
-    await a.append({ t: 'intent', c: 'beta.com', g: 1, v: 1, key: 'b1' }, true);
+    await a.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
+    await a.append({ type: 'intent', company: 'beta.com', generation: 1, keyVersion: 1, key: 'b1' }, true);
     await a.flush();
     const b = open(path).beginRun('svc', info);
     // As after run a's lease lapsed on another host: run b took acme.com over and may be sending under k1.
     store.db.prepare("UPDATE purchases SET owner_run = ? WHERE domain = 'acme.com'").run(b.runId);
-    await a.append({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired' });
+    await a.append({ type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired' });
     // A retire for a key version the purchase has already left behind changes nothing either.
-    await a.append({ t: 'enrich', c: 'beta.com', g: 1, v: 0, s: 'error', code: 'internal', key: 'retired' });
+    await a.append({ type: 'enrich', company: 'beta.com', generation: 1, keyVersion: 0, status: 'error', code: 'internal', verdict: 'retired' });
     await a.flush();
     const keys = (): unknown => store.db.prepare('SELECT domain, key_version, intent_key FROM purchases ORDER BY domain').raw(true).all();
     expect(keys()).toStrictEqual([['acme.com', 1, 'k1'], ['beta.com', 1, 'b1']]);
     // Its own key, still its own: retired, for the next attempt to take a new one.
-    await a.append({ t: 'enrich', c: 'beta.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired' });
+    await a.append({ type: 'enrich', company: 'beta.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired' });
     await a.flush();
     expect(keys()).toStrictEqual([['acme.com', 1, 'k1'], ['beta.com', 2, null]]);
     // Run b's answer under k1 was lost (maybe charged), and b handed the purchase back: a's late
     // retire must still not forget that k1 may have been charged.
-    await b.append({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'network_error', key: 'kept', lost: true });
-    await b.append({ t: 'release', c: 'acme.com', g: 1 });
+    await b.append({ type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true });
+    await b.append({ type: 'release', company: 'acme.com', generation: 1 });
     await b.flush();
-    await a.append({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired' });
+    await a.append({ type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired' });
     await a.flush();
     expect(store.db.prepare("SELECT key_version, intent_key, uncertain, owner_run FROM purchases WHERE domain = 'acme.com'").raw(true).get()).toStrictEqual([1, 'k1', 1, null]);
   });
@@ -252,18 +252,18 @@ describe('the SQLite store', () => {
     const path = join(dir.path, 'unclaim.db');
     const store = open(path);
     const a = store.beginRun('svc', info);
-    await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    await a.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
     await a.flush();
     const b = open(path).beginRun('svc', info);
     // As after run a's lease lapsed on another host: run b took the purchase over and is sending under k1.
     store.db.prepare("UPDATE purchases SET owner_run = ? WHERE domain = 'acme.com'").run(b.runId);
     // Run a, stopped before it sent anything, gives back what it thinks is its claim.
-    await a.append({ t: 'unclaim', c: 'acme.com', g: 1, v: 1, key: 'k1' });
+    await a.append({ type: 'unclaim', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' });
     await a.flush();
     expect(store.db.prepare("SELECT intent_key, owner_run, lost_at IS NOT NULL FROM purchases WHERE domain = 'acme.com'").raw(true).get()).toStrictEqual(['k1', b.runId, 1]);
     // Its own claim it gives back.
-    await a.append({ t: 'intent', c: 'beta.com', g: 1, v: 1, key: 'b1' }, true);
-    await a.append({ t: 'unclaim', c: 'beta.com', g: 1, v: 1, key: 'b1' });
+    await a.append({ type: 'intent', company: 'beta.com', generation: 1, keyVersion: 1, key: 'b1' }, true);
+    await a.append({ type: 'unclaim', company: 'beta.com', generation: 1, keyVersion: 1, key: 'b1' });
     await a.flush();
     expect(store.db.prepare("SELECT intent_key, owner_run FROM purchases WHERE domain = 'beta.com'").raw(true).get()).toStrictEqual([null, null]);
   });
@@ -272,21 +272,21 @@ describe('the SQLite store', () => {
     const path = join(dir.path, 'moved.db');
     const store = open(path);
     const a = store.beginRun('svc', info);
-    await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
-    await a.append({ t: 'enrich', c: 'acme.com', g: 1, v: 1, s: 'error', code: 'internal', key: 'retired' });
+    await a.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
+    await a.append({ type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired' });
     await a.flush();
     // The run ended without releasing its claims: as after a kill -9 of another process.
     store.db.prepare("UPDATE runs SET status = 'done'").run();
     const b = open(path).beginRun('svc', info);
-    const stale = await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    const stale = await b.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
     expect(stale).toMatchObject({ kind: 'moved', purchase: { keyVersion: 2, intentKey: null } });
-    expect(await b.append({ t: 'intent', c: 'acme.com', g: 1, v: 2, key: 'k2' }, true)).toStrictEqual({ kind: 'ok' });
+    expect(await b.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 2, key: 'k2' }, true)).toStrictEqual({ kind: 'ok' });
   });
 
   it('keeps a record of an older generation from replacing a newer one', async () => {
     const run = open().beginRun('svc', info);
     await run.append(hit('acme.com', 2));
-    await run.append({ ...hit('acme.com', 1), company: { ...record('acme.com'), name: 'Old' } } as StoreEvent);
+    await run.append({ ...hit('acme.com', 1), record: { ...record('acme.com'), name: 'Old' } } as StoreEvent);
     await run.flush();
     expect(((await run.records(['acme.com'])).get('acme.com') ?? null)?.name).toBe('acme.com');
     expect((await run.companyState('acme.com')).held?.generation).toBe(2);
@@ -330,7 +330,7 @@ describe('the SQLite store', () => {
     const store = open();
     const run = store.beginRun('svc', info);
     store.db.exec('PRAGMA query_only = ON');
-    await expect(run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true)).rejects.toThrow(/cannot write the store .*no further paid call was made/);
+    await expect(run.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true)).rejects.toThrow(/cannot write the store .*no further paid call was made/);
     await expect(run.append(hit('b.com'))).rejects.toThrow(/cannot write the store/);
   });
 
@@ -338,9 +338,9 @@ describe('the SQLite store', () => {
     const path = join(dir.path, 'lease.db');
     const first = open(path);
     const a = first.beginRun('svc', info);
-    await a.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    await a.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
     const b = open(path).beginRun('svc', info);
-    const claim = () => b.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
+    const claim = () => b.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
     const owned = (update: string, ...params: unknown[]): void => {
       first.db.prepare(update).run(...params);
       first.db.prepare('UPDATE purchases SET owner_run = ?').run(a.runId);
@@ -362,7 +362,7 @@ describe('the SQLite store', () => {
   it('lists as at risk only purchases whose run is gone, never one a live run is sending', async () => {
     const store = open();
     const live = store.beginRun('svc', info);
-    await live.append({ t: 'intent', c: 'sending.com', g: 1, v: 1, key: 'k1' }, true);
+    await live.append({ type: 'intent', company: 'sending.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
     store.db.prepare('UPDATE runs SET pid = ? WHERE id = ?').run(process.ppid, live.runId);
     expect(atRisk(store, [])).toStrictEqual([]);
     store.db.prepare("UPDATE runs SET status = 'interrupted' WHERE id = ?").run(live.runId);
@@ -372,8 +372,8 @@ describe('the SQLite store', () => {
   it('gives back an intent nothing was sent under: not at risk, not held from other runs', async () => {
     const store = open();
     const run = store.beginRun('svc', info);
-    await run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1' }, true);
-    await run.append({ t: 'unclaim', c: 'acme.com', g: 1, v: 1, key: 'k1' });
+    await run.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
+    await run.append({ type: 'unclaim', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' });
     await run.flush();
     store.db.prepare("UPDATE runs SET status = 'stopped'").run();
     expect(atRisk(store, [])).toStrictEqual([]);
@@ -387,7 +387,7 @@ describe('the SQLite store', () => {
     older.close();
     const upgraded = open(path);
     const run = upgraded.beginRun('svc', info);
-    expect(await run.append({ t: 'intent', c: 'acme.com', g: 1, v: 1, key: 'k1', at: 5 }, true)).toStrictEqual({ kind: 'ok' });
+    expect(await run.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1', at: 5 }, true)).toStrictEqual({ kind: 'ok' });
     expect((await run.companyState('acme.com')).purchase?.lostAt).toBe(5);
     upgraded.close();
     const edited = join(dir.path, 'edited.db');

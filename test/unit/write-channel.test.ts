@@ -22,7 +22,7 @@ afterEach(async () => {
 });
 
 const info = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
-const intent = (c: string, key = `k-${c}`): { event: StoreEvent; durable: boolean } => ({ event: { t: 'intent', c, g: 1, v: 1, key }, durable: true });
+const intent = (c: string, key = `k-${c}`): { event: StoreEvent; durable: boolean } => ({ event: { type: 'intent', company: c, generation: 1, keyVersion: 1, key }, durable: true });
 
 function setUp(): { store: Store; channel: WriteChannel; serviceId: number; run: number } {
   expect(existsSync(THREAD), `${THREAD} is missing: run npm run build`).toBe(true);
@@ -40,7 +40,7 @@ describe("the store's writer thread", () => {
   it('commits each batch on its own connection before answering, claims in order', async () => {
     const { store, channel } = setUp();
     const now = Date.now();
-    const claims = await channel.write([intent('a.com'), intent('b.com'), { event: { t: 'match', d: 'x.com', s: 'miss' }, durable: false }], now);
+    const claims = await channel.write([intent('a.com'), intent('b.com'), { event: { type: 'match', domain: 'x.com', status: 'miss' }, durable: false }], now);
     expect(claims).toEqual([{ kind: 'ok' }, { kind: 'ok' }, { kind: 'ok' }]);
     // Visible to the run's own connection at once: the answer means committed.
     const open = store.db.prepare("SELECT domain FROM purchases WHERE outcome = 'open' ORDER BY domain").raw(true).all();
@@ -55,7 +55,7 @@ describe("the store's writer thread", () => {
     const { channel } = setUp();
     // An enrich event for a company with no intent is fine; one with a bad generation type fails
     // SQLite's NOT NULL on purchases.generation inside the transaction, which rolls back whole.
-    const bad = { event: { t: 'intent', c: 'c.com', g: null, v: 1, key: 'k' } as unknown as StoreEvent, durable: true };
+    const bad = { event: { type: 'intent', company: 'c.com', generation: null, keyVersion: 1, key: 'k' } as unknown as StoreEvent, durable: true };
     await expect(channel.write([intent('d.com'), bad], Date.now())).rejects.toThrow();
     expect(await channel.write([intent('e.com')], Date.now())).toEqual([{ kind: 'ok' }]);
   });

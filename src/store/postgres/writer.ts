@@ -46,29 +46,29 @@ export class BatchPlan {
     this.claims = events.map(() => ({ claim: OK }));
     this.lookups(events, now);
     const touched = new Set<string>();
-    for (const e of events) if (e.t !== 'match') touched.add(e.c);
+    for (const e of events) if (e.type !== 'match') touched.add(e.company);
     if (touched.size > 0) {
       this.statements.push({
         text: `SELECT count(pg_advisory_xact_lock(hashtextextended($1::text || ':' || d, 0))) FROM unnest($2::text[]) WITH ORDINALITY AS u(d, n)`,
         values: [this.serviceId, [...touched].sort()],
       });
     }
-    let segment: { kind: StoreEvent['t']; at: number[]; companies: Set<string> } | null = null;
+    let segment: { kind: StoreEvent['type']; at: number[]; companies: Set<string> } | null = null;
     const close = (): void => {
       if (segment !== null) this.segment(segment.kind, segment.at, events, now, dead);
       segment = null;
     };
     events.forEach((e, i) => {
-      if (e.t === 'match') return;
-      if (segment === null || segment.kind !== e.t || segment.companies.has(e.c)) {
+      if (e.type === 'match') return;
+      if (segment === null || segment.kind !== e.type || segment.companies.has(e.company)) {
         close();
-        segment = { kind: e.t, at: [], companies: new Set() };
+        segment = { kind: e.type, at: [], companies: new Set() };
       }
       segment.at.push(i);
-      segment.companies.add(e.c);
+      segment.companies.add(e.company);
     });
     close();
-    const changed = [...new Set(events.filter((e) => e.t !== 'match' && e.t !== 'intent').map((e) => (e as { c: string }).c))];
+    const changed = [...new Set(events.filter((e) => e.type !== 'match' && e.type !== 'intent').map((e) => (e as { company: string }).company))];
     if (changed.length > 0) {
       this.statements.push({ text: `SELECT count(pg_notify($1, $2::text || ':' || d)) FROM unnest($3::text[]) AS d`, values: [OUTCOME_CHANNEL, this.serviceId, changed] });
     }
@@ -77,18 +77,18 @@ export class BatchPlan {
   /** Every lookup of the batch, the last of each domain winning (one statement may touch a row once). */
   private lookups(events: readonly StoreEvent[], now: number): void {
     const last = new Map<string, MatchEvent>();
-    for (const e of events) if (e.t === 'match' && e.s !== 'error') last.set(e.d, e);
+    for (const e of events) if (e.type === 'match' && e.status !== 'error') last.set(e.domain, e);
     if (last.size === 0) return;
     const rows = [...last.values()];
     this.statements.push({
       text: `INSERT INTO lookups (service, domain, status, company, name, checked_at)
              SELECT $1, u.* , $5::bigint FROM unnest($2::text[], $3::text[], $4::text[], $6::text[]) AS u(domain, status, company, name)
              ON CONFLICT (service, domain) DO UPDATE SET status = excluded.status, company = excluded.company, name = excluded.name, checked_at = excluded.checked_at`,
-      values: [this.serviceId, rows.map((e) => e.d), rows.map((e) => e.s), rows.map((e) => e.c ?? null), now, rows.map((e) => e.n ?? null)],
+      values: [this.serviceId, rows.map((e) => e.domain), rows.map((e) => e.status), rows.map((e) => e.company ?? null), now, rows.map((e) => e.name ?? null)],
     });
   }
 
-  private segment(kind: StoreEvent['t'], at: number[], events: readonly StoreEvent[], now: number, dead: readonly number[]): void {
+  private segment(kind: StoreEvent['type'], at: number[], events: readonly StoreEvent[], now: number, dead: readonly number[]): void {
     if (kind === 'intent') this.intents(at, events as readonly IntentEvent[], now, dead);
     else if (kind === 'enrich') this.outcomes(at.map((i) => events[i] as EnrichEvent), now);
     else if (kind === 'release') this.releases(at.map((i) => events[i] as ReleaseEvent));
@@ -103,9 +103,9 @@ export class BatchPlan {
         this.serviceId,
         this.run,
         now,
-        list.map((e) => e.c),
-        list.map((e) => e.g),
-        list.map((e) => e.v),
+        list.map((e) => e.company),
+        list.map((e) => e.generation),
+        list.map((e) => e.keyVersion),
         list.map((e) => e.key),
         list.map((e) => e.at ?? now),
         list.map((e) => e.freshSince !== undefined),
@@ -154,10 +154,10 @@ export class BatchPlan {
         text: `INSERT INTO purchases (service, domain, generation, key_version, outcome, opened_at)
                SELECT $1, u.domain, u.generation, u.v, 'open', u.at FROM unnest($2::text[], $3::int[], $4::int[], $5::bigint[]) AS u(domain, generation, v, at)
                ON CONFLICT DO NOTHING`,
-        values: [s, list.map((e) => e.c), list.map((e) => e.g), list.map((e) => e.v), list.map(atOf)],
+        values: [s, list.map((e) => e.company), list.map((e) => e.generation), list.map((e) => e.keyVersion), list.map(atOf)],
       });
     }
-    const hits = list.filter((e) => e.s === 'hit' && e.company !== undefined);
+    const hits = list.filter((e) => e.status === 'hit' && e.record !== undefined);
     if (hits.length > 0) {
       this.statements.push({
         text: `INSERT INTO companies AS c (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run)
@@ -169,20 +169,20 @@ export class BatchPlan {
                WHERE excluded.generation >= c.generation`,
         values: [
           s,
-          hits.map((e) => e.c),
-          hits.map((e) => e.company?.name),
-          hits.map((e) => JSON.stringify(e.company)),
+          hits.map((e) => e.company),
+          hits.map((e) => e.record?.name),
+          hits.map((e) => JSON.stringify(e.record)),
           hits.map(atOf),
-          hits.map((e) => e.company?.last_updated || null),
-          hits.map((e) => e.key_used ?? null),
+          hits.map((e) => e.record?.last_updated || null),
+          hits.map((e) => e.keyUsed ?? null),
           hits.map((e) => e.charged ?? 0),
-          hits.map((e) => e.g),
+          hits.map((e) => e.generation),
           this.run,
         ],
       });
     }
-    const closed = list.filter((e) => e.s === 'hit' || e.s === 'miss');
-    const final = list.filter((e) => e.s === 'error' && e.final === true);
+    const closed = list.filter((e) => e.status === 'hit' || e.status === 'miss');
+    const final = list.filter((e) => e.status === 'error' && e.final === true);
     for (const [rows, outcome] of [[closed, null], [final, 'failed']] as const) {
       if (rows.length === 0) continue;
       this.statements.push({
@@ -190,11 +190,11 @@ export class BatchPlan {
                  closed_at = u.at, error_code = u.code
                FROM unnest($3::text[], $4::int[], $5::text[], $6::int[], $7::bigint[], $8::text[]) AS u(domain, generation, outcome, charged, at, code)
                WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation`,
-        values: [s, this.run, rows.map((e) => e.c), rows.map((e) => e.g), rows.map((e) => outcome ?? e.s), rows.map((e) => e.charged ?? 0), rows.map(atOf), rows.map((e) => (outcome === null ? null : e.code ?? 'error'))],
+        values: [s, this.run, rows.map((e) => e.company), rows.map((e) => e.generation), rows.map((e) => outcome ?? e.status), rows.map((e) => e.charged ?? 0), rows.map(atOf), rows.map((e) => (outcome === null ? null : e.code ?? 'error'))],
       });
     }
-    const open = list.filter((e) => e.s === 'error' && e.final !== true);
-    const retired = open.filter((e) => e.key === 'retired');
+    const open = list.filter((e) => e.status === 'error' && e.final !== true);
+    const retired = open.filter((e) => e.verdict === 'retired');
     if (retired.length > 0) {
       // Only the key this run sent under, on a purchase still open and still this run's: a retire
       // arriving once another run has taken the purchase over is stale (store/sqlite/writer.ts).
@@ -203,16 +203,16 @@ export class BatchPlan {
                FROM unnest($3::text[], $4::int[], $5::int[], $6::text[], $7::int[]) AS u(domain, generation, v, code, unconfirmed)
                WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation
                  AND ($2::bigint IS NULL OR (p.key_version = u.v AND p.owner_run = $2::bigint AND p.outcome = 'open'))`,
-        values: [s, this.run, retired.map((e) => e.c), retired.map((e) => e.g), retired.map((e) => e.v), retired.map((e) => e.code ?? 'error'), retired.map((e) => (e.unconfirmed === true ? 1 : 0))],
+        values: [s, this.run, retired.map((e) => e.company), retired.map((e) => e.generation), retired.map((e) => e.keyVersion), retired.map((e) => e.code ?? 'error'), retired.map((e) => (e.unconfirmed === true ? 1 : 0))],
       });
     }
-    const kept = open.filter((e) => e.key !== 'retired');
+    const kept = open.filter((e) => e.verdict !== 'retired');
     if (kept.length > 0) {
       this.statements.push({
         text: `UPDATE purchases p SET uncertain = 1, error_code = u.code, lost_at = CASE WHEN u.lost THEN u.at ELSE p.lost_at END
                FROM unnest($2::text[], $3::int[], $4::text[], $5::bool[], $6::bigint[]) AS u(domain, generation, code, lost, at)
                WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation`,
-        values: [s, kept.map((e) => e.c), kept.map((e) => e.g), kept.map((e) => e.code ?? 'error'), kept.map((e) => e.lost === true), kept.map(atOf)],
+        values: [s, kept.map((e) => e.company), kept.map((e) => e.generation), kept.map((e) => e.code ?? 'error'), kept.map((e) => e.lost === true), kept.map(atOf)],
       });
     }
   }
@@ -222,7 +222,7 @@ export class BatchPlan {
     this.statements.push({
       text: `UPDATE purchases p SET owner_run = NULL FROM unnest($3::text[], $4::int[]) AS u(domain, generation)
              WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.owner_run = $2::bigint AND p.outcome = 'open'`,
-      values: [this.serviceId, this.run, list.map((e) => e.c), list.map((e) => e.g)],
+      values: [this.serviceId, this.run, list.map((e) => e.company), list.map((e) => e.generation)],
     });
   }
 
@@ -232,7 +232,7 @@ export class BatchPlan {
              FROM unnest($3::text[], $4::int[], $5::int[], $6::text[]) AS u(domain, generation, v, key)
              WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.key_version = u.v AND p.intent_key = u.key
                AND p.outcome = 'open' AND p.uncertain = 0 AND ($2::bigint IS NULL OR p.owner_run = $2::bigint)`,
-      values: [this.serviceId, this.run, list.map((e) => e.c), list.map((e) => e.g), list.map((e) => e.v), list.map((e) => e.key)],
+      values: [this.serviceId, this.run, list.map((e) => e.company), list.map((e) => e.generation), list.map((e) => e.keyVersion), list.map((e) => e.key)],
     });
   }
 }

@@ -86,7 +86,7 @@ export class RecordWriter {
     try {
       // Lookups are most of a big run's rows: they go in many to a statement.
       this.insertLookups(batch, now);
-      const claims = batch.map((p) => (p.event.t === 'match' ? OK : this.apply(p.event, now)));
+      const claims = batch.map((p) => (p.event.type === 'match' ? OK : this.apply(p.event, now)));
       db.exec('COMMIT');
       return claims;
     } catch (error) {
@@ -113,11 +113,11 @@ export class RecordWriter {
 
   private insertLookups(batch: readonly WriteItem[], now: number): void {
     const lookups: MatchEvent[] = [];
-    for (const { event } of batch) if (event.t === 'match' && event.s !== 'error') lookups.push(event);
+    for (const { event } of batch) if (event.type === 'match' && event.status !== 'error') lookups.push(event);
     // In key order: each leaf page of the table is then visited once, in turn.
-    lookups.sort((a, b) => (a.d < b.d ? -1 : a.d > b.d ? 1 : 0));
+    lookups.sort((a, b) => (a.domain < b.domain ? -1 : a.domain > b.domain ? 1 : 0));
     const rows: unknown[] = [];
-    for (const event of lookups) rows.push(this.serviceId, event.d, event.s, event.c ?? null, event.n ?? null, now);
+    for (const event of lookups) rows.push(this.serviceId, event.domain, event.status, event.company ?? null, event.name ?? null, now);
     for (let at = 0; at < rows.length; at += LOOKUP_ROWS * 6) {
       const chunk = rows.slice(at, at + LOOKUP_ROWS * 6);
       const n = chunk.length / 6;
@@ -126,26 +126,26 @@ export class RecordWriter {
   }
 
   private apply(event: StoreEvent, now: number): Claim {
-    switch (event.t) {
+    switch (event.type) {
       case 'match':
-        if (event.s === 'error') return OK;
+        if (event.status === 'error') return OK;
         this.store
           .sql('INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES (?, ?, ?, ?, ?, ?)')
-          .run(this.serviceId, event.d, event.s, event.c ?? null, event.n ?? null, now);
+          .run(this.serviceId, event.domain, event.status, event.company ?? null, event.name ?? null, now);
         return OK;
       case 'intent':
         return this.claim(event, now);
       case 'enrich': {
         const at = event.at ?? now;
-        if (event.s === 'hit') this.storeRecord(event, at);
-        this.save(applyOutcome(this.kept(event.c, event.g), event, this.run, now));
+        if (event.status === 'hit') this.storeRecord(event, at);
+        this.save(applyOutcome(this.kept(event.company, event.generation), event, this.run, now));
         return OK;
       }
       case 'release':
-        this.save(applyRelease(this.kept(event.c, event.g), event, this.run));
+        this.save(applyRelease(this.kept(event.company, event.generation), event, this.run));
         return OK;
       case 'unclaim':
-        this.save(applyUnclaim(this.kept(event.c, event.g), event, this.run));
+        this.save(applyUnclaim(this.kept(event.company, event.generation), event, this.run));
         return OK;
     }
   }
@@ -174,8 +174,8 @@ export class RecordWriter {
   /** The intent, written only if this run may buy (store/purchase.ts decideClaim). */
   private claim(event: IntentEvent, now: number): Claim {
     const decision = decideClaim({
-      held: heldCompany(this.store, this.serviceId, event.c),
-      kept: this.kept(event.c, event.g),
+      held: heldCompany(this.store, this.serviceId, event.company),
+      kept: this.kept(event.company, event.generation),
       event,
       run: this.run,
       now,
@@ -193,7 +193,7 @@ export class RecordWriter {
 
   /** A hit's record, unless a newer generation's is already held. */
   private storeRecord(e: EnrichEvent, at: number): void {
-    if (e.company === undefined) return;
+    if (e.record === undefined) return;
     this.store
       .sql(
         `INSERT INTO companies (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run)
@@ -203,6 +203,6 @@ export class RecordWriter {
            generation = excluded.generation, run = excluded.run
          WHERE excluded.generation >= companies.generation`,
       )
-      .run(this.serviceId, e.c, e.company.name, JSON.stringify(e.company), at, e.company.last_updated || null, e.key_used ?? null, e.charged ?? 0, e.g, this.run);
+      .run(this.serviceId, e.company, e.record.name, JSON.stringify(e.record), at, e.record.last_updated || null, e.keyUsed ?? null, e.charged ?? 0, e.generation, this.run);
   }
 }
