@@ -77,7 +77,7 @@ class EnrichStep {
   // The key an attempt goes under: the open intent's as written (a resume must not recompute it,
   // in case the derivation ever changes), else a new one for the generation and version.
   private keyOf(c: Company): string {
-    return c.intentOpen && c.intentKey !== null ? c.intentKey : this.deps.idempotencyKey(c, c.keyVersion);
+    return c.intentKey ?? this.deps.idempotencyKey(c, c.keyVersion);
   }
 
   /**
@@ -204,7 +204,7 @@ class EnrichStep {
       // since the claim needs an intent of its own.
       // An uncertain key writes its intent again before every attempt: the store then knows when
       // the last request that might go unanswered was sent, should this run die.
-      before: async () => (await this.replaceSpentPlace(c, place)) && ((c.intentOpen && c.claimed && !c.keyUncertain && !this.deps.leaseLapsed()) || (await this.claimPurchase(c))),
+      before: async () => (await this.replaceSpentPlace(c, place)) && ((c.intentKey !== null && c.claimed && !c.keyUncertain && !this.deps.leaseLapsed()) || (await this.claimPurchase(c))),
       lostKey: () => lostKey,
       failed: (error) => {
         answered();
@@ -242,7 +242,7 @@ class EnrichStep {
 
   /** Gives back a claim nothing was sent under, so it is neither "at risk" nor held from others. */
   private unclaim(c: Company, sentKeys: ReadonlySet<string>): void {
-    if (!c.claimed || !c.intentOpen || c.keyUncertain || c.intentKey === null || sentKeys.has(c.intentKey)) return;
+    if (!c.claimed || c.keyUncertain || c.intentKey === null || sentKeys.has(c.intentKey)) return;
     this.record({ type: 'unclaim', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, key: c.intentKey });
   }
 

@@ -24,9 +24,7 @@ export interface Company {
   claimed: boolean;
   /** Version of the Idempotency-Key the next (or the unanswered) attempt uses. */
   keyVersion: number;
-  /** An intent at keyVersion is on disk: attempts under this key may go without writing another. */
-  intentOpen: boolean;
-  /** The Idempotency-Key that intent names, as written: what every retry and resume sends. */
+  /** The key of the intent on disk under keyVersion, as written (null: none is open): what every retry and resume sends. */
   intentKey: string | null;
   /**
    * An attempt under keyVersion may have been charged without us seeing the answer (a lost
@@ -146,7 +144,6 @@ export class RunState {
     c.source = 'store';
     c.boughtAt = held.boughtAt;
     c.generation = held.generation;
-    c.intentOpen = false;
     c.intentKey = null;
     c.errorCode = null;
   }
@@ -161,7 +158,6 @@ export class RunState {
       return;
     }
     c.keyVersion = p.keyVersion;
-    c.intentOpen = p.intentKey !== null;
     c.intentKey = p.intentKey;
     // An intent written by another invocation may have been sent before it stopped.
     c.keyUncertain = p.intentKey !== null || p.uncertain;
@@ -179,7 +175,6 @@ export class RunState {
         const c = this.company(event.company);
         if (c === undefined) return;
         c.keyVersion = event.keyVersion;
-        c.intentOpen = true;
         c.intentKey = event.key;
         c.claimed = true;
         return;
@@ -195,7 +190,6 @@ export class RunState {
       case 'unclaim': {
         const c = this.company(event.company);
         if (c === undefined) return;
-        c.intentOpen = false;
         c.intentKey = null;
         c.claimed = false;
         return;
@@ -238,7 +232,6 @@ export class RunState {
       refresh: false,
       claimed: false,
       keyVersion: 1,
-      intentOpen: false,
       intentKey: null,
       keyUncertain: false,
       unconfirmed: 0,
@@ -265,7 +258,6 @@ export class RunState {
       c.status = entry.status;
       c.source = entry.status === 'hit' ? 'bought' : null;
       c.boughtAt = entry.status === 'hit' ? (entry.at ?? Date.now()) : c.boughtAt;
-      c.intentOpen = false;
       c.intentKey = null;
       c.errorCode = null;
       return;
@@ -277,7 +269,6 @@ export class RunState {
       // Proven uncharged: a service that stored this error under the key would replay it
       // forever, so the next attempt gets a new one.
       c.keyVersion = entry.keyVersion + 1;
-      c.intentOpen = false;
       c.intentKey = null;
       c.keyUncertain = false;
       c.lostAt = null;

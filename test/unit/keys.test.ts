@@ -253,7 +253,7 @@ describe('RunState resume from the store', () => {
     s.addDomain('acme.com');
     resumeFrom(s, { keyVersion: 3, intentKey: 'k3' });
     const c = s.company('acme.com');
-    expect([c?.keyVersion, c?.intentOpen, c?.keyUncertain]).toStrictEqual([3, true, true]);
+    expect([c?.keyVersion, c?.intentKey, c?.keyUncertain]).toStrictEqual([3, 'k3', true]);
     expect(keyVerdict(c as NonNullable<typeof c>, problem(402, 'insufficient_credits', 'x'))).toBe('kept');
   });
 
@@ -264,6 +264,6 @@ describe('RunState resume from the store', () => {
     const c = s.company('acme.com') as NonNullable<ReturnType<RunState['company']>>;
     expect(keyVerdict(c, problem(402, 'insufficient_credits', 'req_7'), { now: 61_000, afterMs: 60_000, answeredSince: () => true })).toBe('settled');
     s.apply({ type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'insufficient_credits', verdict: 'retired', unconfirmed: true });
-    expect([c.keyVersion, c.intentOpen, c.keyUncertain, c.unconfirmed, s.unconfirmedThisSession]).toStrictEqual([2, false, false, 1, 1]);
+    expect([c.keyVersion, c.intentKey, c.keyUncertain, c.unconfirmed, s.unconfirmedThisSession]).toStrictEqual([2, null, false, 1, 1]);
   });
 });
