@@ -1,5 +1,5 @@
 import type { CompanyRecord } from '../../src/api/types.js';
-import type { RunInfo } from '../../src/store/types.js';
+import type { RunInfo, StoreEvent } from '../../src/store/types.js';
 
 /** A company record as the service returns it, every optional field empty unless given. */
 export function companyRecord(domain: string, over: Partial<CompanyRecord> = {}): CompanyRecord {
@@ -23,3 +23,6 @@ export function companyRecord(domain: string, over: Partial<CompanyRecord> = {})
 
 /** What a run tells the store about itself, for store tests. */
 export const runInfo: RunInfo = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
+
+/** A paid answer that bought `company` at generation `g`, under the key `k-<company>`. */
+export const hitEvent = (company: string, g = 1): StoreEvent => ({ type: 'enrich', company, generation: g, keyVersion: 1, status: 'hit', charged: 1, record: companyRecord(company), keyUsed: `k-${company}` });

@@ -1,37 +1,21 @@
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { CompanyRecord } from '../../src/api/types.js';
+import { describe, expect, it } from 'vitest';
 import { atRisk, watchSkewedRuns } from '../../src/store/sqlite/ledger.js';
-import { LEASE_MS, Store } from '../../src/store/sqlite/store.js';
-import type { HeldCompany, Purchase, StoreEvent } from '../../src/store/types.js';
+import { LEASE_MS, type Store } from '../../src/store/sqlite/store.js';
+import type { HeldCompany, Purchase } from '../../src/store/types.js';
 import { RecordWriter } from '../../src/store/sqlite/writer.js';
-import { tempDir } from '../helpers/cli.js';
-import { companyRecord } from '../helpers/records.js';
+import { hitEvent, runInfo } from '../helpers/records.js';
+import { useStoreFiles } from '../helpers/store-files.js';
 
 /** What two runs on one store can do to each other between a read and a write. */
-let dir: ReturnType<typeof tempDir>;
-let stores: Store[] = [];
-beforeEach(() => {
-  dir = tempDir();
-});
-afterEach(() => {
-  for (const s of stores) s.close();
-  stores = [];
-  dir.cleanup();
-});
-
-const open = (path = join(dir.path, 'store.db')): Store => {
-  const s = Store.open(path, { tool: 'test' });
-  stores.push(s);
-  return s;
-};
-const info = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
-const record = (domain: string): CompanyRecord => companyRecord(domain);
-const hit = (c: string, g = 1): StoreEvent => ({ type: 'enrich', company: c, generation: g, keyVersion: 1, status: 'hit', charged: 1, record: record(c), keyUsed: `k-${c}` });
+const files = useStoreFiles();
+const open = (path?: string): Store => files.open(path);
+const info = runInfo;
+const hit = hitEvent;
 
 describe('the plan reads one moment of the store', () => {
   it('never sees a purchase another run closed without the company it bought (the read is one snapshot)', async () => {
-    const path = join(dir.path, 'race.db');
+    const path = join(files.dir.path, 'race.db');
     const buyer = open(path).beginRun('svc', info);
     const planner = open(path);
     const run = planner.beginRun('svc', info);
@@ -67,7 +51,7 @@ describe('the plan reads one moment of the store', () => {
   });
 
   it('refuses a claim on a company held fresh, whatever generation the plan chose', async () => {
-    const path = join(dir.path, 'held.db');
+    const path = join(files.dir.path, 'held.db');
     const a = open(path).beginRun('svc', info);
     await a.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
     await a.append(hit('acme.com'));
@@ -81,7 +65,7 @@ describe('the plan reads one moment of the store', () => {
   });
 
   it('still finishes a purchase whose key may have been charged, under that key, though the company is held', async () => {
-    const path = join(dir.path, 'resume.db');
+    const path = join(files.dir.path, 'resume.db');
     const store = open(path);
     const a = store.beginRun('svc', info);
     await a.append(hit('acme.com'));
@@ -98,11 +82,7 @@ describe('leases never trust another host\'s clock', () => {
   const YEAR = 365 * 86_400_000;
   /** Store b's own steady clock, moved by the test: the lease is judged by it alone. */
   let steady = 0;
-  const openAt = (path: string): Store => {
-    const s = Store.open(path, { tool: 'test', monotonic: () => steady });
-    stores.push(s);
-    return s;
-  };
+  const openAt = (path: string): Store => files.open(path, { monotonic: () => steady });
   async function skewedOwner(path: string): Promise<{ store: Store; runId: number }> {
     const store = open(path);
     const a = store.beginRun('svc', info);
@@ -114,7 +94,7 @@ describe('leases never trust another host\'s clock', () => {
   }
 
   it('a heartbeat in the future that never moves lapses after the lease, as this process sees it: its claim is taken over under its key', async () => {
-    const path = join(dir.path, 'skew.db');
+    const path = join(files.dir.path, 'skew.db');
     await skewedOwner(path);
     steady = 0;
     const b = openAt(path).beginRun('svc', info);
@@ -127,7 +107,7 @@ describe('leases never trust another host\'s clock', () => {
   });
 
   it('a run on another host that keeps beating stays alive however far ahead its clock is', async () => {
-    const path = join(dir.path, 'beating.db');
+    const path = join(files.dir.path, 'beating.db');
     const { store, runId } = await skewedOwner(path);
     steady = 0;
     const b = openAt(path).beginRun('svc', info);
@@ -141,7 +121,7 @@ describe('leases never trust another host\'s clock', () => {
   });
 
   it('enrich ledger release watches such a run for a lease before it lists its purchase, and never lists one that beats', async () => {
-    const path = join(dir.path, 'release.db');
+    const path = join(files.dir.path, 'release.db');
     const { store, runId } = await skewedOwner(path);
     steady = 0;
     const reader = openAt(path);

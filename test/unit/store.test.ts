@@ -4,31 +4,17 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { CompanyRecord } from '../../src/api/types.js';
 import { atRisk } from '../../src/store/sqlite/ledger.js';
 import { libsql } from '../../src/store/sqlite/libsql.js';
-import { enableWal, LEASE_MS, Store } from '../../src/store/sqlite/store.js';
+import { enableWal, LEASE_MS, type Store } from '../../src/store/sqlite/store.js';
 import type { Claim, StoreEvent } from '../../src/store/types.js';
 import type { WriteChannel } from '../../src/store/sqlite/write-channel.js';
-import { tempDir } from '../helpers/cli.js';
-import { companyRecord } from '../helpers/records.js';
+import { companyRecord, hitEvent, runInfo } from '../helpers/records.js';
+import { useStoreFiles } from '../helpers/store-files.js';
 
-let dir: ReturnType<typeof tempDir>;
-let stores: Store[] = [];
-beforeEach(() => {
-  dir = tempDir();
-});
-afterEach(() => {
-  for (const s of stores) s.close();
-  stores = [];
-  dir.cleanup();
-});
-
-const open = (path = join(dir.path, 'store.db')): Store => {
-  const s = Store.open(path, { tool: 'test' });
-  stores.push(s);
-  return s;
-};
-const info = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
+const files = useStoreFiles();
+const open = (path?: string): Store => files.open(path);
+const info = runInfo;
 const record = (domain: string): CompanyRecord => companyRecord(domain);
-const hit = (c: string, g = 1): StoreEvent => ({ type: 'enrich', company: c, generation: g, keyVersion: 1, status: 'hit', charged: 1, record: record(c), keyUsed: `k-${c}` });
+const hit = hitEvent;
 
 describe('the SQLite store', () => {
   it('commits intents in groups: 200 intents at once cost a handful of syncs, not 200', async () => {
@@ -181,7 +167,7 @@ describe('the SQLite store', () => {
   });
 
   it('lets one run claim a purchase: another live run is told busy, then sees it held', async () => {
-    const path = join(dir.path, 'shared.db');
+    const path = join(files.dir.path, 'shared.db');
     const first = open(path);
     const a = first.beginRun('svc', info);
     const b = open(path).beginRun('svc', info);
@@ -198,7 +184,7 @@ describe('the SQLite store', () => {
   });
 
   it('lets a live run release a purchase it could not finish, so another takes it over instead of waiting for it to exit', async () => {
-    const path = join(dir.path, 'released.db');
+    const path = join(files.dir.path, 'released.db');
     const first = open(path);
     const a = first.beginRun('svc', info);
     const b = open(path).beginRun('svc', info);
@@ -219,7 +205,7 @@ describe('the SQLite store', () => {
   });
 
   it('retires only the key a run sent under, and not once another run has taken the purchase over', async () => {
-    const path = join(dir.path, 'retire.db');
+    const path = join(files.dir.path, 'retire.db');
     const store = open(path);
     const a = store.beginRun('svc', info);
     await a.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
@@ -249,7 +235,7 @@ describe('the SQLite store', () => {
   });
 
   it('gives back only its own claim: an unclaim once another run has taken the purchase over changes nothing', async () => {
-    const path = join(dir.path, 'unclaim.db');
+    const path = join(files.dir.path, 'unclaim.db');
     const store = open(path);
     const a = store.beginRun('svc', info);
     await a.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
@@ -269,7 +255,7 @@ describe('the SQLite store', () => {
   });
 
   it('hands back a purchase another run moved on, and takes over one whose run is gone', async () => {
-    const path = join(dir.path, 'moved.db');
+    const path = join(files.dir.path, 'moved.db');
     const store = open(path);
     const a = store.beginRun('svc', info);
     await a.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
@@ -299,15 +285,14 @@ describe('the SQLite store', () => {
     await run.flush();
     store.db.prepare("UPDATE companies SET record = '{\"domain\": 5}'").run();
     expect(((await run.records(['acme.com'])).get('acme.com') ?? null)).toBeNull();
-    const junk = join(dir.path, 'junk.db');
+    const junk = join(files.dir.path, 'junk.db');
     writeFileSync(junk, 'this is not a database, just some text that is long enough to look like a header. '.repeat(20));
     expect(() => open(junk)).toThrow(expect.objectContaining({ kind: 'usage', message: expect.stringContaining('damaged or not an enrich store') }));
   });
 
   it('stamps its schema version, and refuses a store a newer enrich wrote (its layout may mean other things)', () => {
-    const path = join(dir.path, 'versioned.db');
+    const path = join(files.dir.path, 'versioned.db');
     open(path).close();
-    stores = [];
     const raw = new (libsql())(path);
     expect(raw.pragma('user_version', { simple: true })).toBeGreaterThan(0);
     raw.pragma('user_version = 99');
@@ -316,7 +301,7 @@ describe('the SQLite store', () => {
   });
 
   it('says in one line that the store is locked when a run cannot even begin (another run paused inside a commit)', () => {
-    const path = join(dir.path, 'locked.db');
+    const path = join(files.dir.path, 'locked.db');
     const holder = open(path);
     holder.db.exec('BEGIN IMMEDIATE');
     const waiting = open(path);
@@ -335,7 +320,7 @@ describe('the SQLite store', () => {
   });
 
   it('knows a live run from a dead one: a lapsed heartbeat on another host, a reused pid here, never a paused process', async () => {
-    const path = join(dir.path, 'lease.db');
+    const path = join(files.dir.path, 'lease.db');
     const first = open(path);
     const a = first.beginRun('svc', info);
     await a.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' }, true);
@@ -381,7 +366,7 @@ describe('the SQLite store', () => {
   });
 
   it('brings a store of an earlier layout up to date, and refuses one missing a column it cannot add back', async () => {
-    const path = join(dir.path, 'older.db');
+    const path = join(files.dir.path, 'older.db');
     const older = open(path);
     older.db.exec('ALTER TABLE runs DROP COLUMN heartbeat_at; ALTER TABLE runs DROP COLUMN policy_now; ALTER TABLE purchases DROP COLUMN lost_at');
     older.close();
@@ -390,7 +375,7 @@ describe('the SQLite store', () => {
     expect(await run.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1', at: 5 }, true)).toStrictEqual({ kind: 'ok' });
     expect((await run.companyState('acme.com')).purchase?.lostAt).toBe(5);
     upgraded.close();
-    const edited = join(dir.path, 'edited.db');
+    const edited = join(files.dir.path, 'edited.db');
     open(edited).db.exec('ALTER TABLE companies DROP COLUMN record');
     expect(() => open(edited)).toThrow(expect.objectContaining({ kind: 'usage', message: expect.stringContaining('lacks companies.record') }));
   });
@@ -407,8 +392,7 @@ describe('the SQLite store', () => {
 
   it('keeps the freshness cutoff of a job only for a rerun of that job cut short, and not for long', () => {
     let now = 1_000_000_000;
-    const store = Store.open(join(dir.path, 'policy.db'), { tool: 'test', now: () => now });
-    stores.push(store);
+    const store = files.open(join(files.dir.path, 'policy.db'), { now: () => now });
     const job = { ...info, options: { max_age_ms: 0 } };
     const first = store.beginRun('svc', job);
     expect(first.policyNow).toBe(now);
