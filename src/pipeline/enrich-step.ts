@@ -165,10 +165,6 @@ class EnrichStep {
     return { now: this.deps.now(), afterMs: this.deps.settleMs, answeredSince: (at) => this.deps.health.answeredSince(at) };
   }
 
-  /**
-   * One purchase attempt, retries included: the charge, whether the service answered last, and
-   * whether any request went out at all.
-   */
   /** Takes a place under --max-credits; false (and the run stopped at the cap) when none is left. */
   private async acquire(): Promise<boolean> {
     if (await this.deps.budget.acquire(this.stops.paid.signal)) return true;
@@ -188,7 +184,11 @@ class EnrichStep {
     return place.held;
   }
 
-  private async buy(c: Company, sentKeys: Set<string>, place: Place, answered: () => void): Promise<Bought> {
+  /**
+   * One purchase attempt, retries included: the charge, and whether the service answered last.
+   * `arrived`: tells the resume gate this company has had an answer (pipeline/resume-gate.ts).
+   */
+  private async buy(c: Company, sentKeys: Set<string>, place: Place, arrived: () => void): Promise<Bought> {
     let lostKey: { lostAt: number | null } | undefined;
     const call = (signal: AbortSignal) => {
       const key = this.keyOf(c);
@@ -207,7 +207,7 @@ class EnrichStep {
       before: async () => (await this.replaceSpentPlace(c, place)) && ((c.intentKey !== null && c.claimed && !c.keyUncertain && !this.deps.leaseLapsed()) || (await this.claimPurchase(c))),
       lostKey: () => lostKey,
       failed: (error) => {
-        answered();
+        arrived();
         if (error instanceof UnusablePaidAnswerError) {
           this.recordUnusable(c, error);
           return undefined;
@@ -218,7 +218,7 @@ class EnrichStep {
         return verdict === 'settled' ? 'again' : undefined;
       },
     });
-    answered();
+    arrived();
     if (result.kind === 'stopped') return { charged: 0, answered: false };
     if (result.kind === 'error') {
       if (result.error instanceof UnusablePaidAnswerError) return { charged: result.error.charged, answered: true };
@@ -265,16 +265,16 @@ class EnrichStep {
   }
 
   async enrich(c: Company): Promise<void> {
-    const answered = (): void => this.deps.gate.arrive(c.index);
+    const arrived = (): void => this.deps.gate.arrive(c.index);
     try {
       if (!this.deps.gate.holds(c.index)) await this.deps.gate.wait(this.stops.paid.signal);
-      await this.enrichCompany(c, answered);
+      await this.enrichCompany(c, arrived);
     } finally {
-      answered();
+      arrived();
     }
   }
 
-  private async enrichCompany(c: Company, answered: () => void): Promise<void> {
+  private async enrichCompany(c: Company, arrived: () => void): Promise<void> {
     let claimed = false;
     for (let round = 0; round < 2; round++) {
       // The credit first: an intent is written only for a call this run is allowed to make.
@@ -286,7 +286,7 @@ class EnrichStep {
       try {
         if (await this.claimPurchase(c)) {
           claimed = true;
-          outcome = await this.buy(c, sentKeys, place, answered);
+          outcome = await this.buy(c, sentKeys, place, arrived);
         }
       } finally {
         // A key left uncertain may have been charged, and so may one retired on the settle rule

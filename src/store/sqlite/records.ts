@@ -96,7 +96,6 @@ export class ServiceRecords implements ServiceStore {
 
   // ---- reads ----
 
-
   /**
    * Point queries for a few keys, one scan of the service's rows for many: past about an eighth
    * of the table a sequential scan beats an index probe per key.
