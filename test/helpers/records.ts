@@ -1,5 +1,5 @@
 import type { CompanyRecord } from '../../src/api/types.js';
-import type { RunInfo, StoreEvent } from '../../src/store/types.js';
+import type { Purchase, RunInfo, StoreEvent } from '../../src/store/types.js';
 
 /** A company record as the service returns it, every optional field empty unless given. */
 export function companyRecord(domain: string, over: Partial<CompanyRecord> = {}): CompanyRecord {
@@ -26,3 +26,18 @@ export const runInfo: RunInfo = { inputName: 'in.csv', inputSha256: 'x', rows: 1
 
 /** A paid answer that bought `company` at generation `g`, under the key `k-<company>`. */
 export const hitEvent = (company: string, g = 1): StoreEvent => ({ type: 'enrich', company, generation: g, keyVersion: 1, status: 'hit', charged: 1, record: companyRecord(company), keyUsed: `k-${company}` });
+
+/** acme.com's first purchase, open and unclaimed, unless told otherwise. */
+export const openPurchase = (over: Partial<Purchase> = {}): Purchase => ({
+  domain: 'acme.com',
+  generation: 1,
+  keyVersion: 1,
+  intentKey: null,
+  uncertain: false,
+  unconfirmed: 0,
+  lostAt: null,
+  errorCode: null,
+  outcome: 'open',
+  closedAt: null,
+  ...over,
+});

@@ -11,6 +11,7 @@ import { AdaptiveLimiter } from '../../src/pipeline/limiter.js';
 import { Progress } from '../../src/pipeline/progress.js';
 import { Scheduler } from '../../src/pipeline/scheduler.js';
 import { RunState } from '../../src/pipeline/state.js';
+import { openPurchase } from '../helpers/records.js';
 
 const problem = (status: number, code: string, rid: string) =>
   apiErrorFromResponse({ status, contentType: 'application/problem+json', retryAfter: '0', requestId: undefined, body: JSON.stringify({ code, status, requestId: rid, retryAfterSeconds: 0 }) });
@@ -107,7 +108,7 @@ function scripted(steps: Step[]) {
 function resumeFrom(state: RunState, purchase: Partial<Purchase>): void {
   const d = state.addDomain('acme.com');
   state.loadDomain(d, { action: 'hit', company: 'acme.com', name: 'Acme' });
-  const open: Purchase = { domain: 'acme.com', generation: 1, keyVersion: 1, intentKey: null, uncertain: false, unconfirmed: 0, lostAt: null, errorCode: null, outcome: 'open', closedAt: null, ...purchase };
+  const open = openPurchase(purchase);
   state.loadCompany(state.company('acme.com') as NonNullable<ReturnType<RunState['company']>>, { action: 'buy', generation: 1, refresh: false, held: null, resume: open });
 }
 

@@ -1,24 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { planCompany, planDomain, type Policy } from '../../src/pipeline/plan.js';
 import type { HeldCompany, Purchase } from '../../src/store/types.js';
+import { openPurchase } from '../helpers/records.js';
 
 const DAY = 86_400_000;
 const NOW = 1_800_000_000_000;
 const policy = (over: Partial<Policy> = {}): Policy => ({ now: NOW, maxAgeMs: null, missMaxAgeMs: 30 * DAY, ...over });
 const held = (ageDays: number, generation = 1): HeldCompany => ({ domain: 'acme.com', name: 'Acme', boughtAt: NOW - ageDays * DAY, lastUpdated: null, generation, credits: 1 });
-const purchase = (over: Partial<Purchase>): Purchase => ({
-  domain: 'acme.com',
-  generation: 1,
-  keyVersion: 1,
-  intentKey: null,
-  uncertain: false,
-  unconfirmed: 0,
-  lostAt: null,
-  errorCode: null,
-  outcome: 'open',
-  closedAt: null,
-  ...over,
-});
+const purchase = (over: Partial<Purchase>): Purchase => openPurchase(over);
 
 describe('planDomain', () => {
   it.each([

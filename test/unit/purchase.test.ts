@@ -1,28 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { applyOutcome, applyRelease, applyUnclaim, decideClaim, stateOf, type ClaimDecision, type KeptPurchase } from '../../src/store/purchase.js';
 import type { EnrichEvent, HeldCompany, IntentEvent } from '../../src/store/types.js';
+import { openPurchase } from '../helpers/records.js';
 
 /** The purchase rules as a state machine: each row is (state, event) -> (claim, next state). */
 const NOW = 1_000_000;
 const ME = 7;
 const OTHER = 9;
-const kept = (over: Partial<KeptPurchase> = {}): KeptPurchase => ({
-  domain: 'acme.com',
-  generation: 1,
-  keyVersion: 1,
-  intentKey: null,
-  uncertain: false,
-  unconfirmed: 0,
-  lostAt: null,
-  errorCode: null,
-  outcome: 'open',
-  closedAt: null,
-  ownerRun: null,
-  credits: 0,
-  run: null,
-  openedAt: NOW - 10,
-  ...over,
-});
+const kept = (over: Partial<KeptPurchase> = {}): KeptPurchase => ({ ...openPurchase(), ownerRun: null, credits: 0, run: null, openedAt: NOW - 10, ...over });
 const held = (over: Partial<HeldCompany> = {}): HeldCompany => ({ domain: 'acme.com', name: 'Acme', boughtAt: NOW - 100, lastUpdated: null, generation: 1, credits: 1, ...over });
 const intent = (over: Partial<IntentEvent> = {}): IntentEvent => ({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1', at: NOW, freshSince: null, ...over });
 const claim = (k: KeptPurchase | null, e: IntentEvent, h: HeldCompany | null = null, alive = true): ClaimDecision => decideClaim({ held: h, kept: k, event: e, run: ME, now: NOW, alive: () => alive });

@@ -9,9 +9,8 @@ import { Progress } from '../../src/pipeline/progress.js';
 import { ResumeGate } from '../../src/pipeline/resume-gate.js';
 import { Scheduler } from '../../src/pipeline/scheduler.js';
 import { RunState } from '../../src/pipeline/state.js';
-import type { Purchase } from '../../src/store/types.js';
 import { memoryStore } from '../helpers/memory-store.js';
-import { companyRecord } from '../helpers/records.js';
+import { companyRecord, openPurchase } from '../helpers/records.js';
 
 const record = (domain: string) => ({ matched: true as const, credits_charged: 1, credits_remaining: 10, company: companyRecord(domain) });
 
@@ -39,7 +38,7 @@ describe('keys earlier runs may have been charged under are settled before anyth
     const state = new RunState();
     const names = ['new-1.com', 'new-2.com', 'new-3.com', 'resumed.com'];
     for (const domain of names) state.loadDomain(state.addDomain(domain), { action: 'hit', company: domain, name: domain });
-    const open: Purchase = { domain: 'resumed.com', generation: 1, keyVersion: 1, intentKey: 'resumed.com#1', uncertain: true, unconfirmed: 0, lostAt: Date.now(), errorCode: null, outcome: 'open', closedAt: null };
+    const open = openPurchase({ domain: 'resumed.com', intentKey: 'resumed.com#1', uncertain: true, lostAt: Date.now() });
     for (const c of state.companies) state.loadCompany(c, c.domain === 'resumed.com' ? { action: 'buy', generation: 1, refresh: false, held: null, resume: open } : { action: 'buy', generation: 1, refresh: false, held: null, resume: null });
     const calls: string[] = [];
     let resumedTries = 0;
@@ -80,7 +79,7 @@ describe('keys earlier runs may have been charged under are settled before anyth
   async function twoCompanies(resumedAnswer: (key: string) => 'ok' | 402 | 500) {
     const state = new RunState();
     for (const domain of ['new.com', 'resumed.com']) state.loadDomain(state.addDomain(domain), { action: 'hit', company: domain, name: domain });
-    const open: Purchase = { domain: 'resumed.com', generation: 1, keyVersion: 1, intentKey: 'resumed.com#1', uncertain: true, unconfirmed: 0, lostAt: Date.now() - 10 * 60_000, errorCode: null, outcome: 'open', closedAt: null };
+    const open = openPurchase({ domain: 'resumed.com', intentKey: 'resumed.com#1', uncertain: true, lostAt: Date.now() - 10 * 60_000 });
     for (const c of state.companies) state.loadCompany(c, { action: 'buy', generation: 1, refresh: false, held: null, resume: c.domain === 'resumed.com' ? open : null });
     const keys: string[] = [];
     const problem = (status: number, code: string) =>
@@ -124,7 +123,7 @@ describe('keys earlier runs may have been charged under are settled before anyth
   it('a resumed key that another live run holds (busy) holds nothing else back: the new purchases go on while it waits', async () => {
     const state = new RunState();
     for (const domain of ['held-by-other.com', 'new-1.com', 'new-2.com']) state.loadDomain(state.addDomain(domain), { action: 'hit', company: domain, name: domain });
-    const open: Purchase = { domain: 'held-by-other.com', generation: 1, keyVersion: 1, intentKey: 'held-by-other.com#1', uncertain: false, unconfirmed: 0, lostAt: Date.now(), errorCode: null, outcome: 'open', closedAt: null };
+    const open = openPurchase({ domain: 'held-by-other.com', intentKey: 'held-by-other.com#1', lostAt: Date.now() });
     for (const c of state.companies) state.loadCompany(c, { action: 'buy', generation: 1, refresh: false, held: null, resume: c.domain === 'held-by-other.com' ? open : null });
     const bought: string[] = [];
     const interrupt = new AbortController();
