@@ -4,7 +4,7 @@ import { outputTarget, unwritableReason } from '../io/sink.js';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
 import { DEFAULT_MISS_MAX_AGE_MS } from '../pipeline/plan.js';
-import { checkStoreFolder, resolveStorePath, storeFolderProblem } from '../store/path.js';
+import { checkStoreFolder, isTeamStore, resolveStorePath, storeFolderProblem } from '../store/path.js';
 import type { OutputFormat } from '../io/output.js';
 import { SUBCOMMANDS, type DoctorFlags, type RunFlags } from './program.js';
 import type { DoctorOptions } from '../commands/doctor.js';
@@ -67,8 +67,6 @@ export function formatFor(output: string, requested: OutputFormat | undefined): 
   return /\.(jsonl|ndjson)$/i.test(output) ? 'jsonl' : 'csv';
 }
 
-
-
 /**
  * Refuses, before any work, paths that would fail or destroy something only once the work is
  * done: two roles on one file (results over the input, or over the store that holds what was
@@ -78,7 +76,8 @@ function checkPaths(flags: RunFlags, store: string, env: NodeJS.ProcessEnv): voi
   const output = flags.output ?? '-';
   const files: [string, string][] = [];
   if (flags.input !== '-') files.push(['the input', flags.input]);
-  files.push(['the store', store], ['the store\'s log', `${store}-wal`], ['the store\'s index', `${store}-shm`]);
+  const team = isTeamStore(store);
+  if (!team) files.push(['the store', store], ['the store\'s log', `${store}-wal`], ['the store\'s index', `${store}-shm`]);
   if (flags.journal !== undefined) files.push(['--journal', flags.journal]);
   if (output !== '-') files.push(['-o', output]);
   if (flags.summaryJson !== undefined && flags.summaryJson !== '-') files.push(['--summary-json', flags.summaryJson]);
@@ -95,7 +94,7 @@ function checkPaths(flags: RunFlags, store: string, env: NodeJS.ProcessEnv): voi
     if (info === null) throw new UsageError(`--journal ${flags.journal}: no such file`);
     if (info.isDirectory()) throw new UsageError(`--journal ${flags.journal} is a directory; give the path of a journal written by enrich 0.1`);
   }
-  if (statOrNull(store)?.isDirectory() === true) {
+  if (!team && statOrNull(store)?.isDirectory() === true) {
     throw new UsageError(`the store ${store} is a directory; give a file path with --store or ENRICH_STORE`);
   }
   checkStoreFolder(store, env);

@@ -24,10 +24,9 @@ import { RunState, type Company } from '../pipeline/state.js';
 import { emptyTally, summarise, type RowTally, type Summary } from '../pipeline/summary.js';
 import type { SandboxOptions } from '../sandbox/index.js';
 import { importJournal, notJournal, type Imported } from '../store/import-journal.js';
-import { defaultStorePath, scanCacheDir } from '../store/path.js';
-import { Store } from '../store/sqlite/store.js';
+import { defaultStorePath, displayStore, scanCacheDir } from '../store/path.js';
+import { openBatchStore } from '../store/open.js';
 import { explainDamage } from '../store/sqlite/errors.js';
-import { chooseWriter } from '../store/sqlite/write-channel.js';
 import { monthBill, monthStart, type MonthBill } from '../pipeline/plans.js';
 import type { RunEnd, ServiceStore } from '../store/types.js';
 import type { Reporter } from '../ui/reporter.js';
@@ -132,8 +131,8 @@ export async function runBatch(options: RunOptions, ctx: RunContext): Promise<Ru
     }
   }
   // SQLite's word that the store is damaged, said as such, wherever in the run it was found.
-  if (!outcome.ok) throw explainDamage(outcome.error, options.store, true);
-  if (cleanupError !== undefined) throw explainDamage(cleanupError, options.store, true);
+  if (!outcome.ok) throw explainDamage(outcome.error, displayStore(options.store), true);
+  if (cleanupError !== undefined) throw explainDamage(cleanupError, displayStore(options.store), true);
   return outcome.result;
 }
 
@@ -149,7 +148,7 @@ async function pruneScans(dir: string, keep: number, suffix = '.scan'): Promise<
 /** Reads the input once: validate, normalise, dedupe (from the scan cache when it is the same input). */
 async function scanInput(options: RunOptions, ctx: RunContext, progress: ProgressSink, input: InputSource, format: CsvFormat, sha256: string, state: RunState, watch: InputWatch): Promise<ScanResult> {
   const scanKey: ScanKey = { tool: VERSION, rules: SCAN_RULES, sha256, bytes: input.bytes, column: options.column ?? null, format };
-  const dir = scanCacheDir(options.store);
+  const dir = scanCacheDir(options.store, ctx.env);
   const cachePath = join(dir, `${sha256.slice(0, 32)}.scan`);
   const cached = await loadScan(cachePath, scanKey, state);
   if (cached !== null) {
@@ -270,11 +269,11 @@ interface Planned {
 /** 2. The store: what was bought and learned before, by any run, from any input, judged by the policy. */
 async function planStage(options: RunOptions, ctx: RunContext, read: Read, cleanups: Cleanups, now: () => number): Promise<Planned> {
   const { input, sha256, scan, state } = read;
-  const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now });
+  const store = await openBatchStore(options.store, { tool: `enrich/${VERSION}`, now, env: ctx.env });
   cleanups.push(() => store.close());
   for (const path of legacyJournals(options, sha256, ctx.env)) reportImport(ctx.reporter, path, await importJournal(store, path));
   const service = options.service.kind === 'sandbox' ? EMBEDDED_SERVICE : serviceIdentity(options.service.baseUrl);
-  const records: ServiceStore = store.beginRun(
+  const records: ServiceStore = await store.beginRun(
     service,
     {
       inputName: input.fromStdin ? 'stdin' : input.displayName,
@@ -283,7 +282,6 @@ async function planStage(options: RunOptions, ctx: RunContext, read: Read, clean
       dryRun: options.dryRun,
       options: { column: options.column ?? null, max_age_ms: options.maxAgeMs, max_credits: options.maxCredits, format: options.format },
     },
-    chooseWriter(ctx.env),
   );
   let ended = false;
   cleanups.push(async () => {
@@ -369,7 +367,7 @@ async function writeStage(
     rows: scan.rows,
     dryRun: options.dryRun,
     stop,
-    store: options.store,
+    store: displayStore(options.store),
     output: writeOutput ? options.output : null,
     elapsedMs: elapsedMs(),
     saved: await plan.records.savedAmong(reused),

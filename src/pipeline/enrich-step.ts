@@ -30,6 +30,8 @@ export interface EnrichStepDeps {
   idempotencyKey(company: Company, version: number): string;
   /** How long to wait before asking again about a purchase another live run holds open. */
   busyPollMs: number;
+  /** Waits for another run's outcome of a company (or busyPollMs); by default, sleeps. */
+  waitForOther?(company: string, ms: number, signal: AbortSignal): Promise<unknown>;
   /** How long a paid call whose answer was lost may go on at the service (pipeline/keys.ts). */
   settleMs: number;
   /** The freshness rule every intent carries (pipeline/plan.ts freshSince). */
@@ -121,7 +123,9 @@ class EnrichStep {
               this.progress({ type: 'waiting', by: 1, ...run });
             }
             try {
-              await this.deps.clock.sleep(this.deps.busyPollMs, this.stops.paid.signal);
+              const signal = this.stops.paid.signal;
+              await (this.deps.waitForOther?.(c.domain, this.deps.busyPollMs, signal) ?? this.deps.clock.sleep(this.deps.busyPollMs, signal));
+              if (signal.aborted) return false;
             } catch {
               return false;
             }

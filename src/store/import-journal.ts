@@ -2,8 +2,7 @@ import { open, realpath, stat } from 'node:fs/promises';
 import type { CompanyRecord } from '../api/types.js';
 import type { EnrichEntry, JournalEntry } from './legacy/entries.js';
 import { JournalCorruptError, readJournal } from './legacy/journal-reader.js';
-import type { Store } from './sqlite/store.js';
-import type { StoreEvent } from './types.js';
+import type { ServiceStore, StoreEvent } from './types.js';
 
 export interface Imported {
   path: string;
@@ -55,6 +54,19 @@ function enrichEvent(e: EnrichEntry, lastKey: Map<string, string>): StoreEvent |
   };
 }
 
+/** Events of a journal, each with the moment it happened (the session's start, as 0.1 kept it). */
+export type JournalEvents = readonly { event: StoreEvent; at: number }[];
+
+/** A store a journal can be imported into (store/sqlite/store.ts, store/postgres/store.ts). */
+export interface JournalTarget {
+  /** How much of the journal at this real path was imported before (bytes), or null. */
+  importedBytes(path: string): Promise<number | null>;
+  /** One service's records, to apply a journal's events to as the past (no run claims anything). */
+  importer(service: string): Promise<{ importEvents(events: JournalEvents): Promise<void>; loadCompanies: ServiceStore['loadCompanies'] }>;
+  /** Notes that the journal was imported up to `bytes`. */
+  markImported(path: string, bytes: number, companies: number): Promise<void>;
+}
+
 /** What to say of a file given as a journal that is not one. */
 export const notJournal = (path: string): string => `${path} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported`;
 
@@ -82,7 +94,7 @@ export async function looksLikeJournal(path: string): Promise<boolean> {
  * nothing bought with that version is bought again: its companies become held records, its
  * lookups are reused, and a purchase it left open resumes under the very key it was sent with.
  */
-export async function importJournal(store: Store, path: string): Promise<Imported | 'not_journal' | null> {
+export async function importJournal(store: JournalTarget, path: string): Promise<Imported | 'not_journal' | null> {
   let real: string;
   let bytes: number;
   try {
@@ -91,13 +103,14 @@ export async function importJournal(store: Store, path: string): Promise<Importe
   } catch {
     return null;
   }
-  const done = store.db.prepare('SELECT bytes FROM imports WHERE path = ?').raw(true).get(real) as [number] | undefined;
-  if (done !== undefined && done[0] >= bytes) return null;
+  const done = await store.importedBytes(real);
+  if (done !== null && done >= bytes) return null;
   // A journal that grew since (0.1 ran on): what was imported stays, only the rest is applied.
-  const from = done?.[0] ?? 0;
+  const from = done ?? 0;
 
   let service: string | null = null;
-  let records: ReturnType<Store['records']> | null = null;
+  type Importer = Awaited<ReturnType<JournalTarget['importer']>>;
+  let records: Importer | null = null;
   let at = Date.now();
   const lastKey = new Map<string, string>();
   const bought = new Set<string>();
@@ -105,10 +118,10 @@ export async function importJournal(store: Store, path: string): Promise<Importe
   let damaged: string | null = null;
   let read: { validBytes: number } | null = null;
   try {
-    read = await readJournal(real, (entry, offset) => {
+    read = await readJournal(real, async (entry, offset) => {
       if (entry.t === 'header') {
         service = str(entry.service) ? entry.service : null;
-        records = service === null ? null : store.records(service);
+        records = service === null ? null : await store.importer(service);
         const created = Date.parse(entry.created);
         if (Number.isFinite(created)) at = created;
         return;
@@ -124,7 +137,7 @@ export async function importJournal(store: Store, path: string): Promise<Importe
       events.push({ event, at });
       // In slices: a million-row journal is never held in memory whole.
       if (events.length >= 10_000) {
-        records.importEvents(events);
+        await records.importEvents(events);
         events = [];
       }
     });
@@ -136,8 +149,8 @@ export async function importJournal(store: Store, path: string): Promise<Importe
   // No journal header to start it (a CSV given by mistake): nothing in it was written by 0.1.
   if (service === null || records === null) return bytes === 0 || from > 0 ? null : 'not_journal';
   // TypeScript cannot see the callback's assignment: name the narrowed value.
-  const target: ReturnType<Store['records']> = records;
-  target.importEvents(events);
+  const target: Importer = records;
+  await target.importEvents(events);
   const companies = bought.size;
   let open = 0;
   await target.loadCompanies([...lastKey.keys()], (_, state) => {
@@ -146,6 +159,6 @@ export async function importJournal(store: Store, path: string): Promise<Importe
   // Up to the last whole line: 0.1 cuts a torn tail off before it appends, so what follows it
   // starts there, not at the size the file had.
   const upTo = read?.validBytes ?? from;
-  store.db.prepare('INSERT OR REPLACE INTO imports (path, bytes, imported_at, companies) VALUES (?, ?, ?, ?)').run(real, upTo, Date.now(), companies);
+  await store.markImported(real, upTo, companies);
   return { path: real, service, companies, open, damaged };
 }

@@ -22,16 +22,42 @@ export function resolveStorePath(flag: string | undefined, env: NodeJS.ProcessEn
   return defaultStorePath(env);
 }
 
+/** A postgres:// (or postgresql://) address: the team store, on PostgreSQL. A path is SQLite. */
+export function isTeamStore(address: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(address);
+}
+
 /**
- * The one check of what may name a store (`source` is --store or ENRICH_STORE): a plain file
- * path. SQLite would read `file:...` as a URI (another file, made with the umask's mode, past
- * the checks that keep -o off the store) and `:memory:` as no file at all, and libsql takes some
- * URLs for remote databases. A postgres:// address will name the team store: this is where it
- * is to be accepted, once this version has one. The address is not echoed: it may hold a password.
+ * A store's address as it may be shown (messages, summaries, `runs`): a team store's without its
+ * password (nor any query parameter but sslmode), a file's as given.
+ */
+export function displayStore(address: string): string {
+  if (!isTeamStore(address)) return address;
+  try {
+    const url = new URL(address);
+    url.password = '';
+    for (const name of [...url.searchParams.keys()]) if (name !== 'sslmode') url.searchParams.delete(name);
+    return url.toString();
+  } catch {
+    return 'postgres://(an address that does not parse)';
+  }
+}
+
+/**
+ * The one check of what may name a store (`source` is --store or ENRICH_STORE): a postgres://
+ * address (the team store), or a plain file path. SQLite would read `file:...` as a URI (another
+ * file, made with the umask's mode, past the checks that keep -o off the store) and `:memory:` as
+ * no file at all, and libsql takes some URLs for remote databases. An address is never echoed
+ * whole: it may hold a password.
  */
 export function storeFilePath(value: string, source: string): string {
-  if (/^postgres(ql)?:\/\//i.test(value)) {
-    throw new UsageError(`${source} is a postgres:// address: the team store is not in this version of enrich; give the path of a store file`);
+  if (isTeamStore(value)) {
+    try {
+      new URL(value);
+    } catch {
+      throw new UsageError(`${source} is not a valid postgres:// address (postgres://user@host:5432/database)`);
+    }
+    return value;
   }
   if (value === ':memory:' || /^file:/i.test(value) || /^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
     throw new UsageError(`${source} ${value}: give the store as a plain file path (not an SQLite URI, :memory: or another address)`);
@@ -39,9 +65,12 @@ export function storeFilePath(value: string, source: string): string {
   return value;
 }
 
-/** Scan caches (a pure speed-up for re-reading the same input) sit beside the store. */
-export function scanCacheDir(storePath: string): string {
-  return join(dirname(storePath), 'scans');
+/**
+ * Scan caches (a pure speed-up for re-reading the same input) sit beside the store; a team
+ * store's, which are this machine's alone, where the default store would be.
+ */
+export function scanCacheDir(store: string, env: NodeJS.ProcessEnv): string {
+  return join(dirname(isTeamStore(store) ? defaultStorePath(env) : store), 'scans');
 }
 
 /**
@@ -50,6 +79,7 @@ export function scanCacheDir(storePath: string): string {
  * the default's folder (under $XDG_STATE_HOME) is made on first use. The trouble, or null.
  */
 export function storeFolderProblem(store: string, env: NodeJS.ProcessEnv): string | null {
+  if (isTeamStore(store)) return null;
   if (store === defaultStorePath(env)) return homeProblem(env);
   const folder = dirname(resolve(store));
   const found = statOrNull(folder);

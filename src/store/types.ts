@@ -213,4 +213,9 @@ export interface ServiceStore {
   endRun(end: RunEnd): Promise<void>;
   /** Releases the open intents this run holds, so other runs need not wait for them. */
   releaseClaims(): Promise<void>;
+  /**
+   * Waits until another run's outcome for `company` may have come, or `ms` passed (a backend
+   * that can tell, as the team store's NOTIFY does, wakes the waiter early); never rejects.
+   */
+  waitForOutcome?(company: string, ms: number, signal: AbortSignal): Promise<unknown>;
 }

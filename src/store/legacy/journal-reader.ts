@@ -21,7 +21,7 @@ const NEWLINE = 0x0a;
  */
 export async function readJournal(
   path: string,
-  onEntry: (entry: JournalEntry, offset: number, length: number) => void,
+  onEntry: (entry: JournalEntry, offset: number, length: number) => void | Promise<void>,
 ): Promise<ReadResult> {
   const handle = await open(path, 'r');
   try {
@@ -51,7 +51,8 @@ export async function readJournal(
           badLine ??= { line: lines, offset };
         } else {
           if (badLine !== null) throw new JournalCorruptError(`line ${badLine.line} is not a journal entry, but later lines are`);
-          onEntry(entry, offset, length);
+          const applied = onEntry(entry, offset, length);
+          if (applied !== undefined) await applied;
           validBytes = offset + length;
         }
         start = nl + 1;

@@ -1,6 +1,7 @@
 import { hostname, userInfo } from 'node:os';
 import type pg from 'pg';
 import { EnrichError, UsageError } from '../../errors.js';
+import type { JournalEvents } from '../import-journal.js';
 import type { RunInfo } from '../types.js';
 import { client, connect, describe, placeOf } from './connect.js';
 import { PgRecords } from './records.js';
@@ -85,6 +86,37 @@ export class PgStore {
     const records = await PgRecords.open(this, service, await this.serviceId(service), null, this.now());
     this.opened.push(records);
     return records;
+  }
+
+  // ---- an 0.1 journal's import (store/import-journal.ts JournalTarget) ----
+  // A journal is a file of one machine: its path is kept with the host, so another machine's
+  // journal at the same path is its own.
+
+  async importedBytes(path: string): Promise<number | null> {
+    const { rows } = await this.db.query<{ bytes: number }>('SELECT bytes FROM imports WHERE path = $1', [`${this.host}:${path}`]);
+    return rows[0] === undefined ? null : Number(rows[0].bytes);
+  }
+
+  async importer(service: string): Promise<{ importEvents(events: JournalEvents): Promise<void>; loadCompanies: PgRecords['loadCompanies'] }> {
+    const records = await this.records(service);
+    return {
+      importEvents: async (events) => {
+        for (const { event, at } of events) {
+          // The journal's moment, not now: when it was bought, and from when a key was at risk.
+          const dated = event.type === 'intent' || event.type === 'enrich' ? { ...event, at: event.at ?? at } : event;
+          void records.append(dated);
+        }
+        await records.flush();
+      },
+      loadCompanies: (companies, visit) => records.loadCompanies(companies, visit),
+    };
+  }
+
+  async markImported(path: string, bytes: number, companies: number): Promise<void> {
+    await this.db.query(
+      'INSERT INTO imports (path, bytes, imported_at, companies) VALUES ($1, $2, $3, $4) ON CONFLICT (path) DO UPDATE SET bytes = excluded.bytes, imported_at = excluded.imported_at, companies = excluded.companies',
+      [`${this.host}:${path}`, bytes, Date.now(), companies],
+    );
   }
 
   /** As store/sqlite/store.ts policyNow: a job cut short and run again keeps its moment. */

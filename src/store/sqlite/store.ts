@@ -1,4 +1,5 @@
 import { statSync } from 'node:fs';
+import type { JournalEvents } from '../import-journal.js';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { isProcessAlive, processStartedAt } from '../../process-alive.js';
@@ -252,6 +253,22 @@ export class Store implements Connection {
   /** Records of one service without a run (the ledger, imports). */
   records(service: string): ServiceRecords {
     return new ServiceRecords(this, service, this.serviceId(service), null);
+  }
+
+  // ---- an 0.1 journal's import (store/import-journal.ts JournalTarget) ----
+
+  async importedBytes(path: string): Promise<number | null> {
+    const done = this.db.prepare('SELECT bytes FROM imports WHERE path = ?').raw(true).get(path) as [number] | undefined;
+    return done?.[0] ?? null;
+  }
+
+  async importer(service: string): Promise<{ importEvents(events: JournalEvents): Promise<void>; loadCompanies: ServiceRecords['loadCompanies'] }> {
+    const records = this.records(service);
+    return { importEvents: async (events) => records.importEvents(events), loadCompanies: (companies, visit) => records.loadCompanies(companies, visit) };
+  }
+
+  async markImported(path: string, bytes: number, companies: number): Promise<void> {
+    this.db.prepare('INSERT OR REPLACE INTO imports (path, bytes, imported_at, companies) VALUES (?, ?, ?, ?)').run(path, bytes, Date.now(), companies);
   }
 
   /**

@@ -1,0 +1,54 @@
+import type { JournalTarget } from './import-journal.js';
+import { isTeamStore } from './path.js';
+import type { RunInfo, ServiceStore } from './types.js';
+
+/**
+ * A store a batch runs against, whichever backend its address names: a file path is the SQLite
+ * store of one person, a postgres:// address the team's store. Each backend is loaded only when
+ * named (a run on SQLite never loads the PostgreSQL driver, nor the other way round).
+ */
+export interface BatchStore extends JournalTarget {
+  /** Opens a run against one service: its records, and a row in `runs` saying who runs it. */
+  beginRun(service: string, info: RunInfo): Promise<ServiceStore>;
+  close(): Promise<void>;
+}
+
+export interface OpenOptions {
+  tool: string;
+  now: () => number;
+  env: NodeJS.ProcessEnv;
+}
+
+/**
+ * Who this machine is in the team store's runs (and whose dead processes it may judge): the host
+ * name, unless ENRICH_HOST names it (a container whose host name changes every start; tests that
+ * play several machines).
+ */
+export function hostIdentity(env: NodeJS.ProcessEnv): string | undefined {
+  const named = env['ENRICH_HOST']?.trim();
+  return named === undefined || named === '' ? undefined : named;
+}
+
+export async function openBatchStore(address: string, options: OpenOptions): Promise<BatchStore> {
+  if (isTeamStore(address)) {
+    const { PgStore } = await import('./postgres/store.js');
+    const host = hostIdentity(options.env);
+    const store = await PgStore.open(address, { tool: options.tool, now: options.now, ...(host === undefined ? {} : { host }) });
+    return {
+      importedBytes: (path) => store.importedBytes(path),
+      importer: (service) => store.importer(service),
+      markImported: (path, bytes, companies) => store.markImported(path, bytes, companies),
+      beginRun: (service, info) => store.beginRun(service, info),
+      close: () => store.close(),
+    };
+  }
+  const [{ Store }, { chooseWriter }] = await Promise.all([import('./sqlite/store.js'), import('./sqlite/write-channel.js')]);
+  const store = Store.open(address, { tool: options.tool, now: options.now });
+  return {
+    importedBytes: (path) => store.importedBytes(path),
+    importer: (service) => store.importer(service),
+    markImported: (path, bytes, companies) => store.markImported(path, bytes, companies),
+    beginRun: async (service, info) => store.beginRun(service, info, chooseWriter(options.env)),
+    close: async () => store.close(),
+  };
+}
