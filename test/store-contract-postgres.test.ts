@@ -1,11 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { connect as connectTcp, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import pg from 'pg';
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { CompanyRecord } from '../src/api/types.js';
 import { PgStore } from '../src/store/postgres/store.js';
-import { LEASE_MS } from '../src/store/postgres/writer.js';
+import { BatchPlan, commitBatch, LEASE_MS } from '../src/store/postgres/writer.js';
 import { Store } from '../src/store/sqlite/store.js';
 import type { Lookup, ServiceStore, StoreEvent } from '../src/store/types.js';
 import { tempDir } from './helpers/cli.js';
@@ -247,6 +249,18 @@ describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
     expect((await a.companyState('acme.com')).held?.generation).toBe(2);
     expect((await a.companyState('bad.com')).purchase).toMatchObject({ outcome: 'failed', errorCode: 'validation_error', intentKey: null });
   });
+
+  it('counts an outcome written twice (a batch sent again after a lost connection) once', async () => {
+    const s = await open();
+    const a = await s.begin();
+    await a.append(intent('acme.com'), true);
+    await a.append(hit('acme.com', 1, 1_700_000_000_000));
+    await a.flush();
+    await a.append(hit('acme.com', 1, 1_700_000_000_000));
+    await a.flush();
+    expect(await a.creditsSince(0)).toBe(1);
+    expect((await a.companyState('acme.com')).purchase).toMatchObject({ outcome: 'hit', closedAt: 1_700_000_000_000 });
+  });
 });
 
 /** A run of the racer (helpers/store-racer.ts) in a process of its own. */
@@ -381,5 +395,121 @@ describe('the team store on PostgreSQL', () => {
     expect(error.message).toMatch(/^cannot reach the team store at 127\.0\.0\.1:9: connection refused .*nothing was sent to the service/);
     expect(error.message).not.toContain(closed.password);
     expect(error.message).not.toContain('\n');
+  });
+});
+
+/** A TCP proxy to the suite's PostgreSQL that a test can cut (every connection dropped, new ones refused) and mend. */
+async function cuttableProxy(target: URL): Promise<{ url: string; cut(): void; mend(): Promise<void>; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  let server: Server | null = null;
+  let port = 0;
+  const listen = (): Promise<void> =>
+    new Promise((resolve) => {
+      server = createServer((inbound) => {
+        const outbound = connectTcp(Number(target.port), target.hostname);
+        for (const s of [inbound, outbound]) {
+          sockets.add(s);
+          s.on('error', () => {});
+          s.on('close', () => sockets.delete(s));
+        }
+        inbound.pipe(outbound).pipe(inbound);
+      });
+      server.listen(port, '127.0.0.1', () => {
+        port = (server?.address() as AddressInfo).port;
+        resolve();
+      });
+    });
+  await listen();
+  const url = new URL(target);
+  url.port = String(port);
+  return {
+    url: url.toString(),
+    cut: () => {
+      server?.close();
+      server = null;
+      for (const s of sockets) s.destroy();
+    },
+    mend: listen,
+    close: async () => {
+      server?.close();
+      for (const s of sockets) s.destroy();
+    },
+  };
+}
+
+describe('the team store when the connection is lost', () => {
+  it('sends a batch whose COMMIT may have landed again without counting anything twice', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const store = await PgStore.open(url, { tool: 'test' });
+    const run = await store.beginRun('svc', info);
+    const [{ rows }] = [await store.db.query<{ id: number }>('SELECT id FROM services')];
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      const events: StoreEvent[] = [intent('acme.com'), { type: 'match', domain: 'acme.com', status: 'hit', company: 'acme.com', name: 'Acme' }, intent('bolt.com')];
+      const then: StoreEvent[] = [hit('acme.com', 1, 1_700_000_000_000), { type: 'enrich', company: 'bolt.com', generation: 1, keyVersion: 1, status: 'error', code: 'validation_error', final: true, charged: 0, at: 1_700_000_000_001 }];
+      for (const batch of [events, then]) {
+        const plan = (): BatchPlan => new BatchPlan(Number(rows[0]?.id), run.runId, store.host, batch, 1_700_000_000_000, []);
+        const first = await commitBatch(c, plan());
+        // The answer to the first COMMIT was lost: the same batch goes again, and finds the same.
+        expect(await commitBatch(c, plan())).toStrictEqual(first);
+      }
+      expect(await run.creditsSince(0)).toBe(1);
+      expect((await run.companyState('acme.com')).purchase).toMatchObject({ outcome: 'hit', closedAt: 1_700_000_000_000, intentKey: null });
+      expect((await run.companyState('bolt.com')).purchase).toMatchObject({ outcome: 'failed' });
+    } finally {
+      await c.end();
+      await store.close();
+    }
+  });
+
+  it('connects again when the connection drops under a run: reads and writes go on, nothing is lost', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const proxy = await cuttableProxy(new URL(url));
+    const store = await PgStore.open(proxy.url, { tool: 'test', reconnectMs: 60_000 });
+    try {
+      const run = await store.beginRun('svc', info);
+      expect(await run.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
+      proxy.cut();
+      // Written while the store is unreachable: the claim waits (no paid call could start), then lands.
+      const claim = run.append(intent('bolt.com'), true);
+      const outcome = run.append(hit('acme.com', 1, 1_700_000_000_000));
+      const read = run.companyState('acme.com');
+      await proxy.mend();
+      expect(await claim).toStrictEqual({ kind: 'ok' });
+      await outcome;
+      await read;
+      await run.flush();
+      expect(await run.creditsSince(0)).toBe(1);
+      expect((await run.companyState('bolt.com')).purchase).toMatchObject({ outcome: 'open', intentKey: 'k-bolt.com' });
+      await run.endRun({ status: 'done', credits: 1, bought: 1, reused: 0 });
+      expect(await sql(url, 'SELECT status FROM runs')).toStrictEqual([{ status: 'done' }]);
+    } finally {
+      await store.close();
+      await proxy.close();
+    }
+  });
+
+  it('stops writing when the store stays away past the budget: the claim fails as unavailable, naming the host, never the password', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const proxy = await cuttableProxy(new URL(url));
+    const store = await PgStore.open(proxy.url, { tool: 'test', reconnectMs: 300 });
+    try {
+      const run = await store.beginRun('svc', info);
+      await run.append(intent('acme.com'), true);
+      proxy.cut();
+      const error = (await run.append(intent('bolt.com'), true).then(() => null, (e: unknown) => e)) as Error & { kind: string };
+      expect(error).toMatchObject({ kind: 'unavailable' });
+      expect(error.message).toMatch(/^lost the team store at 127\.0\.0\.1:\d+ \(.*\) and could not reach it again within 0\.3 s; no further paid call was made/);
+      expect(error.message).not.toContain(new URL(url).password);
+      // Nothing further is written once it has failed.
+      await expect(run.append(hit('acme.com'))).rejects.toBe(error);
+    } finally {
+      await store.close();
+      await proxy.close();
+    }
   });
 });

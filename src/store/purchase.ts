@@ -109,6 +109,8 @@ export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: num
   const p = kept ?? (run === null ? importedPurchase(e, at) : null);
   if (p === null) return null;
   const charged = e.charged ?? 0;
+  // The same answer written twice (a batch sent again after a lost connection) changes nothing.
+  if (p.outcome !== 'open' && p.closedAt === at && p.run === run && p.outcome === closedAs(e)) return null;
   if (e.status === 'hit' || e.status === 'miss') return { ...p, outcome: e.status, intentKey: null, ownerRun: null, credits: p.credits + charged, run, closedAt: at, errorCode: null };
   const code = e.code ?? 'error';
   if (e.final === true) return { ...p, outcome: 'failed', intentKey: null, ownerRun: null, errorCode: code, credits: p.credits + charged, run, closedAt: at };
@@ -122,6 +124,12 @@ export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: num
   }
   // Kept: an attempt under the key may have been charged unseen.
   return { ...p, uncertain: true, errorCode: code, lostAt: e.lost === true ? at : p.lostAt };
+}
+
+/** The outcome an answer closes a purchase with; null when it leaves it open. */
+function closedAs(e: EnrichEvent): KeptPurchase['outcome'] | null {
+  if (e.status === 'hit' || e.status === 'miss') return e.status;
+  return e.status === 'error' && e.final === true ? 'failed' : null;
 }
 
 /** This run is done with a purchase it could not finish: other runs may take it over now. */

@@ -59,3 +59,117 @@ export function describe(error: unknown): string {
   // The server's messages never carry the password; the first line is enough.
   return message.split('\n')[0] ?? message;
 }
+
+/** How long a run keeps trying to reach the team store again after losing it, before it stops. */
+export const RECONNECT_MS = 30_000;
+
+/**
+ * Whether an error says the connection (or the server) went away, rather than that a statement
+ * was wrong: worth connecting again. 08: connection exceptions; 57P01-03: the server shutting
+ * down, crashed, or still starting.
+ */
+export function isConnectionLoss(error: unknown): boolean {
+  const code = String((error as { code?: unknown } | null)?.code ?? '');
+  if (/^(ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN)$/.test(code)) return true;
+  if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return true;
+  const message = error instanceof Error ? error.message : '';
+  return /connection terminated|connection error|not queryable|timeout expired|connection.*(closed|ended)/i.test(message);
+}
+
+const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Runs `attempt` again while it fails for a lost connection, for up to `budgetMs` from the first
+ * loss (backing off from 100 ms to 2 s); `lost` is told of each loss. Anything else is thrown.
+ */
+export async function reconnecting<T>(attempt: () => Promise<T>, budgetMs: number, lost?: (error: unknown) => void): Promise<T> {
+  let since: number | null = null;
+  let delay = 100;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!isConnectionLoss(error)) throw error;
+      lost?.(error);
+      since ??= performance.now();
+      if (performance.now() - since + delay > budgetMs) throw error;
+      await pause(delay);
+      delay = Math.min(delay * 2, 2_000);
+    }
+  }
+}
+
+/**
+ * A connection that connects again when it is lost (a restarted server, a dropped network) and
+ * repeats the statement it lost, for up to RECONNECT_MS. Only statements that are safe to send
+ * twice go through `query` on their own (reads, heartbeats, idempotent updates); inside a
+ * transaction (BEGIN ... COMMIT on this session) a loss is thrown, never repeated, since what
+ * came before it in the transaction is gone.
+ */
+export class Session {
+  private current: pg.Client | null;
+  private inTransaction = false;
+
+  constructor(
+    private readonly url: string,
+    first: pg.Client,
+    private readonly budgetMs = RECONNECT_MS,
+  ) {
+    this.current = this.watch(first);
+  }
+
+  /** Where it connects, never with the password. */
+  get place(): Place {
+    const c = this.current ?? client(this.url);
+    return placeOf(c);
+  }
+
+  private watch(c: pg.Client): pg.Client {
+    c.on('error', () => {
+      if (this.current === c) this.current = null;
+    });
+    return c;
+  }
+
+  private async connected(): Promise<pg.Client> {
+    if (this.current === null) {
+      const c = this.watch(client(this.url));
+      await c.connect();
+      this.current = c;
+    }
+    return this.current;
+  }
+
+  async query<R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+    const once = async (): Promise<pg.QueryResult<R>> => {
+      const c = await this.connected();
+      try {
+        const result = await c.query<R>(text, values);
+        if (/^\s*(BEGIN|START\s+TRANSACTION)\b/i.test(text)) this.inTransaction = true;
+        else if (/^\s*(COMMIT|ROLLBACK|END|ABORT)\b/i.test(text)) this.inTransaction = false;
+        return result;
+      } catch (error) {
+        if (isConnectionLoss(error)) {
+          if (this.current === c) this.current = null;
+          void c.end().catch(() => {});
+        }
+        throw error;
+      }
+    };
+    if (this.inTransaction) {
+      try {
+        return await once();
+      } catch (error) {
+        if (isConnectionLoss(error)) this.inTransaction = false;
+        throw error;
+      }
+    }
+    return reconnecting(once, this.budgetMs);
+  }
+
+  async end(): Promise<void> {
+    const c = this.current;
+    this.current = null;
+    await c?.end().catch(() => {});
+  }
+}

@@ -4,7 +4,7 @@ import { EnrichError } from '../../errors.js';
 import { monotonicMs } from '../../pipeline/clock.js';
 import { isProcessAlive, processStartedAt } from '../../process-alive.js';
 import type { Claim, CompanyState, Lookup, RunEnd, ServiceStore, StoreEvent } from '../types.js';
-import { client, connect, describe, placeOf } from './connect.js';
+import { client, connect, describe, isConnectionLoss, placeOf, reconnecting } from './connect.js';
 import { NOW_MS } from './schema.js';
 import type { PgStore } from './store.js';
 import { BatchPlan, commitBatch, LEASE_MS, notice, OK, OUTCOME_CHANNEL, type Claimed } from './writer.js';
@@ -25,11 +25,22 @@ const HEARTBEAT_MS = 10_000;
 /** Keys per read statement: one round trip each, pipelined by none, small enough for any server. */
 const READ_CHUNK = 20_000;
 
-/** The team store cannot be written: every paid call stops, since none may go unrecorded. */
+/**
+ * The team store cannot be written: every paid call stops, since none may go unrecorded. Lost
+ * (and not back within the reconnect budget) it is the store being unavailable (exit 6): the
+ * calls already sent are safe, their intents are durable, and a rerun replays them under the same
+ * keys. Any other refusal is a failure (exit 1).
+ */
 export class PgWriteError extends EnrichError {
   override readonly name = 'PgWriteError';
-  constructor(where: string, cause: unknown) {
-    super(`cannot write the team store at ${where} (${describe(cause)}); no further paid call was made. Fix that, then run the same command to resume`, 'failure', { cause });
+  constructor(where: string, cause: unknown, budgetMs: number) {
+    super(
+      isConnectionLoss(cause)
+        ? `lost the team store at ${where} (${describe(cause)}) and could not reach it again within ${budgetMs / 1000} s; no further paid call was made. Run the same command once it is back: what was sent resumes under the same keys, nothing is bought twice`
+        : `cannot write the team store at ${where} (${describe(cause)}); no further paid call was made. Fix that, then run the same command to resume`,
+      isConnectionLoss(cause) ? 'unavailable' : 'failure',
+      { cause },
+    );
   }
 }
 
@@ -83,7 +94,7 @@ export class PgRecords implements ServiceStore {
     private readonly serviceId: number,
     private readonly run: number | null,
     readonly policyNow: number,
-    private readonly writer: pg.Client,
+    private writer: pg.Client,
   ) {
     this.storeId = store.storeId;
   }
@@ -240,7 +251,7 @@ export class PgRecords implements ServiceStore {
       this.queue = [];
       this.urgentQueued = false;
       try {
-        const claimed = await commitBatch(this.writer, new BatchPlan(this.serviceId, this.run, this.store.host, batch.map((p) => p.event), this.store.now(), [...this.dead]));
+        const claimed = await this.commit(new BatchPlan(this.serviceId, this.run, this.store.host, batch.map((p) => p.event), this.store.now(), [...this.dead]));
         this.commits++;
         const again: Pending[] = [];
         batch.forEach((p, i) => {
@@ -253,7 +264,7 @@ export class PgRecords implements ServiceStore {
         });
         if (again.length > 0) this.queue = again.concat(this.queue);
       } catch (error) {
-        this.failure = new PgWriteError(this.where, error);
+        this.failure = new PgWriteError(this.where, error, this.store.reconnectMs);
         for (const p of [...batch, ...this.queue]) p.reject(this.failure);
         this.queue = [];
       }
@@ -263,6 +274,34 @@ export class PgRecords implements ServiceStore {
       }
     }
     this.draining = null;
+  }
+
+  private writerLost = false;
+
+  /**
+   * One group commit; a connection lost under it is made again and the batch sent again (for up
+   * to the reconnect budget). Sending it twice is safe whether or not the first COMMIT landed:
+   * every statement of a batch leaves the store as it found it when applied a second time (a
+   * claim this run holds is claimed again, an outcome already written is skipped: writer.ts).
+   * Meanwhile nothing this run queues is written, so no intent is, and no new paid call starts.
+   */
+  private commit(plan: BatchPlan): Promise<Claimed[]> {
+    return reconnecting(async () => {
+      if (this.writerLost) {
+        const fresh = client(this.store.url, true);
+        fresh.on('error', () => {});
+        await fresh.connect();
+        void this.writer.end().catch(() => {});
+        this.writer = fresh;
+        this.writerLost = false;
+      }
+      try {
+        return await commitBatch(this.writer, plan);
+      } catch (error) {
+        if (isConnectionLoss(error)) this.writerLost = true;
+        throw error;
+      }
+    }, this.store.reconnectMs);
   }
 
   /** A run of this host whose process is gone (or is another program under its pid now). */

@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { EnrichError, UsageError } from '../../errors.js';
 import type { JournalEvents } from '../import-journal.js';
 import type { RunInfo } from '../types.js';
-import { client, connect, describe, placeOf } from './connect.js';
+import { client, connect, describe, placeOf, RECONNECT_MS, Session } from './connect.js';
 import { PgRecords } from './records.js';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from './schema.js';
 import { LEASE_MS } from './writer.js';
@@ -17,6 +17,8 @@ export interface PgStoreOptions {
   /** Who this machine is in `runs` (a test plays several machines from one). */
   host?: string;
   user?: string;
+  /** How long a lost connection is tried again before the run stops (connect.ts RECONNECT_MS). */
+  reconnectMs?: number;
 }
 
 /**
@@ -33,8 +35,8 @@ export class PgStore {
 
   private constructor(
     readonly url: string,
-    /** Reads, runs and heartbeats; each run writes on a connection of its own. */
-    readonly db: pg.Client,
+    /** Reads, runs and heartbeats (connecting again when lost); each run writes on a connection of its own. */
+    readonly db: Session,
     readonly storeId: string,
     readonly options: PgStoreOptions,
   ) {
@@ -47,7 +49,7 @@ export class PgStore {
     const db = await connect(client(url));
     try {
       await migrate(db);
-      return new PgStore(url, db, await storeIdOf(db), options);
+      return new PgStore(url, new Session(url, db, options.reconnectMs), await storeIdOf(db), options);
     } catch (error) {
       await db.end().catch(() => {});
       if (error instanceof EnrichError) throw error;
@@ -137,7 +139,12 @@ export class PgStore {
 
   async close(): Promise<void> {
     for (const r of this.opened.splice(0)) await r.disconnect();
-    await this.db.end().catch(() => {});
+    await this.db.end();
+  }
+
+  /** How long a lost connection is tried again. */
+  get reconnectMs(): number {
+    return this.options.reconnectMs ?? RECONNECT_MS;
   }
 }
 

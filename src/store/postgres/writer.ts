@@ -189,7 +189,8 @@ export class BatchPlan {
         text: `UPDATE purchases p SET outcome = u.outcome, intent_key = NULL, owner_run = NULL, credits = p.credits + u.charged, run = $2::bigint,
                  closed_at = u.at, error_code = u.code
                FROM unnest($3::text[], $4::int[], $5::text[], $6::int[], $7::bigint[], $8::text[]) AS u(domain, generation, outcome, charged, at, code)
-               WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation`,
+               WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation
+                 AND NOT (p.outcome = u.outcome AND p.closed_at IS NOT DISTINCT FROM u.at AND p.run IS NOT DISTINCT FROM $2::bigint)`,
         values: [s, this.run, rows.map((e) => e.company), rows.map((e) => e.generation), rows.map((e) => outcome ?? e.status), rows.map((e) => e.charged ?? 0), rows.map(atOf), rows.map((e) => (outcome === null ? null : e.code ?? 'error'))],
       });
     }
