@@ -31,7 +31,8 @@ await build({
   format: 'cjs',
   platform: 'node',
   target: 'node20',
-  external: ['libsql', 'undici', 'tldts', 'csv-parse', 'cli-progress'],
+  // pg (the team store's driver) is loaded from node_modules only when a postgres:// store is named.
+  external: ['libsql', 'undici', 'tldts', 'csv-parse', 'cli-progress', 'pg'],
   minify: process.env['ENRICH_BUILD_MINIFY'] !== '0',
   sourcemap: 'linked',
   legalComments: 'linked',
