@@ -1,10 +1,11 @@
 import { spawn } from 'node:child_process';
-import { copyFileSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { tempDir } from './helpers/cli.js';
+import { sql } from './helpers/postgres.js';
 
 /**
  * Every command the README shows is run here, as written: its `sh` blocks in order, in one shell
@@ -15,6 +16,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
 const KEY = 'sk_test_readme_0123456789';
 const URL_IN_README = 'https://data.example.com';
+const TEAM_STORE_IN_README = 'postgres://analyst@db.example.com/enrich_team';
 // Run by the test runner itself, not by this file: installing, and the suite this test is part of.
 const SET_UP_ONLY = ['npm install', 'npm test'];
 
@@ -47,7 +49,17 @@ describe("the README's commands", () => {
     const lines = blocks('sh').flatMap((b) => b.split('\n')).map(command).filter((l) => l !== '');
     const exempt = lines.filter((l) => SET_UP_ONLY.some((s) => l === s));
     expect(exempt).toEqual(SET_UP_ONLY);
-    const script = lines.filter((l) => !exempt.includes(l)).map((l) => l.replace(URL_IN_README, sb.url).replace('ENRICH_API_KEY=...', `ENRICH_API_KEY=${KEY}`));
+    // The team store: a database of its own on the suite's PostgreSQL, made by the README's createdb.
+    const server = new URL(inject('postgresUrl'));
+    const team = `enrich_readme_${process.pid}_${Date.now()}`;
+    const teamUrl = new URL(server);
+    teamUrl.pathname = `/${team}`;
+    teamUrl.password = '';
+    const pgEnv = { PGHOST: server.hostname, PGPORT: server.port, PGUSER: decodeURIComponent(server.username), PGPASSWORD: decodeURIComponent(server.password) };
+    const script = lines
+      .filter((l) => !exempt.includes(l))
+      .map((l) => l.replace(URL_IN_README, sb.url).replace('ENRICH_API_KEY=...', `ENRICH_API_KEY=${KEY}`).replace(TEAM_STORE_IN_README, teamUrl.toString()).replace(/^createdb enrich_team$/, `createdb ${team}`));
+    expect(script).toContain(`createdb ${team}`);
     expect(script).toContain('enrich companies.csv -o enriched.csv');
     expect(script).toContain('enrich doctor');
 
@@ -61,13 +73,21 @@ describe("the README's commands", () => {
     symlinkSync(join(ROOT, 'fixtures'), join(work, 'fixtures'));
     copyFileSync(join(ROOT, 'fixtures/companies.csv'), join(work, 'companies.csv'));
     writeFileSync(join(bin, 'enrich'), `#!/bin/sh\nexec "${process.execPath}" "${join(ROOT, 'bin/enrich.cjs')}" "$@"\n`, { mode: 0o755 });
-    const r = await sh(['set -e', ...script].join('\n'), work, { PATH: `${bin}:${dirname(process.execPath)}:/usr/bin:/bin`, HOME: home });
+    // PostgreSQL's createdb, where this machine has no client tools: the same statement, through pg.
+    if (!existsSync('/usr/bin/createdb')) {
+      const create = `const pg = require(${JSON.stringify(join(ROOT, 'node_modules/pg'))}); const c = new pg.Client(); c.connect().then(() => c.query('CREATE DATABASE "' + process.argv[1] + '"')).then(() => c.end(), (e) => { console.error(e.message); process.exit(1); });`;
+      writeFileSync(join(bin, 'createdb'), `#!/bin/sh\nexec "${process.execPath}" -e '${create}' "$@"\n`, { mode: 0o755 });
+    }
+    const r = await sh(['set -e', ...script].join('\n'), work, { PATH: `${bin}:${dirname(process.execPath)}:/usr/bin:/bin`, HOME: home, ...pgEnv });
     expect(r.code, r.err).toBe(0);
     expect(r.err).toContain('enrich: done');
     expect(r.err).toContain('adds to bill');
     expect(r.out).toMatch(/key +ok/);
     expect(r.out).toMatch(/companies\.csv +166 +done/);
     expect(readFileSync(join(work, 'enriched.csv'), 'utf8').split('\n').length).toBeGreaterThan(166);
+    // The team's run went to the team store, recorded with who ran it.
+    teamUrl.password = server.password;
+    expect(await sql(teamUrl.toString(), 'SELECT status, "user" IS NOT NULL AS who FROM runs WHERE dry_run = 0')).toStrictEqual([{ status: 'done', who: true }]);
   });
 
   it('the crontab line works under env -i with no terminal, and a failed run keeps yesterday\'s results', async () => {
@@ -112,7 +132,7 @@ describe("the README's commands", () => {
 
   it('is short: at most about 12 KB, and links every doc', () => {
     expect(Buffer.byteLength(README)).toBeLessThanOrEqual(12 * 1024);
-    for (const doc of ['money', 'input-and-display', 'output', 'failures', 'doctor', 'store-and-resume', 'rate-limits-and-performance', 'sandbox', 'layout']) {
+    for (const doc of ['money', 'input-and-display', 'output', 'failures', 'doctor', 'store-and-resume', 'team', 'rate-limits-and-performance', 'sandbox', 'layout']) {
       expect(README).toContain(`(docs/${doc}.md`);
       expect(readFileSync(join(ROOT, 'docs', `${doc}.md`), 'utf8')).toContain('../README.md');
     }
