@@ -7,19 +7,11 @@ import type { Claim, CompanyState, Lookup, RunEnd, ServiceStore, StoreEvent } fr
 import { client, connect, describe, isConnectionLoss, placeOf, reconnecting } from './connect.js';
 import { NOW_MS } from './schema.js';
 import type { PgStore } from './store.js';
+import { AGAIN, GroupCommit, type Queued } from '../group-commit.js';
 import { BatchPlan, commitBatch, LEASE_MS, notice, OK, OUTCOME_CHANNEL, type Claimed } from './writer.js';
 
-interface Pending {
-  event: StoreEvent;
-  durable: boolean;
-  resolve: (claim: Claim) => void;
-  reject: (error: Error) => void;
-}
-
-/** Outcomes gather this long (or this many) before a commit; an intent waits only INTENT_GATHER_MS. */
-const BATCH_MS = 20;
-const BATCH_ROWS = 5_000;
-const INTENT_GATHER_MS = 1;
+/** Outcomes gather 20 ms (or 5,000 rows) before a commit; an intent waits only 1 ms. */
+const TIMING = { batchMs: 20, batchRows: 5_000, intentGatherMs: 1 };
 /** How often a run says it is alive (by the server's clock); the lease is a few of these. */
 const HEARTBEAT_MS = 10_000;
 /** Keys per read statement: one round trip each, pipelined by none, small enough for any server. */
@@ -72,12 +64,7 @@ function chunks<T>(list: readonly T[]): T[][] {
  */
 export class PgRecords implements ServiceStore {
   readonly storeId: string;
-  private queue: Pending[] = [];
-  private draining: Promise<void> | null = null;
-  private hurry: ((delayMs: number) => void) | null = null;
-  private failure: PgWriteError | null = null;
-  private flushing = 0;
-  private urgentQueued = false;
+  private readonly group: GroupCommit;
   /** Runs of this host whose process is gone: their claims are taken over without waiting for the lease. */
   private readonly dead = new Set<number>();
   private heartbeat: NodeJS.Timeout | null = null;
@@ -97,6 +84,7 @@ export class PgRecords implements ServiceStore {
     private writer: pg.Client,
   ) {
     this.storeId = store.storeId;
+    this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs), TIMING);
   }
 
   static async open(store: PgStore, service: string, serviceId: number, run: number | null, policyNow: number): Promise<PgRecords> {
@@ -202,78 +190,23 @@ export class PgRecords implements ServiceStore {
   // ---- writes ----
 
   append(event: StoreEvent, durable = false): Promise<Claim> {
-    if (this.failure !== null) {
-      const failed = Promise.reject(this.failure);
-      failed.catch(() => {});
-      return failed;
-    }
-    const written = new Promise<Claim>((resolve, reject) => this.queue.push({ event, durable, resolve, reject }));
-    written.catch(() => {});
-    if (durable) this.urgentQueued = true;
-    if (durable || this.queue.length >= BATCH_ROWS || this.flushing > 0) this.hurry?.(durable ? INTENT_GATHER_MS : 0);
-    this.draining ??= this.drain(durable);
-    return written;
+    return this.group.append(event, durable);
   }
 
-  async flush(): Promise<void> {
-    this.flushing++;
-    try {
-      this.hurry?.(0);
-      if (this.draining !== null) await this.draining;
-    } finally {
-      this.flushing--;
-    }
-    if (this.failure !== null) throw this.failure;
+  flush(): Promise<void> {
+    return this.group.flush();
   }
 
-  private nextBatch(urgent: boolean): Promise<void> {
-    return new Promise<void>((resolve) => {
-      let timer = setTimeout(go, urgent ? INTENT_GATHER_MS : BATCH_MS);
-      function go(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.hurry = (delayMs) => {
-        this.hurry = null;
-        clearTimeout(timer);
-        timer = setTimeout(go, delayMs);
-      };
+  /** One batch: a claim per event, or AGAIN for a claim held by a process of this host that is gone. */
+  private async commitBatch(batch: readonly Queued[]): Promise<(Claim | typeof AGAIN)[]> {
+    const claimed = await this.commit(new BatchPlan(this.serviceId, this.run, this.store.host, batch.map((p) => p.event), this.store.now(), [...this.dead]));
+    this.commits++;
+    return claimed.map((c) => {
+      if (c.holder === undefined || !this.goneHere(c.holder)) return c.claim;
+      // The holder is a process of this host that is gone: claim again, taking it over now.
+      this.dead.add(c.holder.run);
+      return AGAIN;
     });
-  }
-
-  private async drain(urgent: boolean): Promise<void> {
-    if (this.flushing === 0) {
-      await this.nextBatch(urgent);
-      this.hurry = null;
-    }
-    while (this.failure === null && this.queue.length > 0) {
-      const batch = this.queue;
-      this.queue = [];
-      this.urgentQueued = false;
-      try {
-        const claimed = await this.commit(new BatchPlan(this.serviceId, this.run, this.store.host, batch.map((p) => p.event), this.store.now(), [...this.dead]));
-        this.commits++;
-        const again: Pending[] = [];
-        batch.forEach((p, i) => {
-          const c = claimed[i] as Claimed;
-          if (c.holder !== undefined && this.goneHere(c.holder)) {
-            // The holder is a process of this host that is gone: claim again, taking it over now.
-            this.dead.add(c.holder.run);
-            again.push(p);
-          } else p.resolve(c.claim);
-        });
-        if (again.length > 0) this.queue = again.concat(this.queue);
-      } catch (error) {
-        this.failure = new PgWriteError(this.where, error, this.store.reconnectMs);
-        for (const p of [...batch, ...this.queue]) p.reject(this.failure);
-        this.queue = [];
-      }
-      if (this.queue.length > 0 && !this.urgentQueued && this.queue.length < BATCH_ROWS && this.flushing === 0) {
-        await this.nextBatch(false);
-        this.hurry = null;
-      }
-    }
-    this.draining = null;
   }
 
   private writerLost = false;
@@ -392,7 +325,7 @@ export class PgRecords implements ServiceStore {
 
   async releaseClaims(): Promise<void> {
     this.stopHeartbeat();
-    if (this.run === null || this.failure !== null) return;
+    if (this.run === null || this.group.failure !== null) return;
     await this.store.db.query(
       `WITH freed AS (UPDATE purchases SET owner_run = NULL WHERE owner_run = $1 RETURNING service, domain)
        SELECT count(pg_notify($2, service::text || ':' || domain)) FROM freed`,

@@ -1,20 +1,16 @@
 import type { CompanyRecord } from '../../api/types.js';
+import { GroupCommit } from '../group-commit.js';
 import { LEASE_MS, StoreWriteError, type Connection } from './connection.js';
 import { creditsSince, savedAmong } from './money.js';
 import type { Claim, CompanyState, HeldCompany, Lookup, Purchase, RunEnd, ServiceStore, StoreEvent } from '../types.js';
 import { openChannel, type WriteChannel, type WriterChoice } from './write-channel.js';
 import { COMPANY_COLUMNS, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
 
-interface Pending extends WriteItem {
-  resolve: (claim: Claim) => void;
-  reject: (error: Error) => void;
-}
-
-/** Outcomes gather this long (or this many) before a commit; intents never wait for it. */
-const BATCH_MS = 20;
-const BATCH_ROWS = 2_000;
-/** Intents wait this long for others to share their commit and its fsync (a paid call waits on it). */
-const INTENT_GATHER_MS = 1;
+/**
+ * Outcomes gather 20 ms (or 2,000 rows) before a commit; intents wait 1 ms for others to share
+ * their commit and its fsync (a paid call waits on it).
+ */
+const TIMING = { batchMs: 20, batchRows: 2_000, intentGatherMs: 1 };
 /** Up to this many keys are always read by point queries (ServiceRecords.visit). */
 const FEW_KEYS = 64;
 /** How often a run says it is alive (its lease, in sqlite.ts, is a few of these). */
@@ -43,20 +39,12 @@ function parseRecord(text: string): CompanyRecord | null {
  */
 export class ServiceRecords implements ServiceStore {
   readonly storeId: string;
-  private queue: Pending[] = [];
-  private draining: Promise<void> | null = null;
-  private failure: StoreWriteError | null = null;
+  private readonly group: GroupCommit;
   private heartbeat: NodeJS.Timeout | null = null;
-  /** Sends the batch being gathered at once (an intent arrived, or flush was asked). */
-  private hurry: ((delayMs: number) => void) | null = null;
   private readonly now: () => number;
   /** Transactions that synced to disk: one per batch holding an intent, not one per intent. */
   syncs = 0;
   private channel: WriteChannel | null = null;
-  /** An intent is among the queued events: the next batch goes as soon as it may. */
-  private urgentQueued = false;
-  /** Flushes waiting: while any is, nothing gathers, every batch goes at once. */
-  private flushing = 0;
 
   constructor(
     private readonly store: Connection,
@@ -70,6 +58,7 @@ export class ServiceRecords implements ServiceStore {
   ) {
     this.storeId = store.storeId;
     this.now = store.options.now;
+    this.group = new GroupCommit((batch) => this.commit(batch), (error) => new StoreWriteError(store.path, error), TIMING);
   }
 
   /**
@@ -189,87 +178,22 @@ export class ServiceRecords implements ServiceStore {
   // ---- writes ----
 
   append(event: StoreEvent, durable = false): Promise<Claim> {
-    if (this.failure !== null) {
-      const failed = Promise.reject(this.failure);
-      // Outcomes are not awaited: the failure surfaces on the next intent and on flush.
-      failed.catch(() => {});
-      return failed;
-    }
-    const written = new Promise<Claim>((resolve, reject) => this.queue.push({ event, durable, resolve, reject }));
-    // Callers need not wait on non-durable events; a failure still surfaces on flush.
-    written.catch(() => {});
-    if (durable) this.urgentQueued = true;
-    if (durable || this.queue.length >= BATCH_ROWS || this.flushing > 0) this.hurry?.(durable ? INTENT_GATHER_MS : 0);
-    this.draining ??= this.drain(durable);
-    return written;
+    return this.group.append(event, durable);
   }
 
-  async flush(): Promise<void> {
-    this.flushing++;
-    try {
-      this.hurry?.(0);
-      if (this.draining !== null) await this.draining;
-    } finally {
-      this.flushing--;
-    }
-    if (this.failure !== null) throw this.failure;
+  flush(): Promise<void> {
+    return this.group.flush();
   }
 
-  /**
-   * When the next batch goes: an intent waits a millisecond for others to share its commit and
-   * fsync (the paid call waits on it); outcomes and lookups wait a little longer, so a commit
-   * carries hundreds of them rather than one (a commit costs far more than a row).
-   */
-  private nextBatch(urgent: boolean): Promise<void> {
-    return new Promise<void>((resolve) => {
-      let timer = setTimeout(go, urgent ? INTENT_GATHER_MS : BATCH_MS);
-      function go(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.hurry = (delayMs) => {
-        this.hurry = null;
-        clearTimeout(timer);
-        timer = setTimeout(go, delayMs);
-      };
-    });
-  }
-
-  private async drain(urgent: boolean): Promise<void> {
-    if (this.flushing === 0) {
-      await this.nextBatch(urgent);
-      this.hurry = null;
-    }
-    while (this.failure === null && this.queue.length > 0) {
-      const batch = this.queue;
-      this.queue = [];
-      this.urgentQueued = false;
-      try {
-        const durable = batch.some((p) => p.durable);
-        this.channel ??= openChannel(this.writer, this.store, this.serviceId, this.run);
-        const claims = await this.channel.write(
-          batch.map(({ event, durable }) => ({ event, durable })),
-          this.now(),
-        );
-        // One claim per event, or none is trusted: a missing one must never read as "may buy".
-        if (claims.length !== batch.length) throw new Error(`the writer answered ${claims.length} claims for ${batch.length} events`);
-        if (durable) this.syncs++;
-        batch.forEach((p, i) => p.resolve(claims[i] as Claim));
-      } catch (error) {
-        this.failure = new StoreWriteError(this.store.path, error);
-        for (const p of [...batch, ...this.queue]) p.reject(this.failure);
-        this.queue = [];
-      }
-      // What queued while that batch committed goes at once only if an intent waits in it, it is
-      // already large, or a flush asked; outcomes otherwise gather their full time. Sent at once,
-      // a fast writer commits a handful of rows at a time, and every commit rewrites each B-tree
-      // page its rows touch (hundreds of small commits wrote the store's size many times over).
-      if (this.queue.length > 0 && !this.urgentQueued && this.queue.length < BATCH_ROWS && this.flushing === 0) {
-        await this.nextBatch(false);
-        this.hurry = null;
-      }
-    }
-    this.draining = null;
+  /** One batch, in one transaction, on the writer thread or this one. */
+  private async commit(batch: readonly WriteItem[]): Promise<Claim[]> {
+    this.channel ??= openChannel(this.writer, this.store, this.serviceId, this.run);
+    const claims = await this.channel.write(
+      batch.map(({ event, durable }) => ({ event, durable })),
+      this.now(),
+    );
+    if (batch.some((p) => p.durable)) this.syncs++;
+    return claims;
   }
 
   /** Writes events of the past (an imported journal) in one transaction, each at its own time. */
@@ -323,7 +247,7 @@ export class ServiceRecords implements ServiceStore {
 
   async releaseClaims(): Promise<void> {
     this.stopHeartbeat();
-    if (this.run === null || this.failure !== null) return;
+    if (this.run === null || this.group.failure !== null) return;
     this.store.sql('UPDATE purchases SET owner_run = NULL WHERE owner_run = ?').run(this.run);
   }
 

@@ -1,0 +1,132 @@
+import type { Claim, StoreEvent } from './types.js';
+
+/** An event waiting for its group commit. */
+export interface Queued {
+  event: StoreEvent;
+  durable: boolean;
+}
+
+/** What a commit may answer for one event instead of its claim: queue it again, for the next commit. */
+export const AGAIN = Symbol('again');
+
+export interface GroupTiming {
+  /** Outcomes and lookups gather this long before a commit. */
+  batchMs: number;
+  /** ... or until this many are queued. */
+  batchRows: number;
+  /** An intent (a paid call waits on it) gathers only this long. */
+  intentGatherMs: number;
+}
+
+interface Pending extends Queued {
+  resolve: (claim: Claim) => void;
+  reject: (error: Error) => void;
+}
+
+/**
+ * Group commit, for every store backend: events queue, and go in one commit (one fsync, or one
+ * round trip) with whatever else queued meanwhile. An intent waits a millisecond for others to
+ * share its commit (the paid call waits on it); outcomes and lookups wait a little longer, so a
+ * commit carries hundreds of them rather than one (a commit costs far more than a row). Once a
+ * commit fails, every event queued and every later one fails with the same error: nothing is
+ * written out of order, and no paid call starts without its intent.
+ */
+export class GroupCommit {
+  private queue: Pending[] = [];
+  private draining: Promise<void> | null = null;
+  private hurry: ((delayMs: number) => void) | null = null;
+  private flushing = 0;
+  private urgentQueued = false;
+  failure: Error | null = null;
+
+  constructor(
+    /** Writes one batch in one transaction: a claim per event (in order), or AGAIN. */
+    private readonly commit: (batch: readonly Queued[]) => Promise<readonly (Claim | typeof AGAIN)[]>,
+    /** The error every waiting event fails with when a commit throws. */
+    private readonly failed: (error: unknown) => Error,
+    private readonly timing: GroupTiming,
+  ) {}
+
+  append(event: StoreEvent, durable = false): Promise<Claim> {
+    if (this.failure !== null) {
+      const failed = Promise.reject(this.failure);
+      // Outcomes are not awaited: the failure surfaces on the next intent and on flush.
+      failed.catch(() => {});
+      return failed;
+    }
+    const written = new Promise<Claim>((resolve, reject) => this.queue.push({ event, durable, resolve, reject }));
+    // Callers need not wait on non-durable events; a failure still surfaces on flush.
+    written.catch(() => {});
+    if (durable) this.urgentQueued = true;
+    if (durable || this.queue.length >= this.timing.batchRows || this.flushing > 0) this.hurry?.(durable ? this.timing.intentGatherMs : 0);
+    this.draining ??= this.drain(durable);
+    return written;
+  }
+
+  /** Writes everything queued so far; throws the failure, if a commit failed. */
+  async flush(): Promise<void> {
+    this.flushing++;
+    try {
+      this.hurry?.(0);
+      if (this.draining !== null) await this.draining;
+    } finally {
+      this.flushing--;
+    }
+    if (this.failure !== null) throw this.failure;
+  }
+
+  private nextBatch(urgent: boolean): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let timer = setTimeout(go, urgent ? this.timing.intentGatherMs : this.timing.batchMs);
+      function go(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.hurry = (delayMs) => {
+        this.hurry = null;
+        clearTimeout(timer);
+        timer = setTimeout(go, delayMs);
+      };
+    });
+  }
+
+  private async drain(urgent: boolean): Promise<void> {
+    if (this.flushing === 0) {
+      await this.nextBatch(urgent);
+      this.hurry = null;
+    }
+    while (this.failure === null && this.queue.length > 0) {
+      const batch = this.queue;
+      this.queue = [];
+      this.urgentQueued = false;
+      try {
+        const claims = await this.commit(batch);
+        // One claim per event, or none is trusted: a missing one must never read as "may buy".
+        if (claims.length !== batch.length) throw new Error(`the writer answered ${claims.length} claims for ${batch.length} events`);
+        const again: Pending[] = [];
+        batch.forEach((p, i) => {
+          const claim = claims[i] as Claim | typeof AGAIN;
+          if (claim === AGAIN) again.push(p);
+          else p.resolve(claim);
+        });
+        if (again.length > 0) {
+          this.queue = again.concat(this.queue);
+          if (again.some((p) => p.durable)) this.urgentQueued = true;
+        }
+      } catch (error) {
+        this.failure = this.failed(error);
+        for (const p of [...batch, ...this.queue]) p.reject(this.failure);
+        this.queue = [];
+      }
+      // What queued while that batch committed goes at once only if an intent waits in it, it is
+      // already large, or a flush asked; outcomes otherwise gather their full time. Sent at once,
+      // a fast writer commits a handful of rows at a time, and every commit rewrites each B-tree
+      // page its rows touch (hundreds of small commits wrote the store's size many times over).
+      if (this.queue.length > 0 && !this.urgentQueued && this.queue.length < this.timing.batchRows && this.flushing === 0) {
+        await this.nextBatch(false);
+        this.hurry = null;
+      }
+    }
+    this.draining = null;
+  }
+}
