@@ -464,13 +464,22 @@ describe('the team store when the connection is lost', () => {
     }
   });
 
-  it('connects again when the connection drops under a run: reads and writes go on, nothing is lost', async () => {
+  /** A run on a fresh database reached through a proxy the test can cut; `reconnectMs`: how long a lost connection is tried again. */
+  async function throughProxy(reconnectMs: number, test: (run: ServiceStore, proxy: Awaited<ReturnType<typeof cuttableProxy>>, url: string) => Promise<void>): Promise<void> {
     const url = await freshDatabase();
     pgRan++;
     const proxy = await cuttableProxy(new URL(url));
-    const store = await PgStore.open(proxy.url, { tool: 'test', reconnectMs: 60_000 });
+    const store = await PgStore.open(proxy.url, { tool: 'test', reconnectMs });
     try {
-      const run = await store.beginRun('svc', info);
+      await test(await store.beginRun('svc', info), proxy, url);
+    } finally {
+      await store.close();
+      await proxy.close();
+    }
+  }
+
+  it('connects again when the connection drops under a run: reads and writes go on, nothing is lost', async () => {
+    await throughProxy(60_000, async (run, proxy, url) => {
       expect(await run.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
       proxy.cut();
       // Written while the store is unreachable: the claim waits (no paid call could start), then lands.
@@ -486,19 +495,11 @@ describe('the team store when the connection is lost', () => {
       expect((await run.companyState('bolt.com')).purchase).toMatchObject({ outcome: 'open', intentKey: 'k-bolt.com' });
       await run.endRun({ status: 'done', credits: 1, bought: 1, reused: 0 });
       expect(await sql(url, 'SELECT status FROM runs')).toStrictEqual([{ status: 'done' }]);
-    } finally {
-      await store.close();
-      await proxy.close();
-    }
+    });
   });
 
   it('stops writing when the store stays away past the budget: the claim fails as unavailable, naming the host, never the password', async () => {
-    const url = await freshDatabase();
-    pgRan++;
-    const proxy = await cuttableProxy(new URL(url));
-    const store = await PgStore.open(proxy.url, { tool: 'test', reconnectMs: 300 });
-    try {
-      const run = await store.beginRun('svc', info);
+    await throughProxy(300, async (run, proxy, url) => {
       await run.append(intent('acme.com'), true);
       proxy.cut();
       const error = (await run.append(intent('bolt.com'), true).then(() => null, (e: unknown) => e)) as Error & { kind: string };
@@ -507,9 +508,6 @@ describe('the team store when the connection is lost', () => {
       expect(error.message).not.toContain(new URL(url).password);
       // Nothing further is written once it has failed.
       await expect(run.append(hit('acme.com'))).rejects.toBe(error);
-    } finally {
-      await store.close();
-      await proxy.close();
-    }
+    });
   });
 });
