@@ -101,7 +101,7 @@ describe('enrich doctor on the team store (issue 21)', () => {
     expect(report(r.stdout).get('login')).toStrictEqual(['ok', `as ${reader.name}`]);
     expect(report(r.stdout).get('writable')).toStrictEqual([
       'FIX',
-      `the role ${reader.name} cannot write the team store ${place(url).database} on ${place(url).at} (no INSERT on services, and 13 more); the tables' owner can grant what a run needs: ` +
+      `the role ${reader.name} cannot write the team store ${place(url).database} on ${place(url).at} (no INSERT on services, and 12 more); the tables' owner can grant what a run needs: ` +
         `GRANT SELECT, INSERT, UPDATE ON services, lookups, companies, purchases, runs, imports TO ${reader.name}; GRANT SELECT ON meta TO ${reader.name}; GRANT USAGE ON SEQUENCE services_id_seq, runs_id_seq TO ${reader.name}`,
     ]);
     expect(r.stdout).not.toContain('role-s3cret-pw');

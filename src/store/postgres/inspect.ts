@@ -34,12 +34,13 @@ export async function readStoreId(db: pg.Client): Promise<string | null> {
 
 /**
  * The rights a run needs on the tables there are that this role lacks ("INSERT on runs"), asked
- * of the server (has_table_privilege), so nothing is written to find out.
+ * of the server (has_table_privilege), so nothing is written to find out. A service's row is only
+ * ever added (ON CONFLICT DO NOTHING): services needs no UPDATE.
  */
 export async function missingRights(db: pg.Client): Promise<string[]> {
   const { rows } = await db.query<{ rel: string; priv: string }>(
     `WITH needed (rel, kind, privs) AS (
-       SELECT t, 'table', ARRAY['SELECT', 'INSERT', 'UPDATE'] FROM unnest($1::text[]) AS t
+       SELECT t, 'table', CASE t WHEN 'services' THEN ARRAY['SELECT', 'INSERT'] ELSE ARRAY['SELECT', 'INSERT', 'UPDATE'] END FROM unnest($1::text[]) AS t
        UNION ALL SELECT 'meta', 'table', ARRAY['SELECT']
        UNION ALL SELECT pg_get_serial_sequence(t, 'id'), 'sequence', ARRAY['USAGE'] FROM unnest($2::text[]) AS t WHERE to_regclass(t) IS NOT NULL
      )
