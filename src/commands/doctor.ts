@@ -1,6 +1,7 @@
 import { serviceEndpoint } from '../api/endpoint.js';
 import type { ErrorKind } from '../errors.js';
 import type { SandboxOptions } from '../sandbox/index.js';
+import { isTeamStore } from '../store/path.js';
 import { VERSION } from '../version.js';
 import {
   endpointsCheck,
@@ -28,10 +29,11 @@ export interface DoctorOptions {
         address: { ok: true; url: string } | { ok: false; problem: string };
         key: { ok: true; value: string } | { ok: false; problem: string };
       };
+  /** A file path (SQLite), or a postgres:// address (the team store). */
   storePath: string;
   /** What is wrong with a named store's folder (it must exist, as for a batch), or null. */
   storeFolder: string | null;
-  /** Why --store or ENRICH_STORE names no store file (a URI, :memory:, postgres://), or null. */
+  /** Why --store or ENRICH_STORE names no store (an SQLite URI, :memory:, an address that does not parse), or null. */
   storeProblem: string | null;
   /** Free matches to send looking for the rate ceiling; null: do not probe. */
   probeRate: number | null;
@@ -121,13 +123,20 @@ export function jsonReport(checks: readonly Check[]): string {
   return `${JSON.stringify({ ok: checks.every((c) => c.status !== 'fail'), to_fix: checks.filter((c) => c.status === 'fail').length, checks: rows }, null, 2)}\n`;
 }
 
+async function storeChecks(options: DoctorOptions): Promise<Check[]> {
+  if (options.storeProblem !== null) return [fail('store', options.storeProblem, 'usage')];
+  if (!isTeamStore(options.storePath)) return [await storeCheck(options.storePath, options.storeFolder)];
+  // Loaded only for a team store, as a batch loads the PostgreSQL driver.
+  const { teamStoreChecks } = await import('./doctor-team.js');
+  return teamStoreChecks(options.storePath);
+}
+
 /**
  * `enrich doctor`: for a cron set-up, whether a batch would work here, one line per check, ok or
  * the fix. Null when all pass, else the kind of the first failure (its exit code, in cli/main.ts).
  */
 export async function runDoctor(options: DoctorOptions, out: NodeJS.WritableStream): Promise<ErrorKind | null> {
-  const store = options.storeProblem !== null ? fail('store', options.storeProblem, 'usage') : await storeCheck(options.storePath, options.storeFolder);
-  const checks = [...(await allChecks(options)), store];
+  const checks = [...(await allChecks(options)), ...(await storeChecks(options))];
   out.write(options.json === true ? jsonReport(checks) : formatReport(checks));
   return checks.find((c) => c.status === 'fail')?.kind ?? null;
 }

@@ -38,13 +38,23 @@ export async function connect(c: pg.Client): Promise<pg.Client> {
   }
 }
 
+/** Why a connection failed: the login refused, no such database, or the server not reached at all. */
+export type FailureClass = 'login' | 'database' | 'unreachable';
+
+export function failureClass(error: unknown): FailureClass {
+  const code = (error as { code?: string }).code ?? '';
+  if (code === '28P01' || code === '28000') return 'login';
+  if (code === '3D000') return 'database';
+  return 'unreachable';
+}
+
 /** One line naming the host and the cause, never the password. */
 export function connectFailure(place: Place, error: unknown): EnrichError {
-  const code = (error as { code?: string }).code ?? '';
+  const failure = failureClass(error);
   const at = `${place.host}:${place.port}`;
   const then = 'nothing was sent to the service';
-  if (code === '28P01' || code === '28000') return new UsageError(`the team store at ${at} refused the login (${describe(error)}); check the user and password (PGPASSWORD or ~/.pgpass); ${then}`, { cause: error });
-  if (code === '3D000') return new UsageError(`the team store at ${at} has no database ${place.database}; create it (createdb ${place.database}) or fix the address; ${then}`, { cause: error });
+  if (failure === 'login') return new UsageError(`the team store at ${at} refused the login (${describe(error)}); check the user and password (PGPASSWORD or ~/.pgpass); ${then}`, { cause: error });
+  if (failure === 'database') return new UsageError(`the team store at ${at} has no database ${place.database}; create it (createdb ${place.database}) or fix the address; ${then}`, { cause: error });
   return new EnrichError(`cannot reach the team store at ${at}: ${describe(error)}; ${then}, rerun the same command later`, 'unavailable', { cause: error });
 }
 

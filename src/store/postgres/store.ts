@@ -4,6 +4,7 @@ import { EnrichError, UsageError } from '../../errors.js';
 import type { JournalEvents } from '../import-journal.js';
 import type { RunInfo } from '../types.js';
 import { client, connect, describe, placeOf, RECONNECT_MS, Session } from './connect.js';
+import { cannotWrite, firstMissing, grantsFor, missingRights, readStoreId, schemaVersion } from './inspect.js';
 import { PgRecords } from './records.js';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from './schema.js';
 import { LEASE_MS } from './writer.js';
@@ -49,10 +50,14 @@ export class PgStore {
     const db = await connect(client(url));
     try {
       await migrate(db);
+      // Asked before the run begins: a role that may only read would otherwise fail at its first write.
+      const missing = await missingRights(db);
+      if (missing.length > 0) throw new UsageError(`${cannotWrite(placeOf(db), db.user ?? '', firstMissing(missing))}; ${NOTHING_SENT}`);
       return new PgStore(url, new Session(url, db, options.reconnectMs), await storeIdOf(db), options);
     } catch (error) {
       await db.end().catch(() => {});
       if (error instanceof EnrichError) throw error;
+      if (deniedTo(error)) throw new UsageError(`${cannotWrite(placeOf(db), db.user ?? '', describe(error))}; ${NOTHING_SENT}`, { cause: error });
       const { host, port } = placeOf(db);
       throw new EnrichError(`cannot use the team store at ${host}:${port}: ${describe(error)}`, 'failure', { cause: error });
     }
@@ -148,6 +153,11 @@ export class PgStore {
   }
 }
 
+const NOTHING_SENT = 'nothing was sent to the service';
+
+/** The server's "permission denied" (insufficient_privilege), or "must be owner". */
+const deniedTo = (error: unknown): boolean => (error as { code?: string }).code === '42501';
+
 function safeUser(): string {
   try {
     return userInfo().username;
@@ -161,23 +171,17 @@ function safeUser(): string {
  * recorded in meta.schema_version; a store a newer enrich wrote is refused, untouched.
  */
 async function migrate(db: pg.Client): Promise<void> {
-  const version = async (): Promise<number> => {
-    const exists = await db.query<{ t: string | null }>(`SELECT to_regclass('meta')::text AS t`);
-    if (exists.rows[0]?.t == null) return 0;
-    const { rows } = await db.query<{ v: string }>(`SELECT value AS v FROM meta WHERE key = 'schema_version'`);
-    return Number(rows[0]?.v ?? 0);
-  };
   const refuseNewer = (v: number): void => {
     const { host, database } = placeOf(db);
-    if (v > SCHEMA_VERSION) throw new UsageError(`the team store ${database} on ${host} was written by a newer enrich (schema ${v}); upgrade enrich to use it`);
+    if (v > SCHEMA_VERSION) throw new UsageError(`the team store ${database} on ${host} was written by a newer enrich (schema ${v}); upgrade enrich to use it; ${NOTHING_SENT}`);
   };
-  const seen = await version();
+  const seen = await schemaVersion(db);
   refuseNewer(seen);
   if (seen === SCHEMA_VERSION) return;
   await db.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]);
   try {
     // Another machine may have migrated while this one waited for the lock.
-    const current = await version();
+    const current = await schemaVersion(db);
     refuseNewer(current);
     for (let v = current + 1; v <= SCHEMA_VERSION; v++) {
       await db.query('BEGIN');
@@ -191,6 +195,7 @@ async function migrate(db: pg.Client): Promise<void> {
         await db.query('COMMIT');
       } catch (error) {
         await db.query('ROLLBACK').catch(() => {});
+        if (deniedTo(error)) throw cannotMigrate(db, current, error);
         throw error;
       }
     }
@@ -199,11 +204,20 @@ async function migrate(db: pg.Client): Promise<void> {
   }
 }
 
+/** A migration this role may not run: making the schema, or altering tables it does not own. */
+function cannotMigrate(db: pg.Client, from: number, error: unknown): UsageError {
+  const { host, port, database } = placeOf(db);
+  const what = from === 0 ? 'create the schema of the team store' : `upgrade the team store's schema (version ${from} to ${SCHEMA_VERSION})`;
+  const role = db.user ?? '';
+  return new UsageError(
+    `the role ${role} cannot ${what} in ${database} on ${host}:${port} (${describe(error)}); run enrich once as the database's owner, who may then let ${role} in: ${grantsFor(role)}; ${NOTHING_SENT}`,
+    { cause: error },
+  );
+}
+
 /** The store's identity, with the key epoch a prune bumps (as the SQLite store's). */
 async function storeIdOf(db: pg.Client): Promise<string> {
-  const { rows } = await db.query<{ key: string; value: string }>(`SELECT key, value FROM meta WHERE key IN ('store_id', 'key_epoch')`);
-  const id = rows.find((r) => r.key === 'store_id')?.value;
-  if (id === undefined || id === '') throw new UsageError(`the team store has no store id in its meta table: it is not an enrich store, or was edited by hand`);
-  const epoch = Number(rows.find((r) => r.key === 'key_epoch')?.value ?? 0);
-  return epoch > 0 ? `${id}.${epoch}` : id;
+  const id = await readStoreId(db);
+  if (id === null) throw new UsageError(`the team store has no store id in its meta table: it is not an enrich store, or was edited by hand`);
+  return id;
 }

@@ -1,0 +1,149 @@
+import type pg from 'pg';
+import { client, describe, failureClass, placeOf, type FailureClass, type Place } from './connect.js';
+import { NOW_MS, SCHEMA_VERSION } from './schema.js';
+
+/**
+ * Looks at a team store without changing it: what `enrich doctor` reports, and the questions
+ * PgStore.open asks before a run may start (the schema's version, the store id, whether this
+ * role may write).
+ */
+
+/** The tables a run writes (meta is written only by a migration, which the tables' owner runs). */
+export const WRITTEN_TABLES = ['services', 'lookups', 'companies', 'purchases', 'runs', 'imports'] as const;
+/** Every table of the schema. */
+const ALL_TABLES = ['meta', ...WRITTEN_TABLES];
+/** The tables whose ids come from a sequence (BIGSERIAL), which an insert must be allowed to use. */
+const SEQUENCED_TABLES = ['services', 'runs'];
+
+/** meta.schema_version: 0 when the database has no enrich schema yet. */
+export async function schemaVersion(db: pg.Client): Promise<number> {
+  const exists = await db.query<{ t: string | null }>(`SELECT to_regclass('meta')::text AS t`);
+  if (exists.rows[0]?.t == null) return 0;
+  const { rows } = await db.query<{ v: string }>(`SELECT value AS v FROM meta WHERE key = 'schema_version'`);
+  return Number(rows[0]?.v ?? 0);
+}
+
+/** The store's identity with the key epoch a prune bumps (as the SQLite store's), or null if meta has none. */
+export async function readStoreId(db: pg.Client): Promise<string | null> {
+  const { rows } = await db.query<{ key: string; value: string }>(`SELECT key, value FROM meta WHERE key IN ('store_id', 'key_epoch')`);
+  const id = rows.find((r) => r.key === 'store_id')?.value;
+  if (id === undefined || id === '') return null;
+  const epoch = Number(rows.find((r) => r.key === 'key_epoch')?.value ?? 0);
+  return epoch > 0 ? `${id}.${epoch}` : id;
+}
+
+/**
+ * The rights a run needs on the tables there are that this role lacks ("INSERT on runs"), asked
+ * of the server (has_table_privilege), so nothing is written to find out. A service's row is only
+ * ever added (ON CONFLICT DO NOTHING): services needs no UPDATE.
+ */
+export async function missingRights(db: pg.Client): Promise<string[]> {
+  const { rows } = await db.query<{ rel: string; priv: string }>(
+    `WITH needed (rel, kind, privs) AS (
+       SELECT t, 'table', CASE t WHEN 'services' THEN ARRAY['SELECT', 'INSERT'] ELSE ARRAY['SELECT', 'INSERT', 'UPDATE'] END FROM unnest($1::text[]) AS t
+       UNION ALL SELECT 'meta', 'table', ARRAY['SELECT']
+       UNION ALL SELECT pg_get_serial_sequence(t, 'id'), 'sequence', ARRAY['USAGE'] FROM unnest($2::text[]) AS t WHERE to_regclass(t) IS NOT NULL
+     )
+     SELECT rel, p AS priv FROM needed, unnest(privs) AS p
+      WHERE to_regclass(rel) IS NOT NULL
+        AND NOT CASE kind WHEN 'table' THEN has_table_privilege(rel, p) ELSE has_sequence_privilege(rel, p) END`,
+    [WRITTEN_TABLES, SEQUENCED_TABLES],
+  );
+  return rows.map((r) => `${r.priv} on ${r.rel.replace(/^public\./, '')}`);
+}
+
+/** Whether this role may create enrich's tables (an empty database) or alter them (an older schema): its owner may. */
+export async function mayMigrate(db: pg.Client): Promise<boolean> {
+  const { rows } = await db.query<{ ok: boolean }>(
+    `SELECT coalesce(has_schema_privilege(current_schema(), 'CREATE'), false)
+        AND NOT EXISTS (SELECT 1 FROM pg_class c JOIN unnest($1::text[]) AS t ON c.oid = to_regclass(t) WHERE NOT pg_has_role(c.relowner, 'USAGE')) AS ok`,
+    [ALL_TABLES],
+  );
+  return rows[0]?.ok === true;
+}
+
+/** A role's name as GRANT takes it. */
+const ident = (name: string): string => (/^[a-z_][a-z0-9_$]*$/.test(name) ? name : `"${name.replace(/"/g, '""')}"`);
+
+/** The grants that let `role` run batches on a store another role made: complete, and harmless to repeat. */
+export function grantsFor(role: string): string {
+  const r = ident(role);
+  const sequences = SEQUENCED_TABLES.map((t) => `${t}_id_seq`).join(', ');
+  return `GRANT SELECT, INSERT, UPDATE ON ${WRITTEN_TABLES.join(', ')} TO ${r}; GRANT SELECT ON meta TO ${r}; GRANT USAGE ON SEQUENCE ${sequences} TO ${r}`;
+}
+
+/** One line: this role may not write the team store, and the grant that fixes it. */
+export function cannotWrite(place: Place, role: string, missing: string): string {
+  return `the role ${role} cannot write the team store ${place.database} on ${place.host}:${place.port} (${missing}); the tables' owner can grant what a run needs: ${grantsFor(role)}`;
+}
+
+/** "INSERT on services", or the first of several and how many more. */
+export function firstMissing(missing: readonly string[]): string {
+  return missing.length === 1 ? `no ${missing[0]}` : `no ${missing[0]}, and ${missing.length - 1} more`;
+}
+
+export interface ClockReading {
+  /** The server's clock minus this host's, at the middle of the round trip (positive: the server is ahead). */
+  skewMs: number;
+  roundTripMs: number;
+}
+
+/** The server's clock against this host's: the best of three round trips, its middle taken as the moment read. */
+export async function clockSkew(db: pg.Client, now: () => number): Promise<ClockReading> {
+  let best: ClockReading | undefined;
+  for (let i = 0; i < 3; i++) {
+    const sent = now();
+    const { rows } = await db.query<{ now: number }>(`SELECT ${NOW_MS} AS now`);
+    const back = now();
+    const reading = { skewMs: Number(rows[0]?.now) - (sent + back) / 2, roundTripMs: back - sent };
+    if (best === undefined || reading.roundTripMs < best.roundTripMs) best = reading;
+  }
+  return best as ClockReading;
+}
+
+export interface TeamStoreState {
+  place: Place;
+  role: string;
+  /** The server's version, as it says it (18.1). */
+  server: string;
+  /** meta.schema_version (0: no enrich schema yet); null when this role may not read meta. */
+  schema: number | null;
+  /** For an empty or older schema: whether this role may make or upgrade it. */
+  canMigrate: boolean;
+  /** Rights a run needs that this role lacks, on the tables there are ("INSERT on runs"). */
+  missing: string[];
+  storeId: string | null;
+  clock: ClockReading;
+}
+
+export type Inspection = { reached: false; place: Place; failure: FailureClass; detail: string } | ({ reached: true } & TeamStoreState);
+
+/**
+ * Connects and looks, inside a read-only transaction that is rolled back: whatever it asks, the
+ * store is left as it was (no schema made on an empty database, no run recorded).
+ */
+export async function inspectTeamStore(url: string, now: () => number = () => Date.now()): Promise<Inspection> {
+  const c = client(url);
+  const place = placeOf(c);
+  try {
+    await c.connect();
+  } catch (error) {
+    await c.end().catch(() => {});
+    return { reached: false, place, failure: failureClass(error), detail: describe(error) };
+  }
+  try {
+    await c.query('BEGIN READ ONLY');
+    const head = await c.query<{ role: string; server: string }>(`SELECT current_user AS role, current_setting('server_version') AS server`);
+    const missing = await missingRights(c);
+    const readable = !missing.includes('SELECT on meta');
+    const schema = readable ? await schemaVersion(c) : null;
+    const storeId = readable && schema !== null && schema > 0 ? await readStoreId(c) : null;
+    const canMigrate = schema !== null && schema < SCHEMA_VERSION ? await mayMigrate(c) : true;
+    const clock = await clockSkew(c, now);
+    const { role = '', server = '' } = head.rows[0] ?? {};
+    return { reached: true, place, role, server: server.split(' ')[0] ?? server, schema, canMigrate, missing, storeId, clock };
+  } finally {
+    await c.query('ROLLBACK').catch(() => {});
+    await c.end().catch(() => {});
+  }
+}

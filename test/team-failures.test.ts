@@ -1,0 +1,179 @@
+import { describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { MAINTENANCE_LOCK, MIGRATIONS, SCHEMA_VERSION } from '../src/store/postgres/schema.js';
+import { csvText, readCsvFile } from './helpers/cli.js';
+import { READ_ONLY, roleSuite } from './helpers/pg-roles.js';
+import { freshDatabase, sql } from './helpers/postgres.js';
+import { sandboxSuite } from './helpers/sandbox-suite.js';
+import { runProcess, spawnCli } from './helpers/spawn.js';
+
+/**
+ * Issue 21: a batch on the team store that cannot go ahead says why in one line, with its exit
+ * code, before anything reaches the service (the sandbox's request count is the proof); one that
+ * can, on an older schema or racing another machine to make it, goes ahead on one schema.
+ */
+const KEY = 'sk_test_team_failures_0123456789';
+const t = sandboxSuite(KEY);
+const domains = (n: number): string[] => [...t.sb.directory].slice(0, n).map((c) => c.domain);
+
+const roles = roleSuite();
+
+/** A store made by a run of this enrich (one company bought), and the input it ran. */
+async function madeStore(url: string): Promise<string> {
+  const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
+  const run = await runProcess([input, '-o', t.dir.file('first.csv'), '--store', url, '--quiet'], { env: t.env() });
+  expect(run.code, run.stderr).toBe(0);
+  return input;
+}
+
+/** Every row of enrich's tables, to show that a refused run changed nothing. */
+async function contents(url: string): Promise<unknown> {
+  const tables = ['meta', 'services', 'lookups', 'companies', 'purchases', 'runs', 'imports'];
+  return Object.fromEntries(await Promise.all(tables.map(async (name) => [name, await sql(url, `SELECT * FROM ${name} ORDER BY 1, 2`)])));
+}
+
+describe('a batch on the team store that cannot go ahead (issue 21)', () => {
+  it('a role that cannot write: one line naming the grant it needs, exit 2, nothing sent', async () => {
+    await t.sandbox();
+    const url = await freshDatabase();
+    const input = await madeStore(url);
+    const reader = await roles.role(url, READ_ONLY(url));
+    const requests = t.sb.stats.requests;
+    const before = await contents(url);
+    // --max-age 1s: everything held is stale, so this run would buy again if it could write.
+    const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', reader.url, '--max-age', '1s'], { env: t.env() });
+    const { port, pathname } = new URL(url);
+    const r = reader.name;
+    expect(run).toMatchObject({
+      code: 2,
+      stdout: '',
+      stderr:
+        `enrich: the role ${r} cannot write the team store ${pathname.slice(1)} on 127.0.0.1:${port} (no INSERT on services, and 12 more); ` +
+        `the tables' owner can grant what a run needs: GRANT SELECT, INSERT, UPDATE ON services, lookups, companies, purchases, runs, imports TO ${r}; ` +
+        `GRANT SELECT ON meta TO ${r}; GRANT USAGE ON SEQUENCE services_id_seq, runs_id_seq TO ${r}; nothing was sent to the service\n`,
+    });
+    expect(run.stderr).not.toContain('role-s3cret-pw');
+    expect(t.sb.stats.requests).toBe(requests);
+    expect(await contents(url)).toStrictEqual(before);
+    // The grant it names is enough: the same command then runs.
+    const grants = /can grant what a run needs: (.*); nothing was sent/.exec(run.stderr)?.[1] ?? '';
+    for (const grant of grants.split('; ')) await sql(url, grant);
+    // No more than that is asked for: a service's row is only ever added, never updated.
+    await sql(url, `REVOKE UPDATE ON services FROM ${r}`);
+    const granted = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', reader.url, '--quiet'], { env: t.env() });
+    expect(granted.code, granted.stderr).toBe(0);
+  });
+
+  it('a role that may not create tables, on a database with no schema or an older one: one line, exit 2, nothing made or changed, nothing sent', async () => {
+    await t.sandbox();
+    const input = t.dir.file('in.csv', csvText([['domain'], ...domains(1).map((d) => [d])]));
+    const empty = await freshDatabase();
+    const stranger = await roles.role(empty, READ_ONLY(empty));
+    const first = await runProcess([input, '--store', stranger.url], { env: t.env() });
+    expect(first.code).toBe(2);
+    expect(first.stderr).toMatch(
+      new RegExp(`^enrich: the role ${stranger.name} cannot create the schema of the team store in \\S+ on 127\\.0\\.0\\.1:\\d+ \\(permission denied for schema public\\); run enrich once as the database's owner, who may then let ${stranger.name} in: GRANT .*; nothing was sent to the service\\n$`),
+    );
+    expect(await sql(empty, "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'")).toStrictEqual([{ n: 0 }]);
+    const old = await freshDatabase();
+    await sql(old, MIGRATIONS[0] as string);
+    await sql(old, "INSERT INTO meta (key, value) VALUES ('schema_version', '1'), ('store_id', '00112233aabbccdd')");
+    const reader = await roles.role(old, READ_ONLY(old));
+    const behind = await runProcess([input, '--store', reader.url], { env: t.env() });
+    expect(behind.code).toBe(2);
+    expect(behind.stderr).toMatch(new RegExp(`^enrich: the role ${reader.name} cannot upgrade the team store's schema \\(version 1 to ${SCHEMA_VERSION}\\) in .* \\(must be owner of table runs\\); run enrich once as the database's owner`));
+    expect(await sql(old, "SELECT value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ value: '1' }]);
+    expect(t.sb.stats.requests).toBe(0);
+  });
+
+  it('a store a newer enrich wrote: refused in one line, exit 2, nothing changed, nothing sent', async () => {
+    await t.sandbox();
+    const url = await freshDatabase();
+    const input = await madeStore(url);
+    await sql(url, "UPDATE meta SET value = '99' WHERE key = 'schema_version'");
+    const requests = t.sb.stats.requests;
+    const before = await contents(url);
+    const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--max-age', '1s'], { env: t.env() });
+    expect(run).toMatchObject({
+      code: 2,
+      stdout: '',
+      stderr: `enrich: the team store ${new URL(url).pathname.slice(1)} on 127.0.0.1 was written by a newer enrich (schema 99); upgrade enrich to use it; nothing was sent to the service\n`,
+    });
+    expect(t.sb.stats.requests).toBe(requests);
+    expect(await contents(url)).toStrictEqual(before);
+  });
+
+  it('a wrong password: exit 2, the password never shown; a database that is not there: exit 2, naming createdb', async () => {
+    await t.sandbox();
+    const url = await freshDatabase();
+    const input = t.dir.file('in.csv', csvText([['domain'], ...domains(1).map((d) => [d])]));
+    const wrong = new URL(url);
+    wrong.password = 'not-the-pw-9f8e7d';
+    const at = `127.0.0.1:${wrong.port}`;
+    for (const [args, env] of [
+      [['--store', wrong.toString()], {}],
+      [[], { ENRICH_STORE: wrong.toString() }],
+    ] as const) {
+      const login = await runProcess([input, ...args], { env: t.env(env) });
+      expect(login).toMatchObject({
+        code: 2,
+        stdout: '',
+        stderr: `enrich: the team store at ${at} refused the login (password authentication failed for user "postgres"); check the user and password (PGPASSWORD or ~/.pgpass); nothing was sent to the service\n`,
+      });
+      expect(login.stderr).not.toContain('not-the-pw-9f8e7d');
+    }
+    const missing = new URL(url);
+    missing.pathname = '/enrich_no_such_db';
+    const none = await runProcess([input, '--store', missing.toString()], { env: t.env() });
+    expect(none).toMatchObject({
+      code: 2,
+      stdout: '',
+      stderr: `enrich: the team store at ${at} has no database enrich_no_such_db; create it (createdb enrich_no_such_db) or fix the address; nothing was sent to the service\n`,
+    });
+    expect(none.stderr).not.toContain(missing.password);
+    expect(t.sb.stats.requests).toBe(0);
+  });
+});
+
+describe('two versions of enrich on one database (issue 21)', () => {
+  it('a schema at version 1 is upgraded by a run, keeping its store id and what it holds', async () => {
+    await t.sandbox();
+    const url = await freshDatabase();
+    await sql(url, MIGRATIONS[0] as string);
+    await sql(url, "INSERT INTO meta (key, value) VALUES ('schema_version', '1'), ('store_id', '00112233aabbccdd'), ('created_at', '0')");
+    const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
+    const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
+    expect(run.code, run.stderr).toBe(0);
+    expect(await sql(url, "SELECT key, value FROM meta WHERE key IN ('schema_version', 'store_id') ORDER BY key")).toStrictEqual([
+      { key: 'schema_version', value: String(SCHEMA_VERSION) },
+      { key: 'store_id', value: '00112233aabbccdd' },
+    ]);
+    expect(await sql(url, 'SELECT "user" IS NOT NULL AS has_user FROM runs')).toStrictEqual([{ has_user: true }]);
+    expect(readCsvFile(t.dir.file('out.csv')).map((r) => r['enrich_status'])).toStrictEqual(['matched', 'matched']);
+  });
+
+  it('two machines opening a database with no schema at once: both run, on one schema and one store id', async () => {
+    await t.sandbox();
+    const url = await freshDatabase();
+    const input = t.dir.file('in.csv', csvText([['domain'], ...domains(3).map((d) => [d])]));
+    // The maintenance lock held here until both wait for it: both found no schema, and both would make it.
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    let runs: ReturnType<typeof spawnCli>[] = [];
+    try {
+      await holder.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]);
+      runs = ['a', 'b'].map((host) => spawnCli([input, '-o', t.dir.file(`${host}.csv`), '--store', url, '--quiet'], { env: t.env({ ENRICH_HOST: host }) }));
+      await expect.poll(async () => (await holder.query(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`)).rows[0]?.n, { timeout: 20_000 }).toBe(2);
+      await holder.query('SELECT pg_advisory_unlock($1)', [MAINTENANCE_LOCK]);
+    } finally {
+      await holder.end();
+    }
+    const codes = await Promise.all(runs.map((r) => r.exited));
+    expect(codes, runs.map((r) => r.stderr()).join('\n')).toStrictEqual([0, 0]);
+    expect(await sql(url, "SELECT key, value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ key: 'schema_version', value: String(SCHEMA_VERSION) }]);
+    expect(await sql(url, "SELECT count(*)::int AS n FROM meta WHERE key = 'store_id'")).toStrictEqual([{ n: 1 }]);
+    // One purchase per company, whichever machine made it.
+    expect(t.sb.ledger(KEY)).toHaveLength(3);
+    expect(await sql(url, 'SELECT host FROM runs ORDER BY host')).toStrictEqual([{ host: 'a' }, { host: 'b' }]);
+  });
+});
