@@ -20,7 +20,7 @@ export interface OpenOptions {
 }
 
 /**
- * Who this machine is in the team store's runs (and whose dead processes it may judge): the host
+ * Who this machine is in a store's runs (and whose dead processes it may judge): the host
  * name, unless ENRICH_HOST names it (a container whose host name changes every start; tests that
  * play several machines).
  */
@@ -43,7 +43,8 @@ export async function openBatchStore(address: string, options: OpenOptions): Pro
     };
   }
   const [{ Store }, { chooseWriter }] = await Promise.all([import('./sqlite/store.js'), import('./sqlite/write-channel.js')]);
-  const store = Store.open(address, { tool: options.tool, now: options.now });
+  const host = hostIdentity(options.env);
+  const store = Store.open(address, { tool: options.tool, now: options.now, ...(host === undefined ? {} : { host }) });
   return {
     importedBytes: (path) => store.importedBytes(path),
     importer: (service) => store.importer(service),
