@@ -1,4 +1,6 @@
 import type { JournalTarget } from './import-journal.js';
+import type { LedgerOpen, LedgerStore } from './ledger-types.js';
+import { statOrNull } from '../io/paths.js';
 import { isTeamStore } from './path.js';
 import type { RunInfo, ServiceStore } from './types.js';
 
@@ -52,4 +54,24 @@ export async function openBatchStore(address: string, options: OpenOptions): Pro
     beginRun: async (service, info) => store.beginRun(service, info, chooseWriter(options.env)),
     close: async () => store.close(),
   };
+}
+
+/** A store as `enrich ledger` reads and tidies it, whichever backend its address names (loaded only then). */
+export async function openLedgerStore(address: string, how: LedgerOpen): Promise<LedgerStore> {
+  if (isTeamStore(address)) {
+    const { PgLedger } = await import('./postgres/ledger.js');
+    return PgLedger.open(address, how);
+  }
+  const { SqliteLedger } = await import('./sqlite/ledger.js');
+  return SqliteLedger.open(address, how);
+}
+
+/** Whether a store is at `address` (a file that is not empty; a database with enrich's tables), without making or changing one. */
+export async function storeExists(address: string): Promise<boolean> {
+  if (isTeamStore(address)) {
+    const { storeThere } = await import('./postgres/ledger.js');
+    return storeThere(address);
+  }
+  const found = statOrNull(address);
+  return found !== null && !(found.isFile() && found.size === 0);
 }
