@@ -23,11 +23,11 @@ Examples:
     $ enrich ledger import crm.csv.enrich-journal
   Credits spent, by month (UTC), by person or by input:
     $ enrich ledger spend --by person
-  Merge this machine's store into the team's, buying nothing again:
-    $ enrich ledger copy ~/.local/state/enrich/store.db postgres://ana@db.example/enrich
+  Merge this machine's store into the team's (nothing is bought again):
+    $ enrich ledger copy ~/.local/state/enrich/store.db postgres://db/enrich
 
-Every command works on either store: --store <path> (SQLite, one person; \`sqlite3\`
-reads it too) or --store postgres://... (the team's; ENRICH_STORE names either).
+Every command works on either store: --store <path> (SQLite, one person's;
+\`sqlite3\` reads it too) or --store postgres://... (the team's).
 See docs/store-and-resume.md and docs/team.md.
 `;
 
