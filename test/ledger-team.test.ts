@@ -211,6 +211,10 @@ describe('enrich ledger copy', () => {
     await batch('a.csv', laptop, 'laptop-a');
     expect(t.sb.ledger(KEY)).toHaveLength(5);
 
+    // A database with no store in it is read as none, never made one (only a copy's target is).
+    const none = await enrich(['ledger', 'spend', '--store', team]);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/^enrich: no store in database enrich_test_\w+ at 127\.0\.0\.1:\d+: a batch run creates it/);
     const dry = await enrich(['ledger', 'copy', laptop, team, '--dry-run', '--json']);
     expect(dry.code, dry.stderr).toBe(0);
     expect(await sql(team, "SELECT to_regclass('meta')::text AS t")).toStrictEqual([{ t: null }]);
