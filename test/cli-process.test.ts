@@ -39,7 +39,7 @@ describe('the built CLI', () => {
     expect(keyDir).toMatchObject({ code: 2, stderr: `enrich: cannot read the API key file ${dir.path}: it is a directory\n` });
     // A mistyped ledger command is not an argument to its default (show); every ledger refusal points at its help.
     const ledger = await runProcess(['ledger', 'bogus']);
-    expect(ledger).toMatchObject({ code: 2, stderr: "enrich: unknown ledger command 'bogus': give show, runs, export, prune, release, import (see enrich ledger --help)\n" });
+    expect(ledger).toMatchObject({ code: 2, stderr: "enrich: unknown ledger command 'bogus': give show, runs, export, prune, release, import, spend, copy (see enrich ledger --help)\n" });
     expect(await runProcess(['ledger', 'prnue', '--older-than', '3d'])).toMatchObject({ code: 2, stderr: "enrich: unknown ledger command 'prnue'; did you mean `enrich ledger prune`? (see enrich ledger --help)\n" });
     expect(await runProcess(['ledger', '--json', 'runs'])).toMatchObject({ code: 2, stderr: 'enrich: give the command before its options: `enrich ledger runs ...` (see enrich ledger --help)\n' });
     expect(await runProcess(['ledger', '--jsno'])).toMatchObject({ code: 2, stderr: "enrich: unknown option '--jsno' (did you mean --json?) (see enrich ledger --help)\n" });

@@ -89,14 +89,19 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
       }
       case 'ledger': {
         const { ledger, checkService } = await import('../commands/ledger.js');
-        const { checkStoreFolder, defaultStorePath, resolveStorePath } = await import('../store/path.js');
+        const { checkStoreFolder, defaultStorePath, resolveStorePath, storeFilePath } = await import('../store/path.js');
         const { action } = parsed.options;
-        const checked = action.kind === 'export' ? { ...action, service: checkService(action.service) } : action;
-        const store = resolveStorePath(parsed.options.store, io.env);
-        // Only an import may start a store: in a folder that is there, as for a batch.
+        let checked = action.kind === 'export' ? { ...action, service: checkService(action.service) } : action;
+        if (checked.kind === 'copy') {
+          // Both named as --store is; only the target may be made, in a folder that is there (never a postgres:// address's).
+          checked = { ...checked, from: storeFilePath(checked.from, 'ledger copy <from>'), to: storeFilePath(checked.to, 'ledger copy <to>') };
+          checkStoreFolder(checked.to, io.env);
+        }
+        const store = checked.kind === 'copy' ? checked.to : resolveStorePath(parsed.options.store, io.env);
+        // Only an import may start a store: in a folder that is there, as for a batch (checkStoreFolder passes a postgres:// address).
         if (action.kind === 'import') checkStoreFolder(store, io.env);
         const isDefault = store === defaultStorePath(io.env);
-        await ledger({ store, isDefault, json: parsed.options.json, action: checked }, { stdout: io.stdout, note: (text) => void io.stderr.write(`enrich: ${text}\n`) });
+        await ledger({ store, isDefault, json: parsed.options.json, action: checked }, { stdout: io.stdout, env: io.env, note: (text) => void io.stderr.write(`enrich: ${text}\n`) });
         return ExitCode.OK;
       }
       case 'doctor': {

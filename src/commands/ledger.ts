@@ -4,11 +4,14 @@ import { UsageError } from '../errors.js';
 import { fileIdentity, statOrNull } from '../io/paths.js';
 import { openSink, unwritableReason } from '../io/sink.js';
 import { importJournal, looksLikeJournal, notJournal } from '../store/import-journal.js';
-import { atRisk, holdings, prune, records, release, runs, watchSkewedRuns, type HeldRecord } from '../store/sqlite/ledger.js';
-import { Store } from '../store/sqlite/store.js';
-import { explainDamage } from '../store/sqlite/errors.js';
+import type { HeldRecord, LedgerStore, SpendBy } from '../store/ledger-types.js';
+import { openLedgerStore } from '../store/open.js';
+import { isTeamStore } from '../store/path.js';
 import { count, num } from '../ui/format.js';
 import { formatBytes } from './doctor-checks.js';
+import { day, formatTable, iso, stamp } from './ledger-format.js';
+import { copyStores } from './ledger-copy.js';
+import { showSpend } from './ledger-spend.js';
 import { VERSION } from '../version.js';
 
 export type LedgerAction =
@@ -17,7 +20,10 @@ export type LedgerAction =
   | { kind: 'export'; format: 'csv' | 'jsonl'; output: string; service: string | undefined }
   | { kind: 'prune'; olderThanMs: number; dryRun: boolean }
   | { kind: 'import'; journals: string[] }
-  | { kind: 'release'; domains: string[]; all: boolean };
+  | { kind: 'release'; domains: string[]; all: boolean }
+  | { kind: 'spend'; by: SpendBy }
+  /** `from` and `to` are store addresses, checked as --store's are. */
+  | { kind: 'copy'; from: string; to: string; dryRun: boolean };
 
 export interface LedgerOptions {
   store: string;
@@ -29,6 +35,8 @@ export interface LedgerOptions {
 
 export interface LedgerIO {
   stdout: NodeJS.WritableStream;
+  /** ENRICH_HOST (who this machine is among a store's runs); the process's own by default. */
+  env?: NodeJS.ProcessEnv;
   now?: () => number;
   /** Said on stderr while the ledger waits (a run whose clock is ahead is watched). */
   note?: (text: string) => void;
@@ -37,36 +45,21 @@ export interface LedgerIO {
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Before judging which runs are alive (release, prune): runs whose clock is ahead are watched first. */
-function watchSkewed(store: Store, io: LedgerIO): Promise<void> {
+/** Before judging which runs are alive (release, prune): runs whose clock is ahead are watched first (one person's store). */
+function watchSkewed(store: LedgerStore, io: LedgerIO): Promise<void> {
   const note = (n: number, ms: number): void =>
     io.note?.(`${count(n, 'run on another host has', 'runs on other hosts have')} a heartbeat ahead of this host's clock: watching for up to ${ms / 1000} s whether it still beats`);
-  return watchSkewedRuns(store, io.sleep ?? sleep, note);
+  return store.settleClocks({ note, sleep: io.sleep ?? sleep });
 }
 
-/** Times in JSON: ISO 8601 UTC, as every JSON this tool writes. */
-const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
-const day = (ms: number | null): string => (ms === null ? '-' : new Date(ms).toISOString().slice(0, 10));
-const stamp = (ms: number | null): string => (ms === null ? '-' : new Date(ms).toISOString().slice(0, 16).replace('T', ' '));
-
-
-/** `enrich ledger ...`: what the store holds, its runs, every record, and housekeeping. */
+/** `enrich ledger ...`: what the store holds, its runs, every record, what was spent, and housekeeping. */
 export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void> {
   const now = io.now ?? Date.now;
-  // Only an import may start a store: the others read or tidy one, and a mistyped --store would
-  // otherwise be created empty and reported as holding nothing. An empty file is no store either
-  // (SQLite would take it for an empty database and write one into it).
-  const found = statOrNull(options.store);
-  // A fresh machine: nothing bought yet is an answer, not an error. A named store that is not
-  // there is still refused below: a mistyped --store must not read as an empty one.
-  if (options.action.kind === 'show' && found === null && options.isDefault === true) {
-    if (options.json) io.stdout.write(`${JSON.stringify({ store: options.store, bytes: 0, services: [] }, null, 2)}\n`);
-    else io.stdout.write(`store      ${options.store} (none yet: the first batch run creates it)\n`);
-    return;
-  }
-  if (options.action.kind !== 'import' && (found === null || (found.isFile() && found.size === 0))) {
-    throw new UsageError(`no store at ${options.store}: a batch run creates it with its first purchase or lookup; give --store <path> (or ENRICH_STORE) to read another`);
-  }
+  const print = (text: string): void => void io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+  const how = { tool: `enrich/${VERSION}`, now, env: io.env ?? process.env };
+  if (options.action.kind === 'copy') return copyStores(options.action, options.json, how, print);
+  // A file that is not there (or empty) is no store; a team store's database is checked when opened.
+  if (!isTeamStore(options.store) && missingFile(options, io)) return;
   // Every journal is checked before the store is opened (and so perhaps made): a refused import
   // leaves nothing behind.
   if (options.action.kind === 'import') {
@@ -77,15 +70,35 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
       if (!(await looksLikeJournal(path))) throw new UsageError(notJournal(path));
     }
   }
-  const store = Store.open(options.store, { tool: `enrich/${VERSION}`, now, access: readsOnly(options.action) ? 'read' : 'write', create: options.action.kind === 'import' });
-  const print = (text: string): void => void io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+  const store = await openLedgerStore(options.store, { ...how, write: !readsOnly(options.action), create: options.action.kind === 'import' });
   try {
     return await act(store, options, print, io, now);
   } catch (error) {
-    throw explainDamage(error, options.store, false);
+    throw store.explain(error);
   } finally {
-    store.close();
+    await store.close();
   }
+}
+
+/**
+ * Only an import may start a one-person store: the others read or tidy one, and a mistyped
+ * --store would otherwise be created empty and reported as holding nothing. An empty file is no
+ * store either (SQLite would take it for an empty database and write one into it). True when the
+ * answer was given here (a fresh machine's default store).
+ */
+function missingFile(options: LedgerOptions, io: LedgerIO): boolean {
+  const found = statOrNull(options.store);
+  // A fresh machine: nothing bought yet is an answer, not an error. A named store that is not
+  // there is still refused below: a mistyped --store must not read as an empty one.
+  if (options.action.kind === 'show' && found === null && options.isDefault === true) {
+    if (options.json) io.stdout.write(`${JSON.stringify({ store: options.store, bytes: 0, services: [] }, null, 2)}\n`);
+    else io.stdout.write(`store      ${options.store} (none yet: the first batch run creates it)\n`);
+    return true;
+  }
+  if (options.action.kind !== 'import' && (found === null || (found.isFile() && found.size === 0))) {
+    throw new UsageError(`no store at ${options.store}: a batch run creates it with its first purchase or lookup; give --store <path> (or ENRICH_STORE) to read another`);
+  }
+  return false;
 }
 
 /**
@@ -97,37 +110,43 @@ function readsOnly(action: LedgerAction): boolean {
     case 'show':
     case 'runs':
     case 'export':
+    case 'spend':
       return true;
     case 'prune':
       return action.dryRun;
     case 'release':
       return !action.all && action.domains.length === 0;
     case 'import':
+    case 'copy':
       return false;
   }
 }
 
 /** The subcommand itself, on the open store. */
-async function act(store: Store, options: LedgerOptions, print: (s: string) => void, io: LedgerIO, now: () => number): Promise<void> {
+async function act(store: LedgerStore, options: LedgerOptions, print: (s: string) => void, io: LedgerIO, now: () => number): Promise<void> {
   const action = options.action;
   switch (action.kind) {
     case 'show':
       return show(store, options.json, print);
     case 'runs':
       return listRuns(store, action.limit, options.json, print);
+    case 'spend':
+      return showSpend(await store.spend(action.by), action.by, store.shown, options.json, print);
+    case 'copy':
+      return;
     case 'export':
       return await exportRecords(store, action, io.stdout);
     case 'prune': {
       if (!action.dryRun) await watchSkewed(store, io);
       const cutoff = now() - action.olderThanMs;
-      const pruned = prune(store, cutoff, action.dryRun);
+      const pruned = await store.prune(cutoff, action.dryRun);
       if (options.json) return print(JSON.stringify({ cutoff: new Date(cutoff).toISOString(), dry_run: action.dryRun, ...pruned }));
       const verb = action.dryRun ? 'would forget' : 'forgot';
       return print(`${verb} ${count(pruned.companies, 'company', 'companies')} bought and ${count(pruned.lookups, 'lookup')} made before ${stamp(cutoff)} UTC; open purchases are always kept`);
     }
     case 'release':
       await watchSkewed(store, io);
-      return releaseHeld(store, action, options.json, print);
+      return await releaseHeld(store, action, options.json, print);
     case 'import':
       for (const path of action.journals) {
         const imported = await importJournal(store, path);
@@ -139,9 +158,9 @@ async function act(store: Store, options: LedgerOptions, print: (s: string) => v
 }
 
 /** `enrich ledger release`: the one explicit way out for a company whose paid call never answered. */
-function releaseHeld(store: Store, action: Extract<LedgerAction, { kind: 'release' }>, json: boolean, print: (s: string) => void): void {
+async function releaseHeld(store: LedgerStore, action: Extract<LedgerAction, { kind: 'release' }>, json: boolean, print: (s: string) => void): Promise<void> {
   if (!action.all && action.domains.length === 0) {
-    const held = atRisk(store, []);
+    const held = await store.atRisk([]);
     if (json) {
       const rows = held.map((p) => ({ service: p.service, domain: p.domain, generation: p.generation, key_version: p.keyVersion, error_code: p.errorCode, lost_at: iso(p.lostAt) }));
       return print(JSON.stringify(rows, null, 2));
@@ -150,17 +169,17 @@ function releaseHeld(store: Store, action: Extract<LedgerAction, { kind: 'releas
     print(held.map((p) => `${p.domain}  (${p.service}; last error ${p.errorCode ?? 'none'}${p.lostAt === null ? '' : `; unanswered since ${stamp(p.lostAt)}`})`).join('\n'));
     return print(`${count(held.length, 'company waits', 'companies wait')} on a paid call whose answer never came: at most ${count(held.length, 'credit')} at risk. Rerun first; if the service never answers for them, release them with --all or by name (each may then be charged twice)`);
   }
-  const held = atRisk(store, action.all ? [] : action.domains);
+  const held = await store.atRisk(action.all ? [] : action.domains);
   const unknown = action.domains.filter((d) => !held.some((p) => p.domain === d));
   if (unknown.length > 0) throw new UsageError(`nothing to release for ${unknown.join(', ')}: no unanswered paid call is held for it (see \`enrich ledger release\`)`);
-  release(store, held);
+  await store.release(held);
   if (json) return print(JSON.stringify({ released: held.map((p) => p.domain) }));
   print(`released ${count(held.length, 'company', 'companies')}: the next run buys ${held.length === 1 ? 'it under a new key' : 'them under new keys'}; if a lost call was charged after all, that company is charged twice (at most ${count(held.length, 'credit')})`);
 }
 
-function show(store: Store, json: boolean, print: (s: string) => void): void {
-  const services = holdings(store);
-  const size = store.sizeOnDisk();
+async function show(store: LedgerStore, json: boolean, print: (s: string) => void): Promise<void> {
+  const services = await store.holdings();
+  const size = await store.size();
   if (json) {
     const json = services.map((s) => ({
       service: s.service,
@@ -174,10 +193,10 @@ function show(store: Store, json: boolean, print: (s: string) => void): void {
       oldest_bought_at: iso(s.oldest),
       newest_bought_at: iso(s.newest),
     }));
-    print(JSON.stringify({ store: store.path, bytes: size, services: json }, null, 2));
+    print(JSON.stringify({ store: store.shown, bytes: size, services: json }, null, 2));
     return;
   }
-  const lines = [`store      ${store.path} (${formatBytes(size)})`];
+  const lines = [`store      ${store.shown} (${formatBytes(size)}${store.sizeNote === '' ? '' : ` ${store.sizeNote}`})`];
   if (services.length === 0) lines.push('           empty: nothing bought yet');
   for (const s of services) {
     lines.push(
@@ -195,8 +214,8 @@ function show(store: Store, json: boolean, print: (s: string) => void): void {
   print(lines.join('\n'));
 }
 
-function listRuns(store: Store, limit: number, json: boolean, print: (s: string) => void): void {
-  const list = runs(store, limit);
+async function listRuns(store: LedgerStore, limit: number, json: boolean, print: (s: string) => void): Promise<void> {
+  const list = await store.runs(limit);
   if (json) {
     const rows = list.map((r) => ({
       id: r.id,
@@ -210,18 +229,19 @@ function listRuns(store: Store, limit: number, json: boolean, print: (s: string)
       credits: r.credits,
       bought: r.bought,
       reused: r.reused,
+      user: r.user,
+      host: r.host,
     }));
     print(JSON.stringify(rows, null, 2));
     return;
   }
-  const header = ['run', 'started', 'service', 'input', 'rows', 'status', 'credits', 'bought', 'reused'];
-  const table = list.map((r) => [String(r.id), stamp(r.startedAt), r.service, r.input ?? '-', r.rows === null ? '-' : num(r.rows), r.dryRun ? 'dry run' : r.status, num(r.credits), num(r.bought), num(r.reused)]);
-  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => (row[i] as string).length)));
-  // Numbers right-aligned, words left.
-  const right = new Set([0, 4, 6, 7, 8]);
-  const line = (cells: string[]): string => cells.map((c, i) => (right.has(i) ? c.padStart(widths[i] as number) : c.padEnd(widths[i] as number))).join('  ').trimEnd();
-  print([line(header), ...table.map(line)].join('\n'));
+  const header = ['run', 'started', 'by', 'service', 'input', 'rows', 'status', 'credits', 'bought', 'reused'];
+  const table = list.map((r) => [String(r.id), stamp(r.startedAt), who(r), r.service, r.input ?? '-', r.rows === null ? '-' : num(r.rows), r.dryRun ? 'dry run' : r.status, num(r.credits), num(r.bought), num(r.reused)]);
+  print(formatTable(header, table, new Set([0, 5, 7, 8, 9])));
 }
+
+/** Who ran a run: user@host, or the host alone for a run recorded before stores kept the user. */
+const who = (r: { user: string | null; host: string }): string => (r.user === null ? r.host : `${r.user}@${r.host}`);
 
 /**
  * An export's columns: the same names as a run's result columns (company_domain, ...), so a
@@ -244,11 +264,11 @@ function jsonLine(h: HeldRecord): string {
   return `${JSON.stringify(Object.fromEntries(EXPORT_COLUMNS.map((k, i) => [k, values[i]])))}\n`;
 }
 
-async function exportRecords(store: Store, action: Extract<LedgerAction, { kind: 'export' }>, stdout: NodeJS.WritableStream): Promise<void> {
+async function exportRecords(store: LedgerStore, action: Extract<LedgerAction, { kind: 'export' }>, stdout: NodeJS.WritableStream): Promise<void> {
   if (action.output !== '-') {
     // The file, not its name: a hard link of the store is the store too.
     const target = fileIdentity(action.output);
-    for (const file of [store.path, `${store.path}-wal`, `${store.path}-shm`]) {
+    for (const file of store.files) {
       if (target === fileIdentity(file)) throw new UsageError(`-o ${action.output} is the store itself; give the export another path`);
     }
     const reason = unwritableReason(action.output);
@@ -258,7 +278,7 @@ async function exportRecords(store: Store, action: Extract<LedgerAction, { kind:
   let done = false;
   try {
     if (action.format === 'csv') await sink.write(stringify([[...EXPORT_COLUMNS]]));
-    for (const h of records(store, action.service)) {
+    for await (const h of store.records(action.service)) {
       const text = action.format === 'csv' ? stringify([csvRow(h)]) : jsonLine(h);
       await sink.write(text);
     }

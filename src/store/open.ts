@@ -1,4 +1,7 @@
 import type { JournalTarget } from './import-journal.js';
+import type { LedgerOpen, LedgerStore } from './ledger-types.js';
+import { statOrNull } from '../io/paths.js';
+import { hostIdentity } from './host.js';
 import { isTeamStore } from './path.js';
 import type { RunInfo, ServiceStore } from './types.js';
 
@@ -19,16 +22,6 @@ export interface OpenOptions {
   env: NodeJS.ProcessEnv;
 }
 
-/**
- * Who this machine is in the team store's runs (and whose dead processes it may judge): the host
- * name, unless ENRICH_HOST names it (a container whose host name changes every start; tests that
- * play several machines).
- */
-export function hostIdentity(env: NodeJS.ProcessEnv): string | undefined {
-  const named = env['ENRICH_HOST']?.trim();
-  return named === undefined || named === '' ? undefined : named;
-}
-
 export async function openBatchStore(address: string, options: OpenOptions): Promise<BatchStore> {
   if (isTeamStore(address)) {
     const { PgStore } = await import('./postgres/store.js');
@@ -43,7 +36,8 @@ export async function openBatchStore(address: string, options: OpenOptions): Pro
     };
   }
   const [{ Store }, { chooseWriter }] = await Promise.all([import('./sqlite/store.js'), import('./sqlite/write-channel.js')]);
-  const store = Store.open(address, { tool: options.tool, now: options.now });
+  const host = hostIdentity(options.env);
+  const store = Store.open(address, { tool: options.tool, now: options.now, ...(host === undefined ? {} : { host }) });
   return {
     importedBytes: (path) => store.importedBytes(path),
     importer: (service) => store.importer(service),
@@ -51,4 +45,24 @@ export async function openBatchStore(address: string, options: OpenOptions): Pro
     beginRun: async (service, info) => store.beginRun(service, info, chooseWriter(options.env)),
     close: async () => store.close(),
   };
+}
+
+/** A store as `enrich ledger` reads and tidies it, whichever backend its address names (loaded only then). */
+export async function openLedgerStore(address: string, how: LedgerOpen): Promise<LedgerStore> {
+  if (isTeamStore(address)) {
+    const { PgLedger } = await import('./postgres/ledger.js');
+    return PgLedger.open(address, how);
+  }
+  const { SqliteLedger } = await import('./sqlite/ledger.js');
+  return SqliteLedger.open(address, how);
+}
+
+/** Whether a store is at `address` (a file that is not empty; a database with enrich's tables), without making or changing one. */
+export async function storeExists(address: string): Promise<boolean> {
+  if (isTeamStore(address)) {
+    const { storeThere } = await import('./postgres/ledger.js');
+    return storeThere(address);
+  }
+  const found = statOrNull(address);
+  return found !== null && !(found.isFile() && found.size === 0);
 }

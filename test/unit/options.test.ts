@@ -70,5 +70,12 @@ describe('argv -> options', () => {
     expect(parse(['ledger', 'runs', '--limit', '5', '--json']).parsed).toMatchObject({ kind: 'ledger', options: { json: true, action: { kind: 'runs', limit: 5 } } });
     expect(parse(['ledger', 'export', '-o', 'all.jsonl']).parsed).toMatchObject({ options: { action: { kind: 'export', format: 'jsonl', output: 'all.jsonl' } } });
     expect(parse(['ledger', 'prune', '--older-than', '2w', '--store', '/s.db']).parsed).toMatchObject({ options: { store: '/s.db', action: { kind: 'prune', olderThanMs: 14 * DAY, dryRun: false } } });
+    expect(parse(['ledger', 'spend']).parsed).toMatchObject({ options: { action: { kind: 'spend', by: 'month' } } });
+    expect(parse(['ledger', 'spend', '--by', 'person', '--json']).parsed).toMatchObject({ options: { json: true, action: { kind: 'spend', by: 'person' } } });
+    expect(parse(['ledger', 'spend', '--by', 'week']).parsed).toStrictEqual({ kind: 'exit', exitCode: 2 });
+    expect(parse(['ledger', 'copy', 'a.db', 'postgres://db/enrich', '--dry-run']).parsed).toStrictEqual({
+      kind: 'ledger',
+      options: { store: undefined, json: false, action: { kind: 'copy', from: 'a.db', to: 'postgres://db/enrich', dryRun: true } },
+    });
   });
 });

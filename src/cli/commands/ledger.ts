@@ -1,5 +1,6 @@
 import { Option, type Command } from 'commander';
 import type { LedgerAction } from '../../commands/ledger.js';
+import type { SpendBy } from '../../store/ledger-types.js';
 import { suggestCommand } from '../suggest.js';
 import { duration, integer, stdoutAlias } from './values.js';
 
@@ -20,12 +21,18 @@ Examples:
     $ enrich ledger prune --older-than 365d
   Import a journal of enrich 0.1:
     $ enrich ledger import crm.csv.enrich-journal
+  Credits spent, by month (UTC), by person or by input:
+    $ enrich ledger spend --by person
+  Merge this machine's store into the team's (nothing is bought again):
+    $ enrich ledger copy ~/.local/state/enrich/store.db postgres://db/enrich
 
-The store is SQLite: \`sqlite3 ~/.local/state/enrich/store.db\` reads it too
-(docs/store-and-resume.md).
+Every command works on either store: --store <path> (SQLite, one person's;
+\`sqlite3\` reads it too) or --store postgres://... (the team's).
+See docs/store-and-resume.md and docs/team.md.
 `;
 
-const LEDGER_COMMANDS = ['show', 'runs', 'export', 'prune', 'release', 'import'] as const;
+const LEDGER_COMMANDS = ['show', 'runs', 'export', 'prune', 'release', 'import', 'spend', 'copy'] as const;
+const SPEND_BY: readonly SpendBy[] = ['month', 'person', 'input'];
 
 /** What is wrong with `enrich ledger [show] <word>`: an unknown option, an argument to show, or a mistyped command. */
 function notShow(word: string, namedShow: boolean): string {
@@ -40,11 +47,11 @@ function notShow(word: string, namedShow: boolean): string {
   return `unknown ledger command '${word}'${near === null ? `: give ${LEDGER_COMMANDS.join(', ')}` : `; did you mean \`enrich ledger ${near}\`?`}`;
 }
 
-/** `enrich ledger [show|runs|export|prune|import]`: inspect and own what the store holds. */
+/** `enrich ledger [show|runs|export|prune|release|import|spend|copy]`: inspect and own what the store holds. */
 export function defineLedger(program: Command, done: (options: LedgerFlags) => void): void {
   const ledger = program
     .command('ledger')
-    .description('show, export and prune what the purchase store holds')
+    .description('show, export, prune, spend and copy what the purchase store holds')
     .addHelpText('after', LEDGER_EXAMPLES);
   const common = (c: Command): Command =>
     c.option('--store <path>', 'the purchase store (env: ENRICH_STORE)').option('--json', 'machine-readable output', false);
@@ -86,4 +93,15 @@ export function defineLedger(program: Command, done: (options: LedgerFlags) => v
   common(ledger.command('import').description('import journals written by enrich 0.1, so their companies are not bought again'))
     .argument('<journal...>', 'journal files (<input>.enrich-journal)')
     .action((journals: string[], opts: Record<string, unknown>) => finish(opts, { kind: 'import', journals }));
+  common(ledger.command('spend').description('credits spent: by month (UTC), by person (user@host) or by input; totals'))
+    .addOption(new Option('--by <group>', 'month, person or input').choices(SPEND_BY).default('month'))
+    .action((opts: Record<string, unknown>) => finish(opts, { kind: 'spend', by: opts['by'] as SpendBy }));
+  ledger
+    .command('copy')
+    .description('merge one store into another (a laptop\'s into the team\'s): records, lookups, purchases and runs, nothing bought or counted twice')
+    .argument('<from>', 'the store to copy from (a path or a postgres:// address); only read')
+    .argument('<to>', 'the store to copy into (made if it is not there)')
+    .option('--dry-run', 'count what would be copied, write nothing', false)
+    .option('--json', 'machine-readable output', false)
+    .action((from: string, to: string, opts: Record<string, unknown>) => done({ store: undefined, json: opts['json'] as boolean, action: { kind: 'copy', from, to, dryRun: opts['dryRun'] as boolean } }));
 }

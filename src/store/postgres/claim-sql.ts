@@ -15,8 +15,15 @@ import { NOW_MS } from './schema.js';
  * One row per intent, in order, with the verdict, the company held, the purchase as it was, and
  * the holder of a busy one.
  */
-const ALIVE = (run: string): string =>
-  `EXISTS (SELECT 1 FROM runs r WHERE r.id = ${run} AND r.status = 'running' AND coalesce(r.heartbeat_at, 0) >= ${NOW_MS} - $12::bigint AND r.id <> ALL($11::bigint[]))`;
+/**
+ * Whether run row `r` is alive: under way, its heartbeat within the lease by the server's clock,
+ * and not one of the runs known dead (`dead`: an array of run ids). Every liveness judgement of
+ * the team store (claims, the ledger's release and prune, copies) is this one.
+ */
+export const RUN_ALIVE = (r: string, dead: string, lease: string): string =>
+  `(${r}.status = 'running' AND coalesce(${r}.heartbeat_at, 0) >= ${NOW_MS} - ${lease} AND ${r}.id <> ALL(${dead}::bigint[]))`;
+
+const ALIVE = (run: string): string => `EXISTS (SELECT 1 FROM runs r WHERE r.id = ${run} AND ${RUN_ALIVE('r', '$11', '$12::bigint')})`;
 
 export const CLAIM_SQL = `
 WITH input AS (

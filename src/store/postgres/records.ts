@@ -4,9 +4,8 @@ import { EnrichError } from '../../errors.js';
 import { monotonicMs } from '../../pipeline/clock.js';
 import { isProcessAlive, processStartedAt } from '../../process-alive.js';
 import type { Claim, CompanyState, Lookup, RunEnd, ServiceStore, StoreEvent } from '../types.js';
-import { client, connect, describe, isConnectionLoss, placeOf, reconnecting } from './connect.js';
+import { client, connect, describe, isConnectionLoss, placeOf, reconnecting, type Session } from './connect.js';
 import { NOW_MS } from './schema.js';
-import type { PgStore } from './store.js';
 import { AGAIN, GroupCommit, type Queued } from '../group-commit.js';
 import { BatchPlan, commitBatch, LEASE_MS, notice, OK, OUTCOME_CHANNEL, type Claimed } from './writer.js';
 
@@ -55,6 +54,16 @@ function chunks<T>(list: readonly T[]): T[][] {
   return out;
 }
 
+/** What a run's records use of the team store that opened them (store.ts PgStore). */
+export interface RecordsHost {
+  readonly url: string;
+  readonly db: Session;
+  readonly storeId: string;
+  readonly host: string;
+  readonly now: () => number;
+  readonly reconnectMs: number;
+}
+
 /**
  * One service's records in the team store, and one run's writes to them. Reads are single
  * statements (each sees one moment) over `= any($2)`; writes are group-committed on a connection
@@ -76,7 +85,7 @@ export class PgRecords implements ServiceStore {
   commits = 0;
 
   private constructor(
-    private readonly store: PgStore,
+    private readonly store: RecordsHost,
     readonly service: string,
     private readonly serviceId: number,
     private readonly run: number | null,
@@ -87,7 +96,7 @@ export class PgRecords implements ServiceStore {
     this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs), TIMING);
   }
 
-  static async open(store: PgStore, service: string, serviceId: number, run: number | null, policyNow: number): Promise<PgRecords> {
+  static async open(store: RecordsHost, service: string, serviceId: number, run: number | null, policyNow: number): Promise<PgRecords> {
     const writer = await connect(client(store.url, true));
     // A connection dropped under a batch rejects its queries; this keeps the process up meanwhile.
     writer.on('error', () => {});

@@ -20,6 +20,8 @@ export interface PgStoreOptions {
   user?: string;
   /** How long a lost connection is tried again before the run stops (connect.ts RECONNECT_MS). */
   reconnectMs?: number;
+  /** `read`: only reads (enrich ledger show, runs, export): a role that may not write is let in. */
+  access?: 'read' | 'write';
 }
 
 /**
@@ -51,7 +53,7 @@ export class PgStore {
     try {
       await migrate(db);
       // Asked before the run begins: a role that may only read would otherwise fail at its first write.
-      const missing = await missingRights(db);
+      const missing = options.access === 'read' ? [] : await missingRights(db);
       if (missing.length > 0) throw new UsageError(`${cannotWrite(placeOf(db), db.user ?? '', firstMissing(missing))}; ${NOTHING_SENT}`);
       return new PgStore(url, new Session(url, db, options.reconnectMs), await storeIdOf(db), options);
     } catch (error) {

@@ -1,45 +1,16 @@
 import type { CompanyRecord } from '../../api/types.js';
 import { UsageError } from '../../errors.js';
+import { fileIdentity } from '../../io/paths.js';
+import type { CopySource, CopyTarget } from '../copy-types.js';
+import type { JournalTarget } from '../import-journal.js';
+import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, OpenSpend, Pruned, RunRow, ServiceHoldings, Spend, SpendBy, SpendRow, Watch } from '../ledger-types.js';
+import { hostIdentity } from '../host.js';
 import { LEASE_MS } from './connection.js';
-import type { Store } from './store.js';
+import { SqliteCopySource, SqliteCopyTarget } from './copy.js';
+import { explainDamage } from './errors.js';
+import { Store } from './store.js';
 
-/** What the store holds for one service: the figures `enrich ledger` shows. */
-export interface ServiceHoldings {
-  service: string;
-  companies: number;
-  lookups: number;
-  misses: number;
-  credits: number;
-  runs: number;
-  /** Purchases whose intent may have been charged without an answer seen (money at risk). */
-  open: number;
-  /** Keys retired on the settle rule (pipeline/keys.ts): a credit each may have been charged unseen. */
-  unconfirmed: number;
-  oldest: number | null;
-  newest: number | null;
-}
-
-export interface RunRow {
-  id: number;
-  service: string;
-  startedAt: number;
-  endedAt: number | null;
-  input: string | null;
-  rows: number | null;
-  dryRun: boolean;
-  status: string;
-  credits: number;
-  bought: number;
-  reused: number;
-}
-
-export interface HeldRecord {
-  service: string;
-  boughtAt: number;
-  credits: number;
-  generation: number;
-  record: CompanyRecord;
-}
+export type { AtRisk, HeldRecord, Pruned, RunRow, ServiceHoldings } from '../ledger-types.js';
 
 const num = (v: unknown): number => Number(v ?? 0);
 
@@ -84,7 +55,7 @@ export function runs(store: Store, limit: number): RunRow[] {
       `SELECT r.id, s.name, r.started_at, r.ended_at, r.input_name, r.rows, r.dry_run, r.status, r.pid, r.host,
          (SELECT coalesce(sum(credits), 0) FROM purchases p WHERE p.run = r.id),
          (SELECT count(*) FROM purchases p WHERE p.run = r.id AND p.outcome = 'hit'),
-         r.reused
+         r.reused, r.user
        FROM runs r JOIN services s ON s.id = r.service ORDER BY r.id DESC LIMIT ?`,
     )
     .raw(true)
@@ -102,6 +73,8 @@ export function runs(store: Store, limit: number): RunRow[] {
     credits: num(r[10]),
     bought: num(r[11]),
     reused: num(r[12]),
+    user: r[13] === null || r[13] === '' ? null : String(r[13]),
+    host: String(r[9]),
   }));
 }
 
@@ -122,15 +95,6 @@ export function* records(store: Store, service: string | undefined): Generator<H
     if (record === null || typeof record !== 'object' || typeof record.domain !== 'string') continue;
     yield { service: name, boughtAt: num(boughtAt), credits: num(credits), generation: num(generation), record };
   }
-}
-
-export interface AtRisk {
-  service: string;
-  domain: string;
-  generation: number;
-  keyVersion: number;
-  errorCode: string | null;
-  lostAt: number | null;
 }
 
 const AT_RISK = "p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain = 1)";
@@ -182,8 +146,9 @@ export async function watchSkewedRuns(store: Store, sleep: (ms: number) => Promi
  * Gives up on the keys of these purchases: the next run buys them under new keys. If the lost
  * call was in fact charged, that company is charged twice; the caller says so before asking.
  */
-export function release(store: Store, purchases: readonly AtRisk[]): void {
+export function release(store: Store, purchases: readonly AtRisk[]): number {
   const services = new Map<string, number>();
+  let released = 0;
   store.db.transaction(() => {
     // Looked at again inside the transaction: a run may have claimed one since it was listed.
     const stillHeld = new Set(atRisk(store, []).map((p) => `${p.service} ${p.domain} ${p.generation}`));
@@ -191,20 +156,15 @@ export function release(store: Store, purchases: readonly AtRisk[]): void {
       if (!stillHeld.has(`${p.service} ${p.domain} ${p.generation}`)) continue;
       let id = services.get(p.service);
       if (id === undefined) services.set(p.service, (id = store.serviceId(p.service)));
-      store.db
+      released += store.db
         .prepare(
           `UPDATE purchases SET key_version = key_version + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, owner_run = NULL
            WHERE service = ? AND domain = ? AND generation = ? AND key_version = ? AND outcome = 'open'`,
         )
-        .run(id, p.domain, p.generation, p.keyVersion);
+        .run(id, p.domain, p.generation, p.keyVersion).changes;
     }
   })();
-}
-
-export interface Pruned {
-  companies: number;
-  lookups: number;
-  purchases: number;
+  return released;
 }
 
 /**
@@ -234,3 +194,126 @@ export function prune(store: Store, cutoff: number, dryRun: boolean): Pruned {
   return result;
 }
 
+
+/** SQL of the group each closed purchase's credits count in (SpendRow.group); `r` is the run that closed it. */
+const GROUP: Record<SpendBy, string> = {
+  month: "strftime('%Y-%m', p.closed_at / 1000, 'unixepoch')",
+  person: "CASE WHEN r.id IS NULL THEN NULL ELSE coalesce(nullif(r.user, '') || '@', '') || r.host END",
+  input: 'CASE WHEN r.id IS NULL THEN NULL ELSE coalesce(r.input_name, \'-\') END',
+};
+
+/**
+ * What was spent, by month (UTC), by person (user@host of the run that closed the purchase), or by
+ * input: closed purchases' credits and keys retired as possibly charged, as the month's bill
+ * counts them (money.ts creditsSince); and, apart, what purchases left open may yet cost.
+ */
+export function spend(store: Store, by: SpendBy): Spend {
+  const rows = store.db
+    .prepare(
+      `SELECT s.name, ${GROUP[by]} AS g, coalesce(sum(p.credits), 0), sum(p.outcome = 'hit'), coalesce(sum(p.unconfirmed), 0)
+         FROM purchases p JOIN services s ON s.id = p.service LEFT JOIN runs r ON r.id = p.run
+        WHERE p.closed_at IS NOT NULL GROUP BY s.id, g ORDER BY s.id, g`,
+    )
+    .raw(true)
+    .all() as [string, string | null, number, number, number][];
+  const open = store.db
+    .prepare(
+      `SELECT s.name, sum(${AT_RISK}), coalesce(sum(p.unconfirmed), 0) FROM purchases p JOIN services s ON s.id = p.service
+        WHERE p.outcome = 'open' GROUP BY s.id ORDER BY s.id`,
+    )
+    .raw(true)
+    .all() as [string, number, number][];
+  return {
+    rows: rows.map(([service, group, credits, bought, unconfirmed]): SpendRow => ({ service, group, credits: num(credits), bought: num(bought), unconfirmed: num(unconfirmed) })),
+    open: open.map(([service, purchases, unconfirmed]): OpenSpend => ({ service, purchases: num(purchases), unconfirmed: num(unconfirmed) })).filter((o) => o.purchases > 0 || o.unconfirmed > 0),
+  };
+}
+
+/** One person's store, as `enrich ledger` asks of it (store/ledger-types.ts). */
+export class SqliteLedger implements LedgerStore {
+  readonly sizeNote = '';
+  readonly files: readonly string[];
+
+  constructor(readonly store: Store) {
+    this.files = ['', '-wal', '-shm'].map((suffix) => `${store.path}${suffix}`);
+  }
+
+  /** Opens the file read-only unless the action writes; only an import or a copy's target may make it. */
+  static open(path: string, how: LedgerOpen): SqliteLedger {
+    const host = hostIdentity(how.env);
+    return new SqliteLedger(Store.open(path, { tool: how.tool, now: how.now, access: how.write ? 'write' : 'read', create: how.create, ...(host === undefined ? {} : { host }) }));
+  }
+
+  get shown(): string {
+    return this.store.path;
+  }
+
+  async size(): Promise<number> {
+    return this.store.sizeOnDisk();
+  }
+
+  async holdings(): Promise<ServiceHoldings[]> {
+    return holdings(this.store);
+  }
+
+  async runs(limit: number): Promise<RunRow[]> {
+    return runs(this.store, limit);
+  }
+
+  async *records(service: string | undefined): AsyncGenerator<HeldRecord> {
+    yield* records(this.store, service);
+  }
+
+  async atRisk(domains: readonly string[]): Promise<AtRisk[]> {
+    return atRisk(this.store, domains);
+  }
+
+  async release(purchases: readonly AtRisk[]): Promise<number> {
+    return release(this.store, purchases);
+  }
+
+  async prune(cutoff: number, dryRun: boolean): Promise<Pruned> {
+    return prune(this.store, cutoff, dryRun);
+  }
+
+  async spend(by: SpendBy): Promise<Spend> {
+    return spend(this.store, by);
+  }
+
+  settleClocks(watch: Watch): Promise<void> {
+    return watchSkewedRuns(this.store, watch.sleep, watch.note);
+  }
+
+  async copySource(): Promise<CopySource> {
+    return new SqliteCopySource(this.store);
+  }
+
+  async copyTarget(dryRun: boolean): Promise<CopyTarget> {
+    return new SqliteCopyTarget(this.store, dryRun);
+  }
+
+  async identity(): Promise<string> {
+    return `sqlite ${fileIdentity(this.store.path)}`;
+  }
+
+  importedBytes(path: string): Promise<number | null> {
+    return this.store.importedBytes(path);
+  }
+
+  importer(service: string): ReturnType<JournalTarget['importer']> {
+    return this.store.importer(service);
+  }
+
+  markImported(path: string, bytes: number, companies: number): Promise<void> {
+    return this.store.markImported(path, bytes, companies);
+  }
+
+  /** Damage SQLite found is said as such (move the store aside, restore a backup). */
+  explain(error: unknown): unknown {
+    return explainDamage(error, this.store.path, false);
+  }
+
+  async close(): Promise<void> {
+    this.store.close();
+  }
+}

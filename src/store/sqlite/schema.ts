@@ -3,7 +3,7 @@
  * the epoch; every table but meta and runs is keyed by service, so one store serves any number
  * of services (a base URL's origin and prefix, or the embedded sandbox) without mixing them.
  */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 /**
  * Every table's columns as SCHEMA creates them, name -> definition: a store made by an earlier
@@ -75,7 +75,8 @@ CREATE TABLE IF NOT EXISTS purchases (
   closed_at   INTEGER,
   PRIMARY KEY (service, domain, generation)
 ) WITHOUT ROWID;
--- Every invocation: when, which input, the options that matter, how it ended.
+-- Every invocation: when, who (user and host), which input, the options that matter, how it ended.
+-- (user: schema 3: a store of an earlier layout gains it, empty for the runs it already held.)
 CREATE TABLE IF NOT EXISTS runs (
   id           INTEGER PRIMARY KEY,
   service      INTEGER NOT NULL REFERENCES services(id),
@@ -83,6 +84,7 @@ CREATE TABLE IF NOT EXISTS runs (
   ended_at     INTEGER,
   pid          INTEGER NOT NULL,
   host         TEXT NOT NULL,
+  user         TEXT,
   tool         TEXT NOT NULL,
   input_name   TEXT,
   input_sha256 TEXT,

@@ -1,6 +1,6 @@
 import { statSync } from 'node:fs';
 import type { JournalEvents } from '../import-journal.js';
-import { hostname } from 'node:os';
+import { hostname, userInfo } from 'node:os';
 import { dirname } from 'node:path';
 import { isProcessAlive, processStartedAt } from '../../process-alive.js';
 import { monotonicMs } from '../../pipeline/clock.js';
@@ -48,6 +48,10 @@ export interface OpenStoreOptions {
   now?: () => number;
   /** This process's own steady clock (ms), for leases: another host's clock is never trusted. */
   monotonic?: () => number;
+  /** Who this machine is in `runs` (ENRICH_HOST; store/open.ts hostIdentity): the host name unless given. */
+  host?: string;
+  /** Who runs, in `runs`: the login name unless given. */
+  user?: string;
 }
 
 /** How Store.open may use the file: by default it writes, and creates a store where there is none. */
@@ -67,15 +71,19 @@ class NeedsUpgrade extends Error {}
  */
 export class Store implements Connection {
   readonly storeId: string;
-  readonly host = hostname();
+  readonly host: string;
+  readonly user: string;
   private readonly services = new Map<string, number>();
 
   private constructor(
     readonly path: string,
     readonly db: Db,
-    readonly options: Required<OpenStoreOptions>,
+    readonly options: Required<Pick<OpenStoreOptions, 'tool' | 'now' | 'monotonic'>>,
     id: string,
+    who: Pick<OpenStoreOptions, 'host' | 'user'>,
   ) {
+    this.host = who.host ?? hostname();
+    this.user = who.user ?? loginName();
     // Pruning forgets generations: the epoch it bumps keeps later keys from repeating earlier ones.
     const epoch = Number(this.meta('key_epoch') ?? 0);
     this.storeId = epoch > 0 ? `${id}.${epoch}` : id;
@@ -114,7 +122,7 @@ export class Store implements Connection {
       throw openFailure(path, error);
     }
     try {
-      return new Store(path, db, full, prepareConnection(db, path, access));
+      return new Store(path, db, full, prepareConnection(db, path, access), { ...(options.host === undefined ? {} : { host: options.host }), ...(options.user === undefined ? {} : { user: options.user }) });
     } catch (error) {
       db.close();
       if (error instanceof NeedsUpgrade) return Store.upgrade(path, options);
@@ -179,10 +187,10 @@ export class Store implements Connection {
     const policyNow = this.policyNow(serviceId, info, now);
     const result = this.db
       .prepare(
-        `INSERT INTO runs (service, started_at, heartbeat_at, policy_now, pid, host, tool, input_name, input_sha256, rows, dry_run, options, status)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')`,
+        `INSERT INTO runs (service, started_at, heartbeat_at, policy_now, pid, host, user, tool, input_name, input_sha256, rows, dry_run, options, status)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')`,
       )
-      .run(serviceId, now, now, policyNow, process.pid, this.host, this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options));
+      .run(serviceId, now, now, policyNow, process.pid, this.host, this.user, this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options));
     return { serviceId, id: Number(result.lastInsertRowid), policyNow };
   }
 
@@ -300,6 +308,15 @@ export class Store implements Connection {
 
   close(): void {
     if (this.db.open) this.db.close();
+  }
+}
+
+/** Who runs: the login name, else $USER (a container's uid may have no passwd entry), else empty. */
+function loginName(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return process.env['USER'] ?? '';
   }
 }
 

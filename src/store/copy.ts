@@ -1,0 +1,180 @@
+import type { CopyCompany, CopyLookup, CopyRun, CopySource, CopyTarget, PurchasesCopied, RunIds } from './copy-types.js';
+import type { KeptPurchase } from './purchase.js';
+
+/**
+ * `enrich ledger copy`: one store merged into another without buying or counting anything twice.
+ * The rules are pure and written once here; each backend reads a chunk of what it holds, asks
+ * them, and writes what they answer in the same transaction (as store/purchase.ts for claims).
+ */
+
+/** A lookup is taken when the target has none of the domain, or an older one. */
+export const lookupWins = (source: CopyLookup, target: CopyLookup | null): boolean => target === null || source.checkedAt > target.checkedAt;
+
+/** A record is taken when the target holds none, or one of an earlier purchase: never an older over a newer. */
+export function companyWins(source: Pick<CopyCompany, 'generation' | 'boughtAt'>, target: Pick<CopyCompany, 'generation' | 'boughtAt'> | null): boolean {
+  if (target === null) return true;
+  return source.generation > target.generation || (source.generation === target.generation && source.boughtAt > target.boughtAt);
+}
+
+/**
+ * What the copy does with one purchase (a company's generation), keyed by (service, domain,
+ * generation) in both stores:
+ * - add: the target has none: taken as it is, an open one with its key (intent_key, key_version,
+ *   uncertain, unconfirmed, lost_at) and no owner, so the target's runs resume it under that key;
+ * - close: it closed in the source while the target has it open and no live run holds it there:
+ *   it finished elsewhere, and its credits count once, in the target now;
+ * - keep: the target's is further on (closed, or open: its own runs act on its key state), or a
+ *   live run of the target holds it (busy);
+ * - same: the target has it as the source does (copied before);
+ * - conflict: closed in both, differently: two stores bought one generation apart. The target's is
+ *   kept; the source's credits are said, never added (the key of one purchase counts once).
+ */
+export type PurchaseMove = 'add' | 'close' | 'keep' | 'busy' | 'same' | 'conflict';
+
+export function purchaseMove(source: KeptPurchase, target: KeptPurchase | null, targetOwnerAlive: boolean): PurchaseMove {
+  if (target === null) return 'add';
+  if (samePurchase(source, target)) return 'same';
+  const sourceClosed = source.outcome !== 'open';
+  const targetClosed = target.outcome !== 'open';
+  if (sourceClosed && targetClosed) return 'conflict';
+  if (sourceClosed && !targetClosed) return targetOwnerAlive ? 'busy' : 'close';
+  return 'keep';
+}
+
+function samePurchase(a: KeptPurchase, b: KeptPurchase): boolean {
+  return a.outcome === b.outcome && a.credits === b.credits && a.closedAt === b.closedAt && a.keyVersion === b.keyVersion && a.intentKey === b.intentKey && a.unconfirmed === b.unconfirmed;
+}
+
+/** The purchase as the target keeps it: no owner (the target's runs take it over), its run's id there. */
+export function copiedPurchase(source: KeptPurchase, target: KeptPurchase | null, ids: RunIds): KeptPurchase {
+  return { ...source, ownerRun: null, run: mapRun(source.run, ids), unconfirmed: Math.max(source.unconfirmed, target?.unconfirmed ?? 0) };
+}
+
+export const mapRun = (run: number | null, ids: RunIds): number | null => (run === null ? null : (ids.get(run) ?? null));
+
+/** Tallies one purchase's move into a chunk's counts. */
+export function tally(counts: PurchasesCopied, move: PurchaseMove, source: KeptPurchase, target: KeptPurchase | null): void {
+  if (move === 'add' || move === 'close') {
+    if (source.outcome === 'open') counts.open++;
+    else counts.closed++;
+    counts.credits += source.credits - (target?.credits ?? 0);
+    counts.unconfirmed += Math.max(0, source.unconfirmed - (target?.unconfirmed ?? 0));
+  } else if (move === 'conflict') {
+    counts.conflicts++;
+    counts.conflictCredits += source.credits;
+  } else if (move === 'busy') counts.busy++;
+}
+
+export const noPurchases = (): PurchasesCopied => ({ closed: 0, open: 0, credits: 0, unconfirmed: 0, conflicts: 0, conflictCredits: 0, busy: 0 });
+
+/** A run is the same in two stores when it started at the same moment, as the same process, on the same host. */
+export const runKey = (r: Pick<CopyRun, 'startedAt' | 'pid' | 'host'>): string => `${r.startedAt} ${r.pid} ${r.host}`;
+
+/**
+ * A run as the target keeps it: who and when, as it was; one still marked running in the source
+ * is not running in the target (no process of the target's can renew it), so it never looks alive.
+ */
+export function copiedRun(r: CopyRun): CopyRun {
+  return r.status === 'running' ? { ...r, status: COPIED_RUNNING } : r;
+}
+
+/** The status of a run that was under way (or killed) in the store it was copied from. */
+export const COPIED_RUNNING = 'unfinished (copied)';
+
+/** What a copy moved, in all. */
+export interface Copied extends PurchasesCopied {
+  services: number;
+  runs: number;
+  lookups: number;
+  companies: number;
+}
+
+/** Copies `source` into `target`, service by service (services are matched by name). */
+export async function copyStore(source: CopySource, target: CopyTarget): Promise<Copied> {
+  const total: Copied = { services: 0, runs: 0, lookups: 0, companies: 0, ...noPurchases() };
+  for (const service of await source.services()) {
+    total.services++;
+    const { ids, added } = await target.runs(service, await source.runs(service));
+    total.runs += added;
+    for await (const rows of source.lookups(service)) total.lookups += await target.lookups(service, rows);
+    for await (const rows of source.companies(service)) total.companies += await target.companies(service, rows, ids);
+    for await (const rows of source.purchases(service)) {
+      const counts = await target.purchases(service, rows, ids);
+      for (const k of Object.keys(counts) as (keyof PurchasesCopied)[]) total[k] += counts[k];
+    }
+  }
+  return total;
+}
+
+/** Rows per chunk: one transaction each, small enough for any server's lock table. */
+export const COPY_CHUNK = 1_000;
+
+// ---- rows as both backends return them (snake_case columns), as the copy moves them ----
+
+const num = (v: unknown): number => Number(v ?? 0);
+const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
+
+export function toCopyRun(r: Record<string, unknown>): CopyRun {
+  return {
+    id: num(r['id']),
+    startedAt: num(r['started_at']),
+    endedAt: numOrNull(r['ended_at']),
+    pid: num(r['pid']),
+    host: String(r['host']),
+    user: (r['user'] as string | null) ?? null,
+    tool: String(r['tool']),
+    inputName: (r['input_name'] as string | null) ?? null,
+    inputSha256: (r['input_sha256'] as string | null) ?? null,
+    rows: numOrNull(r['rows']),
+    dryRun: num(r['dry_run']) === 1,
+    options: (r['options'] as string | null) ?? null,
+    status: String(r['status']),
+    heartbeatAt: numOrNull(r['heartbeat_at']),
+    policyNow: numOrNull(r['policy_now']),
+    credits: num(r['credits']),
+    bought: num(r['bought']),
+    reused: num(r['reused']),
+  };
+}
+
+export function toKept(r: Record<string, unknown>): KeptPurchase {
+  return {
+    domain: String(r['domain']),
+    generation: num(r['generation']),
+    keyVersion: num(r['key_version']),
+    intentKey: (r['intent_key'] as string | null) ?? null,
+    uncertain: num(r['uncertain']) === 1,
+    unconfirmed: num(r['unconfirmed']),
+    errorCode: (r['error_code'] as string | null) ?? null,
+    lostAt: numOrNull(r['lost_at']),
+    outcome: r['outcome'] as KeptPurchase['outcome'],
+    credits: num(r['credits']),
+    ownerRun: numOrNull(r['owner_run']),
+    run: numOrNull(r['run']),
+    openedAt: num(r['opened_at']),
+    closedAt: numOrNull(r['closed_at']),
+  };
+}
+
+export function toCopyCompany(r: Record<string, unknown>): CopyCompany {
+  return {
+    domain: String(r['domain']),
+    name: String(r['name']),
+    record: String(r['record']),
+    boughtAt: num(r['bought_at']),
+    lastUpdated: (r['last_updated'] as string | null) ?? null,
+    idempotencyKey: (r['idempotency_key'] as string | null) ?? null,
+    credits: num(r['credits']),
+    generation: num(r['generation']),
+    run: numOrNull(r['run']),
+  };
+}
+
+export const toCopyLookup = (r: Record<string, unknown>): CopyLookup => ({
+  domain: String(r['domain']),
+  status: r['status'] as 'hit' | 'miss',
+  company: (r['company'] as string | null) ?? null,
+  name: (r['name'] as string | null) ?? null,
+  checkedAt: num(r['checked_at']),
+});
+

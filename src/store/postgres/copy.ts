@@ -1,0 +1,266 @@
+import { COPY_CHUNK, companyWins, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyCompany, toCopyLookup, toCopyRun, toKept } from '../copy.js';
+import type { CopyCompany, CopyLookup, CopyRun, CopySource, CopyTarget, PurchasesCopied, RunIds } from '../copy-types.js';
+import type { KeptPurchase } from '../purchase.js';
+import { RUN_ALIVE } from './claim-sql.js';
+import type { Session } from './connect.js';
+import { LEASE_MS } from './writer.js';
+import type { PgStore } from './store.js';
+
+const RUN_COLUMNS = `id, started_at, ended_at, pid, host, "user", tool, input_name, input_sha256, rows, dry_run, options, status, heartbeat_at, policy_now, credits, bought, reused`;
+const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, outcome, credits, owner_run, run, opened_at, closed_at';
+const COMPANY_COLUMNS = 'domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run';
+const SERVICE = '(SELECT id FROM services WHERE name = $1)';
+
+/**
+ * The team store read whole for a copy, in one repeatable-read transaction (one moment of the
+ * store, whatever runs write meanwhile), page by page in byte order of the keys.
+ */
+export class PgCopySource implements CopySource {
+  private constructor(private readonly db: Session) {}
+
+  static async begin(db: Session): Promise<PgCopySource> {
+    await db.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    return new PgCopySource(db);
+  }
+
+  async services(): Promise<string[]> {
+    return (await this.db.query<{ name: string }>('SELECT name FROM services ORDER BY id')).rows.map((r) => r.name);
+  }
+
+  async runs(service: string): Promise<CopyRun[]> {
+    return (await this.db.query<Record<string, unknown>>(`SELECT ${RUN_COLUMNS} FROM runs WHERE service = ${SERVICE} ORDER BY id`, [service])).rows.map(toCopyRun);
+  }
+
+  private async *pages<T>(columns: string, table: string, service: string, read: (r: Record<string, unknown>) => T): AsyncGenerator<T[]> {
+    for (let after = ''; ; ) {
+      const { rows } = await this.db.query<Record<string, unknown>>(
+        `SELECT ${columns} FROM ${table} WHERE service = ${SERVICE} AND domain COLLATE "C" > $2::text COLLATE "C" ORDER BY domain COLLATE "C" LIMIT ${COPY_CHUNK}`,
+        [service, after],
+      );
+      if (rows.length === 0) return;
+      yield rows.map(read);
+      after = String(rows[rows.length - 1]?.['domain']);
+    }
+  }
+
+  lookups(service: string): AsyncGenerator<CopyLookup[]> {
+    return this.pages('domain, status, company, name, checked_at', 'lookups', service, toCopyLookup);
+  }
+
+  companies(service: string): AsyncGenerator<CopyCompany[]> {
+    return this.pages(COMPANY_COLUMNS, 'companies', service, toCopyCompany);
+  }
+
+  async *purchases(service: string): AsyncGenerator<KeptPurchase[]> {
+    for (let after: [string, number] = ['', 0]; ; ) {
+      const { rows } = await this.db.query<Record<string, unknown>>(
+        `SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ${SERVICE} AND (domain COLLATE "C", generation) > ($2::text COLLATE "C", $3::int)
+          ORDER BY domain COLLATE "C", generation LIMIT ${COPY_CHUNK}`,
+        [service, ...after],
+      );
+      if (rows.length === 0) return;
+      yield rows.map(toKept);
+      const last = rows[rows.length - 1] as Record<string, unknown>;
+      after = [String(last['domain']), Number(last['generation'])];
+    }
+  }
+
+  async end(): Promise<void> {
+    await this.db.query('COMMIT');
+  }
+}
+
+/** What the team store's ledger lends its copy target: its transactions, locks and judgement of runs. */
+export interface PgCopyHelp {
+  deadHere(): Promise<number[]>;
+  lockCompanies(serviceId: number, domains: readonly string[]): Promise<void>;
+  /** One transaction (a dry run's only reads, in none). */
+  transaction<T>(work: () => Promise<T>): Promise<T>;
+  end(): Promise<void>;
+}
+
+/**
+ * The team store receiving a copy: each chunk one transaction that takes the locks a run's claims
+ * and outcomes take for the same companies (writer.ts), so a copy never writes under a run's feet;
+ * the writes' WHERE repeats the rule as a second guard. A dry run only reads, and decides as the
+ * copy would: nothing is written, no lock is held.
+ */
+export class PgCopyTarget implements CopyTarget {
+  private readonly db: Session;
+
+  constructor(
+    private readonly store: PgStore,
+    readonly dryRun: boolean,
+    private readonly help: PgCopyHelp,
+  ) {
+    this.db = store.db;
+  }
+
+  /** The service's id in the target; a dry run makes none (-1: the target has nothing of it). */
+  private async service(name: string): Promise<number> {
+    if (!this.dryRun) return this.store.serviceId(name);
+    const { rows } = await this.db.query<{ id: number }>('SELECT id FROM services WHERE name = $1', [name]);
+    return rows[0] === undefined ? -1 : Number(rows[0].id);
+  }
+
+  private async lock(serviceId: number, domains: readonly string[]): Promise<void> {
+    if (!this.dryRun) await this.help.lockCompanies(serviceId, domains);
+  }
+
+  async runs(service: string, list: readonly CopyRun[]): Promise<{ ids: RunIds; added: number }> {
+    const ids = new Map<number, number>();
+    const added = await this.help.transaction(async () => {
+      const serviceId = await this.service(service);
+      const held = new Map<string, { id: number; endedAt: number | null }>();
+      const { rows: there } = await this.db.query<{ id: number; started_at: number; pid: number; host: string; ended_at: number | null }>(
+        'SELECT id, started_at, pid, host, ended_at FROM runs WHERE service = $1',
+        [serviceId],
+      );
+      for (const r of there) held.set(runKey({ startedAt: Number(r.started_at), pid: r.pid, host: r.host }), { id: Number(r.id), endedAt: r.ended_at });
+      const fresh: CopyRun[] = [];
+      for (const source of list) {
+        const found = held.get(runKey(source));
+        if (found === undefined) fresh.push(copiedRun(source));
+        else {
+          ids.set(source.id, found.id);
+          // Copied before while it was under way: it has ended since.
+          if (found.endedAt === null && source.endedAt !== null && !this.dryRun) {
+            await this.db.query('UPDATE runs SET ended_at = $1, status = $2, credits = $3, bought = $4, reused = $5 WHERE id = $6', [source.endedAt, source.status, source.credits, source.bought, source.reused, found.id]);
+          }
+        }
+      }
+      if (fresh.length === 0 || this.dryRun) return fresh.length;
+      const col = <K extends keyof CopyRun>(k: K): CopyRun[K][] => fresh.map((r) => r[k]);
+      const { rows } = await this.db.query<{ id: number; started_at: number; pid: number; host: string }>(
+        `INSERT INTO runs (service, started_at, ended_at, pid, host, "user", tool, input_name, input_sha256, rows, dry_run, options, status, heartbeat_at, policy_now, credits, bought, reused)
+         SELECT $1, u.* FROM unnest($2::bigint[], $3::bigint[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[], $11::int[], $12::text[], $13::text[], $14::bigint[], $15::bigint[], $16::int[], $17::int[], $18::int[]) AS u
+         RETURNING id, started_at, pid, host`,
+        [
+          serviceId,
+          col('startedAt'),
+          col('endedAt'),
+          col('pid'),
+          col('host'),
+          col('user'),
+          col('tool'),
+          col('inputName'),
+          col('inputSha256'),
+          col('rows'),
+          fresh.map((r) => (r.dryRun ? 1 : 0)),
+          col('options'),
+          col('status'),
+          col('heartbeatAt'),
+          col('policyNow'),
+          col('credits'),
+          col('bought'),
+          col('reused'),
+        ],
+      );
+      const made = new Map(rows.map((r) => [runKey({ startedAt: Number(r.started_at), pid: r.pid, host: r.host }), Number(r.id)]));
+      for (const r of fresh) ids.set(r.id, made.get(runKey(r)) as number);
+      return rows.length;
+    });
+    return { ids, added };
+  }
+
+  async lookups(service: string, rows: readonly CopyLookup[]): Promise<number> {
+    return this.help.transaction(async () => {
+      const serviceId = await this.service(service);
+      const { rows: found } = await this.db.query<Record<string, unknown>>('SELECT domain, status, company, name, checked_at FROM lookups WHERE service = $1 AND domain = any($2::text[])', [serviceId, rows.map((l) => l.domain)]);
+      const there = new Map(found.map((r) => [String(r['domain']), toCopyLookup(r)]));
+      const taken = rows.filter((l) => lookupWins(l, there.get(l.domain) ?? null));
+      if (taken.length === 0 || this.dryRun) return taken.length;
+      const result = await this.db.query(
+        `INSERT INTO lookups AS l (service, domain, status, company, name, checked_at)
+         SELECT $1, u.* FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[]) AS u
+         ON CONFLICT (service, domain) DO UPDATE SET status = excluded.status, company = excluded.company, name = excluded.name, checked_at = excluded.checked_at
+         WHERE excluded.checked_at > l.checked_at`,
+        [serviceId, taken.map((l) => l.domain), taken.map((l) => l.status), taken.map((l) => l.company), taken.map((l) => l.name), taken.map((l) => l.checkedAt)],
+      );
+      return result.rowCount ?? 0;
+    });
+  }
+
+  async companies(service: string, rows: readonly CopyCompany[], ids: RunIds): Promise<number> {
+    return this.help.transaction(async () => {
+      const serviceId = await this.service(service);
+      await this.lock(serviceId, rows.map((c) => c.domain));
+      const { rows: found } = await this.db.query<{ domain: string; generation: number; bought_at: number }>(
+        'SELECT domain, generation, bought_at FROM companies WHERE service = $1 AND domain = any($2::text[])',
+        [serviceId, rows.map((c) => c.domain)],
+      );
+      const there = new Map(found.map((r) => [r.domain, { generation: r.generation, boughtAt: Number(r.bought_at) }]));
+      const taken = rows.filter((c) => companyWins(c, there.get(c.domain) ?? null));
+      if (taken.length === 0 || this.dryRun) return taken.length;
+      const col = <K extends keyof CopyCompany>(k: K): CopyCompany[K][] => taken.map((c) => c[k]);
+      const result = await this.db.query(
+        `INSERT INTO companies AS c (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run)
+         SELECT $1, u.* FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::int[], $9::int[], $10::bigint[]) AS u
+         ON CONFLICT (service, domain) DO UPDATE SET name = excluded.name, record = excluded.record, bought_at = excluded.bought_at, last_updated = excluded.last_updated,
+           idempotency_key = excluded.idempotency_key, credits = excluded.credits, generation = excluded.generation, run = excluded.run
+         WHERE (excluded.generation, excluded.bought_at) > (c.generation, c.bought_at)`,
+        [serviceId, col('domain'), col('name'), col('record'), col('boughtAt'), col('lastUpdated'), col('idempotencyKey'), col('credits'), col('generation'), taken.map((c) => mapRun(c.run, ids))],
+      );
+      return result.rowCount ?? 0;
+    });
+  }
+
+  async purchases(service: string, rows: readonly KeptPurchase[], ids: RunIds): Promise<PurchasesCopied> {
+    const dead = await this.help.deadHere();
+    return this.help.transaction(async () => {
+      const serviceId = await this.service(service);
+      await this.lock(serviceId, rows.map((p) => p.domain));
+      const { rows: found } = await this.db.query<Record<string, unknown>>(
+        `SELECT ${PURCHASE_COLUMNS.split(', ').map((c) => `p.${c}`).join(', ')},
+                (p.owner_run IS NOT NULL AND EXISTS (SELECT 1 FROM runs o WHERE o.id = p.owner_run AND ${RUN_ALIVE('o', '$4', String(LEASE_MS))})) AS owner_alive
+           FROM purchases p JOIN unnest($2::text[], $3::int[]) AS u(domain, generation) ON p.domain = u.domain AND p.generation = u.generation
+          WHERE p.service = $1`,
+        [serviceId, rows.map((p) => p.domain), rows.map((p) => p.generation), dead],
+      );
+      const there = new Map(found.map((r) => [`${String(r['domain'])} ${Number(r['generation'])}`, { kept: toKept(r), alive: r['owner_alive'] === true }]));
+      const counts = noPurchases();
+      const taken: KeptPurchase[] = [];
+      for (const source of rows) {
+        const t = there.get(`${source.domain} ${source.generation}`) ?? null;
+        const move = purchaseMove(source, t?.kept ?? null, t?.alive ?? false);
+        tally(counts, move, source, t?.kept ?? null);
+        if (move === 'add' || move === 'close') taken.push(copiedPurchase(source, t?.kept ?? null, ids));
+      }
+      if (taken.length > 0 && !this.dryRun) await this.write(serviceId, taken);
+      return counts;
+    });
+  }
+
+  private async write(serviceId: number, list: readonly KeptPurchase[]): Promise<void> {
+    const col = <K extends keyof KeptPurchase>(k: K): KeptPurchase[K][] => list.map((p) => p[k]);
+    await this.db.query(
+      `INSERT INTO purchases (service, ${PURCHASE_COLUMNS})
+       SELECT $1, u.* FROM unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::text[], $11::int[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[]) AS u
+       ON CONFLICT (service, domain, generation) DO UPDATE SET key_version = excluded.key_version, intent_key = excluded.intent_key, uncertain = excluded.uncertain,
+         unconfirmed = excluded.unconfirmed, error_code = excluded.error_code, lost_at = excluded.lost_at, outcome = excluded.outcome, credits = excluded.credits,
+         owner_run = excluded.owner_run, run = excluded.run, opened_at = excluded.opened_at, closed_at = excluded.closed_at
+       WHERE purchases.outcome = 'open' AND excluded.outcome <> 'open'`,
+      [
+        serviceId,
+        col('domain'),
+        col('generation'),
+        col('keyVersion'),
+        col('intentKey'),
+        list.map((p) => (p.uncertain ? 1 : 0)),
+        col('unconfirmed'),
+        col('errorCode'),
+        col('lostAt'),
+        col('outcome'),
+        col('credits'),
+        col('ownerRun'),
+        col('run'),
+        col('openedAt'),
+        col('closedAt'),
+      ],
+    );
+  }
+
+  end(): Promise<void> {
+    return this.help.end();
+  }
+}

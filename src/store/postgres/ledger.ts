@@ -1,0 +1,341 @@
+import type { CompanyRecord } from '../../api/types.js';
+import { UsageError } from '../../errors.js';
+import { isProcessAlive, processStartedAt } from '../../process-alive.js';
+import type { CopySource, CopyTarget } from '../copy-types.js';
+import type { JournalTarget } from '../import-journal.js';
+import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow, ServiceHoldings, Spend, SpendBy } from '../ledger-types.js';
+import { hostIdentity } from '../host.js';
+import { displayStore } from '../path.js';
+import { client, connect, placeOf, type Place, type Session } from './connect.js';
+import { RUN_ALIVE } from './claim-sql.js';
+import { PgCopySource, PgCopyTarget } from './copy.js';
+import { MAINTENANCE_LOCK } from './schema.js';
+import { PgStore } from './store.js';
+import { LEASE_MS, OUTCOME_CHANNEL } from './writer.js';
+
+const num = (v: unknown): number => Number(v ?? 0);
+const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
+
+/** Rows per page of an export. */
+const PAGE = 1_000;
+
+/** A run that may still be sending under its claims, by the server's clock (never a host's): `r` is the run. */
+const ALIVE = (r: string, dead: string): string => RUN_ALIVE(r, dead, String(LEASE_MS));
+
+const AT_RISK = "p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain = 1)";
+
+/** SQL of the group each closed purchase's credits count in (as store/sqlite/ledger.ts GROUP). */
+const GROUP: Record<SpendBy, string> = {
+  month: `to_char(to_timestamp(p.closed_at / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM')`,
+  person: `CASE WHEN r.id IS NULL THEN NULL ELSE coalesce(nullif(r."user", '') || '@', '') || r.host END`,
+  input: `CASE WHEN r.id IS NULL THEN NULL ELSE coalesce(r.input_name, '-') END`,
+};
+
+/**
+ * The team's store, as `enrich ledger` asks of it (store/ledger-types.ts): the same figures as
+ * one person's, read from PostgreSQL. Runs are judged alive by the server's clock (a heartbeat
+ * within the lease), and a run of this host also by its process; maintenance (prune) holds the
+ * store's maintenance lock, so two machines never prune (or migrate) at once.
+ */
+export class PgLedger implements LedgerStore {
+  readonly shown: string;
+  readonly sizeNote: string;
+  readonly files: readonly string[] = [];
+  private readonly db: Session;
+
+  private constructor(readonly store: PgStore) {
+    this.db = store.db;
+    this.shown = displayStore(store.url);
+    this.sizeNote = `in database ${store.db.place.database}`;
+  }
+
+  /** Opens the team store; one that is not there (no enrich tables) is made only for an import or a copy. */
+  static async open(url: string, how: LedgerOpen): Promise<PgLedger> {
+    if (!how.create) await refuseMissing(url);
+    const host = hostIdentity(how.env);
+    return new PgLedger(await PgStore.open(url, { tool: how.tool, now: how.now, access: how.write ? 'write' : 'read', ...(host === undefined ? {} : { host }) }));
+  }
+
+  async size(): Promise<number> {
+    const { rows } = await this.db.query<{ bytes: number }>('SELECT pg_database_size(current_database()) AS bytes');
+    return num(rows[0]?.bytes);
+  }
+
+  async holdings(): Promise<ServiceHoldings[]> {
+    const { rows } = await this.db.query<Record<string, unknown>>(
+      `SELECT s.name,
+         (SELECT count(*) FROM companies c WHERE c.service = s.id) AS companies,
+         (SELECT count(*) FROM lookups l WHERE l.service = s.id) AS lookups,
+         (SELECT count(*) FROM lookups l WHERE l.service = s.id AND l.status = 'miss') AS misses,
+         (SELECT coalesce(sum(credits), 0) FROM purchases p WHERE p.service = s.id) AS credits,
+         (SELECT count(*) FROM runs r WHERE r.service = s.id) AS runs,
+         (SELECT count(*) FROM purchases p WHERE p.service = s.id AND ${AT_RISK}) AS open,
+         (SELECT coalesce(sum(unconfirmed), 0) FROM purchases p WHERE p.service = s.id) AS unconfirmed,
+         (SELECT min(bought_at) FROM companies c WHERE c.service = s.id) AS oldest,
+         (SELECT max(bought_at) FROM companies c WHERE c.service = s.id) AS newest
+       FROM services s ORDER BY s.id`,
+    );
+    return rows.map((r) => ({
+      service: String(r['name']),
+      companies: num(r['companies']),
+      lookups: num(r['lookups']),
+      misses: num(r['misses']),
+      credits: num(r['credits']),
+      runs: num(r['runs']),
+      open: num(r['open']),
+      unconfirmed: num(r['unconfirmed']),
+      oldest: numOrNull(r['oldest']),
+      newest: numOrNull(r['newest']),
+    }));
+  }
+
+  async runs(limit: number): Promise<RunRow[]> {
+    const { rows } = await this.db.query<Record<string, unknown>>(
+      `SELECT r.id, s.name, r.started_at, r.ended_at, r.input_name, r.rows, r.dry_run, r.status, r.host, r."user", r.reused,
+         (SELECT coalesce(sum(credits), 0) FROM purchases p WHERE p.run = r.id) AS credits,
+         (SELECT count(*) FROM purchases p WHERE p.run = r.id AND p.outcome = 'hit') AS bought
+       FROM runs r JOIN services s ON s.id = r.service ORDER BY r.id DESC LIMIT $1`,
+      [limit],
+    );
+    return rows.map((r) => ({
+      id: num(r['id']),
+      service: String(r['name']),
+      startedAt: num(r['started_at']),
+      endedAt: numOrNull(r['ended_at']),
+      input: (r['input_name'] as string | null) ?? null,
+      rows: numOrNull(r['rows']),
+      dryRun: num(r['dry_run']) === 1,
+      // As the SQLite store says it: a run marked running may have been killed.
+      status: r['status'] === 'running' && r['ended_at'] === null ? 'running or killed' : String(r['status']),
+      credits: num(r['credits']),
+      bought: num(r['bought']),
+      reused: num(r['reused']),
+      user: r['user'] === null || r['user'] === '' ? null : String(r['user']),
+      host: String(r['host']),
+    }));
+  }
+
+  /** Page by page in the order the SQLite store gives (bytes, not the server's collation). */
+  async *records(service: string | undefined): AsyncGenerator<HeldRecord> {
+    let after: [number, number, string] = [0, 0, ''];
+    for (;;) {
+      const { rows } = await this.db.query<{ sid: number; name: string; bought_at: number; credits: number; generation: number; record: string; domain: string }>(
+        `SELECT s.id AS sid, s.name, c.bought_at, c.credits, c.generation, c.record, c.domain FROM companies c JOIN services s ON s.id = c.service
+          WHERE ($1::text IS NULL OR s.name = $1) AND (c.service, c.bought_at, c.domain COLLATE "C") > ($2::bigint, $3::bigint, $4::text COLLATE "C")
+          ORDER BY c.service, c.bought_at, c.domain COLLATE "C" LIMIT ${PAGE}`,
+        [service ?? null, ...after],
+      );
+      for (const r of rows) {
+        let record: CompanyRecord;
+        try {
+          record = JSON.parse(r.record) as CompanyRecord;
+        } catch {
+          continue;
+        }
+        if (record === null || typeof record !== 'object' || typeof record.domain !== 'string') continue;
+        yield { service: r.name, boughtAt: num(r.bought_at), credits: num(r.credits), generation: num(r.generation), record };
+      }
+      const last = rows[rows.length - 1];
+      if (last === undefined || rows.length < PAGE) return;
+      after = [num(last.sid), num(last.bought_at), last.domain];
+    }
+  }
+
+  async atRisk(domains: readonly string[]): Promise<AtRisk[]> {
+    const dead = await this.deadHere();
+    const { rows } = await this.db.query<Record<string, unknown>>(
+      `SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at FROM purchases p JOIN services s ON s.id = p.service
+        LEFT JOIN runs o ON o.id = p.owner_run
+        WHERE ${AT_RISK} AND (p.owner_run IS NULL OR o.id IS NULL OR NOT ${ALIVE('o', '$1')}) AND (cardinality($2::text[]) = 0 OR p.domain = any($2::text[]))
+        ORDER BY s.id, p.domain COLLATE "C"`,
+      [dead, [...domains]],
+    );
+    return rows.map((r) => ({
+      service: String(r['name']),
+      domain: String(r['domain']),
+      generation: num(r['generation']),
+      keyVersion: num(r['key_version']),
+      errorCode: (r['error_code'] as string | null) ?? null,
+      lostAt: numOrNull(r['lost_at']),
+    }));
+  }
+
+  /**
+   * Each purchase under the company locks a run's writes take (store/postgres/writer.ts), and only
+   * while it is still open under the key listed and no live run holds it: one a run on another
+   * machine claimed since it was listed is left to that run.
+   */
+  async release(purchases: readonly AtRisk[]): Promise<number> {
+    if (purchases.length === 0) return 0;
+    const dead = await this.deadHere();
+    return this.transaction(async () => {
+      let released = 0;
+      for (const [service, list] of groupBy(purchases, (p) => p.service)) {
+        const serviceId = await this.store.serviceId(service);
+        await this.lockCompanies(serviceId, list.map((p) => p.domain));
+        const { rows } = await this.db.query<{ n: number }>(
+          `WITH freed AS (
+             UPDATE purchases p SET key_version = p.key_version + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, owner_run = NULL
+               FROM unnest($2::text[], $3::int[], $4::int[]) AS u(domain, generation, v)
+              WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.key_version = u.v AND ${AT_RISK}
+                AND (p.owner_run IS NULL OR NOT EXISTS (SELECT 1 FROM runs o WHERE o.id = p.owner_run AND ${ALIVE('o', '$5')}))
+             RETURNING p.service, p.domain)
+           SELECT count(pg_notify($6, service::text || ':' || domain)) AS n FROM freed`,
+          [serviceId, list.map((p) => p.domain), list.map((p) => p.generation), list.map((p) => p.keyVersion), dead, OUTCOME_CHANNEL],
+        );
+        released += num(rows[0]?.n);
+      }
+      return released;
+    });
+  }
+
+  async prune(cutoff: number, dryRun: boolean): Promise<Pruned> {
+    const count = async (text: string): Promise<number> => num((await this.db.query<{ n: number }>(text, [cutoff])).rows[0]?.n);
+    const counts = async (): Promise<Pruned> => ({
+      companies: await count('SELECT count(*) AS n FROM companies WHERE bought_at < $1'),
+      lookups: await count('SELECT count(*) AS n FROM lookups WHERE checked_at < $1'),
+      purchases: await count("SELECT count(*) AS n FROM purchases WHERE outcome <> 'open' AND coalesce(closed_at, opened_at) < $1"),
+    });
+    if (dryRun) return counts();
+    const dead = await this.deadHere();
+    return this.transaction(async () => {
+      // One maintainer at a time (a migration takes the same lock), and no run registers meanwhile.
+      await this.db.query('SELECT pg_advisory_xact_lock($1)', [MAINTENANCE_LOCK]);
+      await this.db.query('LOCK TABLE runs IN SHARE MODE');
+      const { rows: live } = await this.db.query<{ id: number }>(`SELECT r.id FROM runs r WHERE ${ALIVE('r', '$1')} ORDER BY r.id`, [dead]);
+      if (live.length > 0) throw new UsageError(`a run is under way on this store (run ${live.map((r) => r.id).join(', ')}); prune when it has finished`);
+      const result = await counts();
+      await this.db.query('DELETE FROM companies WHERE bought_at < $1', [cutoff]);
+      await this.db.query('DELETE FROM lookups WHERE checked_at < $1', [cutoff]);
+      await this.db.query("DELETE FROM purchases WHERE outcome <> 'open' AND coalesce(closed_at, opened_at) < $1", [cutoff]);
+      // Generations forgotten: keys derived from now on must never repeat one sent before (store.ts storeIdOf).
+      if (result.purchases > 0) {
+        await this.db.query(`INSERT INTO meta (key, value) VALUES ('key_epoch', '1') ON CONFLICT (key) DO UPDATE SET value = ((meta.value)::int + 1)::text`);
+      }
+      return result;
+    });
+  }
+
+  async spend(by: SpendBy): Promise<Spend> {
+    const { rows } = await this.db.query<Record<string, unknown>>(
+      `SELECT s.name, ${GROUP[by]} AS g, coalesce(sum(p.credits), 0) AS credits, count(*) FILTER (WHERE p.outcome = 'hit') AS bought, coalesce(sum(p.unconfirmed), 0) AS unconfirmed
+         FROM purchases p JOIN services s ON s.id = p.service LEFT JOIN runs r ON r.id = p.run
+        WHERE p.closed_at IS NOT NULL GROUP BY s.id, s.name, g ORDER BY s.id, g`,
+    );
+    const { rows: open } = await this.db.query<Record<string, unknown>>(
+      `SELECT s.name, count(*) FILTER (WHERE ${AT_RISK}) AS purchases, coalesce(sum(p.unconfirmed), 0) AS unconfirmed
+         FROM purchases p JOIN services s ON s.id = p.service WHERE p.outcome = 'open' GROUP BY s.id, s.name ORDER BY s.id`,
+    );
+    return {
+      rows: rows.map((r) => ({ service: String(r['name']), group: (r['g'] as string | null) ?? null, credits: num(r['credits']), bought: num(r['bought']), unconfirmed: num(r['unconfirmed']) })),
+      open: open.map((r) => ({ service: String(r['name']), purchases: num(r['purchases']), unconfirmed: num(r['unconfirmed']) })).filter((o) => o.purchases > 0 || o.unconfirmed > 0),
+    };
+  }
+
+  /** Nothing to wait for: leases are judged by the server's clock, which every machine shares. */
+  async settleClocks(): Promise<void> {}
+
+  async copySource(): Promise<CopySource> {
+    return PgCopySource.begin(this.db);
+  }
+
+  /** A copy into the team store holds the maintenance lock throughout: no prune runs beside it. A dry run writes nothing, and holds nothing. */
+  async copyTarget(dryRun: boolean): Promise<CopyTarget> {
+    if (!dryRun) await this.db.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]);
+    return new PgCopyTarget(this.store, dryRun, {
+      deadHere: () => this.deadHere(),
+      lockCompanies: (serviceId, domains) => this.lockCompanies(serviceId, domains),
+      transaction: (work) => (dryRun ? work() : this.transaction(work)),
+      end: async () => void (dryRun ? undefined : await this.db.query('SELECT pg_advisory_unlock($1)', [MAINTENANCE_LOCK])),
+    });
+  }
+
+  /** The database itself: its name, its server's start, and the store's id. */
+  async identity(): Promise<string> {
+    const { rows } = await this.db.query<{ id: string }>(
+      `SELECT current_database() || ' ' || pg_postmaster_start_time()::text || ' ' || coalesce((SELECT value FROM meta WHERE key = 'store_id'), '') AS id`,
+    );
+    return `postgres ${rows[0]?.id ?? ''}`;
+  }
+
+  importedBytes(path: string): Promise<number | null> {
+    return this.store.importedBytes(path);
+  }
+
+  importer(service: string): ReturnType<JournalTarget['importer']> {
+    return this.store.importer(service);
+  }
+
+  markImported(path: string, bytes: number, companies: number): Promise<void> {
+    return this.store.markImported(path, bytes, companies);
+  }
+
+  explain(error: unknown): unknown {
+    return error;
+  }
+
+  close(): Promise<void> {
+    return this.store.close();
+  }
+
+  /** Runs of this host marked running whose process is gone (or is another program under its pid now). */
+  private async deadHere(): Promise<number[]> {
+    const { rows } = await this.db.query<{ id: number; pid: number; started_at: number }>("SELECT id, pid, started_at FROM runs WHERE status = 'running' AND host = $1", [this.store.host]);
+    return rows
+      .filter((r) => {
+        if (!isProcessAlive(r.pid)) return true;
+        const started = processStartedAt(r.pid);
+        return started !== null && started > num(r.started_at) + 5_000;
+      })
+      .map((r) => num(r.id));
+  }
+
+  /** The per-company locks every claim and outcome of a run takes (writer.ts), in one order. */
+  private async lockCompanies(serviceId: number, domains: readonly string[]): Promise<void> {
+    await this.db.query(`SELECT count(pg_advisory_xact_lock(hashtextextended($1::text || ':' || d, 0))) FROM unnest($2::text[]) AS d`, [serviceId, [...new Set(domains)].sort()]);
+  }
+
+  private async transaction<T>(work: () => Promise<T>): Promise<T> {
+    await this.db.query('BEGIN');
+    try {
+      const result = await work();
+      await this.db.query('COMMIT');
+      return result;
+    } catch (error) {
+      await this.db.query('ROLLBACK').catch(() => {});
+      throw error;
+    }
+  }
+}
+
+function groupBy<T>(list: readonly T[], key: (t: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of list) groups.set(key(item), [...(groups.get(key(item)) ?? []), item]);
+  return groups;
+}
+
+/** Whether the database at `url` holds an enrich store (its tables), asked on a connection of its own without changing it. */
+export async function storeThere(url: string): Promise<boolean> {
+  return (await probe(url)).there;
+}
+
+async function probe(url: string): Promise<{ there: boolean; place: Place }> {
+  const c = await connect(client(url));
+  try {
+    const { rows } = await c.query<{ t: string | null }>(`SELECT to_regclass('meta')::text AS t`);
+    return { there: rows[0]?.t != null, place: placeOf(c) };
+  } finally {
+    await c.end().catch(() => {});
+  }
+}
+
+/**
+ * A database with no enrich tables is no store: reading or tidying it must not make one there
+ * (a mistyped address would otherwise read as an empty store). Checked before PgStore.open would
+ * migrate.
+ */
+async function refuseMissing(url: string): Promise<void> {
+  const { there, place } = await probe(url);
+  if (there) return;
+  throw new UsageError(`no store in database ${place.database} at ${place.host}:${place.port}: a batch run creates it with its first purchase or lookup; give --store (or ENRICH_STORE) the address of another`);
+}

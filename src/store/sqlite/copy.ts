@@ -1,0 +1,195 @@
+import { COPY_CHUNK, companyWins, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyCompany, toCopyLookup, toCopyRun, toKept } from '../copy.js';
+import type { CopyCompany, CopyLookup, CopyRun, CopySource, CopyTarget, PurchasesCopied, RunIds } from '../copy-types.js';
+import type { KeptPurchase } from '../purchase.js';
+import type { Store } from './store.js';
+
+const num = (v: unknown): number => Number(v ?? 0);
+const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
+
+const RUN_COLUMNS = 'id, started_at, ended_at, pid, host, user, tool, input_name, input_sha256, rows, dry_run, options, status, heartbeat_at, policy_now, credits, bought, reused';
+const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, outcome, credits, owner_run, run, opened_at, closed_at';
+const COMPANY_COLUMNS = 'domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run';
+
+/**
+ * One person's store read whole for a copy, in one read transaction (one moment of the store,
+ * whatever a run writes meanwhile), page by page in key order.
+ */
+export class SqliteCopySource implements CopySource {
+  private begun = false;
+
+  constructor(private readonly store: Store) {}
+
+  private all(text: string, ...params: unknown[]): Record<string, unknown>[] {
+    if (!this.begun) {
+      this.store.db.exec('BEGIN');
+      this.begun = true;
+    }
+    return this.store.db.prepare(text).all(...params) as Record<string, unknown>[];
+  }
+
+  async services(): Promise<string[]> {
+    return this.all('SELECT name FROM services ORDER BY id').map((r) => String(r['name']));
+  }
+
+  async runs(service: string): Promise<CopyRun[]> {
+    return this.all(`SELECT ${RUN_COLUMNS} FROM runs WHERE service = (SELECT id FROM services WHERE name = ?) ORDER BY id`, service).map(toCopyRun);
+  }
+
+  async *lookups(service: string): AsyncGenerator<CopyLookup[]> {
+    for (let after = ''; ; ) {
+      const rows = this.all('SELECT domain, status, company, name, checked_at FROM lookups WHERE service = (SELECT id FROM services WHERE name = ?) AND domain > ? ORDER BY domain LIMIT ?', service, after, COPY_CHUNK);
+      if (rows.length === 0) return;
+      yield rows.map(toCopyLookup);
+      after = String(rows[rows.length - 1]?.['domain']);
+    }
+  }
+
+  async *companies(service: string): AsyncGenerator<CopyCompany[]> {
+    for (let after = ''; ; ) {
+      const rows = this.all(`SELECT ${COMPANY_COLUMNS} FROM companies WHERE service = (SELECT id FROM services WHERE name = ?) AND domain > ? ORDER BY domain LIMIT ?`, service, after, COPY_CHUNK);
+      if (rows.length === 0) return;
+      yield rows.map(toCopyCompany);
+      after = String(rows[rows.length - 1]?.['domain']);
+    }
+  }
+
+  async *purchases(service: string): AsyncGenerator<KeptPurchase[]> {
+    for (let after: [string, number] = ['', 0]; ; ) {
+      const rows = this.all(
+        `SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = (SELECT id FROM services WHERE name = ?) AND (domain, generation) > (?, ?) ORDER BY domain, generation LIMIT ?`,
+        service,
+        ...after,
+        COPY_CHUNK,
+      );
+      if (rows.length === 0) return;
+      yield rows.map(toKept);
+      const last = rows[rows.length - 1] as Record<string, unknown>;
+      after = [String(last['domain']), num(last['generation'])];
+    }
+  }
+
+  async end(): Promise<void> {
+    if (this.begun && this.store.db.inTransaction) this.store.db.exec('COMMIT');
+    this.begun = false;
+  }
+}
+
+/**
+ * One person's store receiving a copy: each chunk one write transaction. A dry run only reads, and
+ * decides as the copy would: nothing is written, no lock is held.
+ */
+export class SqliteCopyTarget implements CopyTarget {
+  constructor(
+    private readonly store: Store,
+    private readonly dryRun: boolean,
+  ) {}
+
+  private transaction<T>(work: () => T): T {
+    if (this.dryRun) return work();
+    const db = this.store.db;
+    db.exec('BEGIN IMMEDIATE');
+    try {
+      const result = work();
+      db.exec('COMMIT');
+      return result;
+    } catch (error) {
+      if (db.inTransaction) db.exec('ROLLBACK');
+      throw error;
+    }
+  }
+
+  /** The service's id in the target; a dry run makes none (-1: the target has nothing of it). */
+  private service(name: string): number {
+    if (!this.dryRun) return this.store.serviceId(name);
+    const row = this.store.db.prepare('SELECT id FROM services WHERE name = ?').raw(true).get(name) as [number] | undefined;
+    return row?.[0] ?? -1;
+  }
+
+  async runs(service: string, list: readonly CopyRun[]): Promise<{ ids: RunIds; added: number }> {
+    const ids = new Map<number, number>();
+    let added = 0;
+    this.transaction(() => {
+      const serviceId = this.service(service);
+      const held = new Map<string, { id: number; endedAt: number | null }>();
+      for (const r of this.store.db.prepare('SELECT id, started_at, pid, host, ended_at FROM runs WHERE service = ?').all(serviceId) as Record<string, unknown>[]) {
+        held.set(runKey({ startedAt: num(r['started_at']), pid: num(r['pid']), host: String(r['host']) }), { id: num(r['id']), endedAt: numOrNull(r['ended_at']) });
+      }
+      const insert = this.store.db.prepare(
+        `INSERT INTO runs (service, started_at, ended_at, pid, host, user, tool, input_name, input_sha256, rows, dry_run, options, status, heartbeat_at, policy_now, credits, bought, reused)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      );
+      const finish = this.store.db.prepare('UPDATE runs SET ended_at = ?, status = ?, credits = ?, bought = ?, reused = ? WHERE id = ?');
+      for (const source of list) {
+        const there = held.get(runKey(source));
+        if (there !== undefined) {
+          // Copied before while it was under way: it has ended since.
+          if (there.endedAt === null && source.endedAt !== null && !this.dryRun) finish.run(source.endedAt, source.status, source.credits, source.bought, source.reused, there.id);
+          ids.set(source.id, there.id);
+          continue;
+        }
+        added++;
+        if (this.dryRun) continue;
+        const r = copiedRun(source);
+        const result = insert.run(serviceId, r.startedAt, r.endedAt, r.pid, r.host, r.user, r.tool, r.inputName, r.inputSha256, r.rows, r.dryRun ? 1 : 0, r.options, r.status, r.heartbeatAt, r.policyNow, r.credits, r.bought, r.reused);
+        ids.set(source.id, Number(result.lastInsertRowid));
+      }
+    });
+    return { ids, added };
+  }
+
+  async lookups(service: string, rows: readonly CopyLookup[]): Promise<number> {
+    return this.transaction(() => {
+      const serviceId = this.service(service);
+      const read = this.store.db.prepare('SELECT domain, status, company, name, checked_at FROM lookups WHERE service = ? AND domain = ?');
+      const write = this.store.db.prepare('INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES (?, ?, ?, ?, ?, ?)');
+      let written = 0;
+      for (const l of rows) {
+        const there = read.get(serviceId, l.domain) as Record<string, unknown> | undefined;
+        if (!lookupWins(l, there === undefined ? null : toCopyLookup(there))) continue;
+        if (!this.dryRun) write.run(serviceId, l.domain, l.status, l.company, l.name, l.checkedAt);
+        written++;
+      }
+      return written;
+    });
+  }
+
+  async companies(service: string, rows: readonly CopyCompany[], ids: RunIds): Promise<number> {
+    return this.transaction(() => {
+      const serviceId = this.service(service);
+      const read = this.store.db.prepare('SELECT generation, bought_at FROM companies WHERE service = ? AND domain = ?');
+      const write = this.store.db.prepare(
+        `INSERT OR REPLACE INTO companies (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      );
+      let written = 0;
+      for (const c of rows) {
+        const there = read.get(serviceId, c.domain) as Record<string, unknown> | undefined;
+        if (!companyWins(c, there === undefined ? null : { generation: num(there['generation']), boughtAt: num(there['bought_at']) })) continue;
+        if (!this.dryRun) write.run(serviceId, c.domain, c.name, c.record, c.boughtAt, c.lastUpdated, c.idempotencyKey, c.credits, c.generation, mapRun(c.run, ids));
+        written++;
+      }
+      return written;
+    });
+  }
+
+  async purchases(service: string, rows: readonly KeptPurchase[], ids: RunIds): Promise<PurchasesCopied> {
+    return this.transaction(() => {
+      const serviceId = this.service(service);
+      const read = this.store.db.prepare(`SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`);
+      const write = this.store.db.prepare(`INSERT OR REPLACE INTO purchases (service, ${PURCHASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+      const counts = noPurchases();
+      for (const source of rows) {
+        const found = read.get(serviceId, source.domain, source.generation) as Record<string, unknown> | undefined;
+        const there = found === undefined ? null : toKept(found);
+        const alive = there?.ownerRun !== null && there?.ownerRun !== undefined && this.store.runAlive(there.ownerRun);
+        const move = purchaseMove(source, there, alive);
+        tally(counts, move, source, there);
+        if ((move !== 'add' && move !== 'close') || this.dryRun) continue;
+        const p = copiedPurchase(source, there, ids);
+        write.run(serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt);
+      }
+      return counts;
+    });
+  }
+
+  async end(): Promise<void> {}
+}

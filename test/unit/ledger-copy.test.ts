@@ -1,0 +1,89 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { companyWins, copiedPurchase, copiedRun, lookupWins, purchaseMove, COPIED_RUNNING } from '../../src/store/copy.js';
+import type { CopyRun } from '../../src/store/copy-types.js';
+import type { KeptPurchase } from '../../src/store/purchase.js';
+import { libsql } from '../../src/store/sqlite/libsql.js';
+import { SqliteLedger } from '../../src/store/sqlite/ledger.js';
+import { Store } from '../../src/store/sqlite/store.js';
+import { tempDir } from '../helpers/cli.js';
+import { runInfo } from '../helpers/records.js';
+
+/** The copy's rules (store/copy.ts), and runs.user on the SQLite store (schema 3). */
+const kept = (over: Partial<KeptPurchase> = {}): KeptPurchase => ({
+  domain: 'acme.com',
+  generation: 1,
+  keyVersion: 1,
+  intentKey: null,
+  uncertain: false,
+  unconfirmed: 0,
+  lostAt: null,
+  errorCode: null,
+  outcome: 'hit',
+  closedAt: 1_000,
+  ownerRun: null,
+  credits: 1,
+  run: 7,
+  openedAt: 900,
+  ...over,
+});
+
+describe("ledger copy's rules", () => {
+  it('adds what the target lacks, leaves what it has as the source has it, and never adds credits closed differently in both', () => {
+    expect(purchaseMove(kept(), null, false)).toBe('add');
+    expect(purchaseMove(kept(), kept({ run: 3 }), false)).toBe('same');
+    expect(purchaseMove(kept(), kept({ closedAt: 2_000 }), false)).toBe('conflict');
+    // Closed in the source, open in the target: taken, unless a live run of the target holds it.
+    const open = kept({ outcome: 'open', closedAt: null, credits: 0, intentKey: 'k', uncertain: true, ownerRun: 4 });
+    expect(purchaseMove(kept(), open, false)).toBe('close');
+    expect(purchaseMove(kept(), open, true)).toBe('busy');
+    // Open in the source: the target's own state of the purchase is what its runs act on.
+    expect(purchaseMove(open, kept(), false)).toBe('keep');
+    expect(purchaseMove(open, kept({ outcome: 'open', closedAt: null, keyVersion: 2 }), false)).toBe('keep');
+  });
+
+  it('keeps an open purchase\'s key and what is known of it, without its owner; maps its run', () => {
+    const open = kept({ outcome: 'open', closedAt: null, credits: 0, intentKey: 'enrich-abc-g1-v3', keyVersion: 3, uncertain: true, unconfirmed: 1, lostAt: 950, ownerRun: 4, run: 7 });
+    expect(copiedPurchase(open, null, new Map([[7, 70]]))).toStrictEqual({ ...open, ownerRun: null, run: 70 });
+    expect(copiedPurchase(open, null, new Map()).run).toBeNull();
+  });
+
+  it('takes a newer record or lookup, never an older one; a run copied while running never looks alive', () => {
+    expect(companyWins({ generation: 2, boughtAt: 1 }, { generation: 1, boughtAt: 9 })).toBe(true);
+    expect(companyWins({ generation: 1, boughtAt: 9 }, { generation: 2, boughtAt: 1 })).toBe(false);
+    expect(companyWins({ generation: 1, boughtAt: 5 }, { generation: 1, boughtAt: 5 })).toBe(false);
+    expect(companyWins({ generation: 1, boughtAt: 6 }, { generation: 1, boughtAt: 5 })).toBe(true);
+    const lookup = { domain: 'a.com', status: 'hit' as const, company: 'a.com', name: 'A', checkedAt: 5 };
+    expect(lookupWins(lookup, { ...lookup, checkedAt: 5 })).toBe(false);
+    expect(lookupWins(lookup, { ...lookup, checkedAt: 4 })).toBe(true);
+    const run = { status: 'running' } as CopyRun;
+    expect(copiedRun(run).status).toBe(COPIED_RUNNING);
+    expect(copiedRun({ ...run, status: 'done' }).status).toBe('done');
+  });
+});
+
+describe('who ran it, on the SQLite store', () => {
+  const dir = tempDir();
+
+  it('a store of schema 2 gains runs.user when opened; a run records user and host; the ledger says who', async () => {
+    const path = join(dir.path, 'old.db');
+    Store.open(path, { tool: 'test' }).close();
+    // As enrich wrote it before: no user column, schema 2.
+    const raw = new (libsql())(path);
+    raw.exec('ALTER TABLE runs DROP COLUMN user');
+    raw.pragma('user_version = 2');
+    raw.exec("INSERT INTO services (name) VALUES ('svc'); INSERT INTO runs (service, started_at, pid, host, tool, dry_run, status) VALUES (1, 1, 1, 'old-host', 'test', 0, 'done')");
+    raw.close();
+    const store = Store.open(path, { tool: 'test', host: 'laptop-a', user: 'ana' });
+    expect(store.db.pragma('user_version', { simple: true })).toBe(3);
+    const run = store.beginRun('svc', runInfo);
+    await run.close();
+    const ledger = new SqliteLedger(store);
+    expect((await ledger.runs(10)).map((r) => [r.user, r.host])).toStrictEqual([
+      ['ana', 'laptop-a'],
+      [null, 'old-host'],
+    ]);
+    store.close();
+    dir.cleanup();
+  });
+});
