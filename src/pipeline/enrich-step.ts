@@ -273,7 +273,8 @@ class EnrichStep {
   }
 
   private async enrichCompany(c: Company, arrived: () => void): Promise<void> {
-    let claimed = false;
+    // Whether this run ever held the purchase, so it lets go of it if it could not finish.
+    let heldByUs = false;
     for (let round = 0; round < 2; round++) {
       // The credit first: an intent is written only for a call this run is allowed to make.
       if (!(await this.acquire())) return;
@@ -283,7 +284,7 @@ class EnrichStep {
       const sentKeys = new Set<string>();
       try {
         if (await this.claimPurchase(c)) {
-          claimed = true;
+          heldByUs = true;
           outcome = await this.buy(c, sentKeys, place, arrived);
         }
       } finally {
@@ -297,7 +298,7 @@ class EnrichStep {
       if (round === 1 || !(await this.settleWait(c, outcome.answered))) break;
     }
     // Not bought this run: another run may take it over now, rather than wait for this one to end.
-    if (claimed && this.state.needsEnrich(c)) this.record({ type: 'release', company: c.domain, generation: c.generation });
+    if (heldByUs && this.state.needsEnrich(c)) this.record({ type: 'release', company: c.domain, generation: c.generation });
     if (!this.state.needsEnrich(c) || c.status === 'error') this.progress({ type: 'enriched' });
   }
 }

@@ -8,8 +8,9 @@ import type { CompanyPlan } from './plan.js';
  *
  * - unclaimed: open, no intent under keyVersion: the next attempt derives a new key and claims it;
  * - claimed: this run's intent under `key` is on disk, and nothing under it went unanswered;
- * - released: such an intent that this run let go of before an answer came (it stopped after
- *   sending): the store keeps it, and a later run resumes it under its key;
+ * - released: such an intent that this run let go of with no answer recorded under it (it stopped
+ *   after sending: a 429 last, or an attempt an interrupt cut off), not counted at risk here; the
+ *   store keeps it, and a later run resumes it under its key, as uncertain;
  * - uncertain: an attempt under the key may have been charged unseen (lost at `lostAt`; `key` as
  *   written, null when derived: a 0.1 journal wrote no intent), so every retry and resume reuses it;
  * - bought / missed: the service's answer closed it (a record bought by this run, or no match);
