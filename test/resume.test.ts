@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { parse } from 'csv-parse/sync';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mulberry32 } from '../src/sandbox/random.js';
@@ -70,6 +70,13 @@ function expectEachChargedOnce(sb: Sandbox, out: string, exactly = true): void {
   for (const [domain, n] of charges) expect(n, domain).toBe(1);
 }
 
+/** The rows a run ended in error, each with its enrich_error, for a failed exit code to name its cause. */
+function errorRows(out: string): string {
+  if (!existsSync(out)) return '\n(no output written)';
+  const rows = readCsvFile(out).filter((r) => r['enrich_status'] === 'error');
+  return rows.map((r) => `\nerror row: ${r['Website'] ?? ''} -> ${r['company_domain'] ?? ''}: ${r['enrich_error'] ?? ''}`).join('');
+}
+
 /** Waits for a condition on the run's progress (never a deadline: the test's own timeout bounds it). */
 async function until(condition: () => boolean): Promise<void> {
   while (!condition()) await new Promise((r) => setTimeout(r, 5));
@@ -106,7 +113,7 @@ describe('resume', () => {
       if (code === 137) kills++;
     }
     const last = await runCli([inputPath, '-o', out], { env });
-    expect(last.code, last.stderr).toBe(0);
+    expect(last.code, `${last.stderr}${errorRows(out)}`).toBe(0);
     expect(kills).toBeGreaterThanOrEqual(5);
     expect(withoutProvenance(readFileSync(out, 'utf8'))).toBe(expected);
     expectEachChargedOnce(chaotic, out);

@@ -7,8 +7,9 @@ import type { Clock } from './clock.js';
 import type { Health } from './health.js';
 import { keyVerdict, type Settle } from './keys.js';
 import type { ProgressSink } from './progress.js';
-import type { Company, RunState } from './state.js';
 import type { ResumeGate } from './resume-gate.js';
+import { chargeMayBeUnseen, keyOf, type TimedIntent } from './run-purchase.js';
+import type { Company, RunState } from './state.js';
 import type { Stops } from './stops.js';
 
 export interface EnrichStepDeps {
@@ -79,7 +80,7 @@ class EnrichStep {
   // The key an attempt goes under: the open intent's as written (a resume must not recompute it,
   // in case the derivation ever changes), else a new one for the generation and version.
   private keyOf(c: Company): string {
-    return c.intentKey ?? this.deps.idempotencyKey(c, c.keyVersion);
+    return keyOf(c.purchase) ?? this.deps.idempotencyKey(c, c.keyVersion);
   }
 
   /**
@@ -93,26 +94,16 @@ class EnrichStep {
     try {
       for (;;) {
         if (this.stops.paid.signal.aborted || !this.state.needsEnrich(c)) return false;
-        const intent: IntentEvent = { type: 'intent', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, key: this.keyOf(c), at: this.deps.now(), freshSince: this.deps.freshSince };
+        const intent: TimedIntent = { type: 'intent', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, key: this.keyOf(c), at: this.deps.now(), freshSince: this.deps.freshSince };
         const claim = await this.deps.claim(intent);
+        // Claimed (a takeover leaves the key uncertain), reused, adopted where it stands, or held by another run.
+        this.state.claimAnswered(c, intent, claim);
         switch (claim.kind) {
           case 'ok':
-            this.state.apply(intent);
-            // Another run's intent under this key (a run that died, or released the purchase) may
-            // have been sent: its fate is open, and its last attempt may still be running at the
-            // service. That run sent nothing after this takeover, so the settle time runs from now,
-            // whatever this run's plan had read (an earlier loss would let a fresh error retire the
-            // key too soon, and a new key buy what the old one may yet be charged for).
-            if (claim.tookOver === true) {
-              c.keyUncertain = true;
-              c.lostAt = Math.max(c.lostAt ?? 0, intent.at ?? this.deps.now());
-            }
             return true;
           case 'held':
-            this.state.reuse(c, claim.held);
             return false;
           case 'moved':
-            this.state.adopt(c, claim.purchase);
             continue;
           case 'busy':
             // The live run that holds it confirms its key itself: nothing new waits on this one.
@@ -198,7 +189,8 @@ class EnrichStep {
       const key = this.keyOf(c);
       // A key that may have been sent unanswered (by this run or one before) may answer with a
       // stored outcome: what it answers is weighed as such (pipeline/health.ts).
-      lostKey = c.keyUncertain ? { lostAt: c.lostAt } : undefined;
+      const p = c.purchase;
+      lostKey = p.state === 'uncertain' ? { lostAt: p.lostAt } : undefined;
       sentKeys.add(key);
       return this.deps.client.enrich(c.domain, { idempotencyKey: key, signal });
     };
@@ -208,7 +200,7 @@ class EnrichStep {
       // since the claim needs an intent of its own.
       // An uncertain key writes its intent again before every attempt: the store then knows when
       // the last request that might go unanswered was sent, should this run die.
-      before: async () => (await this.replaceSpentPlace(c, place)) && ((c.intentKey !== null && c.claimed && !c.keyUncertain && !this.deps.leaseLapsed()) || (await this.claimPurchase(c))),
+      before: async () => (await this.replaceSpentPlace(c, place)) && ((c.purchase.state === 'claimed' && !this.deps.leaseLapsed()) || (await this.claimPurchase(c))),
       lostKey: () => lostKey,
       failed: (error) => {
         arrived();
@@ -228,10 +220,10 @@ class EnrichStep {
       if (result.error instanceof UnusablePaidAnswerError) return { charged: result.error.charged, answered: true };
       // 429s are not recorded one by one; when they exhaust the retries the company must still
       // end as an error (so the run exits 3 and a rerun retries it), and a 429 never charges.
-      if (result.error instanceof RateLimitedError) this.recordFailure(c, result.error, c.keyUncertain ? 'kept' : 'retired');
+      if (result.error instanceof RateLimitedError) this.recordFailure(c, result.error, c.purchase.state === 'uncertain' ? 'kept' : 'retired');
       // A 402 under a key that may hold an earlier outcome may be that outcome replayed: it says
       // nothing of today's balance. A fresh key's 402 will stop the run if the balance is gone.
-      if (!(c.keyUncertain && result.error instanceof InsufficientCreditsError)) this.stops.stopFor(result.error, 'enrich');
+      if (!(c.purchase.state === 'uncertain' && result.error instanceof InsufficientCreditsError)) this.stops.stopFor(result.error, 'enrich');
       return { charged: 0, answered: result.error instanceof ApiError && result.error.definitive };
     }
     const answer = result.value;
@@ -246,8 +238,9 @@ class EnrichStep {
 
   /** Gives back a claim nothing was sent under, so it is neither "at risk" nor held from others. */
   private unclaim(c: Company, sentKeys: ReadonlySet<string>): void {
-    if (!c.claimed || c.keyUncertain || c.intentKey === null || sentKeys.has(c.intentKey)) return;
-    this.record({ type: 'unclaim', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, key: c.intentKey });
+    const p = c.purchase;
+    if (p.state !== 'claimed' || sentKeys.has(p.key)) return;
+    this.record({ type: 'unclaim', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, key: p.key });
   }
 
   /**
@@ -256,8 +249,9 @@ class EnrichStep {
    * rest of the settle time (never longer than it, nor two minutes) lets this run finish it.
    */
   private async settleWait(c: Company, answered: boolean): Promise<boolean> {
-    if (!answered || !this.state.needsEnrich(c) || !c.keyUncertain || c.lostAt === null || this.stops.paid.signal.aborted) return false;
-    const wait = c.lostAt + this.deps.settleMs - this.deps.now();
+    const p = c.purchase;
+    if (!answered || p.state !== 'uncertain' || p.lostAt === null || this.stops.paid.signal.aborted) return false;
+    const wait = p.lostAt + this.deps.settleMs - this.deps.now();
     // Longer than a run should sit idle: the company is left to a later run, which says why.
     if (wait > Math.min(this.deps.settleMs, MAX_SETTLE_WAIT_MS)) return false;
     try {
@@ -279,7 +273,8 @@ class EnrichStep {
   }
 
   private async enrichCompany(c: Company, arrived: () => void): Promise<void> {
-    let claimed = false;
+    // Whether this run ever held the purchase, so it lets go of it if it could not finish.
+    let heldByUs = false;
     for (let round = 0; round < 2; round++) {
       // The credit first: an intent is written only for a call this run is allowed to make.
       if (!(await this.acquire())) return;
@@ -289,13 +284,13 @@ class EnrichStep {
       const sentKeys = new Set<string>();
       try {
         if (await this.claimPurchase(c)) {
-          claimed = true;
+          heldByUs = true;
           outcome = await this.buy(c, sentKeys, place, arrived);
         }
       } finally {
         // A key left uncertain may have been charged, and so may one retired on the settle rule
         // after the last attempt: --max-credits counts both as spent.
-        const uncertain = c.keyUncertain && c.status !== 'hit' && c.status !== 'miss' ? Math.max(outcome.charged, 1) : outcome.charged;
+        const uncertain = chargeMayBeUnseen(c.purchase) ? Math.max(outcome.charged, 1) : outcome.charged;
         if (place.held) this.deps.budget.settle(uncertain + c.unconfirmed - place.counted);
         this.unclaim(c, sentKeys);
       }
@@ -303,7 +298,7 @@ class EnrichStep {
       if (round === 1 || !(await this.settleWait(c, outcome.answered))) break;
     }
     // Not bought this run: another run may take it over now, rather than wait for this one to end.
-    if (claimed && this.state.needsEnrich(c)) this.record({ type: 'release', company: c.domain, generation: c.generation });
+    if (heldByUs && this.state.needsEnrich(c)) this.record({ type: 'release', company: c.domain, generation: c.generation });
     if (!this.state.needsEnrich(c) || c.status === 'error') this.progress({ type: 'enriched' });
   }
 }

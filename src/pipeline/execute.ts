@@ -145,7 +145,7 @@ function wire(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, run: 
     unavailable: (outage) => stops.stopAll({ reason: 'unavailable', ...outage }),
   });
   // Keys earlier runs may have been charged under go first, and new purchases wait for their answers.
-  const resuming = options.dryRun ? [] : state.companies.filter((c) => state.needsEnrich(c) && c.keyUncertain);
+  const resuming = options.dryRun ? [] : state.companies.filter((c) => c.purchase.state === 'uncertain');
   const enrich = enrichStep({
     state,
     client: deps.client,

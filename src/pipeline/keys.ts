@@ -26,11 +26,12 @@ import type { Company } from './state.js';
  */
 export type KeyVerdict = 'retired' | 'settled' | 'kept' | null;
 
-export function keyVerdict(company: Pick<Company, 'keyUncertain' | 'lostAt'>, error: unknown, settle: Settle = NEVER): KeyVerdict {
+export function keyVerdict(company: Pick<Company, 'purchase'>, error: unknown, settle: Settle = NEVER): KeyVerdict {
   if (error instanceof RateLimitedError) return null;
   if (!(error instanceof ApiError) || !error.definitive) return 'kept';
-  if (!company.keyUncertain) return 'retired';
-  return settled(company, settle) ? 'settled' : 'kept';
+  const p = company.purchase;
+  if (p.state !== 'uncertain') return 'retired';
+  return settled(p.lostAt, settle) ? 'settled' : 'kept';
 }
 
 /**
@@ -52,6 +53,7 @@ export interface Settle {
 }
 const NEVER: Settle = { now: 0, afterMs: Number.POSITIVE_INFINITY, answeredSince: () => false };
 
-export function settled(company: Pick<Company, 'lostAt'>, settle: Settle): boolean {
-  return company.lostAt !== null && settle.now - company.lostAt >= settle.afterMs && settle.answeredSince(company.lostAt);
+/** `lostAt`: when an attempt under the key last went unanswered; null: not known. */
+export function settled(lostAt: number | null, settle: Settle): boolean {
+  return lostAt !== null && settle.now - lostAt >= settle.afterMs && settle.answeredSince(lostAt);
 }

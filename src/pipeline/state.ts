@@ -1,44 +1,43 @@
-import type { EnrichEvent, HeldCompany, MatchEvent, Purchase, StoreEvent } from '../store/types.js';
+import type { Claim, EnrichEvent, MatchEvent, StoreEvent } from '../store/types.js';
 import type { CompanyPlan, DomainPlan } from './plan.js';
+import { errorOf, FIRST_PURCHASE, isOpen, onClaim, onEnrich, onIntent, onPlan, onRelease, onUnclaim, rowStatus, sourceOf, type KnownPurchase, type Move, type RunPurchase, type TimedIntent } from './run-purchase.js';
 import { IntVector } from './vector.js';
 
 /** Where a domain's free match stands. */
 export const Match = { PENDING: 0, HIT: 1, MISS: 2, ERROR: 3 } as const;
 export type MatchStatus = (typeof Match)[keyof typeof Match];
 
-/** A canonical company the service matched: enriched (and charged) at most once. */
-export interface Company {
-  readonly index: number;
-  readonly domain: string;
-  name: string;
-  status: 'pending' | 'hit' | 'miss' | 'error';
+/**
+ * A canonical company the service matched: enriched (and charged) at most once. What this run
+ * knows of its purchase is one state (run-purchase.ts), moved only by RunState through the
+ * transitions there; the row's status, error and source are read from it.
+ */
+export class Company implements KnownPurchase {
+  readonly purchase: RunPurchase = FIRST_PURCHASE.purchase;
+  readonly generation: number = FIRST_PURCHASE.generation;
+  readonly keyVersion: number = FIRST_PURCHASE.keyVersion;
+  readonly refresh: boolean = FIRST_PURCHASE.refresh;
+  readonly boughtAt: number | null = FIRST_PURCHASE.boughtAt;
+  readonly unconfirmed: number = FIRST_PURCHASE.unconfirmed;
+
+  constructor(
+    readonly index: number,
+    readonly domain: string,
+    readonly name: string,
+  ) {}
+
+  get status(): 'pending' | 'hit' | 'miss' | 'error' {
+    return rowStatus(this.purchase);
+  }
+
+  get errorCode(): string | null {
+    return errorOf(this.purchase);
+  }
+
   /** Where a hit's record comes from: bought by this run, or reused from the store. */
-  source: 'bought' | 'store' | null;
-  /** When the record shown was bought (ms since the epoch); null when none is held. */
-  boughtAt: number | null;
-  /** The purchase generation this run buys (or bought) under: 1 at first, +1 per refresh. */
-  generation: number;
-  /** The store holds an older record that this run refreshes. */
-  refresh: boolean;
-  /** This run has written (or confirmed) the intent for the purchase: it owns it. */
-  claimed: boolean;
-  /** Version of the Idempotency-Key the next (or the unanswered) attempt uses. */
-  keyVersion: number;
-  /** The key of the intent on disk under keyVersion, as written (null: none is open): what every retry and resume sends. */
-  intentKey: string | null;
-  /**
-   * An attempt under keyVersion may have been charged without us seeing the answer (a lost
-   * answer, or a crash after the intent). Such a key is never retired on an error's word alone.
-   */
-  keyUncertain: boolean;
-  /** Keys this run retired on the settle rule (pipeline/keys.ts): each may have been charged. */
-  unconfirmed: number;
-  /** When an attempt under keyVersion last went unanswered (ms since the epoch); null: none. */
-  lostAt: number | null;
-  errorCode: string | null;
-  /** The error cannot be cured by asking again (422); otherwise a later run retries. */
-  errorFinal: boolean;
-  charged: number;
+  get source(): 'bought' | 'store' | null {
+    return sourceOf(this.purchase);
+  }
 }
 
 export interface MatchError {
@@ -119,81 +118,35 @@ export class RunState {
 
   /** What the store holds of a matched company, as the plan judged it. */
   loadCompany(c: Company, plan: CompanyPlan): void {
-    switch (plan.action) {
-      case 'reuse':
-        this.reuse(c, plan.held);
-        return;
-      case 'no_match':
-        c.status = plan.code === null ? 'miss' : 'error';
-        c.errorCode = plan.code;
-        c.errorFinal = plan.code !== null;
-        if (plan.held !== null) c.boughtAt = plan.held.boughtAt;
-        return;
-      case 'buy':
-        c.generation = plan.generation;
-        c.refresh = plan.refresh;
-        c.boughtAt = plan.held?.boughtAt ?? null;
-        if (plan.resume !== null) this.adopt(c, plan.resume);
-        return;
-    }
+    move(c, onPlan(c, plan));
   }
 
-  /** The store's record will do: nothing to buy. */
-  reuse(c: Company, held: HeldCompany): void {
-    c.status = 'hit';
-    c.source = 'store';
-    c.boughtAt = held.boughtAt;
-    c.generation = held.generation;
-    c.intentKey = null;
-    c.errorCode = null;
-  }
-
-  /** Takes over a purchase's key state as the store has it (a resume, or another run's move). */
-  adopt(c: Company, p: Purchase): void {
-    c.generation = p.generation;
-    if (p.outcome === 'miss' || p.outcome === 'failed') {
-      c.status = p.outcome === 'miss' ? 'miss' : 'error';
-      c.errorCode = p.outcome === 'failed' ? (p.errorCode ?? 'error') : null;
-      c.errorFinal = p.outcome === 'failed';
-      return;
-    }
-    c.keyVersion = p.keyVersion;
-    c.intentKey = p.intentKey;
-    // An intent written by another invocation may have been sent before it stopped.
-    c.keyUncertain = p.intentKey !== null || p.uncertain;
-    c.lostAt = p.lostAt;
-    c.claimed = false;
+  /** What the store answered this run's intent for a company's purchase (pipeline/run-purchase.ts onClaim). */
+  claimAnswered(c: Company, intent: TimedIntent, claim: Claim): void {
+    move(c, onClaim(c, intent, claim));
   }
 
   /** A live outcome of this run: the same event the store writes. */
   apply(event: StoreEvent): void {
+    if (event.type === 'match') {
+      this.applyMatch(event);
+      return;
+    }
+    const c = this.company(event.company);
+    if (c === undefined) return;
     switch (event.type) {
-      case 'match':
-        this.applyMatch(event);
+      case 'intent':
+        move(c, onIntent(c.purchase, event));
         return;
-      case 'intent': {
-        const c = this.company(event.company);
-        if (c === undefined) return;
-        c.keyVersion = event.keyVersion;
-        c.intentKey = event.key;
-        c.claimed = true;
-        return;
-      }
       case 'enrich':
-        this.applyEnrich(event);
+        this.applyEnrich(c, event);
         return;
-      case 'release': {
-        const c = this.company(event.company);
-        if (c !== undefined) c.claimed = false;
+      case 'release':
+        move(c, onRelease(c.purchase));
         return;
-      }
-      case 'unclaim': {
-        const c = this.company(event.company);
-        if (c === undefined) return;
-        c.intentKey = null;
-        c.claimed = false;
+      case 'unclaim':
+        move(c, onUnclaim(c.purchase));
         return;
-      }
     }
   }
 
@@ -221,65 +174,20 @@ export class RunState {
   private addCompany(domain: string, name: string): Company {
     const existing = this.company(domain);
     if (existing !== undefined) return existing;
-    const company: Company = {
-      index: this.companies.length,
-      domain,
-      name,
-      status: 'pending',
-      source: null,
-      boughtAt: null,
-      generation: 1,
-      refresh: false,
-      claimed: false,
-      keyVersion: 1,
-      intentKey: null,
-      keyUncertain: false,
-      unconfirmed: 0,
-      lostAt: null,
-      errorCode: null,
-      errorFinal: false,
-      charged: 0,
-    };
+    const company = new Company(this.companies.length, domain, name);
     this.companies.push(company);
     this.companyIndex.set(domain, company.index);
     return company;
   }
 
-  private applyEnrich(entry: EnrichEvent): void {
-    const c = this.company(entry.company);
-    if (c === undefined) return;
+  private applyEnrich(c: Company, entry: EnrichEvent): void {
     const charged = entry.charged ?? 0;
-    c.charged += charged;
     this.creditsThisSession += charged;
     // Answers arrive out of order, and a replay carries the balance of its first time: the lowest
     // balance seen is the freshest (it only falls while a run spends).
     if (entry.remaining !== undefined) this.creditsRemaining = Math.min(entry.remaining, this.creditsRemaining ?? entry.remaining);
-    if (entry.status === 'hit' || entry.status === 'miss') {
-      c.status = entry.status;
-      c.source = entry.status === 'hit' ? 'bought' : null;
-      c.boughtAt = entry.status === 'hit' ? (entry.at ?? Date.now()) : c.boughtAt;
-      c.intentKey = null;
-      c.errorCode = null;
-      return;
-    }
-    c.status = 'error';
-    c.errorCode = entry.code ?? 'error';
-    c.errorFinal = entry.final === true;
-    if (entry.verdict === 'retired') {
-      // Proven uncharged: a service that stored this error under the key would replay it
-      // forever, so the next attempt gets a new one.
-      c.keyVersion = entry.keyVersion + 1;
-      c.intentKey = null;
-      c.keyUncertain = false;
-      c.lostAt = null;
-      if (entry.unconfirmed === true) {
-        c.unconfirmed++;
-        this.unconfirmedThisSession++;
-      }
-    } else if (entry.final !== true) {
-      c.keyUncertain = true;
-      if (entry.lost === true && entry.at !== undefined) c.lostAt = entry.at;
-    }
+    if (entry.verdict === 'retired' && entry.unconfirmed === true && entry.status === 'error') this.unconfirmedThisSession++;
+    move(c, onEnrich(c, entry, Date.now()));
   }
 
   /** Domains whose match is still owed: never asked, or failed in a way asking again can cure. */
@@ -289,7 +197,7 @@ export class RunState {
   }
 
   needsEnrich(c: Company): boolean {
-    return c.status === 'pending' || (c.status === 'error' && !c.errorFinal);
+    return isOpen(c.purchase);
   }
 
   /** Whether any domain's match is known (answered by this run, or read from the store). */
@@ -314,7 +222,7 @@ export class RunState {
   /** Companies left waiting on a paid call whose answer never came: a credit each at most. */
   atRisk(): number {
     let n = 0;
-    for (const c of this.companies) if (this.needsEnrich(c) && c.keyUncertain) n++;
+    for (const c of this.companies) if (c.purchase.state === 'uncertain') n++;
     return n;
   }
 
@@ -329,4 +237,9 @@ export class RunState {
     }
     return { buy, refresh };
   }
+}
+
+/** The one place a company's purchase moves: what a transition of run-purchase.ts answered. */
+function move(c: Company, m: Move): void {
+  Object.assign(c, m);
 }

@@ -10,7 +10,7 @@ import { keyVerdict } from '../../src/pipeline/keys.js';
 import { AdaptiveLimiter } from '../../src/pipeline/limiter.js';
 import { Progress } from '../../src/pipeline/progress.js';
 import { Scheduler } from '../../src/pipeline/scheduler.js';
-import { RunState } from '../../src/pipeline/state.js';
+import { RunState, type Company } from '../../src/pipeline/state.js';
 import { openPurchase } from '../helpers/records.js';
 
 const problem = (status: number, code: string, rid: string) =>
@@ -18,8 +18,8 @@ const problem = (status: number, code: string, rid: string) =>
 const lost = () => connectionError(new Error('ECONNRESET'));
 
 describe('keyVerdict', () => {
-  const fresh = { keyUncertain: false, lostAt: null };
-  const uncertain = { keyUncertain: true, lostAt: 1_000_000 };
+  const fresh = { purchase: { state: 'claimed', key: 'acme.com#1', error: null } } satisfies Pick<Company, 'purchase'>;
+  const uncertain = { purchase: { state: 'uncertain', key: 'acme.com#1', lostAt: 1_000_000, error: null } } satisfies Pick<Company, 'purchase'>;
   it('retires a key whose every attempt was answered with an error', () => {
     expect(keyVerdict(fresh, problem(500, 'internal', 'req_9'))).toBe('retired');
     expect(keyVerdict(fresh, problem(402, 'insufficient_credits', 'req_9'))).toBe('retired');
@@ -40,7 +40,7 @@ describe('keyVerdict', () => {
     expect(keyVerdict(uncertain, problem(402, 'insufficient_credits', 'req_4'), settle(1_000_000 + 60_000))).toBe('settled');
     // A gateway's 503 or a lost answer is not the service's word: the key stays, however late.
     expect(keyVerdict(uncertain, lost(), settle(9e12))).toBe('kept');
-    expect(keyVerdict({ ...uncertain, lostAt: null }, problem(500, 'internal', 'req_2'), settle(9e12))).toBe('kept');
+    expect(keyVerdict({ purchase: { ...uncertain.purchase, lostAt: null } }, problem(500, 'internal', 'req_2'), settle(9e12))).toBe('kept');
   });
   it('never settles a key while the service has not answered a request of its own since it was lost (an outage answers 500 to a charged key too)', () => {
     const outage = { now: 9e12, afterMs: 60_000, answeredSince: (at: number) => at < 1_000_000 };
@@ -213,7 +213,7 @@ describe('paid attempts that end without an answer', () => {
     const r = await run(['429', '429', '429'], { maxRateLimited: 3 });
     expect(r.stop).toBeNull();
     const c = r.state.company('acme.com');
-    expect([c?.status, c?.errorCode, c?.errorFinal, c?.keyVersion]).toStrictEqual(['error', 'rate_limited', false, 2]);
+    expect([c?.status, c?.errorCode, c?.purchase.state, c?.keyVersion]).toStrictEqual(['error', 'rate_limited', 'unclaimed', 2]);
     expect(r.state.needsEnrich(c as NonNullable<typeof c>)).toBe(true);
     expect(r.charges).toBe(0);
   });
@@ -254,7 +254,7 @@ describe('RunState resume from the store', () => {
     s.addDomain('acme.com');
     resumeFrom(s, { keyVersion: 3, intentKey: 'k3' });
     const c = s.company('acme.com');
-    expect([c?.keyVersion, c?.intentKey, c?.keyUncertain]).toStrictEqual([3, 'k3', true]);
+    expect([c?.keyVersion, c?.purchase]).toStrictEqual([3, { state: 'uncertain', key: 'k3', lostAt: null, error: null }]);
     expect(keyVerdict(c as NonNullable<typeof c>, problem(402, 'insufficient_credits', 'x'))).toBe('kept');
   });
 
@@ -265,6 +265,6 @@ describe('RunState resume from the store', () => {
     const c = s.company('acme.com') as NonNullable<ReturnType<RunState['company']>>;
     expect(keyVerdict(c, problem(402, 'insufficient_credits', 'req_7'), { now: 61_000, afterMs: 60_000, answeredSince: () => true })).toBe('settled');
     s.apply({ type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'insufficient_credits', verdict: 'retired', unconfirmed: true });
-    expect([c.keyVersion, c.intentKey, c.keyUncertain, c.unconfirmed, s.unconfirmedThisSession]).toStrictEqual([2, null, false, 1, 1]);
+    expect([c.keyVersion, c.purchase, c.unconfirmed, s.unconfirmedThisSession]).toStrictEqual([2, { state: 'unclaimed', error: 'insufficient_credits' }, 1, 1]);
   });
 });

@@ -1,0 +1,176 @@
+import type { Claim, EnrichEvent, HeldCompany, IntentEvent, Purchase } from '../store/types.js';
+import type { CompanyPlan } from './plan.js';
+
+/**
+ * A company's purchase as this run knows it: one named state, and the transitions that move it,
+ * written once. Pure: RunState applies what they answer, and nothing else changes a company. The
+ * states are store/purchase.ts's, seen from one run, with two of the run's own:
+ *
+ * - unclaimed: open, no intent under keyVersion: the next attempt derives a new key and claims it;
+ * - claimed: this run's intent under `key` is on disk, and nothing under it went unanswered;
+ * - released: such an intent that this run let go of with no answer recorded under it (it stopped
+ *   after sending: a 429 last, or an attempt an interrupt cut off), not counted at risk here; the
+ *   store keeps it, and a later run resumes it under its key, as uncertain;
+ * - uncertain: an attempt under the key may have been charged unseen (lost at `lostAt`; `key` as
+ *   written, null when derived: a 0.1 journal wrote no intent), so every retry and resume reuses it;
+ * - bought / missed: the service's answer closed it (a record bought by this run, or no match);
+ * - reused: the store's record will do: nothing to buy;
+ * - failed: closed without a record (a 422, an unusable paid answer), `mayBeCharged` when it
+ *   closed while its key was uncertain.
+ *
+ * An open state carries `error`: the code the last attempt ended with (the row shows it), or null.
+ */
+export type RunPurchase =
+  | { readonly state: 'unclaimed'; readonly error: string | null }
+  | { readonly state: 'claimed'; readonly key: string; readonly error: string | null }
+  | { readonly state: 'released'; readonly key: string; readonly error: string | null }
+  | { readonly state: 'uncertain'; readonly key: string | null; readonly lostAt: number | null; readonly error: string | null }
+  | { readonly state: 'bought' }
+  | { readonly state: 'reused' }
+  | { readonly state: 'missed' }
+  | { readonly state: 'failed'; readonly error: string; readonly mayBeCharged: boolean };
+
+export type OpenPurchase = Extract<RunPurchase, { state: 'unclaimed' | 'claimed' | 'released' | 'uncertain' }>;
+
+/** What the run knows of a company's purchase: its state, and the data the transitions move with it. */
+export interface KnownPurchase {
+  readonly purchase: RunPurchase;
+  /** The purchase generation this run buys (or bought) under: 1 at first, +1 per refresh. */
+  readonly generation: number;
+  /** Version of the Idempotency-Key the next (or the unanswered) attempt uses. */
+  readonly keyVersion: number;
+  /** The store holds an older record that this run refreshes. */
+  readonly refresh: boolean;
+  /** When the record shown was bought (ms since the epoch); null when none is held. */
+  readonly boughtAt: number | null;
+  /** Keys this run retired on the settle rule (pipeline/keys.ts): each may have been charged. */
+  readonly unconfirmed: number;
+}
+
+/** What a transition changes; the rest stays. */
+export type Move = Partial<KnownPurchase>;
+
+const UNCLAIMED: RunPurchase = { state: 'unclaimed', error: null };
+const BOUGHT: RunPurchase = { state: 'bought' };
+const REUSED: RunPurchase = { state: 'reused' };
+const MISSED: RunPurchase = { state: 'missed' };
+
+export const FIRST_PURCHASE: KnownPurchase = { purchase: UNCLAIMED, generation: 1, keyVersion: 1, refresh: false, boughtAt: null, unconfirmed: 0 };
+
+const unclaimed = (error: string | null): RunPurchase => (error === null ? UNCLAIMED : { state: 'unclaimed', error });
+const failed = (error: string, mayBeCharged: boolean): RunPurchase => ({ state: 'failed', error, mayBeCharged });
+
+export const isOpen = (p: RunPurchase): p is OpenPurchase => p.state === 'unclaimed' || p.state === 'claimed' || p.state === 'released' || p.state === 'uncertain';
+
+/** The key of the intent on disk (or the uncertain one), as written: what every retry and resume sends. */
+export const keyOf = (p: RunPurchase): string | null => (p.state === 'claimed' || p.state === 'released' || p.state === 'uncertain' ? p.key : null);
+
+/** An attempt under the purchase's key may have been charged without an answer seen. */
+export const chargeMayBeUnseen = (p: RunPurchase): boolean => p.state === 'uncertain' || (p.state === 'failed' && p.mayBeCharged);
+
+/** The row's view: pending (nothing bought yet), hit, miss, or error. */
+export function rowStatus(p: RunPurchase): 'pending' | 'hit' | 'miss' | 'error' {
+  if (p.state === 'bought' || p.state === 'reused') return 'hit';
+  if (p.state === 'missed') return 'miss';
+  return p.error === null ? 'pending' : 'error';
+}
+
+export const errorOf = (p: RunPurchase): string | null => ('error' in p ? p.error : null);
+
+/** Where a hit's record comes from: bought by this run, or reused from the store. */
+export const sourceOf = (p: RunPurchase): 'bought' | 'store' | null => (p.state === 'bought' ? 'bought' : p.state === 'reused' ? 'store' : null);
+
+/** What the store holds of a matched company, as the plan judged it. */
+export function onPlan(k: KnownPurchase, plan: CompanyPlan): Move {
+  switch (plan.action) {
+    case 'reuse':
+      return reused(plan.held);
+    case 'no_match':
+      return { purchase: plan.code === null ? MISSED : failed(plan.code, false), ...(plan.held === null ? {} : { boughtAt: plan.held.boughtAt }) };
+    case 'buy': {
+      const move: Move = { generation: plan.generation, refresh: plan.refresh, boughtAt: plan.held?.boughtAt ?? null };
+      return plan.resume === null ? move : { ...move, ...adopted(k, plan.resume) };
+    }
+  }
+}
+
+/** The store's record will do: nothing to buy. */
+const reused = (held: HeldCompany): Move => ({ purchase: REUSED, boughtAt: held.boughtAt, generation: held.generation });
+
+/** Takes over a purchase's key state as the store has it (a resume, or another run's move). */
+function adopted(k: KnownPurchase, p: Purchase): Move {
+  if (p.outcome === 'miss') return { generation: p.generation, purchase: MISSED };
+  if (p.outcome === 'failed') return { generation: p.generation, purchase: failed(p.errorCode ?? 'error', chargeMayBeUnseen(k.purchase)) };
+  const error = errorOf(k.purchase);
+  // An intent written by another invocation may have been sent before it stopped.
+  const purchase: RunPurchase = p.intentKey !== null || p.uncertain ? { state: 'uncertain', key: p.intentKey, lostAt: p.lostAt, error } : unclaimed(error);
+  return { generation: p.generation, keyVersion: p.keyVersion, purchase };
+}
+
+/** An intent as the run writes it: stamped with when it was written. */
+export type TimedIntent = IntentEvent & { at: number };
+
+/**
+ * What the store answered an intent: this run may buy (claimed), another run bought the company
+ * (reused), moved the purchase on (adopted), or holds it (nothing changes while this run waits).
+ */
+export function onClaim(k: KnownPurchase, intent: TimedIntent, claim: Claim): Move {
+  switch (claim.kind) {
+    case 'ok':
+      return claim.tookOver === true ? tookOver(k.purchase, intent) : onIntent(k.purchase, intent);
+    case 'held':
+      return reused(claim.held);
+    case 'moved':
+      return adopted(k, claim.purchase);
+    case 'busy':
+      return {};
+  }
+}
+
+/** This run's intent is durable, and its own: claimed, or still uncertain if its key was. */
+export function onIntent(p: RunPurchase, intent: IntentEvent): Move {
+  if (!isOpen(p)) return {};
+  const purchase: RunPurchase = p.state === 'uncertain' ? { ...p, key: intent.key } : { state: 'claimed', key: intent.key, error: p.error };
+  return { keyVersion: intent.keyVersion, purchase };
+}
+
+/**
+ * The intent took over another run's under the same key (a run that died, or released it): its
+ * last attempt may still be running at the service, so the key is uncertain. That run sent
+ * nothing after the takeover, so the settle time runs from it, whatever was read before (an
+ * earlier loss would let a fresh error retire the key too soon, and a new key buy what the old
+ * one may yet be charged for).
+ */
+function tookOver(p: RunPurchase, intent: TimedIntent): Move {
+  if (!isOpen(p)) return {};
+  const lostAt = Math.max((p.state === 'uncertain' ? p.lostAt : null) ?? 0, intent.at);
+  return { keyVersion: intent.keyVersion, purchase: { state: 'uncertain', key: intent.key, lostAt, error: p.error } };
+}
+
+/** An answer to a paid attempt, or its absence: the same event the store writes. `now`: a hit's bought_at when the event has none. */
+export function onEnrich(k: KnownPurchase, e: EnrichEvent, now: number): Move {
+  if (e.status === 'hit') return { purchase: BOUGHT, boughtAt: e.at ?? now };
+  if (e.status === 'miss') return { purchase: MISSED };
+  const error = e.code ?? 'error';
+  if (e.verdict === 'retired') {
+    // Proven uncharged: a service that stored this error under the key would replay it forever,
+    // so the next attempt gets a new one.
+    const unconfirmed = k.unconfirmed + (e.unconfirmed === true ? 1 : 0);
+    return { keyVersion: e.keyVersion + 1, unconfirmed, purchase: e.final === true ? failed(error, false) : unclaimed(error) };
+  }
+  // A final error under a key kept uncertain: closed, its key perhaps charged.
+  if (e.final === true) return { purchase: failed(error, chargeMayBeUnseen(k.purchase)) };
+  const p = k.purchase;
+  const lostAt = e.lost === true && e.at !== undefined ? e.at : p.state === 'uncertain' ? p.lostAt : null;
+  return { purchase: { state: 'uncertain', key: keyOf(p), lostAt, error } };
+}
+
+/** This run is done with a purchase it could not finish: an intent it sent under is no longer its own. */
+export function onRelease(p: RunPurchase): Move {
+  return p.state === 'claimed' ? { purchase: { ...p, state: 'released' } } : {};
+}
+
+/** An intent this run sent nothing under, given back: nothing under its key is at risk (never an uncertain one). */
+export function onUnclaim(p: RunPurchase): Move {
+  return p.state === 'claimed' || p.state === 'released' ? { purchase: unclaimed(p.error) } : {};
+}
