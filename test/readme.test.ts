@@ -85,9 +85,11 @@ describe("the README's commands", () => {
     expect(r.out).toMatch(/key +ok/);
     expect(r.out).toMatch(/companies\.csv +166 +done/);
     expect(readFileSync(join(work, 'enriched.csv'), 'utf8').split('\n').length).toBeGreaterThan(166);
-    // The team's run went to the team store, recorded with who ran it.
+    // The laptop's purchases were copied into the team store, so the team's run bought nothing,
+    // and was recorded with who ran it; spend names the person.
     teamUrl.password = server.password;
-    expect(await sql(teamUrl.toString(), 'SELECT status, "user" IS NOT NULL AS who FROM runs WHERE dry_run = 0')).toStrictEqual([{ status: 'done', who: true }]);
+    expect(await sql(teamUrl.toString(), 'SELECT status, credits, "user" IS NOT NULL AS who FROM runs ORDER BY id DESC LIMIT 1')).toStrictEqual([{ status: 'done', credits: 0, who: true }]);
+    expect(r.out).toMatch(/^total +\d+/m);
   });
 
   it('the crontab line works under env -i with no terminal, and a failed run keeps yesterday\'s results', async () => {
