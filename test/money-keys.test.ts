@@ -48,6 +48,7 @@ async function service(script: (domain: string, key: string, n: number) => Answe
   const seen = new Map<string, number>();
   const keys = new Set<string>();
   let lost = 0;
+  let probes = 0;
   const answer = (res: ServerResponse, domain: string, key: string): void => {
     const n = (seen.get(domain) ?? 0) + 1;
     seen.set(domain, n);
@@ -78,13 +79,20 @@ async function service(script: (domain: string, key: string, n: number) => Answe
       const domain = new URL(req.url ?? '/', 'http://x').searchParams.get('domain') ?? '';
       return json(res, 200, { matched: true, credits_charged: 0, company: { domain, name: domain } });
     }
-    const { domain } = JSON.parse(body) as { domain: string };
+    const { domain } = JSON.parse(body) as { domain?: string };
+    if (domain === undefined) {
+      // An enrich with no domain (enrich's probe of the paid endpoint): 422, as the spec says,
+      // unless the script has the endpoint failing (an outage answers everything alike).
+      probes++;
+      const a = script('', String(req.headers['idempotency-key']), 0);
+      return typeof a === 'object' ? problem(res, a.status, a.code, `req-${Math.random()}`) : problem(res, 422, 'validation_error', `req-${Math.random()}`);
+    }
     const go = (): void => answer(res, domain, String(req.headers['idempotency-key']));
     if (hold?.domain(domain) === true && !hold.released(seen)) waiting.push(go);
     else go();
     if (hold?.released(seen) === true) for (const w of waiting.splice(0)) w();
   });
-  return { charges, keys, lost: () => lost, total: () => [...charges.values()].reduce((a, b) => a + b, 0) };
+  return { charges, keys, lost: () => lost, probes: () => probes, total: () => [...charges.values()].reduce((a, b) => a + b, 0) };
 }
 
 async function enrich(domains: string[], extra: string[] = []) {
@@ -153,6 +161,8 @@ describe('a paid endpoint that goes down after answers were lost', () => {
     const up = await enrich(domains, ['--settle', '1s']);
     expect(up.run.code, up.run.stderr).toBe(0);
     expect([...svc.charges.values()]).toStrictEqual(domains.map(() => 1));
+    // The outage run asked the paid endpoint with a request it cannot bill, and got the outage's 500.
+    expect(svc.probes()).toBeGreaterThan(0);
   });
 });
 
@@ -163,14 +173,20 @@ describe('a service that stores a 500 under its key and replays it', () => {
     // The first request under each stuck company's first key ran and failed; the service stored its
     // 500 under the key, and the answer was lost. Later ones under that key replay the 500.
     const svc = await service((d, key, n) => (fresh.includes(d) ? 'charge' : n === 1 ? 'lose-error' : key.endsWith('v1') ? 'replay' : 'charge'));
-    // The first run meets only the stuck companies, and ends with them at risk (nothing else answered).
-    const first = await enrich(stuck, ['--settle', '1s']);
-    expect(first.totals['at_risk']).toBe(10);
-    // The same command over next week's file, with ten new companies: the resumed keys go first,
-    // the new purchases answer afresh, and the stored 500s then settle.
     const next = await enrich([...stuck, ...fresh], ['--settle', '1s']);
     expect(next.run.code, next.run.stderr).toBe(0);
     expect(next.rows.map((r) => r['enrich_status'])).toStrictEqual([...stuck, ...fresh].map(() => 'matched'));
     expect([...stuck, ...fresh].map((d) => svc.charges.get(d))).toStrictEqual([...stuck, ...fresh].map(() => 1));
+  });
+
+  it('is never stuck when those keys are all a run has left: one enrich it cannot bill (no domain: a 422) shows the endpoint answering, and the same command finishes, each charged once', async () => {
+    const stuck = Array.from({ length: 10 }, (_, i) => `stored-500-co${i}.com`);
+    const svc = await service((d, key, n) => (n === 1 ? 'lose-error' : key.endsWith('v1') ? 'replay' : 'charge'));
+    const run = await enrich(stuck, ['--settle', '1s']);
+    expect(run.run.code, run.run.stderr).toBe(0);
+    expect(run.rows.map((r) => r['enrich_status'])).toStrictEqual(stuck.map(() => 'matched'));
+    expect(stuck.map((d) => svc.charges.get(d))).toStrictEqual(stuck.map(() => 1));
+    // One probe served every key (they were all lost before it was sent).
+    expect(svc.probes()).toBe(1);
   });
 });

@@ -27,6 +27,13 @@ export interface CallOptions {
 export interface ServiceClient {
   match(domain: string, options?: CallOptions): Promise<MatchResponse>;
   enrich(domain: string, options: CallOptions & { idempotencyKey: string }): Promise<EnrichResponse>;
+  /**
+   * Asks the paid endpoint something it cannot bill: an enrich with no domain, which the spec
+   * answers 422 (4.2: `domain` is required; 7: no error response charges). Its answer says only
+   * that the endpoint is answering now (pipeline/enrich-step.ts, the settle rule). Rejects with
+   * the answer's error, as any call.
+   */
+  probeEnrich?(options?: CallOptions): Promise<void>;
 }
 
 export const DEFAULT_TIMEOUT_MS = 30_000;
@@ -122,6 +129,9 @@ export function createClient(options: ClientOptions): ServiceClient {
       return { matched: true, credits_charged: 0, company: company.value };
     },
 
+    async probeEnrich(callOptions = {}) {
+      await send('POST', `${prefix}/company/enrich`, { ...baseHeaders, 'content-type': 'application/json' }, '{}', callOptions.signal);
+    },
     async enrich(domain, callOptions) {
       const headers = { ...baseHeaders, 'content-type': 'application/json', 'idempotency-key': callOptions.idempotencyKey };
       const { status, json, requestId } = await send('POST', `${prefix}/company/enrich`, headers, JSON.stringify({ domain }), callOptions.signal);

@@ -210,6 +210,11 @@ class EnrichStep {
         }
         const verdict = keyVerdict(c, error, this.settle());
         if (verdict === null) return undefined;
+        // The service's error under a lost key, with nothing since showing its paid endpoint up:
+        // a stored error replayed, or an outage. Asked now, before the retries and the breaker
+        // decide for want of it (a run whose every company is such a key would never learn).
+        const p = c.purchase;
+        if (verdict === 'kept' && p.state === 'uncertain' && p.lostAt !== null && error instanceof ApiError && error.definitive) void this.probe(p.lostAt);
         this.recordFailure(c, error, verdict);
         return verdict === 'settled' ? 'again' : undefined;
       },
@@ -259,7 +264,31 @@ class EnrichStep {
     } catch {
       return false;
     }
+    // The settle rule also needs the paid endpoint to have answered afresh since the loss. When
+    // nothing else this run sends gives that (every company left is such a key), it is asked.
+    await this.probe(p.lostAt);
     return true;
+  }
+
+  /** The probe under way, if one is. */
+  private probing: Promise<void> | null = null;
+
+  /**
+   * Asks whether the paid endpoint answers now, when a key lost at `lostAt` needs that to settle
+   * and nothing since has shown it: an enrich it cannot bill (client.probeEnrich), paced and
+   * counted by the breaker as any request. Its 4xx is the endpoint's own answer and moves Health's
+   * `answeredSince` on, for every key lost before it; a 500 or no answer (an outage) leaves every
+   * key kept, and counts against the service. One at a time; asked again only while still needed.
+   */
+  private probe(lostAt: number): Promise<void> {
+    const { client, health } = this.deps;
+    if (client.probeEnrich === undefined || health.answeredSince(lostAt)) return Promise.resolve();
+    const ask = client.probeEnrich.bind(client);
+    const done = (): void => {
+      this.probing = null;
+    };
+    this.probing ??= this.deps.attempt('enrich', this.stops.paid.signal, (signal) => ask({ signal })).then(done, done);
+    return this.probing;
   }
 
   async enrich(c: Company): Promise<void> {
