@@ -1,0 +1,354 @@
+import { mkdirSync, readFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { parse } from 'csv-parse/sync';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { mulberry32 } from '../src/sandbox/random.js';
+import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
+import { csvText, runCli, tempDir } from './helpers/cli.js';
+import { hostileServer, type Hostile } from './helpers/hostile.js';
+import { freshDatabase, sql } from './helpers/postgres.js';
+import { spawnCli, type Spawned } from './helpers/spawn.js';
+
+/**
+ * The team store end to end (issue 21): machines played by processes of the built CLI with
+ * different ENRICH_HOST, each with a home of its own, against one sandbox over HTTP (whose ledger
+ * is the proof of what was charged) and a real PostgreSQL. Kills and restarts are triggered by
+ * progress (requests the sandbox has seen), never by a timer.
+ */
+const KEY = 'sk_test_team_0123456789';
+/** The clean single-machine reference runs charge this key, so they never count as the team's. */
+const REF_KEY = 'sk_test_team_reference';
+
+let dir: ReturnType<typeof tempDir>;
+const sandboxes: Sandbox[] = [];
+const running: Spawned[] = [];
+const proxies: Hostile[] = [];
+
+beforeEach(() => {
+  dir = tempDir('enrich-team-');
+});
+afterEach(async () => {
+  // A test that failed midway leaves no machine running into the next one.
+  for (const p of running.splice(0)) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+  for (const p of proxies.splice(0)) await p.close();
+  for (const s of sandboxes.splice(0)) await s.close();
+  dir.cleanup();
+});
+
+async function sandbox(options: SandboxOptions = {}): Promise<Sandbox> {
+  const s = await startSandbox({ keys: [{ key: KEY }, { key: REF_KEY }], ...options });
+  sandboxes.push(s);
+  return s;
+}
+
+/**
+ * Lost answers as a network loses them: a proxy in front of the service that forwards every
+ * request, and resets the connection instead of passing on a share of the 200s (drawn from
+ * `seed`), after the service ran the call (and charged an enrich). The service's own errors
+ * always arrive: its stored ones are the sandbox's to play.
+ */
+async function lossyProxy(target: string, rate: number, seed: number): Promise<Hostile & { readonly lost: number }> {
+  const random = mulberry32(seed);
+  let lost = 0;
+  const server = await hostileServer((req, res, _n, body) => {
+    const upstream = request(new URL(req.url ?? '/', target), { method: req.method, headers: req.headers }, (answer) => {
+      const chunks: Buffer[] = [];
+      answer.on('data', (c: Buffer) => chunks.push(c));
+      answer.on('end', () => {
+        if (answer.statusCode === 200 && (req.url ?? '').includes('/company/') && random() < rate) {
+          lost++;
+          res.socket?.destroy();
+          return;
+        }
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        res.end(Buffer.concat(chunks));
+      });
+    });
+    upstream.on('error', () => res.socket?.destroy());
+    upstream.end(body);
+  });
+  proxies.push(server);
+  return {
+    url: server.url,
+    get requests() {
+      return server.requests;
+    },
+    get lost() {
+      return lost;
+    },
+    close: () => server.close(),
+  };
+}
+
+interface Machine {
+  name: string;
+  env: Record<string, string>;
+  /** Runs the batch as this machine, in a process of its own. */
+  run(args: string[]): Spawned;
+}
+
+/**
+ * A machine of the team: its host name in the store, and a home, state and cache of its own (the
+ * scan caches stay on each machine). `via`: how it names the team store (the flag or the env).
+ */
+function machine(name: string, host: string, service: { url: string }, store: string, via: 'flag' | 'env'): Machine {
+  const home = join(dir.path, name);
+  mkdirSync(home);
+  const env: Record<string, string> = {
+    HOME: home,
+    XDG_STATE_HOME: join(home, 'state'),
+    XDG_CACHE_HOME: join(home, 'cache'),
+    ENRICH_HOST: host,
+    ENRICH_BASE_URL: service.url,
+    ENRICH_API_KEY: KEY,
+    ...(via === 'env' ? { ENRICH_STORE: store } : {}),
+  };
+  return {
+    name,
+    env,
+    run(args) {
+      const p = spawnCli([...args, ...(via === 'flag' ? ['--store', store] : [])], { env });
+      running.push(p);
+      return p;
+    },
+  };
+}
+
+/**
+ * Inputs over companies of the sandbox's directory: some under a second spelling (a repeat row),
+ * plus misses and junk, shuffled by `seed`.
+ */
+function inputRows(sb: Sandbox, companies: readonly string[], seed: number, misses: readonly string[]): string[][] {
+  const random = mulberry32(seed);
+  const byDomain = new Map([...sb.directory].map((c) => [c.domain, c]));
+  const rows: string[][] = [];
+  for (const domain of companies) {
+    const c = byDomain.get(domain);
+    if (c === undefined) throw new Error(`not in the directory: ${domain}`);
+    rows.push([c.name, c.domain]);
+    if (random() < 0.2) rows.push([c.name, `https://www.${c.domain}/about`]);
+    if (c.aliases.length > 0 && random() < 0.3) rows.push([c.name, c.aliases[0] as string]);
+  }
+  for (const m of misses) rows.push(['Prospect', m]);
+  for (const junk of ['', 'n/a', 'co.uk']) rows.push(['Junk', junk]);
+  for (let i = rows.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [rows[i], rows[j]] = [rows[j] as string[], rows[i] as string[]];
+  }
+  return rows;
+}
+
+function writeInput(name: string, rows: readonly string[][]): string {
+  return dir.file(name, csvText([['Company', 'Website'], ...rows]));
+}
+
+/** Two overlapping inputs: `shared` companies in both, `own` in each alone, a few misses shared too. */
+function overlapping(sb: Sandbox, from: number, shared: number, own: number): { a: string; b: string; union: string } {
+  const all = [...sb.directory].slice(from, from + shared + 2 * own).map((c) => c.domain);
+  const common = all.slice(0, shared);
+  const onlyA = all.slice(shared, shared + own);
+  const onlyB = all.slice(shared + own);
+  const misses = Array.from({ length: 8 }, (_, i) => `not-held-${from}-${i}.com`);
+  const rowsA = inputRows(sb, [...common, ...onlyA], from + 1, misses);
+  const rowsB = inputRows(sb, [...onlyB, ...common], from + 2, misses.slice(4));
+  return {
+    a: writeInput('a.csv', rowsA),
+    b: writeInput('b.csv', rowsB),
+    union: writeInput('union.csv', [...rowsB, ...rowsA]),
+  };
+}
+
+type Row = Record<string, string>;
+
+function readRows(path: string): Row[] {
+  return parse(readFileSync(path), { bom: true, columns: true }) as Row[];
+}
+
+/** Where a record came from, as a clean run and a team run must agree on it: a company's first row, or a repeat. */
+const place = (source: string): string => (source === 'bought' || source === 'store' ? 'first' : source);
+
+/**
+ * A team run's output against a clean single-machine run's: every input row, in input order,
+ * every column identical (the input's, the status, the error, the company and its record), but
+ * where the record came from (bought by this run or reused from the store: which machine bought
+ * it is the race's to decide) and when it was bought. A company's first row and its repeats
+ * stand where they stand in the clean run.
+ */
+function expectSameAsClean(out: string, clean: string, who: string): void {
+  const got = readRows(out);
+  const want = readRows(clean);
+  expect(got.length, who).toBe(want.length);
+  const strip = (r: Row): Row => {
+    const { enrich_source: source = '', enrich_bought_at: _at, ...rest } = r;
+    return { ...rest, enrich_source: place(source) };
+  };
+  expect(got.map(strip), who).toStrictEqual(want.map(strip));
+}
+
+/** A clean run of one machine alone, on a store of its own, charging the reference key. */
+async function cleanRun(sb: Sandbox, input: string, name: string): Promise<string> {
+  const out = dir.file(`${name}.clean.csv`);
+  const run = await runCli([input, '-o', out, '--store', dir.file(`${name}.clean.db`), '--quiet'], { env: { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: REF_KEY } });
+  expect(run.code, run.stderr).toBe(0);
+  return out;
+}
+
+/** Every company the team's outputs show matched was charged exactly once at the service, under one key, and nothing else was. */
+function expectChargedOnce(sb: Sandbox, outputs: readonly string[]): Set<string> {
+  const matched = new Set<string>();
+  for (const out of outputs) for (const r of readRows(out)) if (r['enrich_status'] === 'matched') matched.add(r['company_domain'] as string);
+  const ledger = sb.ledger(KEY);
+  const charges = sb.chargesByDomain(KEY);
+  expect([...charges].filter(([, n]) => n > 1), 'charged more than once').toStrictEqual([]);
+  expect(new Set(charges.keys())).toStrictEqual(matched);
+  // One charge per company, each under a key of its own (a key charged twice would be a service bug).
+  expect(new Set(ledger.map((e) => e.idempotencyKey)).size).toBe(ledger.length);
+  expect(ledger.every((e) => e.idempotencyKey !== null)).toBe(true);
+  return matched;
+}
+
+function summaryOf(path: string): Record<string, unknown> {
+  return JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+}
+
+/** The team's outputs agree with each other: one record per company, bought once, shown with the same purchase time everywhere. */
+function expectOneRecordEach(outputs: readonly string[]): void {
+  const at = new Map<string, string>();
+  for (const out of outputs) {
+    for (const r of readRows(out)) {
+      if (r['enrich_status'] !== 'matched') continue;
+      const domain = r['company_domain'] as string;
+      const seen = at.get(domain);
+      if (seen === undefined) at.set(domain, r['enrich_bought_at'] as string);
+      else expect(r['enrich_bought_at'], `${domain} in ${out}`).toBe(seen);
+    }
+  }
+}
+
+/** Waits for a condition on the work's progress (never a deadline: the test's own timeout bounds it). */
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((r) => setTimeout(r, 5));
+}
+
+/**
+ * kill -9 once the sandbox has seen `after` more requests (from either machine), unless the run
+ * ends first: progress, not the clock, picks the moment, so a loaded machine is killed at the
+ * same points of the work as a fast one. The exit code (137 for the kill).
+ */
+async function killAfter(sb: Sandbox, p: Spawned, after: number): Promise<number> {
+  const target = sb.stats.requests + after;
+  let exited = false;
+  void p.exited.then(() => (exited = true));
+  await until(() => exited || sb.stats.requests >= target);
+  if (!exited) p.child.kill('SIGKILL');
+  return p.exited;
+}
+
+/** No purchase is left open, and the store holds every company the outputs show. */
+async function expectStoreSettled(store: string, matched: ReadonlySet<string>): Promise<void> {
+  expect(await sql(store, "SELECT domain, outcome, intent_key, owner_run FROM purchases WHERE outcome = 'open'")).toStrictEqual([]);
+  const held = await sql<{ domain: string }>(store, 'SELECT domain FROM companies');
+  expect(new Set(held.map((r) => r.domain))).toStrictEqual(matched);
+}
+
+describe('the team store, end to end', () => {
+  it('two machines at once over overlapping inputs charge each company once; each output is complete and as a clean run; a third machine on the union buys nothing', async () => {
+    const sb = await sandbox({ latencyMs: 2 });
+    const store = await freshDatabase();
+    const { a, b, union } = overlapping(sb, 0, 150, 150);
+    const laptop = machine('laptop', 'laptop-a', sb, store, 'flag');
+    const cron = machine('cron', 'cron-b', sb, store, 'env');
+    const outA = dir.file('a.out.csv');
+    const outB = dir.file('b.out.csv');
+    const runA = laptop.run([a, '-o', outA, '--quiet', '--concurrency', '8', '--summary-json', dir.file('a.summary.json')]);
+    const runB = cron.run([b, '-o', outB, '--quiet', '--concurrency', '8', '--summary-json', dir.file('b.summary.json')]);
+    expect(await runA.exited, runA.stderr()).toBe(0);
+    expect(await runB.exited, runB.stderr()).toBe(0);
+
+    const matched = expectChargedOnce(sb, [outA, outB]);
+    expect(matched.size).toBe(450);
+    await expectStoreSettled(store, matched);
+    const summaryA = summaryOf(dir.file('a.summary.json'));
+    const summaryB = summaryOf(dir.file('b.summary.json'));
+    // Nothing was lost, so what each machine counted is what the service charged, between them.
+    expect(Number(summaryA['credits_charged']) + Number(summaryB['credits_charged'])).toBe(sb.ledger(KEY).length);
+    // Between them they bought every company once and reused each shared one once (from the
+    // store, or after waiting on the other machine's purchase).
+    expect(Number(summaryA['bought']) + Number(summaryB['bought'])).toBe(450);
+    expect(Number(summaryA['reused']) + Number(summaryB['reused'])).toBe(150);
+    // Each company says `bought` on one machine's first row, and `store` on the other's.
+    const boughtRows = [outA, outB].flatMap((o) => readRows(o)).filter((r) => r['enrich_source'] === 'bought');
+    expect(boughtRows.length).toBe(450);
+    expect(new Set(boughtRows.map((r) => r['company_domain'])).size).toBe(450);
+    expectOneRecordEach([outA, outB]);
+
+    expectSameAsClean(outA, await cleanRun(sb, a, 'a'), 'laptop-a');
+    expectSameAsClean(outB, await cleanRun(sb, b, 'b'), 'cron-b');
+
+    // A third machine over the union buys nothing: no paid call at all, 0 credits.
+    const paidBefore = [...sb.stats.enrichCalls.values()].reduce((s, n) => s + n, 0);
+    const ledgerBefore = sb.ledger(KEY).length;
+    const third = machine('third', 'third', sb, store, 'flag');
+    const outU = dir.file('union.out.csv');
+    const runU = third.run([union, '-o', outU, '--quiet', '--summary-json', dir.file('u.summary.json')]);
+    expect(await runU.exited, runU.stderr()).toBe(0);
+    expect(summaryOf(dir.file('u.summary.json'))).toMatchObject({ credits_charged: 0, bought: 0, reused: 450 });
+    expect(sb.ledger(KEY).length).toBe(ledgerBefore);
+    expect([...sb.stats.enrichCalls.values()].reduce((s, n) => s + n, 0) - paidBefore).toBe(0);
+    expect(readRows(outU).some((r) => r['enrich_source'] === 'bought')).toBe(false);
+    expectSameAsClean(outU, await cleanRun(sb, union, 'union'), 'third');
+    expectOneRecordEach([outA, outB, outU]);
+  }, 60_000);
+  it('three rounds of kill -9 on both machines under 500s, lost answers and stored errors; then reruns until done: each company charged once, outputs as clean runs', async () => {
+    // Stripe-style: every executed outcome is stored under its key, a 500 included, so a key
+    // that got one must move on; 5% of the answers are lost after the call ran (and charged).
+    const sb = await sandbox({ idempotency: 'stripe', replayRequestId: 'fresh', latencyMs: 3, failRate: 0.05, seed: 21 });
+    const service = await lossyProxy(sb.url, 0.05, 22);
+    const clean = await sandbox();
+    const store = await freshDatabase();
+    const { a, b } = overlapping(sb, 2_000, 100, 100);
+    const laptop = machine('laptop', 'laptop-a', service, store, 'flag');
+    const cron = machine('cron', 'cron-b', service, store, 'env');
+    const outA = dir.file('a.out.csv');
+    const outB = dir.file('b.out.csv');
+    // --settle 2s stands for the default minute (how long a lost call may still run at the service).
+    const argsA = (settle: string): string[] => [a, '-o', outA, '--quiet', '--concurrency', '8', '--settle', settle];
+    const argsB = (settle: string): string[] => [b, '-o', outB, '--quiet', '--concurrency', '8', '--settle', settle];
+    // What a run cut short may end with besides the kill: rows failed (3), or the breaker opened
+    // on a run of stored 500s replayed under keys whose answers were lost (6).
+    const cutShort = [0, 3, 6, 137];
+    const random = mulberry32(77);
+    let kills = 0;
+    for (let round = 0; round < 3; round++) {
+      const pA = laptop.run(argsA('2s'));
+      const pB = cron.run(argsB('2s'));
+      // Round 0 kills laptop-a before it has sent much; the others further into the work.
+      const codes = await Promise.all([killAfter(sb, pA, round === 0 ? 2 : 20 + Math.floor(random() * 100)), killAfter(sb, pB, 20 + Math.floor(random() * 120))]);
+      for (const [i, code] of codes.entries()) expect(cutShort, `round ${round} ${i === 0 ? 'laptop-a' : 'cron-b'}: ${[pA, pB][i]?.stderr()}`).toContain(code);
+      kills += codes.filter((c) => c === 137).length;
+    }
+    expect(kills).toBeGreaterThanOrEqual(5);
+    // Then the same commands, both machines at once, until both are done. The service finishes a
+    // call before its answer is lost, so a lost call has settled by the next attempt: 0s.
+    let done = false;
+    for (let rerun = 0; rerun < 3 && !done; rerun++) {
+      const pA = laptop.run(argsA('0s'));
+      const pB = cron.run(argsB('0s'));
+      const codes = await Promise.all([pA.exited, pB.exited]);
+      for (const [i, code] of codes.entries()) expect(cutShort.slice(0, 3), [pA, pB][i]?.stderr()).toContain(code);
+      done = codes.every((c) => c === 0);
+    }
+    expect(done).toBe(true);
+    expect(sb.stats.byStatus[500] ?? 0).toBeGreaterThan(0);
+    expect(service.lost).toBeGreaterThan(0);
+    expect(sb.stats.replays).toBeGreaterThan(0);
+
+    const matched = expectChargedOnce(sb, [outA, outB]);
+    expect(matched.size).toBe(300);
+    await expectStoreSettled(store, matched);
+    expectSameAsClean(outA, await cleanRun(clean, a, 'a'), 'laptop-a');
+    expectSameAsClean(outB, await cleanRun(clean, b, 'b'), 'cron-b');
+    expectOneRecordEach([outA, outB]);
+  }, 90_000);
+});
