@@ -147,8 +147,11 @@ function writeInput(name: string, rows: readonly string[][]): string {
   return dir.file(name, csvText([['Company', 'Website'], ...rows]));
 }
 
-/** Two overlapping inputs: `shared` companies in both, `own` in each alone, a few misses shared too. */
-function overlapping(sb: Sandbox, from: number, shared: number, own: number): { a: string; b: string; union: string } {
+/**
+ * Two overlapping inputs: `shared` companies in both, `own` in each alone, a few misses shared
+ * too; and their union, and the companies it names.
+ */
+function overlapping(sb: Sandbox, from: number, shared: number, own: number): { a: string; b: string; union: string; companies: string[] } {
   const all = [...sb.directory].slice(from, from + shared + 2 * own).map((c) => c.domain);
   const common = all.slice(0, shared);
   const onlyA = all.slice(shared, shared + own);
@@ -160,6 +163,7 @@ function overlapping(sb: Sandbox, from: number, shared: number, own: number): { 
     a: writeInput('a.csv', rowsA),
     b: writeInput('b.csv', rowsB),
     union: writeInput('union.csv', [...rowsB, ...rowsA]),
+    companies: all,
   };
 }
 
@@ -235,18 +239,23 @@ async function until(condition: () => boolean): Promise<void> {
   while (!condition()) await new Promise((r) => setTimeout(r, 5));
 }
 
+/** kill -9 once `condition` holds of the work's progress, unless the run ends first; its exit code (137 for the kill). */
+async function killWhen(p: Spawned, condition: () => boolean): Promise<number> {
+  let exited = false;
+  void p.exited.then(() => (exited = true));
+  await until(() => exited || condition());
+  if (!exited) p.child.kill('SIGKILL');
+  return p.exited;
+}
+
 /**
- * kill -9 once the sandbox has seen `after` more requests (from either machine), unless the run
- * ends first: progress, not the clock, picks the moment, so a loaded machine is killed at the
- * same points of the work as a fast one. The exit code (137 for the kill).
+ * kill -9 once the sandbox has seen `after` more requests (from either machine): progress, not
+ * the clock, picks the moment, so a loaded machine is killed at the same points of the work as a
+ * fast one.
  */
 async function killAfter(sb: Sandbox, p: Spawned, after: number): Promise<number> {
   const target = sb.stats.requests + after;
-  let exited = false;
-  void p.exited.then(() => (exited = true));
-  await until(() => exited || sb.stats.requests >= target);
-  if (!exited) p.child.kill('SIGKILL');
-  return p.exited;
+  return killWhen(p, () => sb.stats.requests >= target);
 }
 
 /** No purchase is left open, and the store holds every company the outputs show. */
@@ -460,5 +469,39 @@ describe('the team store, end to end', () => {
     expect(matched.size).toBe(200);
     await expectStoreSettled(pg.url, matched);
     expectSameAsClean(out, await cleanRun(sb, a, 'a'), 'laptop-a');
+  }, 60_000);
+  it('a laptop killed mid-purchase and never back: cron-b waits on its purchases while its lease holds, takes them over once it lapses (server clock), under the same keys: the service replays, nothing is charged twice', async () => {
+    // Answers take 100 ms, charged on arrival: a kill lands with paid calls charged and unanswered.
+    const sb = await sandbox({ latencyMs: 100 });
+    const store = await freshDatabase();
+    const { a, union, companies } = overlapping(sb, 5_000, 60, 60);
+    const laptop = machine('laptop', 'laptop-a', sb, store, 'flag');
+    const cron = machine('cron', 'cron-b', sb, store, 'env');
+    const pA = laptop.run([a, '-o', dir.file('a.out.csv'), '--quiet', '--concurrency', '8']);
+    expect(await killWhen(pA, () => sb.ledger(KEY).length >= 30), pA.stderr()).toBe(137);
+    // What the laptop left: purchases open under its intents, some charged at the service.
+    const left = (await sql<{ domain: string; intent_key: string }>(store, "SELECT p.domain, p.intent_key FROM purchases p JOIN runs r ON r.id = p.owner_run WHERE p.outcome = 'open' AND r.host = 'laptop-a'")).map((r) => r.domain);
+    const chargedUnanswered = left.filter((d) => sb.chargesByDomain(KEY).has(d));
+    expect(chargedUnanswered.length).toBeGreaterThan(0);
+    sb.setLatency(2);
+
+    const out = dir.file('union.out.csv');
+    const pB = cron.run([union, '-o', out, '--quiet', '--concurrency', '8']);
+    // cron-b buys everything else, then can only wait: the laptop's lease (45 s, by the server's
+    // clock) still holds, and a process of another host is never judged by its pid.
+    const others = companies.filter((d) => !left.includes(d));
+    await until(() => others.every((d) => sb.chargesByDomain(KEY).has(d)));
+    const owners = await sql<{ host: string }>(store, 'SELECT r.host FROM purchases p JOIN runs r ON r.id = p.owner_run WHERE p.domain = any($1)', [left]);
+    expect(owners.map((o) => o.host)).toStrictEqual(left.map(() => 'laptop-a'));
+    const replaysBefore = sb.stats.replays;
+    // The laptop's last heartbeat, as the server's clock sees it 46 s on.
+    await sql(store, "UPDATE runs SET heartbeat_at = heartbeat_at - 46000 WHERE host = 'laptop-a'");
+    expect(await pB.exited, pB.stderr()).toBe(0);
+    // Taken over under the laptop's keys: what it was charged for is replayed, not charged again.
+    expect(sb.stats.replays - replaysBefore).toBeGreaterThanOrEqual(chargedUnanswered.length);
+    const matched = expectChargedOnce(sb, [out]);
+    expect(matched.size).toBe(180);
+    await expectStoreSettled(store, matched);
+    expectSameAsClean(out, await cleanRun(sb, union, 'union'), 'cron-b');
   }, 60_000);
 });
