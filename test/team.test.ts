@@ -8,7 +8,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mulberry32 } from '../src/sandbox/random.js';
 import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/index.js';
 import { csvText, runCli, tempDir } from './helpers/cli.js';
-import { hostileServer, type Hostile } from './helpers/hostile.js';
+import { hostileServer, json, type Hostile } from './helpers/hostile.js';
+import { companyRecord } from './helpers/records.js';
 import { freshDatabase, sql } from './helpers/postgres.js';
 import { spawnCli, type Spawned } from './helpers/spawn.js';
 
@@ -333,6 +334,45 @@ async function privatePostgres(): Promise<PrivatePostgres> {
   return handle;
 }
 
+/**
+ * A Stripe-style service (every executed outcome stored under its key, a 500 included) of the
+ * companies `held`, whose first paid call for `unlucky` failed with a 500 and lost its answer
+ * (the connection reset): that key replays the 500 for ever. Counts its charges per company.
+ */
+async function storedLost500(held: readonly string[], unlucky: string): Promise<Hostile & { charges: Map<string, number> }> {
+  const charges = new Map<string, number>();
+  const stored = new Map<string, { status: number; body: unknown }>();
+  const problem = { type: 'https://service.example/problems/internal', title: 'Internal', status: 500, code: 'internal' };
+  let first = true;
+  const server = await hostileServer((req, res, _n, body) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    if (url.pathname.endsWith('/company/match')) {
+      const domain = url.searchParams.get('domain') ?? '';
+      json(res, 200, held.includes(domain) ? { matched: true, credits_charged: 0, company: { domain, name: domain } } : { matched: false, credits_charged: 0, company: null });
+      return;
+    }
+    const domain = (JSON.parse(body) as { domain: string }).domain;
+    const key = String(req.headers['idempotency-key']);
+    const replay = stored.get(key);
+    if (replay !== undefined) {
+      json(res, replay.status, replay.body, { 'idempotent-replayed': 'true' });
+      return;
+    }
+    if (domain === unlucky && first) {
+      first = false;
+      stored.set(key, { status: 500, body: problem });
+      res.socket?.destroy();
+      return;
+    }
+    charges.set(domain, (charges.get(domain) ?? 0) + 1);
+    const answer = { matched: true, credits_charged: 1, credits_remaining: 100, company: companyRecord(domain) };
+    stored.set(key, { status: 200, body: answer });
+    json(res, 200, answer);
+  });
+  proxies.push(server);
+  return Object.assign(server, { charges });
+}
+
 describe('the team store, end to end', () => {
   it('two machines at once over overlapping inputs charge each company once; each output is complete and as a clean run; a third machine on the union buys nothing', async () => {
     const sb = await sandbox({ latencyMs: 2 });
@@ -503,5 +543,29 @@ describe('the team store, end to end', () => {
     expect(matched.size).toBe(180);
     await expectStoreSettled(store, matched);
     expectSameAsClean(out, await cleanRun(sb, union, 'union'), 'cron-b');
+  }, 60_000);
+  // BUG (src/pipeline/keys.ts, health.ts): a company whose key holds a stored 500 it never saw
+  // (the first answer under the key was lost) is never finished when nothing else is left to
+  // buy. Every attempt replays the 500; the settle rule retires the key only once the paid
+  // endpoint has answered a request of its own since the loss (health.answeredSince), and a run
+  // with nothing else to buy never sends one; a rerun takes the purchase over, which moves the
+  // loss to now. So the same command exits 3 every time ("1 company waits on a paid call whose
+  // answer never came ... `enrich ledger release` ..."), and on a team store `enrich ledger
+  // release` answers "no store at postgres://...". Seen in the kill test with the sandbox's own
+  // dropRate (which loses 500s too): one company open under key v1, uncertain, 36 paid calls, 0
+  // charges, exit 3 on four reruns in a row. A free probe of the paid endpoint (a request it must
+  // answer afresh, e.g. a 422) would give the evidence the rule waits for.
+  it.skip('a key whose stored 500 was never seen is retired by a rerun, and the company bought once', async () => {
+    const service = await storedLost500(['stuck-co.com', 'fine-co.com'], 'stuck-co.com');
+    const store = await freshDatabase();
+    const laptop = machine('laptop', 'laptop-a', service, store, 'flag');
+    const input = writeInput('in.csv', [['Stuck', 'stuck-co.com']]);
+    const args = [input, '-o', dir.file('out.csv'), '--quiet', '--settle', '0s'];
+    const first = laptop.run(args);
+    expect([0, 3], first.stderr()).toContain(await first.exited);
+    const rerun = laptop.run(args);
+    expect(await rerun.exited, rerun.stderr()).toBe(0);
+    expect([...service.charges]).toStrictEqual([['stuck-co.com', 1]]);
+    expect(readRows(dir.file('out.csv')).map((r) => r['enrich_status'])).toStrictEqual(['matched']);
   }, 60_000);
 });
