@@ -562,13 +562,13 @@ describe('the team store, end to end', () => {
     expect([...service.charges]).toStrictEqual([['stuck-co.com', 1]]);
     expect(readRows(dir.file('out.csv')).map((r) => r['enrich_status'])).toStrictEqual(['matched']);
   }, 60_000);
-  // BUG (records.ts: PgRecords.companyState and the other reads share PgStore's one connection,
-  // store.ts): the enrich step looks at each company again before buying it once the store holds
-  // anything, and those reads go out at once on that one client, so pg prints "(node:...)
-  // DeprecationWarning: Calling client.query() when the client is already executing a query is
-  // deprecated and will be removed in pg@9.0" to stderr, --quiet or not (stack with
-  // --trace-deprecation: PgRecords.loadCompanies <- companyState <- planCompany, commands/run.ts).
-  // A pool, or a queue in front of the reads, is the fix; under pg 9 this will throw.
+  // BUG (records.ts, connect.ts): every read of a run goes through PgStore's one Session, one
+  // pg.Client, and once the store holds anything the enrich step looks at each company again
+  // before buying it (commands/run.ts planCompany -> PgRecords.companyState -> loadCompanies),
+  // several at once; so pg prints "(node:...) DeprecationWarning: Calling client.query() when
+  // the client is already executing a query is deprecated and will be removed in pg@9.0" to
+  // stderr, --quiet or not (--trace-deprecation: Client.query <- Session.query's retry loop).
+  // A pool, or a queue in the Session, is the fix; under pg 9 this will throw.
   it.skip('a quiet run on a team store that already holds purchases writes nothing to stderr', async () => {
     const sb = await sandbox();
     const store = await freshDatabase();
