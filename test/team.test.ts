@@ -538,17 +538,19 @@ describe('the team store, end to end', () => {
     await expectStoreSettled(store, matched);
     expectSameAsClean(out, await cleanRun(sb, union, 'union'), 'cron-b');
   }, 60_000);
-  // BUG (src/pipeline/keys.ts, health.ts): a company whose key holds a stored 500 it never saw
-  // (the first answer under the key was lost) is never finished when nothing else is left to
-  // buy. Every attempt replays the 500; the settle rule retires the key only once the paid
-  // endpoint has answered a request of its own since the loss (health.answeredSince), and a run
-  // with nothing else to buy never sends one; a rerun takes the purchase over, which moves the
-  // loss to now. So the same command exits 3 every time ("1 company waits on a paid call whose
-  // answer never came ... `enrich ledger release` ..."), and on a team store `enrich ledger
-  // release` answers "no store at postgres://...". Seen in the kill test with the sandbox's own
-  // dropRate (which loses 500s too): one company open under key v1, uncertain, 36 paid calls, 0
-  // charges, exit 3 on four reruns in a row. A free probe of the paid endpoint (a request it must
-  // answer afresh, e.g. a 422) would give the evidence the rule waits for.
+  // BUG (src/pipeline/keys.ts, health.ts; SQLite alike): a company whose key holds a stored 500
+  // it never saw (the first answer under the key was lost) is never finished by rerunning when
+  // nothing else is left to buy. Every attempt replays the 500; the settle rule retires the key
+  // only once the paid endpoint has answered a request of its own since the loss
+  // (health.answeredSince), which a run with nothing else to buy never sends; and a rerun takes
+  // the purchase over, which moves the loss to now. So the same command exits 3 every time,
+  // saying "1 company waits on a paid call whose answer never came" (it came: a 500, each time),
+  // and the only way out is `enrich ledger release`, which warns the company may be charged twice
+  // (it cannot be: the key's stored outcome is an error). Seen in the kill test with the
+  // sandbox's own dropRate, which loses 500s too: one company open under key v1, uncertain, 36
+  // paid calls, no charge, exit 3 on four reruns in a row. A free probe of the paid endpoint (a
+  // request it must answer afresh, e.g. one it refuses with a 422) would give the rule its
+  // evidence.
   it.skip('a key whose stored 500 was never seen is retired by a rerun, and the company bought once', async () => {
     const service = await storedLost500(['stuck-co.com', 'fine-co.com'], 'stuck-co.com');
     const store = await freshDatabase();
