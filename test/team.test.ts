@@ -89,8 +89,10 @@ async function lossyProxy(target: string, rate: number, seed: number): Promise<H
 interface Machine {
   name: string;
   env: Record<string, string>;
-  /** Runs the batch as this machine, in a process of its own. */
+  /** Runs the batch as this machine, in a process of its own, on the store it was given. */
   run(args: string[]): Spawned;
+  /** Runs any other command as this machine, as given. */
+  exec(args: string[]): Spawned;
 }
 
 /**
@@ -109,15 +111,12 @@ function machine(name: string, host: string, service: { url: string }, store: st
     ENRICH_API_KEY: KEY,
     ...(via === 'env' ? { ENRICH_STORE: store } : {}),
   };
-  return {
-    name,
-    env,
-    run(args) {
-      const p = spawnCli([...args, ...(via === 'flag' ? ['--store', store] : [])], { env });
-      running.push(p);
-      return p;
-    },
+  const exec = (args: string[]): Spawned => {
+    const p = spawnCli(args, { env });
+    running.push(p);
+    return p;
   };
+  return { name, env, run: (args) => exec([...args, ...(via === 'flag' ? ['--store', store] : [])]), exec };
 }
 
 /**
@@ -583,4 +582,49 @@ describe('the team store, end to end', () => {
     expect(await second.exited).toBe(0);
     expect(second.stderr()).toBe('');
   });
+  it("a laptop's SQLite store, cut off mid-purchase by kill -9, copied into the team store: cron-b buys nothing the laptop bought, finishes its open purchases under the laptop's keys (replayed), and a third machine buys nothing", async () => {
+    // Answers take 100 ms, charged on arrival: the kill leaves paid calls charged and unanswered.
+    const sb = await sandbox({ latencyMs: 100 });
+    const store = await freshDatabase();
+    const { a, companies } = overlapping(sb, 5_300, 60, 60);
+    const own = companies.slice(0, 120);
+    const laptopDb = dir.file('laptop.db');
+    const laptop = machine('laptop', 'laptop-a', sb, laptopDb, 'flag');
+    const pA = laptop.run([a, '-o', dir.file('a.laptop.csv'), '--quiet', '--concurrency', '8']);
+    expect(await killWhen(pA, () => sb.ledger(KEY).length >= 40), pA.stderr()).toBe(137);
+    const chargedByLaptop = new Set(sb.ledger(KEY).map((e) => e.domain));
+    sb.setLatency(2);
+
+    const copy = laptop.exec(['ledger', 'copy', laptopDb, store]);
+    expect(await copy.exited, copy.stderr()).toBe(0);
+    const copied = await sql<{ domain: string; outcome: string; intent_key: string | null }>(store, 'SELECT domain, outcome, intent_key FROM purchases');
+    const closed = copied.filter((p) => p.outcome === 'hit').map((p) => p.domain);
+    const open = copied.filter((p) => p.outcome === 'open' && p.intent_key !== null).map((p) => p.domain);
+    expect(closed.length).toBeGreaterThan(0);
+    // Some of the laptop's purchases were charged with their answers lost: open, under its keys.
+    expect(open.filter((d) => chargedByLaptop.has(d)).length).toBeGreaterThan(0);
+
+    const callsBefore = new Map(sb.stats.enrichCalls);
+    const replaysBefore = sb.stats.replays;
+    const cron = machine('cron', 'cron-b', sb, store, 'env');
+    const out = dir.file('a.cron.csv');
+    const pB = cron.run([a, '-o', out, '--quiet', '--summary-json', dir.file('b.summary.json')]);
+    expect(await pB.exited, pB.stderr()).toBe(0);
+    // Nothing the laptop bought was asked for again; what it left open was finished under its keys.
+    for (const d of closed) expect(sb.stats.enrichCalls.get(d), d).toBe(callsBefore.get(d));
+    expect(sb.stats.replays - replaysBefore).toBeGreaterThanOrEqual(open.filter((d) => chargedByLaptop.has(d)).length);
+    expect(summaryOf(dir.file('b.summary.json'))).toMatchObject({ reused: closed.length, bought: own.length - closed.length });
+    const matched = expectChargedOnce(sb, [out]);
+    expect([...matched].sort()).toStrictEqual([...own].sort());
+    await expectStoreSettled(store, matched);
+    expectSameAsClean(out, await cleanRun(sb, a, 'a'), 'cron-b');
+
+    // And a third machine on the same input buys nothing at all.
+    const paidBefore = paidCalls(sb);
+    const third = machine('third', 'third', sb, store, 'flag');
+    const pC = third.run([a, '-o', dir.file('a.third.csv'), '--quiet', '--summary-json', dir.file('c.summary.json')]);
+    expect(await pC.exited, pC.stderr()).toBe(0);
+    expect(summaryOf(dir.file('c.summary.json'))).toMatchObject({ credits_charged: 0, bought: 0, reused: own.length });
+    expect(paidCalls(sb)).toBe(paidBefore);
+  }, 60_000);
 });
