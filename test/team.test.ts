@@ -711,4 +711,33 @@ describe('the team store, end to end', () => {
     expectSameAsClean(outB, await cleanRun(sb, b, 'b'), 'cron-b');
     expectOneRecordEach([outA, outB]);
   }, 60_000);
+  it('the balance runs out under both machines at once: they stop (exit 4) with nothing charged twice; after a top-up both reruns finish, each company charged once', async () => {
+    const sb = await startSandbox({ keys: [{ key: KEY, balance: 150 }, { key: REF_KEY }], latencyMs: 5 });
+    sandboxes.push(sb);
+    const store = await freshDatabase();
+    const { a, b } = overlapping(sb, 5_600, 50, 100);
+    const laptop = machine('laptop', 'laptop-a', sb, store, 'flag');
+    const cron = machine('cron', 'cron-b', sb, store, 'env');
+    const outA = dir.file('a.out.csv');
+    const outB = dir.file('b.out.csv');
+    const argsA = [a, '-o', outA, '--quiet', '--concurrency', '8'];
+    const argsB = [b, '-o', outB, '--quiet', '--concurrency', '8'];
+    const first = [laptop.run(argsA), cron.run(argsB)];
+    const codes = await Promise.all(first.map((p) => p.exited));
+    // 250 companies on 150 credits: at least one machine stops for credits (the other may have
+    // bought all it needed first, on a loaded machine).
+    for (const [i, code] of codes.entries()) expect([0, 4], first[i]?.stderr()).toContain(code);
+    expect(codes).toContain(4);
+    expect(sb.ledger(KEY).length).toBe(150);
+    expect([...sb.chargesByDomain(KEY)].filter(([, n]) => n > 1)).toStrictEqual([]);
+    sb.topUp(KEY, 1_000);
+    const again = [laptop.run(argsA), cron.run(argsB)];
+    const after = await Promise.all(again.map((p) => p.exited));
+    expect(after, again.map((p) => p.stderr()).join('\n')).toStrictEqual([0, 0]);
+    const matched = expectChargedOnce(sb, [outA, outB]);
+    expect(matched.size).toBe(250);
+    await expectStoreSettled(store, matched);
+    expectSameAsClean(outA, await cleanRun(sb, a, 'a'), 'laptop-a');
+    expectSameAsClean(outB, await cleanRun(sb, b, 'b'), 'cron-b');
+  }, 60_000);
 });
