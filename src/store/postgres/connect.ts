@@ -144,13 +144,32 @@ export class Session {
   private async connected(): Promise<pg.Client> {
     if (this.current === null) {
       const c = this.watch(client(this.url));
-      await c.connect();
+      try {
+        await c.connect();
+      } catch (error) {
+        void c.end().catch(() => {});
+        throw error;
+      }
       this.current = c;
     }
     return this.current;
   }
 
-  async query<R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+  /** The statement before this one: statements go one at a time, as one connection runs them. */
+  private tail: Promise<unknown> = Promise.resolve();
+
+  /**
+   * Sends a statement once those sent before it are done: a connection runs one at a time anyway,
+   * and only one caller at a time may find it lost and connect again (no connection is made and
+   * then forgotten, to hold the process open).
+   */
+  query<R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+    const run = this.tail.then(() => this.send<R>(text, values));
+    this.tail = run.catch(() => {});
+    return run;
+  }
+
+  private async send<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
     const once = async (): Promise<pg.QueryResult<R>> => {
       const c = await this.connected();
       try {
