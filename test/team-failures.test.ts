@@ -70,7 +70,7 @@ describe('a batch on the team store that cannot go ahead (issue 21)', () => {
     const empty = await freshDatabase();
     const stranger = await roles.role(empty, READ_ONLY(empty));
     const first = await runProcess([input, '--store', stranger.url], { env: t.env() });
-    expect(first.code).toBe(2);
+    expect(first.code, first.stderr).toBe(2);
     expect(first.stderr).toMatch(
       new RegExp(`^enrich: the role ${stranger.name} cannot create the schema of the team store in \\S+ on 127\\.0\\.0\\.1:\\d+ \\(permission denied for schema public\\); run enrich once as the database's owner, who may then let ${stranger.name} in: GRANT .*; nothing was sent to the service\\n$`),
     );
@@ -80,7 +80,7 @@ describe('a batch on the team store that cannot go ahead (issue 21)', () => {
     await sql(old, "INSERT INTO meta (key, value) VALUES ('schema_version', '1'), ('store_id', '00112233aabbccdd')");
     const reader = await roles.role(old, READ_ONLY(old));
     const behind = await runProcess([input, '--store', reader.url], { env: t.env() });
-    expect(behind.code).toBe(2);
+    expect(behind.code, behind.stderr).toBe(2);
     expect(behind.stderr).toMatch(new RegExp(`^enrich: the role ${reader.name} cannot upgrade the team store's schema \\(version 1 to ${SCHEMA_VERSION}\\) in .* \\(must be owner of table runs\\); run enrich once as the database's owner`));
     expect(await sql(old, "SELECT value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ value: '1' }]);
     expect(t.sb.stats.requests).toBe(0);
