@@ -6,7 +6,7 @@ import type { Claim, CompanyState, ServiceStore, StoreEvent } from '../src/store
 import { tempDir } from './helpers/cli.js';
 import { MemoryStore } from './helpers/memory-store.js';
 import { freshDatabase } from './helpers/postgres.js';
-import { runInfo } from './helpers/records.js';
+import { companyRecord, runInfo } from './helpers/records.js';
 
 /**
  * The purchase rules are written once (src/store/purchase.ts) and used by the SQLite store and
@@ -29,21 +29,7 @@ function rng(seed: number): () => number {
   };
 }
 
-const record = (domain: string, at: number): CompanyRecord => ({
-  domain,
-  name: `${domain} at ${at}`,
-  website_url: null,
-  description: null,
-  industry: null,
-  employee_count: 5,
-  revenue_range: null,
-  ownership_type: null,
-  year_founded: null,
-  specialties: [],
-  hq_country: null,
-  hq_city: null,
-  last_updated: '2026-01-01T00:00:00Z',
-});
+const record = (domain: string, at: number): CompanyRecord => companyRecord(domain, { name: `${domain} at ${at}` });
 
 /** One step: which run (0 or 1) appends which event. */
 interface Step {

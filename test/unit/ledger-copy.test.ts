@@ -7,20 +7,11 @@ import { libsql } from '../../src/store/sqlite/libsql.js';
 import { SqliteLedger } from '../../src/store/sqlite/ledger.js';
 import { Store } from '../../src/store/sqlite/store.js';
 import { tempDir } from '../helpers/cli.js';
-import { runInfo } from '../helpers/records.js';
+import { openPurchase, runInfo } from '../helpers/records.js';
 
 /** The copy's rules (store/copy.ts), and runs.user on the SQLite store (schema 3). */
 const kept = (over: Partial<KeptPurchase> = {}): KeptPurchase => ({
-  domain: 'acme.com',
-  generation: 1,
-  keyVersion: 1,
-  intentKey: null,
-  uncertain: false,
-  unconfirmed: 0,
-  lostAt: null,
-  errorCode: null,
-  outcome: 'hit',
-  closedAt: 1_000,
+  ...openPurchase({ outcome: 'hit', closedAt: 1_000 }),
   ownerRun: null,
   credits: 1,
   run: 7,
