@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CompanyRecord } from '../src/api/types.js';
+import { mulberry32 } from '../src/sandbox/random.js';
 import { PgStore } from '../src/store/postgres/store.js';
 import { Store } from '../src/store/sqlite/store.js';
 import type { Claim, CompanyState, ServiceStore, StoreEvent } from '../src/store/types.js';
@@ -18,17 +19,6 @@ import { companyRecord, runInfo } from './helpers/records.js';
  */
 const COMPANIES = ['acme.com', 'bolt.io', 'crux.dev'];
 
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const record = (domain: string, at: number): CompanyRecord => companyRecord(domain, { name: `${domain} at ${at}` });
 
 /** One step: which run (0 or 1) appends which event. */
@@ -38,7 +28,7 @@ interface Step {
 }
 
 function steps(seed: number, count: number): Step[] {
-  const r = rng(seed);
+  const r = mulberry32(seed);
   const pick = <T,>(list: readonly T[]): T => list[Math.floor(r() * list.length)] as T;
   let at = 1_700_000_000_000;
   const out: Step[] = [];
