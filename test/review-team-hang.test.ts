@@ -1,0 +1,63 @@
+import { connect as connectTcp, createServer, type AddressInfo, type Socket } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { PgStore } from '../src/store/postgres/store.js';
+import type { StoreEvent } from '../src/store/types.js';
+import { freshDatabase } from './helpers/postgres.js';
+
+/**
+ * Review finding (branch `review`): the team store's connections have no read deadline (no
+ * query_timeout, no TCP keepalive: connect.ts client()), so a network that goes silent (a NAT or
+ * VPN that drops the flow, a cable, a suspended host) rather than resetting the connection is
+ * never seen as lost: the claim waits, and with it the paid call, far past RECONNECT_MS
+ * (~15 min of TCP retransmission on Linux; forever here, where the proxy acknowledges).
+ */
+const info = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
+const intent = (c: string): StoreEvent => ({ type: 'intent', company: c, generation: 1, keyVersion: 1, key: `k-${c}`, at: Date.now() });
+
+/** A TCP proxy to PostgreSQL that a test can make silent: bytes are taken and never passed on, nothing is closed. */
+async function silentProxy(target: URL): Promise<{ url: string; silence(): void; close(): void }> {
+  const sockets = new Set<Socket>();
+  let silent = false;
+  const server = createServer((inbound) => {
+    const outbound = connectTcp(Number(target.port), target.hostname);
+    for (const s of [inbound, outbound]) {
+      sockets.add(s);
+      s.on('error', () => {});
+    }
+    inbound.on('data', (d) => void (silent ? undefined : outbound.write(d)));
+    outbound.on('data', (d) => void (silent ? undefined : inbound.write(d)));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = new URL(target);
+  url.port = String((server.address() as AddressInfo).port);
+  return {
+    url: url.toString(),
+    silence: () => void (silent = true),
+    close: () => {
+      server.close();
+      for (const s of sockets) s.destroy();
+    },
+  };
+}
+
+describe('review: a team store whose network goes silent', () => {
+  it.fails('FINDING 4: a claim fails as unavailable within the reconnect budget, instead of waiting forever', async () => {
+    const proxy = await silentProxy(new URL(await freshDatabase()));
+    const store = await PgStore.open(proxy.url, { tool: 'test', reconnectMs: 300 });
+    try {
+      const run = await store.beginRun('svc', info);
+      expect(await run.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
+      proxy.silence();
+      const claim = run.append(intent('bolt.com'), true).then(
+        () => 'claimed',
+        (e: unknown) => `failed: ${(e as Error).message}`,
+      );
+      // The budget is 0.3 s; give it 10 s.
+      const outcome = await Promise.race([claim, new Promise((resolve) => setTimeout(() => resolve('still waiting after 10 s'), 10_000))]);
+      expect(outcome).toMatch(/^failed: lost the team store/);
+    } finally {
+      proxy.close();
+      void store.close().catch(() => {});
+    }
+  }, 20_000);
+});
