@@ -474,7 +474,9 @@ describe('the team store when the connection is lost', () => {
       const outcome = run.append(hit('acme.com', 1, 1_700_000_000_000));
       const read = run.companyState('acme.com');
       await proxy.mend();
-      expect(await claim).toStrictEqual({ kind: 'ok' });
+      // Sent again after the cut: whether the first send landed (and took anything over) is not
+      // known, so the claim says it may have: its key is kept, never retired for want of proof.
+      expect(await claim).toStrictEqual({ kind: 'ok', tookOver: true });
       await outcome;
       await read;
       await run.flush();

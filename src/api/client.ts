@@ -130,7 +130,9 @@ export function createClient(options: ClientOptions): ServiceClient {
     },
 
     async probeEnrich(callOptions = {}) {
-      await send('POST', `${prefix}/company/enrich`, { ...baseHeaders, 'content-type': 'application/json' }, '{}', callOptions.signal);
+      // A key of its own, never used again: the probe passes the same layers a keyed call does.
+      const key = `probe-${Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(12))).toString('hex')}`;
+      await send('POST', `${prefix}/company/enrich`, { ...baseHeaders, 'content-type': 'application/json', 'idempotency-key': key }, '{}', callOptions.signal);
     },
     async enrich(domain, callOptions) {
       const headers = { ...baseHeaders, 'content-type': 'application/json', 'idempotency-key': callOptions.idempotencyKey };

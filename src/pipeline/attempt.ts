@@ -25,6 +25,8 @@ export interface AttemptHooks {
    * a stored one replayed, and is weighed as such (pipeline/health.ts). Undefined: a fresh key.
    */
   lostKey?: () => { lostAt: number | null } | undefined;
+  /** At most this many attempts, and this many 429s (a question whose answer is wanted now, or not at all). */
+  limit?: number;
 }
 
 export interface AttemptDeps {
@@ -72,7 +74,8 @@ export function attempter(deps: AttemptDeps): Attempter {
         if (hooks.failed?.(error) === 'again') continue;
         if (error instanceof RateLimitedError) attempts.rateLimited++;
         else attempts.failures++;
-        const decision = decideRetry(error, attempts, deps.retry, deps.random);
+        const policy = hooks.limit === undefined ? deps.retry : { ...deps.retry, maxAttempts: Math.min(deps.retry.maxAttempts, hooks.limit), maxRateLimitedAttempts: Math.min(deps.retry.maxRateLimitedAttempts, hooks.limit) };
+        const decision = decideRetry(error, attempts, policy, deps.random);
         if (!decision.retry && 'giveUp' in decision) {
           deps.unavailable({ message: `the service asks to wait ${formatWait(decision.waitSeconds)}; rerun the same command later`, worked: true });
           return { kind: 'stopped' };

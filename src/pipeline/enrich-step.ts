@@ -55,6 +55,9 @@ interface Bought {
   answered: boolean;
 }
 
+/** How many times the settle rule's probe is tried (client.probeEnrich). */
+const PROBE_ATTEMPTS = 3;
+
 /** The longest a run waits for a lost call to settle before it gives the company up for now. */
 const MAX_SETTLE_WAIT_MS = 120_000;
 
@@ -287,7 +290,8 @@ class EnrichStep {
     const done = (): void => {
       this.probing = null;
     };
-    this.probing ??= this.deps.attempt('enrich', this.stops.paid.signal, (signal) => ask({ signal })).then(done, done);
+    // A few tries at most: a probe the rate limiter keeps turning away is no answer, and the key stays kept.
+    this.probing ??= this.deps.attempt('enrich', this.stops.paid.signal, (signal) => ask({ signal }), { limit: PROBE_ATTEMPTS }).then(done, done);
     return this.probing;
   }
 

@@ -1,4 +1,4 @@
-import { ApiError, ConnectionError, NotServiceApiError, UnusablePaidAnswerError } from '../api/errors.js';
+import { ApiError, ConnectionError, NotServiceApiError, RateLimitedError, UnusablePaidAnswerError } from '../api/errors.js';
 
 /** Why the service is taken to be down: one line, naming the host and the cause. */
 export interface Outage {
@@ -66,6 +66,10 @@ export class Health {
       this.answered(true);
       return null;
     }
+    // A 429 comes from the rate limiter in front of the service: it proves nothing of what is
+    // behind it (pipeline/keys.ts), up or down, so it neither counts nor clears a failure, and is
+    // never fresh evidence; the limiter deals with it.
+    if (error instanceof RateLimitedError) return null;
     if (lostKey !== undefined && error instanceof ApiError && error.definitive) {
       const since = lostKey.lostAt !== null && this.answeredSince(lostKey.lostAt);
       if (error.status < 500 || since) {

@@ -1,5 +1,5 @@
 import type { CopyCompany, CopyLookup, CopyRun, CopySource, CopyTarget, PurchasesCopied, RunIds } from './copy-types.js';
-import type { KeptPurchase } from './purchase.js';
+import { mayBeCharged, type KeptPurchase } from './purchase.js';
 
 /**
  * `enrich ledger copy`: one store merged into another without buying or counting anything twice.
@@ -21,7 +21,8 @@ export function companyWins(source: Pick<CopyCompany, 'generation' | 'boughtAt'>
  * generation) in both stores:
  * - add: the target has none: taken as it is, an open one with its key (intent_key, key_version,
  *   uncertain, unconfirmed, lost_at) and no owner, so the target's runs resume it under that key;
- * - close: it closed in the source while the target has it open and no live run holds it there:
+ * - close: it closed in the source (or its key may have been charged, and the target's cannot
+ *   have been) while the target has it open and no live run holds it there:
  *   it finished elsewhere, and its credits count once, in the target now;
  * - keep: the target's is further on (closed, or open: its own runs act on its key state), or a
  *   live run of the target holds it (busy);
@@ -38,16 +39,29 @@ export function purchaseMove(source: KeptPurchase, target: KeptPurchase | null, 
   const targetClosed = target.outcome !== 'open';
   if (sourceClosed && targetClosed) return 'conflict';
   if (sourceClosed && !targetClosed) return targetOwnerAlive ? 'busy' : 'close';
+  // Open in both: the source's key may have been charged and the target's cannot have been, so
+  // the source's key is the one the service would replay free: the target takes it.
+  if (!sourceClosed && !targetClosed && mayBeCharged(source) && !mayBeCharged(target)) return targetOwnerAlive ? 'busy' : 'close';
   return 'keep';
 }
 
+/**
+ * Keys retired as possibly charged, once the source's purchase replaces the target's: a target
+ * key that may have been charged, closed over by the source's answer, is one more.
+ */
+function unconfirmedAfter(source: KeptPurchase, target: KeptPurchase | null): number {
+  const dropped = target !== null && mayBeCharged(target) && (source.outcome !== 'open' || source.intentKey !== target.intentKey) ? 1 : 0;
+  return Math.max(source.unconfirmed, target?.unconfirmed ?? 0) + dropped;
+}
+
 function samePurchase(a: KeptPurchase, b: KeptPurchase): boolean {
-  return a.outcome === b.outcome && a.credits === b.credits && a.closedAt === b.closedAt && a.keyVersion === b.keyVersion && a.intentKey === b.intentKey && a.unconfirmed === b.unconfirmed;
+  // The target may count more keys possibly charged than the source (one it dropped on the copy).
+  return a.outcome === b.outcome && a.credits === b.credits && a.closedAt === b.closedAt && a.keyVersion === b.keyVersion && a.intentKey === b.intentKey && b.unconfirmed >= a.unconfirmed;
 }
 
 /** The purchase as the target keeps it: no owner (the target's runs take it over), its run's id there. */
 export function copiedPurchase(source: KeptPurchase, target: KeptPurchase | null, ids: RunIds): KeptPurchase {
-  return { ...source, ownerRun: null, run: mapRun(source.run, ids), unconfirmed: Math.max(source.unconfirmed, target?.unconfirmed ?? 0) };
+  return { ...source, ownerRun: null, run: mapRun(source.run, ids), unconfirmed: unconfirmedAfter(source, target) };
 }
 
 export const mapRun = (run: number | null, ids: RunIds): number | null => (run === null ? null : (ids.get(run) ?? null));
@@ -58,7 +72,7 @@ export function tally(counts: PurchasesCopied, move: PurchaseMove, source: KeptP
     if (source.outcome === 'open') counts.open++;
     else counts.closed++;
     counts.credits += source.credits - (target?.credits ?? 0);
-    counts.unconfirmed += Math.max(0, source.unconfirmed - (target?.unconfirmed ?? 0));
+    counts.unconfirmed += Math.max(0, unconfirmedAfter(source, target) - (target?.unconfirmed ?? 0));
   } else if (move === 'conflict') {
     counts.conflicts++;
     counts.conflictCredits += source.credits;

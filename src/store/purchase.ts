@@ -109,8 +109,9 @@ export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: num
   const p = kept ?? (run === null ? importedPurchase(e, at) : null);
   if (p === null) return null;
   const charged = e.charged ?? 0;
-  // The same answer written twice (a batch sent again after a lost connection) changes nothing.
-  if (p.outcome !== 'open' && p.closedAt === at && p.run === run && p.outcome === closedAs(e)) return null;
+  // A purchase is closed once: a late answer (a paused run's, taken over meanwhile, or the same
+  // batch sent again after a lost connection) changes nothing, nor is its credit counted twice.
+  if (p.outcome !== 'open') return null;
   if (e.status === 'hit' || e.status === 'miss') return { ...p, outcome: e.status, intentKey: null, ownerRun: null, credits: p.credits + charged, run, closedAt: at, errorCode: null };
   const code = e.code ?? 'error';
   if (e.final === true) return { ...p, outcome: 'failed', intentKey: null, ownerRun: null, errorCode: code, credits: p.credits + charged, run, closedAt: at };
@@ -119,17 +120,11 @@ export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: num
     // under, on a purchase still open and still this run's: a run retires a key before it lets the
     // purchase go, so a retire arriving once another run has taken it over (and perhaps sent under
     // that key, perhaps handed it back since) is stale, and must not free it for a new key.
-    if (run !== null && (p.keyVersion !== e.keyVersion || p.ownerRun !== run || p.outcome !== 'open')) return null;
+    if (p.keyVersion !== e.keyVersion || (run !== null && p.ownerRun !== run)) return null;
     return { ...p, keyVersion: e.keyVersion + 1, intentKey: null, uncertain: false, lostAt: null, errorCode: code, unconfirmed: p.unconfirmed + (e.unconfirmed === true ? 1 : 0) };
   }
   // Kept: an attempt under the key may have been charged unseen.
   return { ...p, uncertain: true, errorCode: code, lostAt: e.lost === true ? at : p.lostAt };
-}
-
-/** The outcome an answer closes a purchase with; null when it leaves it open. */
-function closedAs(e: EnrichEvent): KeptPurchase['outcome'] | null {
-  if (e.status === 'hit' || e.status === 'miss') return e.status;
-  return e.status === 'error' && e.final === true ? 'failed' : null;
 }
 
 /** This run is done with a purchase it could not finish: other runs may take it over now. */

@@ -28,9 +28,11 @@ describe("ledger copy's rules", () => {
     const open = kept({ outcome: 'open', closedAt: null, credits: 0, intentKey: 'k', uncertain: true, ownerRun: 4 });
     expect(purchaseMove(kept(), open, false)).toBe('close');
     expect(purchaseMove(kept(), open, true)).toBe('busy');
-    // Open in the source: the target's own state of the purchase is what its runs act on.
+    // Open in the source: the target's own state of the purchase is what its runs act on, unless
+    // only the source's key may have been charged (then it is the one to resume under).
     expect(purchaseMove(open, kept(), false)).toBe('keep');
-    expect(purchaseMove(open, kept({ outcome: 'open', closedAt: null, keyVersion: 2 }), false)).toBe('keep');
+    expect(purchaseMove(open, kept({ outcome: 'open', closedAt: null, keyVersion: 2, intentKey: 'k2', uncertain: true }), false)).toBe('keep');
+    expect(purchaseMove(open, kept({ outcome: 'open', closedAt: null, keyVersion: 2 }), false)).toBe('close');
   });
 
   it('keeps an open purchase\'s key and what is known of it, without its owner; maps its run', () => {

@@ -14,13 +14,26 @@ export interface Place {
 
 /** How long a connection attempt may take before the store is called unreachable. */
 const CONNECT_TIMEOUT_MS = 10_000;
+/** A statement with no answer for this long is taken for a connection lost (every statement enrich sends takes well under a second). */
+export const QUERY_TIMEOUT_MS = 60_000;
 
 /**
  * A client for `url` (PG* variables and ~/.pgpass fill what it leaves out, as for psql), on the
  * extended protocol; `pipeline` sends each query without waiting for the one before.
  */
-export function client(url: string, pipeline = false): pg.Client {
-  return new pg.Client({ connectionString: url, types, pipeline, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, application_name: 'enrich' });
+export function client(url: string, pipeline = false, timeoutMs = QUERY_TIMEOUT_MS): pg.Client {
+  return new pg.Client({
+    connectionString: url,
+    types,
+    pipeline,
+    connectionTimeoutMillis: Math.min(CONNECT_TIMEOUT_MS, timeoutMs),
+    // A network that goes silent (a dropped NAT or VPN flow, a suspended host) is never reset:
+    // keepalives find it, and a statement unanswered this long is taken for a lost connection.
+    query_timeout: timeoutMs,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+    application_name: 'enrich',
+  });
 }
 
 /** Where a client connects, never with its password: for messages. */
@@ -83,7 +96,7 @@ export function isConnectionLoss(error: unknown): boolean {
   if (/^(ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN)$/.test(code)) return true;
   if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return true;
   const message = error instanceof Error ? error.message : '';
-  return /connection terminated|connection error|not queryable|timeout expired|connection.*(closed|ended)/i.test(message);
+  return /connection terminated|connection error|not queryable|timeout expired|query read timeout|connection.*(closed|ended)/i.test(message);
 }
 
 const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -124,13 +137,14 @@ export class Session {
     private readonly url: string,
     first: pg.Client,
     private readonly budgetMs = RECONNECT_MS,
+    private readonly timeoutMs = QUERY_TIMEOUT_MS,
   ) {
     this.current = this.watch(first);
   }
 
   /** Where it connects, never with the password. */
   get place(): Place {
-    const c = this.current ?? client(this.url);
+    const c = this.current ?? client(this.url, false, this.timeoutMs);
     return placeOf(c);
   }
 
@@ -143,7 +157,7 @@ export class Session {
 
   private async connected(): Promise<pg.Client> {
     if (this.current === null) {
-      const c = this.watch(client(this.url));
+      const c = this.watch(client(this.url, false, this.timeoutMs));
       try {
         await c.connect();
       } catch (error) {

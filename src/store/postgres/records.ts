@@ -62,6 +62,7 @@ export interface RecordsHost {
   readonly host: string;
   readonly now: () => number;
   readonly reconnectMs: number;
+  readonly queryTimeoutMs: number;
 }
 
 /**
@@ -97,7 +98,7 @@ export class PgRecords implements ServiceStore {
   }
 
   static async open(store: RecordsHost, service: string, serviceId: number, run: number | null, policyNow: number): Promise<PgRecords> {
-    const writer = await connect(client(store.url, true));
+    const writer = await connect(client(store.url, true, store.queryTimeoutMs));
     // A connection dropped under a batch rejects its queries; this keeps the process up meanwhile.
     writer.on('error', () => {});
     const records = new PgRecords(store, service, serviceId, run, policyNow, writer);
@@ -227,10 +228,12 @@ export class PgRecords implements ServiceStore {
    * claim this run holds is claimed again, an outcome already written is skipped: writer.ts).
    * Meanwhile nothing this run queues is written, so no intent is, and no new paid call starts.
    */
-  private commit(plan: BatchPlan): Promise<Claimed[]> {
-    return reconnecting(async () => {
+  private async commit(plan: BatchPlan): Promise<Claimed[]> {
+    let sent = 0;
+    const claimed = await reconnecting(async () => {
+      sent++;
       if (this.writerLost) {
-        const fresh = client(this.store.url, true);
+        const fresh = client(this.store.url, true, this.store.queryTimeoutMs);
         fresh.on('error', () => {});
         await fresh.connect();
         void this.writer.end().catch(() => {});
@@ -244,6 +247,11 @@ export class PgRecords implements ServiceStore {
         throw error;
       }
     }, this.store.reconnectMs);
+    // Sent again: the first send may have landed, and taken over another run's purchase; the
+    // second then finds it this run's own. Whether it took one over is no longer known, so every
+    // claim is answered as one that did: its key counts as possibly charged (kept, never retired
+    // but on the settle rule), which costs at most a wait, never a credit.
+    return sent === 1 ? claimed : claimed.map((c) => (c.claim.kind === 'ok' ? { ...c, claim: { kind: 'ok', tookOver: true } } : c));
   }
 
   /** A run of this host whose process is gone (or is another program under its pid now). */
@@ -283,7 +291,7 @@ export class PgRecords implements ServiceStore {
 
   private listen(): Promise<void> {
     this.listening ??= (async () => {
-      const c = client(this.store.url);
+      const c = client(this.store.url, false, this.store.queryTimeoutMs);
       c.on('notification', (n) => {
         for (const wake of [...(this.waiters.get(n.payload ?? '') ?? [])]) wake();
       });

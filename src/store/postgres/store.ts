@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { EnrichError, UsageError } from '../../errors.js';
 import type { JournalEvents } from '../import-journal.js';
 import type { RunInfo } from '../types.js';
-import { client, connect, describe, placeOf, RECONNECT_MS, Session } from './connect.js';
+import { client, connect, describe, placeOf, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
 import { cannotWrite, firstMissing, grantsFor, missingRights, readStoreId, schemaVersion } from './inspect.js';
 import { PgRecords } from './records.js';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from './schema.js';
@@ -20,6 +20,8 @@ export interface PgStoreOptions {
   user?: string;
   /** How long a lost connection is tried again before the run stops (connect.ts RECONNECT_MS). */
   reconnectMs?: number;
+  /** A statement unanswered this long is taken for a lost connection (connect.ts QUERY_TIMEOUT_MS). */
+  queryTimeoutMs?: number;
   /** `read`: only reads (enrich ledger show, runs, export): a role that may not write is let in. */
   access?: 'read' | 'write';
 }
@@ -49,13 +51,13 @@ export class PgStore {
   }
 
   static async open(url: string, options: PgStoreOptions): Promise<PgStore> {
-    const db = await connect(client(url));
+    const db = await connect(client(url, false, options.queryTimeoutMs));
     try {
       await migrate(db);
       // Asked before the run begins: a role that may only read would otherwise fail at its first write.
       const missing = options.access === 'read' ? [] : await missingRights(db);
       if (missing.length > 0) throw new UsageError(`${cannotWrite(placeOf(db), db.user ?? '', firstMissing(missing))}; ${NOTHING_SENT}`);
-      return new PgStore(url, new Session(url, db, options.reconnectMs), await storeIdOf(db), options);
+      return new PgStore(url, new Session(url, db, options.reconnectMs, options.queryTimeoutMs), await storeIdOf(db), options);
     } catch (error) {
       await db.end().catch(() => {});
       if (error instanceof EnrichError) throw error;
@@ -152,6 +154,11 @@ export class PgStore {
   /** How long a lost connection is tried again. */
   get reconnectMs(): number {
     return this.options.reconnectMs ?? RECONNECT_MS;
+  }
+
+  /** How long a statement may go unanswered. */
+  get queryTimeoutMs(): number {
+    return this.options.queryTimeoutMs ?? QUERY_TIMEOUT_MS;
   }
 }
 

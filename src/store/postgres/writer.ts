@@ -189,8 +189,7 @@ export class BatchPlan {
         text: `UPDATE purchases p SET outcome = u.outcome, intent_key = NULL, owner_run = NULL, credits = p.credits + u.charged, run = $2::bigint,
                  closed_at = u.at, error_code = u.code
                FROM unnest($3::text[], $4::int[], $5::text[], $6::int[], $7::bigint[], $8::text[]) AS u(domain, generation, outcome, charged, at, code)
-               WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation
-                 AND NOT (p.outcome = u.outcome AND p.closed_at IS NOT DISTINCT FROM u.at AND p.run IS NOT DISTINCT FROM $2::bigint)`,
+               WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.outcome = 'open'`,
         values: [s, this.run, rows.map((e) => e.company), rows.map((e) => e.generation), rows.map((e) => outcome ?? e.status), rows.map((e) => e.charged ?? 0), rows.map(atOf), rows.map((e) => (outcome === null ? null : e.code ?? 'error'))],
       });
     }
@@ -203,7 +202,7 @@ export class BatchPlan {
         text: `UPDATE purchases p SET key_version = u.v + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, error_code = u.code, unconfirmed = p.unconfirmed + u.unconfirmed
                FROM unnest($3::text[], $4::int[], $5::int[], $6::text[], $7::int[]) AS u(domain, generation, v, code, unconfirmed)
                WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation
-                 AND ($2::bigint IS NULL OR (p.key_version = u.v AND p.owner_run = $2::bigint AND p.outcome = 'open'))`,
+                 AND p.key_version = u.v AND p.outcome = 'open' AND ($2::bigint IS NULL OR p.owner_run = $2::bigint)`,
         values: [s, this.run, retired.map((e) => e.company), retired.map((e) => e.generation), retired.map((e) => e.keyVersion), retired.map((e) => e.code ?? 'error'), retired.map((e) => (e.unconfirmed === true ? 1 : 0))],
       });
     }
@@ -212,7 +211,7 @@ export class BatchPlan {
       this.statements.push({
         text: `UPDATE purchases p SET uncertain = 1, error_code = u.code, lost_at = CASE WHEN u.lost THEN u.at ELSE p.lost_at END
                FROM unnest($2::text[], $3::int[], $4::text[], $5::bool[], $6::bigint[]) AS u(domain, generation, code, lost, at)
-               WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation`,
+               WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.outcome = 'open'`,
         values: [s, kept.map((e) => e.company), kept.map((e) => e.generation), kept.map((e) => e.code ?? 'error'), kept.map((e) => e.lost === true), kept.map(atOf)],
       });
     }

@@ -3,9 +3,9 @@ import { copiedPurchase, noPurchases, purchaseMove, tally } from '../../src/stor
 import type { KeptPurchase } from '../../src/store/purchase.js';
 
 /**
- * Review findings (branch `review`) on `enrich ledger copy`'s rules (store/copy.ts). Each store
+ * Found by an adversarial review and fixed on `enrich ledger copy`'s rules (store/copy.ts). Each store
  * derives keys from its own store id, so one company's generation open in both stores is open
- * under two different keys. Each `it.fails` is a bug on main.
+ * under two different keys. Each test failed before its fix.
  */
 const kept = (over: Partial<KeptPurchase> = {}): KeptPurchase => ({
   domain: 'acme.com',
@@ -25,8 +25,8 @@ const kept = (over: Partial<KeptPurchase> = {}): KeptPurchase => ({
   ...over,
 });
 
-describe('review: ledger copy and a key that may have been charged', () => {
-  it.fails("FINDING 5a: the laptop's possibly-charged key is neither kept nor counted when the team holds the purchase open with nothing at risk", () => {
+describe('ledger copy and a key that may have been charged', () => {
+  it("the laptop's possibly-charged key is neither kept nor counted when the team holds the purchase open with nothing at risk", () => {
     // The laptop was killed after sending under its key (charged, answer lost); the team tried the
     // same company, got a fresh 500 (key retired: v2, nothing sent under it).
     const laptop = kept({ outcome: 'open', closedAt: null, credits: 0, intentKey: 'enrich-LAPTOP-g1-v1', uncertain: true, lostAt: 950 });
@@ -39,7 +39,7 @@ describe('review: ledger copy and a key that may have been charged', () => {
     expect(move === 'keep' && counts.unconfirmed === 0 && counts.open === 0 && counts.busy === 0 && counts.conflicts === 0).toBe(false);
   });
 
-  it.fails("FINDING 5b: closing the team's open purchase from the laptop's answer forgets that the team's own key may have been charged", () => {
+  it("closing the team's open purchase from the laptop's answer forgets that the team's own key may have been charged", () => {
     const laptop = kept({ credits: 1, closedAt: 1_000 });
     // A team run sent under the team's key and lost the answer (uncertain), then ended.
     const team = kept({ outcome: 'open', closedAt: null, credits: 0, intentKey: 'enrich-TEAM-g1-v1', uncertain: true, lostAt: 990 });

@@ -8,8 +8,8 @@ import type { StoreEvent } from '../src/store/types.js';
 import { freshDatabase, sql } from './helpers/postgres.js';
 
 /**
- * Review findings (branch `review`), each proven against a real PostgreSQL. Every `it.fails`
- * here is a bug on main: it asserts what should hold, and fails today.
+ * Found by an adversarial review and fixed, each proven against a real PostgreSQL: a batch sent
+ * again, a purchase closed by two runs, an import's retire sent twice. Each failed before its fix.
  */
 const info = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
 const record = (domain: string): CompanyRecord => ({
@@ -65,8 +65,8 @@ function loseNextCommitAnswer(records: PgRecords): void {
   };
 }
 
-describe('review: a batch sent again after its COMMIT answer was lost (records.ts commit)', () => {
-  it.fails('FINDING 1: a claim that took over a dead run\'s purchase still says tookOver when its batch is sent again', async () => {
+describe('a batch sent again after its COMMIT answer was lost (records.ts commit)', () => {
+  it('a claim that took over a dead run\'s purchase still says tookOver when its batch is sent again', async () => {
     const url = await freshDatabase();
     const store = await open(url);
     const a = await store.beginRun('svc', info);
@@ -80,7 +80,7 @@ describe('review: a batch sent again after its COMMIT answer was lost (records.t
     expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
   });
 
-  it('FINDING 1 (control): without the lost answer the same takeover says tookOver', async () => {
+  it('without the lost answer the same takeover says tookOver', async () => {
     const url = await freshDatabase();
     const store = await open(url);
     const a = await store.beginRun('svc', info);
@@ -89,25 +89,10 @@ describe('review: a batch sent again after its COMMIT answer was lost (records.t
     const b = await store.beginRun('svc', info);
     expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
   });
-
-  it.fails('FINDING 1 (writer level): the same BatchPlan committed twice answers the same claims', async () => {
-    const url = await freshDatabase();
-    const store = await open(url);
-    const a = await store.beginRun('svc', info);
-    await a.append(intent('acme.com'), true);
-    await lapse(url, a.runId);
-    const b = await store.beginRun('svc', info);
-    const serviceId = await store.serviceId('svc');
-    const c = (b as unknown as { writer: pg.Client }).writer;
-    const plan = (): BatchPlan => new BatchPlan(serviceId, b.runId, store.host, [intent('acme.com', 1_700_000_000_000)], 1_700_000_000_000, []);
-    const first = await commitBatch(c, plan());
-    expect(first.map((x) => x.claim)).toStrictEqual([{ kind: 'ok', tookOver: true }]);
-    expect((await commitBatch(c, plan())).map((x) => x.claim)).toStrictEqual(first.map((x) => x.claim));
-  });
 });
 
-describe('review: a purchase closed by two runs (writer.ts closing UPDATE, store/purchase.ts applyOutcome)', () => {
-  it.fails('FINDING 2: a paused run taken over, whose late answer is recorded after the taker\'s, counts the one charge once', async () => {
+describe('a purchase closed by two runs (writer.ts closing UPDATE, store/purchase.ts applyOutcome)', () => {
+  it('a paused run taken over, whose late answer is recorded after the taker\'s, counts the one charge once', async () => {
     const url = await freshDatabase();
     const store = await open(url);
     const a = await store.beginRun('svc', info);
@@ -126,7 +111,7 @@ describe('review: a purchase closed by two runs (writer.ts closing UPDATE, store
     expect(Number(row?.credits)).toBe(1);
   });
 
-  it.fails('FINDING 2b: a resent batch after another run closed the same purchase in between adds the credit again (1 charge, 3 counted)', async () => {
+  it('a resent batch after another run closed the same purchase in between adds the credit again (1 charge, 3 counted)', async () => {
     const url = await freshDatabase();
     const store = await open(url);
     const a = await store.beginRun('svc', info);
@@ -146,7 +131,7 @@ describe('review: a purchase closed by two runs (writer.ts closing UPDATE, store
   });
 });
 
-describe('review: what FINDING 1 costs (pipeline/run-purchase.ts onClaim, pipeline/keys.ts keyVerdict)', () => {
+describe('what a lost tookOver would cost (pipeline/run-purchase.ts onClaim, pipeline/keys.ts keyVerdict)', () => {
   it('a takeover answered as a plain ok leaves the key "claimed", so the next 500 (or a 409 while the dead run\'s call is still running) retires the key the dead run may have been charged under', async () => {
     const { onClaim, FIRST_PURCHASE } = await import('../src/pipeline/run-purchase.js');
     const { keyVerdict } = await import('../src/pipeline/keys.js');
@@ -162,8 +147,8 @@ describe('review: what FINDING 1 costs (pipeline/run-purchase.ts onClaim, pipeli
   });
 });
 
-describe('review: an import\'s batch sent again (run null: the retire UPDATE has no key-version guard)', () => {
-  it.fails('FINDING 6 (minor): a key retired on the settle rule counts one unconfirmed credit, however often its batch is sent', async () => {
+describe('an import\'s batch sent again (run null: the retire UPDATE has no key-version guard)', () => {
+  it('a key retired on the settle rule counts one unconfirmed credit, however often its batch is sent', async () => {
     const url = await freshDatabase();
     const store = await open(url);
     const serviceId = await store.serviceId('svc');
