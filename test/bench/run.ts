@@ -23,11 +23,11 @@
  * BENCH_QUICK=1 shrinks them.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fixtureCompanies, writeInput } from './data.js';
+import { uniqueDomainsCsv, writeInput } from './data.js';
 import { buildBaseline, V01_REF } from './baseline-v01.js';
 import { BIN, fmt, median, runMeasured, sandboxServer, sandboxStats, type Measured, type Server } from './lib.js';
 import { mechanisms } from './mechanisms.js';
@@ -43,17 +43,6 @@ const say = (line: string): void => {
   lines.push(line);
   console.log(line);
 };
-
-/** `count` unique domains: `hits` fixture companies, the rest unknown to the service, shuffled. */
-function uniqueDomainsCsv(path: string, count: number, hits: number): void {
-  const known = fixtureCompanies().map((c) => c.domain).slice(0, hits);
-  const all = [...known, ...Array.from({ length: count - known.length }, (_, i) => `unlisted-${i.toString(36)}.com`)];
-  for (let i = all.length - 1; i > 0; i--) {
-    const j = (i * 7919 + 13) % (i + 1);
-    [all[i], all[j]] = [all[j] as string, all[i] as string];
-  }
-  writeFileSync(path, `domain\n${all.join('\n')}\n`);
-}
 
 /** A run with a store of its own (so it buys everything), unless `extra` names one. */
 let stores = 0;
