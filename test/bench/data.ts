@@ -1,6 +1,5 @@
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { mulberry32 } from '../../src/sandbox/random.js';
 
 interface FixtureCompany {
@@ -14,6 +13,20 @@ export function fixtureCompanies(): FixtureCompany[] {
     .trim()
     .split('\n')
     .map((l) => JSON.parse(l) as FixtureCompany);
+}
+
+/**
+ * `count` unique domains: `hits` fixture companies (from the `from`th on), the rest unknown to the
+ * service (named `unlisted-<n>`, or `<prefix>-<n>`), shuffled.
+ */
+export function uniqueDomainsCsv(path: string, count: number, hits: number, from = 0, prefix = 'unlisted'): void {
+  const known = fixtureCompanies().map((c) => c.domain).slice(from, from + hits);
+  const all = [...known, ...Array.from({ length: count - known.length }, (_, i) => `${prefix}-${i.toString(36)}.com`)];
+  for (let i = all.length - 1; i > 0; i--) {
+    const j = (i * 7919 + 13) % (i + 1);
+    [all[i], all[j]] = [all[j] as string, all[i] as string];
+  }
+  writeFileSync(path, `domain\n${all.join('\n')}\n`);
 }
 
 /**

@@ -31,8 +31,8 @@ process.on('exit', () => {
   for (const child of children) child.kill('SIGKILL');
 });
 
-/** Starts `node <args>` and waits for it to print a URL. */
-export async function startServer(args: string[]): Promise<Server> {
+/** Starts `node <args>` and waits for it to print its address (an http:// URL, unless `address` says otherwise). */
+export async function startServer(args: string[], address = /(http:\/\/127\.0\.0\.1:\d+)/): Promise<Server> {
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] });
   children.add(child);
   child.on('exit', () => children.delete(child));
@@ -40,7 +40,7 @@ export async function startServer(args: string[]): Promise<Server> {
     let out = '';
     child.stdout?.on('data', (c: Buffer) => {
       out += c.toString();
-      const m = /(http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+      const m = address.exec(out);
       if (m !== null) resolve(m[1] as string);
     });
     child.on('exit', (code) => reject(new Error(`server exited ${code}: ${out}`)));

