@@ -179,10 +179,38 @@ export class PgRecords implements ServiceStore {
     }
   }
 
-  async companyState(company: string): Promise<CompanyState> {
-    let state: CompanyState = { held: null, purchase: null };
-    await this.loadCompanies([company], (_, found) => (state = found));
-    return state;
+  /** Companies asked for one at a time (each first met mid-run), waiting for the next read. */
+  private wanted = new Map<string, { resolve: (s: CompanyState) => void; reject: (e: unknown) => void }[]>();
+  private reading: Promise<void> | null = null;
+
+  /**
+   * One company's state, read with every other asked for meanwhile: one statement (one round trip)
+   * for all that were asked while the previous read was out, as the writes' group commit does. A
+   * round trip each would cap a run at about 50 companies a second 20 ms from the server.
+   */
+  companyState(company: string): Promise<CompanyState> {
+    return new Promise((resolve, reject) => {
+      const list = this.wanted.get(company) ?? [];
+      list.push({ resolve, reject });
+      this.wanted.set(company, list);
+      this.reading ??= this.readStates();
+    });
+  }
+
+  private async readStates(): Promise<void> {
+    await new Promise((resolve) => setImmediate(resolve));
+    while (this.wanted.size > 0) {
+      const wanted = this.wanted;
+      this.wanted = new Map();
+      const found = new Map<string, CompanyState>();
+      try {
+        await this.loadCompanies([...wanted.keys()], (domain, state) => found.set(domain, state));
+        for (const [domain, waiting] of wanted) for (const w of waiting) w.resolve(found.get(domain) ?? { held: null, purchase: null });
+      } catch (error) {
+        for (const waiting of wanted.values()) for (const w of waiting) w.reject(error);
+      }
+    }
+    this.reading = null;
   }
 
   async records(companies: readonly string[]): Promise<Map<string, CompanyRecord>> {
