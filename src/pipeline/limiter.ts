@@ -27,6 +27,9 @@ export interface LimiterOptions {
  *   climbs back along CUBIC's curve: fast at first, flat 1% under the ceiling, then probing.
  * - Only when the cuts do not stop the 429s (several cuts within a second: the bucket is empty and
  *   we are far over) is everyone paused again for the Retry-After.
+ * - A bucket one token deep shows itself in the first wave (nearly all of it refused). It refills
+ *   in one interval, so nobody waits for it, and it refuses some requests at any pace near its rate
+ *   (any that arrive early): there the pace settles where a small share is refused (SHALLOW_SHARE).
  *
  * Callers leave the queue one pacing interval apart, so a pause never ends in a thundering herd.
  */
@@ -36,9 +39,10 @@ const SLOW_START_GROWTH = 8;
 /** Cuts within a second (together to a twentieth of the pace) that show the ceiling fell. */
 const CLUSTER_CUTS = 10;
 /**
- * The share of paced requests refused that is taken for jitter, not for a pace over the ceiling.
- * A shallow bucket refuses a request that arrives even slightly early, and the way to the service
- * now and then delays one request by a millisecond or more, which brings the next one early: at
+ * The share of paced requests refused that is taken for jitter, not for a pace over the ceiling
+ * (for a bucket known to be one token deep, SHALLOW_SHARE instead). A shallow bucket refuses a
+ * request that arrives even slightly early, and the way to the service now and then delays one
+ * request by a millisecond or more, which brings the next one early: at
  * any pace near a one-token bucket's rate, some requests are refused, fewer the further below it
  * the pace sits, but with a long tail (measured on loopback here: 5% at 0.98 of the rate, 2% at
  * 0.91, 1% at 0.82). Cutting for each would walk the pace down a long way for refusals it cannot
@@ -53,6 +57,34 @@ const SHARE_BACKOFF = 0.98;
 const PRECISE_FROM_MS = 4;
 /** 429s fewer paced requests apart than this are the pace over the ceiling, not brushing it. */
 const DENSE_SPACING = 10;
+/**
+ * While the service refuses requests it is saturated, so what it accepted over the last second is
+ * its ceiling, give or take a deep bucket's last tokens. After cuts that compounded, CUBIC's
+ * plateau is at least 0.99 of that (not only of the pace one step up), and the pause for cuts that
+ * did not stop the 429s ends at this share of it. A gateway counting per fixed window refuses
+ * every request up to its boundary however far the pace is cut: ten cuts in a second took the pace
+ * to a twentieth of its count, and the curve back to one step up never reached it (simulated: 0.62
+ * of the ceiling over a run).
+ */
+const MEASURED_FLOOR = 0.9;
+/**
+ * A bucket one token deep refuses a request that arrives even slightly early, at any pace near
+ * its rate: the pace that gets the most through accepts a few refusals. A client told the ceiling
+ * does best where 2% to 3% of its requests are refused (simulated with the way there jittering
+ * uniformly, with a long tail, and on a whole-millisecond clock; the bench's one-token row agrees).
+ * So against such a bucket each refusal steps the pace down by SHALLOW_STEP and each acceptance
+ * steps it up by so much less that the two balance where SHALLOW_SHARE of requests are refused:
+ * a little under that best, since a bucket with no jitter refuses only a pace past its rate, and
+ * there every refusal is waste (the project holds 2% there).
+ */
+const SHALLOW_SHARE = 0.015;
+const SHALLOW_STEP = 0.01;
+/** The first wave shows such a bucket: at most this many accepted before its first 429... */
+const SHALLOW_ACCEPTED = 2;
+/** ...and at least this many of the requests in flight then refused. */
+const SHALLOW_REFUSED = 3;
+/** Against it, three refusals within this many requests are the pace over its rate, not jitter. */
+const SHALLOW_DENSE = 15;
 
 interface Waiter {
   resolve: () => void;
@@ -104,6 +136,14 @@ export class AdaptiveLimiter {
   /** Callers released so far, and how many had been when the last 429 (of a paced request) came. */
   private released = 0;
   private lastRefusal = Number.NEGATIVE_INFINITY;
+  private refusalBefore = Number.NEGATIVE_INFINITY;
+  /** The first 429 of the unpaced start, and what the requests in flight then came back as. */
+  private firstRefusalAt = Number.NEGATIVE_INFINITY;
+  private acceptedAll = 0;
+  private firstWave = { accepted: 0, refused: 0 };
+  /** A bucket one token deep (SHALLOW_SHARE), and when its pace last stepped down. */
+  private shallow = false;
+  private lastStep = Number.NEGATIVE_INFINITY;
   /** Moving average of the share of paced requests refused. */
   private refusedShare = 0;
   private readonly cuts = new Recent(CLUSTER_CUTS);
@@ -210,12 +250,25 @@ export class AdaptiveLimiter {
   onAccepted(sentAt: number): void {
     const now = this.options.clock.now();
     this.accepted.add(now);
+    this.acceptedAll++;
     if (this.paced) this.refusedShare *= 1 - 1 / SHARE_SPAN;
+    // Against a one-token bucket slow start begins at one request a round trip (as one worker
+    // sending one after another), not at the one request the first wave got through in a second.
+    if (this.shallow && this.slowStart && this.rate < 1000 / Math.max(1, now - sentAt)) {
+      this.rate = 1000 / Math.max(1, now - sentAt);
+      this.kick();
+    }
     const dt = Math.min(1000, now - this.lastGrowth) / 1000;
     // Grow only while callers queue for the pacer (the pace, not the input, is the bottleneck),
     // and not on answers to requests sent before the last decrease.
     if (!this.paced || this.waiting === 0 || sentAt <= this.lastDecrease) {
       this.lastGrowth = now;
+      return;
+    }
+    if (this.shallow && !this.slowStart) {
+      this.rate *= 1 + (SHALLOW_STEP * SHALLOW_SHARE) / (1 - SHALLOW_SHARE);
+      this.lastGrowth = now;
+      this.kick();
       return;
     }
     if (dt < 0.05) return;
@@ -251,6 +304,7 @@ export class AdaptiveLimiter {
   /** A request sent at `sentAt` was answered 429 with this Retry-After. */
   onRateLimited(sentAt: number, retryAfterSeconds: number): void {
     const now = this.options.clock.now();
+    if (sentAt <= this.firstRefusalAt) this.inFirstWave();
     // The answers to requests sent before the last cut say nothing about the pace since.
     if (sentAt <= this.lastDecrease) return;
     if (!this.paced) {
@@ -258,31 +312,67 @@ export class AdaptiveLimiter {
       // too fast, so everyone waits once. What was accepted so far is the first estimate.
       this.pause(now, retryAfterSeconds);
       this.rate = Math.max(1, this.acceptedRate(now));
+      this.firstRefusalAt = now;
+      this.firstWave = { accepted: this.acceptedAll, refused: 1 };
       this.lastDecrease = now;
       this.lastGrowth = now;
       return;
     }
     this.refusedShare = this.refusedShare * (1 - 1 / SHARE_SPAN) + 1 / SHARE_SPAN;
-    const spacing = this.released - this.lastRefusal;
+    const dense = this.shallow ? this.released - this.refusalBefore < SHALLOW_DENSE : this.released - this.lastRefusal < DENSE_SPACING;
+    this.refusalBefore = this.lastRefusal;
     this.lastRefusal = this.released;
-    const dense = spacing < DENSE_SPACING;
-    if (!dense && this.refusedShare <= JITTER_SHARE) return;
-    this.slowStart = false;
-    // Refusals a few requests apart mean the pace is over the ceiling, and cuts that follow each
-    // other within a second cut harder each time (a deep bucket hid how far slow start went past
-    // the ceiling, and the pace must come down in a few round trips, not in a second's worth of
-    // 429s). Sparser ones are the pace brushing the ceiling: one plain cut each.
-    let recentCuts = 1;
-    if (dense) {
-      recentCuts = this.cuts.since(now - 1000) + 1;
-      this.cuts.add(now);
-      this.cut(this.rate * this.backoff ** recentCuts, this.backoff);
-    } else {
+    if (dense) this.overshot(now, retryAfterSeconds);
+    else if (this.shallow) this.stepDown(sentAt, now);
+    else if (this.refusedShare > JITTER_SHARE) {
+      // Sparse refusals over the share jitter explains: the pace brushes the ceiling.
+      this.slowStart = false;
       this.cut(this.rate * SHARE_BACKOFF, SHARE_BACKOFF);
+      this.lastDecrease = now;
+      this.lastGrowth = now;
     }
+  }
+
+  /**
+   * A refusal of a request sent before the first 429. When nearly all of that first wave was
+   * refused the bucket is one token deep: it refills in one interval, so the pause for everyone
+   * would buy nothing, and its refusals are to be read as a one-token bucket's (SHALLOW_SHARE).
+   */
+  private inFirstWave(): void {
+    this.firstWave.refused++;
+    if (this.shallow || this.firstWave.accepted > SHALLOW_ACCEPTED || this.firstWave.refused < SHALLOW_REFUSED) return;
+    this.shallow = true;
+    this.pausedUntil = Math.min(this.pausedUntil, this.options.clock.now());
+    this.kick();
+  }
+
+  /** A sparse refusal from a one-token bucket: one small step down per refusal of a request sent since the last. */
+  private stepDown(sentAt: number, now: number): void {
+    if (sentAt <= this.lastStep) return;
+    this.slowStart = false;
+    this.lastStep = now;
+    this.rate = Math.max(1, this.rate * (1 - SHALLOW_STEP));
+    this.kick();
+  }
+
+  /**
+   * Refusals a few requests apart: the pace is over the ceiling. Cuts that follow each other
+   * within a second cut harder each time (a deep bucket hid how far slow start went past the
+   * ceiling, and the pace must come down in a few round trips, not in a second's worth of 429s).
+   */
+  private overshot(now: number, retryAfterSeconds: number): void {
+    this.slowStart = false;
+    const recentCuts = this.cuts.since(now - 1000) + 1;
+    this.cuts.add(now);
+    const measured = this.accepted.since(now - 1000);
+    this.cut(this.rate * this.backoff ** recentCuts, this.backoff, measured);
     // Still refused after cuts that took the pace to a fraction of what it was a second ago: the
-    // ceiling fell (or another client shares the key). Everyone waits out the Retry-After.
-    if (recentCuts >= CLUSTER_CUTS) this.pause(now, retryAfterSeconds);
+    // ceiling fell (or another client shares the key, or a fixed window's count ran out). Everyone
+    // waits out the Retry-After, and goes on near what the service accepted meanwhile.
+    if (recentCuts >= CLUSTER_CUTS) {
+      this.pause(now, retryAfterSeconds);
+      this.cut(Math.max(this.rate, MEASURED_FLOOR * measured), this.backoff);
+    }
     this.lastDecrease = now;
     this.lastGrowth = now;
   }
@@ -292,10 +382,10 @@ export class AdaptiveLimiter {
    * it (after cuts that compounded, the pace one step up, not the pace before them all, which
    * was over the ceiling).
    */
-  private cut(to: number, backoff: number): void {
+  private cut(to: number, backoff: number, measured = 0): void {
     this.rate = Math.max(1, to);
     this.from = this.rate;
-    this.plateauRate = (this.rate / backoff) * PLATEAU_LEVEL;
+    this.plateauRate = Math.max(this.rate / backoff, measured) * PLATEAU_LEVEL;
     this.sinceDecrease = 0;
     this.kick();
   }
