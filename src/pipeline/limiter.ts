@@ -83,8 +83,15 @@ const SHALLOW_STEP = 0.01;
 const SHALLOW_ACCEPTED = 2;
 /** ...and at least this many of the requests in flight then refused. */
 const SHALLOW_REFUSED = 3;
-/** Against it, three refusals within this many requests are the pace over its rate, not jitter. */
+/** Against it, three refusals within this many requests are the pace over its rate, not jitter... */
 const SHALLOW_DENSE = 15;
+/**
+ * ...and cuts compound no further than this: its refusals show within a round trip, so a series of
+ * cuts ends as soon as the pace is under its rate, and a cut compounded with those of a series in
+ * the same second (the first round trips, far over) took the pace to 0.6 of its rate for a refusal
+ * that was jitter.
+ */
+const SHALLOW_COMPOUND = 2;
 
 interface Waiter {
   resolve: () => void;
@@ -141,8 +148,16 @@ export class AdaptiveLimiter {
   private firstRefusalAt = Number.NEGATIVE_INFINITY;
   private acceptedAll = 0;
   private firstWave = { accepted: 0, refused: 0 };
-  /** A bucket one token deep (SHALLOW_SHARE), and when its pace last stepped down. */
-  private shallow = false;
+  /**
+   * How deep the bucket is, as the first wave showed: `deep` when it let more than a couple of
+   * requests through (it absorbs jitter: any refusal is the pace over its rate), `shallow` when it
+   * refused nearly all (SHALLOW_SHARE), `unknown` until then or when the pace was given.
+   */
+  private depth: 'unknown' | 'deep' | 'shallow' = 'unknown';
+  /** Against a one-token bucket, where slow start ends (below). */
+  private threshold = Number.POSITIVE_INFINITY;
+  /** The fastest accepted answer, ms (at least 1). */
+  private roundTrip = Number.POSITIVE_INFINITY;
   private lastStep = Number.NEGATIVE_INFINITY;
   /** Moving average of the share of paced requests refused. */
   private refusedShare = 0;
@@ -252,12 +267,8 @@ export class AdaptiveLimiter {
     this.accepted.add(now);
     this.acceptedAll++;
     if (this.paced) this.refusedShare *= 1 - 1 / SHARE_SPAN;
-    // Against a one-token bucket slow start begins at one request a round trip (as one worker
-    // sending one after another), not at the one request the first wave got through in a second.
-    if (this.shallow && this.slowStart && this.rate < 1000 / Math.max(1, now - sentAt)) {
-      this.rate = 1000 / Math.max(1, now - sentAt);
-      this.kick();
-    }
+    this.roundTrip = Math.min(this.roundTrip, Math.max(1, now - sentAt));
+    this.startShallow();
     const dt = Math.min(1000, now - this.lastGrowth) / 1000;
     // Grow only while callers queue for the pacer (the pace, not the input, is the bottleneck),
     // and not on answers to requests sent before the last decrease.
@@ -265,7 +276,7 @@ export class AdaptiveLimiter {
       this.lastGrowth = now;
       return;
     }
-    if (this.shallow && !this.slowStart) {
+    if (this.depth === 'shallow' && !this.slowStart) {
       this.rate *= 1 + (SHALLOW_STEP * SHALLOW_SHARE) / (1 - SHALLOW_SHARE);
       this.lastGrowth = now;
       this.kick();
@@ -278,7 +289,8 @@ export class AdaptiveLimiter {
       // pace, is what holds requests back, a pace grown on paper would be a burst when it opens.
       const since = Math.max(now - 1000, this.pausedUntil);
       const accepted = (this.accepted.since(since) * 1000) / Math.max(100, now - since);
-      this.rate = Math.max(this.rate, Math.min(this.rate * SLOW_START_GROWTH ** dt, 2 * accepted));
+      this.rate = Math.max(this.rate, Math.min(this.rate * SLOW_START_GROWTH ** dt, 2 * accepted, this.threshold));
+      if (this.rate >= this.threshold) this.slowStart = false;
     } else {
       this.sinceDecrease += dt;
       // CUBIC's curve, with its flat part 1% under the last ceiling: a shallow bucket 429s the
@@ -314,20 +326,24 @@ export class AdaptiveLimiter {
       this.rate = Math.max(1, this.acceptedRate(now));
       this.firstRefusalAt = now;
       this.firstWave = { accepted: this.acceptedAll, refused: 1 };
+      if (this.acceptedAll > SHALLOW_ACCEPTED) this.depth = 'deep';
       this.lastDecrease = now;
       this.lastGrowth = now;
       return;
     }
     this.refusedShare = this.refusedShare * (1 - 1 / SHARE_SPAN) + 1 / SHARE_SPAN;
-    const dense = this.shallow ? this.released - this.refusalBefore < SHALLOW_DENSE : this.released - this.lastRefusal < DENSE_SPACING;
+    const shallow = this.depth === 'shallow';
+    const dense = shallow ? this.released - this.refusalBefore < SHALLOW_DENSE : this.released - this.lastRefusal < DENSE_SPACING;
     this.refusalBefore = this.lastRefusal;
     this.lastRefusal = this.released;
     if (dense) this.overshot(now, retryAfterSeconds);
-    else if (this.shallow) this.stepDown(sentAt, now);
-    else if (this.refusedShare > JITTER_SHARE) {
-      // Sparse refusals over the share jitter explains: the pace brushes the ceiling.
+    else if (shallow) this.stepDown(sentAt, now);
+    else if (this.depth === 'deep' || this.refusedShare > JITTER_SHARE) {
+      // The pace brushes the ceiling: a deep bucket refuses only once it is empty, so even a lone
+      // refusal says the pace is over its rate; of a bucket of unknown depth, a share over what
+      // jitter explains does.
       this.slowStart = false;
-      this.cut(this.rate * SHARE_BACKOFF, SHARE_BACKOFF);
+      this.cut(this.rate * SHARE_BACKOFF, this.rate * PLATEAU_LEVEL);
       this.lastDecrease = now;
       this.lastGrowth = now;
     }
@@ -340,16 +356,26 @@ export class AdaptiveLimiter {
    */
   private inFirstWave(): void {
     this.firstWave.refused++;
-    if (this.shallow || this.firstWave.accepted > SHALLOW_ACCEPTED || this.firstWave.refused < SHALLOW_REFUSED) return;
-    this.shallow = true;
+    if (this.depth !== 'unknown' || this.firstWave.refused < SHALLOW_REFUSED) return;
+    this.depth = 'shallow';
     this.pausedUntil = Math.min(this.pausedUntil, this.options.clock.now());
+    this.startShallow();
+    this.kick();
+  }
+
+  /**
+   * Against a one-token bucket slow start begins at one request a round trip (as one worker sending
+   * one after another would), not at the one request a second the first wave got through.
+   */
+  private startShallow(): void {
+    if (this.depth !== 'shallow' || Number.isFinite(this.threshold) || this.rate >= 1000 / this.roundTrip) return;
+    this.rate = 1000 / this.roundTrip;
     this.kick();
   }
 
   /** A sparse refusal from a one-token bucket: one small step down per refusal of a request sent since the last. */
   private stepDown(sentAt: number, now: number): void {
     if (sentAt <= this.lastStep) return;
-    this.slowStart = false;
     this.lastStep = now;
     this.rate = Math.max(1, this.rate * (1 - SHALLOW_STEP));
     this.kick();
@@ -361,31 +387,38 @@ export class AdaptiveLimiter {
    * ceiling, and the pace must come down in a few round trips, not in a second's worth of 429s).
    */
   private overshot(now: number, retryAfterSeconds: number): void {
-    this.slowStart = false;
-    const recentCuts = this.cuts.since(now - 1000) + 1;
+    const shallow = this.depth === 'shallow';
+    // Against a one-token bucket, slow start goes on after cuts, up to just under the last pace
+    // refused (TCP's ssthresh): the first round trips of a run, at one request each, may have
+    // been far over its rate, and cuts compounding from there land far under it. Nobody waits
+    // for a pause either: the bucket refills in an interval.
+    if (shallow) this.threshold = this.rate * PLATEAU_LEVEL;
+    else this.slowStart = false;
+    const recentCuts = Math.min(shallow ? SHALLOW_COMPOUND : CLUSTER_CUTS, this.cuts.since(now - 1000) + 1);
     this.cuts.add(now);
     const measured = this.accepted.since(now - 1000);
-    this.cut(this.rate * this.backoff ** recentCuts, this.backoff, measured);
+    const to = this.rate * this.backoff ** recentCuts;
+    this.cut(to, Math.max(to / this.backoff, measured) * PLATEAU_LEVEL);
     // Still refused after cuts that took the pace to a fraction of what it was a second ago: the
     // ceiling fell (or another client shares the key, or a fixed window's count ran out). Everyone
     // waits out the Retry-After, and goes on near what the service accepted meanwhile.
-    if (recentCuts >= CLUSTER_CUTS) {
+    if (recentCuts >= CLUSTER_CUTS && !shallow) {
       this.pause(now, retryAfterSeconds);
-      this.cut(Math.max(this.rate, MEASURED_FLOOR * measured), this.backoff);
+      this.cut(Math.max(this.rate, MEASURED_FLOOR * measured), Math.max(this.plateauRate, measured * PLATEAU_LEVEL));
     }
     this.lastDecrease = now;
     this.lastGrowth = now;
   }
 
   /**
-   * Sets the pace, and CUBIC's curve back up to just under the pace one step of `backoff` above
-   * it (after cuts that compounded, the pace one step up, not the pace before them all, which
-   * was over the ceiling).
+   * Sets the pace, and CUBIC's curve back up to `plateau`: just under the pace that was refused, or
+   * after cuts that compounded, just under the pace one step up or what the service accepted over
+   * the last second, whichever is higher (not the pace before them all, which was over the ceiling).
    */
-  private cut(to: number, backoff: number, measured = 0): void {
+  private cut(to: number, plateau: number): void {
     this.rate = Math.max(1, to);
     this.from = this.rate;
-    this.plateauRate = Math.max(this.rate / backoff, measured) * PLATEAU_LEVEL;
+    this.plateauRate = Math.max(this.rate, plateau);
     this.sinceDecrease = 0;
     this.kick();
   }

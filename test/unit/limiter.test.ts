@@ -289,11 +289,15 @@ describe('against a token-bucket service (simulated time, the real executor)', (
  * (uniform, and long-tailed), a way there that jitters (a one-token bucket refuses a request that
  * arrives even slightly early, and any delay of one brings the next one early), a bucket on a
  * whole-millisecond clock, and a gateway counting per fixed window. Nothing here depends on how
- * fast the machine is: the clock is simulated, the randomness seeded.
+ * fast the machine is: the clock is simulated and the randomness seeded. Each case runs on three
+ * seeds, since one run's figure moves by a few hundredths (a 429 in a run's last second is retried
+ * a second later, and that second is counted).
  */
 describe('against what real services do (simulated time, the real executor)', () => {
+  const SEEDS = [1, 2, 3];
   /** Most requests on time, one in forty over a millisecond late (loopback on a shared machine). */
   const WAY: LatencySpec = { kind: 'lognormal', medianMs: 0.1, sigma: 1.2, maxMs: 50 };
+  const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
   /**
    * A client told the ceiling (the bench's baseline-paced.mjs) on the same service model: every
    * request a fixed interval after the last. Its best interval is what jitter allows at all.
@@ -302,35 +306,38 @@ describe('against what real services do (simulated time, the real executor)', ()
     const runs = await Promise.all([10.1, 10.25, 10.5, 10.75, 11, 11.5].map((ms) => simulatePaced(server, domains, ms)));
     return runs.reduce((best, r) => (r.ofCeiling > best.ofCeiling ? r : best));
   };
+  /** Enrich over the told client's best, and enrich's share of 429s, on each seed. */
+  const besideTold = async (server: SimServerOptions): Promise<{ ratios: number[]; shares: number[] }> => {
+    const runs = await Promise.all(
+      SEEDS.map(async (seed) => {
+        const told = await toldTheCeiling({ ...server, seed }, 2500);
+        const r = await simulate({ ...server, seed }, 2500);
+        return { ratio: r.ofCeiling / told.ofCeiling, share: r.share429 };
+      }),
+    );
+    return { ratios: runs.map((r) => r.ratio), shares: runs.map((r) => r.share) };
+  };
 
-  for (const [name, way] of [
-    ['uniformly by up to 1 ms', { kind: 'uniform', minMs: 0, maxMs: 1 }],
-    ['with a long tail', WAY],
+  for (const [name, server] of [
+    ['whose way there jitters uniformly by up to 1 ms', { rate: 100, burst: 1, latencyMs: 20, way: { kind: 'uniform', minMs: 0, maxMs: 1 } }],
+    ['whose way there jitters with a long tail', { rate: 100, burst: 1, latencyMs: 20, way: WAY }],
+    ['answering in about a millisecond (the bench\'s local sandbox), the way there long-tailed', { rate: 100, burst: 1, latencyMs: 1, way: WAY }],
+    ['counting whole milliseconds', { rate: 100, burst: 1, latencyMs: 20, way: WAY, tickMs: 1 }],
   ] as const) {
-    it(`gets within 0.95 of a client told the ceiling at a one-token bucket whose way there jitters ${name}, at most 5% 429s`, async () => {
-      const server: SimServerOptions = { rate: 100, burst: 1, latencyMs: 20, way };
-      const told = await toldTheCeiling(server, 2500);
-      const r = await simulate(server, 2500);
-      expect(r.ofCeiling / told.ofCeiling).toBeGreaterThanOrEqual(0.95);
-      expect(r.share429).toBeLessThanOrEqual(0.05);
+    it(`gets within 0.95 of a client told the ceiling at a one-token bucket ${name}, at most 5% 429s`, async () => {
+      const { ratios, shares } = await besideTold(server);
+      expect(mean(ratios)).toBeGreaterThanOrEqual(0.95);
+      for (const ratio of ratios) expect(ratio).toBeGreaterThanOrEqual(0.93);
+      for (const share of shares) expect(share).toBeLessThanOrEqual(0.05);
     });
   }
-
-  it('gets within 0.95 of a client told the ceiling at a one-token bucket counting whole milliseconds', async () => {
-    const server: SimServerOptions = { rate: 100, burst: 1, latencyMs: 20, way: WAY, tickMs: 1 };
-    const told = await toldTheCeiling(server, 2500);
-    const r = await simulate(server, 2500);
-    expect(r.ofCeiling / told.ofCeiling).toBeGreaterThanOrEqual(0.95);
-    expect(r.share429).toBeLessThanOrEqual(0.05);
-  });
 
   it('gets within 0.95 of a client told the ceiling at a gateway counting per fixed second', async () => {
     // Past the window's count every request is refused until the boundary, however evenly paced:
     // dense refusals that must not cut the pace far below what the gateway lets through.
-    const server: SimServerOptions = { rate: 100, burst: 1, latencyMs: 20, way: WAY, windowMs: 1000 };
-    const told = await toldTheCeiling(server, 2500);
-    const r = await simulate(server, 2500);
-    expect(r.ofCeiling / told.ofCeiling).toBeGreaterThanOrEqual(0.95);
-    expect(r.share429).toBeLessThanOrEqual(0.05);
+    const { ratios, shares } = await besideTold({ rate: 100, burst: 1, latencyMs: 20, way: WAY, windowMs: 1000 });
+    expect(mean(ratios)).toBeGreaterThanOrEqual(0.95);
+    for (const ratio of ratios) expect(ratio).toBeGreaterThanOrEqual(0.93);
+    for (const share of shares) expect(share).toBeLessThanOrEqual(0.05);
   });
 });
