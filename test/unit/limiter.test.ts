@@ -295,6 +295,8 @@ describe('against a token-bucket service (simulated time, the real executor)', (
  */
 describe('against what real services do (simulated time, the real executor)', () => {
   const SEEDS = [1, 2, 3];
+  const UNIFORM: LatencySpec = { kind: 'uniform', minMs: 100, maxMs: 300 };
+  const LONG_TAIL: LatencySpec = { kind: 'lognormal', medianMs: 150, sigma: 0.6, maxMs: 2000 };
   /** Most requests on time, one in forty over a millisecond late (loopback on a shared machine). */
   const WAY: LatencySpec = { kind: 'lognormal', medianMs: 0.1, sigma: 1.2, maxMs: 50 };
   const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -317,6 +319,26 @@ describe('against what real services do (simulated time, the real executor)', ()
     );
     return { ratios: runs.map((r) => r.ratio), shares: runs.map((r) => r.share) };
   };
+
+  for (const [name, latency] of [
+    ['uniform in 100-300 ms', UNIFORM],
+    ['long-tailed (lognormal, median 150 ms)', LONG_TAIL],
+  ] as const) {
+    it(`saturates 500 req/s when answers take ${name}, by default and no worse with a larger --concurrency`, async () => {
+      // 6,000 calls, as the bench's latency row: 12 s at the ceiling.
+      const runs = (concurrency: number): Promise<SimResult[]> => Promise.all(SEEDS.map((seed) => simulate({ rate: 500, burst: 500, latencyMs: 0, latency, seed }, 3000, concurrency)));
+      const byDefault = await runs(128);
+      const wider = await runs(256);
+      for (const r of [...byDefault, ...wider]) {
+        expect(r.ofCeiling).toBeGreaterThanOrEqual(0.93);
+        expect(r.share429).toBeLessThanOrEqual(0.02);
+      }
+      const [d, w] = [mean(byDefault.map((r) => r.ofCeiling)), mean(wider.map((r) => r.ofCeiling))];
+      expect(d).toBeGreaterThanOrEqual(0.95);
+      expect(w).toBeGreaterThanOrEqual(0.95);
+      expect(w).toBeGreaterThanOrEqual(d - 0.03);
+    });
+  }
 
   for (const [name, server] of [
     ['whose way there jitters uniformly by up to 1 ms', { rate: 100, burst: 1, latencyMs: 20, way: { kind: 'uniform', minMs: 0, maxMs: 1 } }],
