@@ -58,14 +58,16 @@ const PRECISE_FROM_MS = 4;
 /** 429s fewer paced requests apart than this are the pace over the ceiling, not brushing it. */
 const DENSE_SPACING = 10;
 /**
- * While the service refuses requests it is saturated, so what it accepted over the last second is
- * its ceiling, give or take a deep bucket's last tokens. After cuts that compounded, CUBIC's
- * plateau is at least 0.99 of that (not only of the pace one step up), and the pause for cuts that
- * did not stop the 429s ends at this share of it. A gateway counting per fixed window refuses
- * every request up to its boundary however far the pace is cut: ten cuts in a second took the pace
- * to a twentieth of its count, and the curve back to one step up never reached it (simulated: 0.62
- * of the ceiling over a run).
+ * While the service refuses requests it is saturated, so what it accepts is its ceiling, give or
+ * take a deep bucket's last tokens. After cuts that compounded, CUBIC's plateau is at least 0.99 of
+ * what it accepted a second over the last SUSTAINED_MS (not only of the pace one step up: cuts
+ * compounded from slow start landed at 0.76 of a 500 req/s ceiling, and sat there). A pause for
+ * cuts that did not stop the 429s ends at MEASURED_FLOOR of what it accepted over the last
+ * second: a gateway counting per fixed window refuses every request up to its boundary however
+ * far the pace is cut, and ten cuts in a second took the pace to a twentieth of its count, and the
+ * curve back to one step up never reached it (simulated: 0.62 of the ceiling over a run).
  */
+const SUSTAINED_MS = 3_000;
 const MEASURED_FLOOR = 0.9;
 /**
  * A bucket one token deep refuses a request that arrives even slightly early, at any pace near
@@ -301,6 +303,16 @@ export class AdaptiveLimiter {
     this.kick();
   }
 
+  /**
+   * Accepted answers a second over the last SUSTAINED_MS (0 before a second of running): what the
+   * service sustains while it refuses some. Over one second, a deep bucket's tokens refilled while
+   * everyone paused counted as its rate, and the pace climbed back over it for a string of 429s.
+   */
+  private sustainedRate(now: number): number {
+    const span = Math.min(SUSTAINED_MS, now - (this.startedAt ?? now));
+    return span < 1000 ? 0 : (this.accepted.since(now - span) * 1000) / span;
+  }
+
   /** Accepted answers a second since the start (over one second at least). */
   private acceptedRate(now: number): number {
     const span = Math.max(1, (now - (this.startedAt ?? now)) / 1000);
@@ -398,7 +410,7 @@ export class AdaptiveLimiter {
     this.cuts.add(now);
     const measured = this.accepted.since(now - 1000);
     const to = this.rate * this.backoff ** recentCuts;
-    this.cut(to, Math.max(to / this.backoff, measured) * PLATEAU_LEVEL);
+    this.cut(to, Math.max(to / this.backoff, this.sustainedRate(now)) * PLATEAU_LEVEL);
     // Still refused after cuts that took the pace to a fraction of what it was a second ago: the
     // ceiling fell (or another client shares the key, or a fixed window's count ran out). Everyone
     // waits out the Retry-After, and goes on near what the service accepted meanwhile.

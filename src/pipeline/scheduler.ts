@@ -32,13 +32,15 @@ const FLOOR_SPAN_MS = 5_000;
 const FIRST_SPAN = 200;
 const FIRST_SPAN_MS = 1_000;
 /**
- * The fastest answer yet is the first span's floor only for answers faster than this. Requests
- * queued in this process add tenths of a millisecond each, half again to a local service's
- * answer, nothing to speak of beside a far service's, whose answers vary far more than
- * QUEUEING_FIRST on their own: uniform in 100-300 ms, the fastest is half the usual, and judged by
- * it the window sat at 16 for the first second (80 requests a second against a ceiling of 500).
+ * The fastest answer yet is the first span's floor only while answers take less than this
+ * (smoothed). Answers that vary far more than QUEUEING_FIRST on their own would otherwise hold the
+ * window at 16 for the first second: uniform in 100-300 ms, the fastest is half the usual, and
+ * 16 in flight carried 80 requests a second against a ceiling of 500. Under it, what requests
+ * queued in this process add is most of the answer: the bench's local sandbox answered in 20-80 ms
+ * while the client started on a loaded machine, and judged by a 10 ms bound the window reached
+ * 38-53 before the first 429 (45-59 of 950 requests refused, against 25 at 16).
  */
-const NEAR_MS = 10;
+const NEAR_MS = 100;
 /** The smoothed latency counts towards the floor after this many answers: its first values are single answers. */
 const WARM_ANSWERS = 10;
 /** Unpaced, the window never shrinks below this (0.1's fixed window, which local runs found as fast as any). */
@@ -57,9 +59,9 @@ class LaneLatency {
   /** The fastest single answer of the first span, and the floor until that span is over. */
   private fastest = Number.POSITIVE_INFINITY;
 
-  /** In a near service's first span, judged by the fastest answer yet (below). */
+  /** In a near service's first span (NEAR_MS), judged by the fastest answer yet (below). */
   private get byFastest(): boolean {
-    return this.spans === 0 && this.fastest < NEAR_MS;
+    return this.spans === 0 && this.latency < NEAR_MS;
   }
 
   get floor(): number {
