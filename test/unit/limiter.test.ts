@@ -122,6 +122,29 @@ describe('AdaptiveLimiter', () => {
     expect(clock.now() - t0).toBeLessThanOrEqual(20);
   });
 
+  it('keeps its pace against a deep bucket when timers fire late, and spaces callers strictly otherwise', async () => {
+    // Timers a millisecond late, as Node's on a busy event loop: at 500 a second (2 ms apart),
+    // counting each interval from a late release would deliver a third less.
+    const released = async (deep: boolean): Promise<number> => {
+      const clock = new SimClock();
+      const late = { now: () => clock.now(), sleep: (ms: number, signal?: AbortSignal) => clock.sleep(Math.ceil(ms) + 1, signal), until: (at: number, signal?: AbortSignal) => clock.sleep(Math.ceil(at - clock.now()) + 1, signal) };
+      const limiter = new AdaptiveLimiter({ clock: late, ...(deep ? {} : { initialRate: 500 }) });
+      if (deep) {
+        // A first wave of which ten were accepted before the first 429: a deep bucket.
+        for (let i = 0; i < 10; i++) await clock.run(limiter.acquire(), 1000);
+        for (let i = 0; i < 10; i++) limiter.onAccepted(0);
+        limiter.onRateLimited(0, 1);
+        await clock.run(clock.sleep(1000), 10_000);
+        limiter.rate = 500;
+      }
+      const t0 = clock.now();
+      await clock.run(Promise.all(Array.from({ length: 1000 }, () => limiter.acquire())), 60_000);
+      return 1000 / ((clock.now() - t0) / 1000);
+    };
+    expect(await released(true)).toBeGreaterThan(480);
+    expect(await released(false)).toBeLessThan(350); // every gap at least the interval, late or not
+  });
+
   it('lets a caller that gives up leave the queue', async () => {
     const clock = new SimClock();
     const limiter = new AdaptiveLimiter({ clock, initialRate: 1 });
