@@ -27,6 +27,9 @@ export interface LimiterOptions {
  *   climbs back along CUBIC's curve: fast at first, flat 1% under the ceiling, then probing.
  * - Only when the cuts do not stop the 429s (several cuts within a second: the bucket is empty and
  *   we are far over) is everyone paused again for the Retry-After.
+ * - A bucket one token deep shows itself in the first wave (nearly all of it refused). It refills
+ *   in one interval, so nobody waits for it, and it refuses some requests at any pace near its rate
+ *   (any that arrive early): there the pace settles where a small share is refused (SHALLOW_SHARE).
  *
  * Callers leave the queue one pacing interval apart, so a pause never ends in a thundering herd.
  */
@@ -36,9 +39,10 @@ const SLOW_START_GROWTH = 8;
 /** Cuts within a second (together to a twentieth of the pace) that show the ceiling fell. */
 const CLUSTER_CUTS = 10;
 /**
- * The share of paced requests refused that is taken for jitter, not for a pace over the ceiling.
- * A shallow bucket refuses a request that arrives even slightly early, and the way to the service
- * now and then delays one request by a millisecond or more, which brings the next one early: at
+ * The share of paced requests refused that is taken for jitter, not for a pace over the ceiling
+ * (for a bucket known to be one token deep, SHALLOW_SHARE instead). A shallow bucket refuses a
+ * request that arrives even slightly early, and the way to the service now and then delays one
+ * request by a millisecond or more, which brings the next one early: at
  * any pace near a one-token bucket's rate, some requests are refused, fewer the further below it
  * the pace sits, but with a long tail (measured on loopback here: 5% at 0.98 of the rate, 2% at
  * 0.91, 1% at 0.82). Cutting for each would walk the pace down a long way for refusals it cannot
@@ -51,8 +55,51 @@ const SHARE_SPAN = 200;
 const SHARE_BACKOFF = 0.98;
 /** Pacing intervals from this long are kept to a fraction of a millisecond (clock.until). */
 const PRECISE_FROM_MS = 4;
+/**
+ * How far behind its schedule the pacer may catch up against a deep bucket (`leave`). Counted from
+ * each late release, a pace of 650 a second delivered 410-450 (the bench's 500 req/s row, live: at
+ * intervals of 2 ms, Node's timers fire on whole milliseconds, later on a busy event loop).
+ */
+const CATCH_UP_MS = 5;
 /** 429s fewer paced requests apart than this are the pace over the ceiling, not brushing it. */
 const DENSE_SPACING = 10;
+/**
+ * While the service refuses requests it is saturated, so what it accepts is its ceiling, give or
+ * take a deep bucket's last tokens. After cuts that compounded, CUBIC's plateau is at least 0.99 of
+ * what it accepted a second over the last SUSTAINED_MS (not only of the pace one step up: cuts
+ * compounded from slow start landed at 0.76 of a 500 req/s ceiling, and sat there). A pause for
+ * cuts that did not stop the 429s ends at MEASURED_FLOOR of what it accepted over the last
+ * second: a gateway counting per fixed window refuses every request up to its boundary however
+ * far the pace is cut, and ten cuts in a second took the pace to a twentieth of its count, and the
+ * curve back to one step up never reached it (simulated: 0.62 of the ceiling over a run).
+ */
+const SUSTAINED_MS = 3_000;
+const MEASURED_FLOOR = 0.9;
+/**
+ * A bucket one token deep refuses a request that arrives even slightly early, at any pace near
+ * its rate: the pace that gets the most through accepts a few refusals. A client told the ceiling
+ * does best where 2% to 3% of its requests are refused (simulated with the way there jittering
+ * uniformly, with a long tail, and on a whole-millisecond clock; the bench's one-token row agrees).
+ * So against such a bucket each refusal steps the pace down by SHALLOW_STEP and each acceptance
+ * steps it up by so much less that the two balance where SHALLOW_SHARE of requests are refused:
+ * a little under that best, since a bucket with no jitter refuses only a pace past its rate, and
+ * there every refusal is waste (the project holds 2% there).
+ */
+const SHALLOW_SHARE = 0.015;
+const SHALLOW_STEP = 0.01;
+/** The first wave shows such a bucket: at most this many accepted before its first 429... */
+const SHALLOW_ACCEPTED = 2;
+/** ...and at least this many of the requests in flight then refused. */
+const SHALLOW_REFUSED = 3;
+/** Against it, three refusals within this many requests are the pace over its rate, not jitter... */
+const SHALLOW_DENSE = 15;
+/**
+ * ...and cuts compound no further than this: its refusals show within a round trip, so a series of
+ * cuts ends as soon as the pace is under its rate, and a cut compounded with those of a series in
+ * the same second (the first round trips, far over) took the pace to 0.6 of its rate for a refusal
+ * that was jitter.
+ */
+const SHALLOW_COMPOUND = 2;
 
 interface Waiter {
   resolve: () => void;
@@ -104,6 +151,22 @@ export class AdaptiveLimiter {
   /** Callers released so far, and how many had been when the last 429 (of a paced request) came. */
   private released = 0;
   private lastRefusal = Number.NEGATIVE_INFINITY;
+  private refusalBefore = Number.NEGATIVE_INFINITY;
+  /** The first 429 of the unpaced start, and what the requests in flight then came back as. */
+  private firstRefusalAt = Number.NEGATIVE_INFINITY;
+  private acceptedAll = 0;
+  private firstWave = { accepted: 0, refused: 0 };
+  /**
+   * How deep the bucket is, as the first wave showed: `deep` when it let more than a couple of
+   * requests through (it absorbs jitter: any refusal is the pace over its rate), `shallow` when it
+   * refused nearly all (SHALLOW_SHARE), `unknown` until then or when the pace was given.
+   */
+  private depth: 'unknown' | 'deep' | 'shallow' = 'unknown';
+  /** Against a one-token bucket, where slow start ends (below). */
+  private threshold = Number.POSITIVE_INFINITY;
+  /** The fastest accepted answer, ms (at least 1). */
+  private roundTrip = Number.POSITIVE_INFINITY;
+  private lastStep = Number.NEGATIVE_INFINITY;
   /** Moving average of the share of paced requests refused. */
   private refusedShare = 0;
   private readonly cuts = new Recent(CLUSTER_CUTS);
@@ -137,8 +200,7 @@ export class AdaptiveLimiter {
     const now = this.options.clock.now();
     this.startedAt ??= now;
     if (this.queued === 0 && now >= this.nextAt()) {
-      this.lastRelease = now;
-      this.released++;
+      this.leave(now, this.nextAt());
       return Promise.resolve();
     }
     return new Promise<void>((resolve, reject) => {
@@ -158,6 +220,18 @@ export class AdaptiveLimiter {
       this.queue.push(waiter);
       void this.pump();
     });
+  }
+
+  /**
+   * A caller leaves at `now`, its turn having come at `due`. The next interval counts from when it
+   * actually left, not when it was due: a timer that fires late must not make the next gap short,
+   * since a shallow bucket refuses any gap under its interval. A bucket known to be deep takes a
+   * short gap after a late one, so there it counts from when the caller was due, up to CATCH_UP_MS
+   * behind.
+   */
+  private leave(now: number, due: number): void {
+    this.lastRelease = this.depth === 'deep' ? Math.max(due, now - CATCH_UP_MS) : now;
+    this.released++;
   }
 
   /** Re-evaluates the queue now (the pace or the pause changed). */
@@ -194,11 +268,7 @@ export class AdaptiveLimiter {
         this.queue.shift();
         if (waiter.signal !== undefined && waiter.onAbort !== undefined) waiter.signal.removeEventListener('abort', waiter.onAbort);
         this.waiting--;
-        // The interval counts from when a caller actually left, not when it was due: a timer that
-        // fires late must not make the next gap short, since a one-token bucket refuses any gap
-        // under its interval. The climb of the pace makes up the average.
-        this.lastRelease = now;
-        this.released++;
+        this.leave(now, at);
         waiter.resolve();
       }
     } finally {
@@ -210,12 +280,21 @@ export class AdaptiveLimiter {
   onAccepted(sentAt: number): void {
     const now = this.options.clock.now();
     this.accepted.add(now);
+    this.acceptedAll++;
     if (this.paced) this.refusedShare *= 1 - 1 / SHARE_SPAN;
+    this.roundTrip = Math.min(this.roundTrip, Math.max(1, now - sentAt));
+    this.startShallow();
     const dt = Math.min(1000, now - this.lastGrowth) / 1000;
     // Grow only while callers queue for the pacer (the pace, not the input, is the bottleneck),
     // and not on answers to requests sent before the last decrease.
     if (!this.paced || this.waiting === 0 || sentAt <= this.lastDecrease) {
       this.lastGrowth = now;
+      return;
+    }
+    if (this.depth === 'shallow' && !this.slowStart) {
+      this.rate *= 1 + (SHALLOW_STEP * SHALLOW_SHARE) / (1 - SHALLOW_SHARE);
+      this.lastGrowth = now;
+      this.kick();
       return;
     }
     if (dt < 0.05) return;
@@ -225,7 +304,8 @@ export class AdaptiveLimiter {
       // pace, is what holds requests back, a pace grown on paper would be a burst when it opens.
       const since = Math.max(now - 1000, this.pausedUntil);
       const accepted = (this.accepted.since(since) * 1000) / Math.max(100, now - since);
-      this.rate = Math.max(this.rate, Math.min(this.rate * SLOW_START_GROWTH ** dt, 2 * accepted));
+      this.rate = Math.max(this.rate, Math.min(this.rate * SLOW_START_GROWTH ** dt, 2 * accepted, this.threshold));
+      if (this.rate >= this.threshold) this.slowStart = false;
     } else {
       this.sinceDecrease += dt;
       // CUBIC's curve, with its flat part 1% under the last ceiling: a shallow bucket 429s the
@@ -234,6 +314,16 @@ export class AdaptiveLimiter {
       this.rate = Math.max(1, this.plateauRate + (this.plateauRate - this.from) * x * x * x);
     }
     this.kick();
+  }
+
+  /**
+   * Accepted answers a second over the last SUSTAINED_MS (0 before a second of running): what the
+   * service sustains while it refuses some. Over one second, a deep bucket's tokens refilled while
+   * everyone paused counted as its rate, and the pace climbed back over it for a string of 429s.
+   */
+  private sustainedRate(now: number): number {
+    const span = Math.min(SUSTAINED_MS, now - (this.startedAt ?? now));
+    return span < 1000 ? 0 : (this.accepted.since(now - span) * 1000) / span;
   }
 
   /** Accepted answers a second since the start (over one second at least). */
@@ -251,6 +341,7 @@ export class AdaptiveLimiter {
   /** A request sent at `sentAt` was answered 429 with this Retry-After. */
   onRateLimited(sentAt: number, retryAfterSeconds: number): void {
     const now = this.options.clock.now();
+    if (sentAt <= this.firstRefusalAt) this.inFirstWave();
     // The answers to requests sent before the last cut say nothing about the pace since.
     if (sentAt <= this.lastDecrease) return;
     if (!this.paced) {
@@ -258,44 +349,101 @@ export class AdaptiveLimiter {
       // too fast, so everyone waits once. What was accepted so far is the first estimate.
       this.pause(now, retryAfterSeconds);
       this.rate = Math.max(1, this.acceptedRate(now));
+      this.firstRefusalAt = now;
+      this.firstWave = { accepted: this.acceptedAll, refused: 1 };
+      if (this.acceptedAll > SHALLOW_ACCEPTED) this.depth = 'deep';
       this.lastDecrease = now;
       this.lastGrowth = now;
       return;
     }
     this.refusedShare = this.refusedShare * (1 - 1 / SHARE_SPAN) + 1 / SHARE_SPAN;
-    const spacing = this.released - this.lastRefusal;
+    const shallow = this.depth === 'shallow';
+    const dense = shallow ? this.released - this.refusalBefore < SHALLOW_DENSE : this.released - this.lastRefusal < DENSE_SPACING;
+    this.refusalBefore = this.lastRefusal;
     this.lastRefusal = this.released;
-    const dense = spacing < DENSE_SPACING;
-    if (!dense && this.refusedShare <= JITTER_SHARE) return;
-    this.slowStart = false;
-    // Refusals a few requests apart mean the pace is over the ceiling, and cuts that follow each
-    // other within a second cut harder each time (a deep bucket hid how far slow start went past
-    // the ceiling, and the pace must come down in a few round trips, not in a second's worth of
-    // 429s). Sparser ones are the pace brushing the ceiling: one plain cut each.
-    let recentCuts = 1;
-    if (dense) {
-      recentCuts = this.cuts.since(now - 1000) + 1;
-      this.cuts.add(now);
-      this.cut(this.rate * this.backoff ** recentCuts, this.backoff);
-    } else {
-      this.cut(this.rate * SHARE_BACKOFF, SHARE_BACKOFF);
+    if (dense) this.overshot(now, retryAfterSeconds);
+    else if (shallow) this.stepDown(sentAt, now);
+    else if (this.depth === 'deep' || this.refusedShare > JITTER_SHARE) {
+      // The pace brushes the ceiling: a deep bucket refuses only once it is empty, so even a lone
+      // refusal says the pace is over its rate; of a bucket of unknown depth, a share over what
+      // jitter explains does.
+      this.slowStart = false;
+      this.cut(this.rate * SHARE_BACKOFF, this.rate * PLATEAU_LEVEL);
+      this.lastDecrease = now;
+      this.lastGrowth = now;
     }
+  }
+
+  /**
+   * A refusal of a request sent before the first 429. When nearly all of that first wave was
+   * refused the bucket is one token deep: it refills in one interval, so the pause for everyone
+   * would buy nothing, and its refusals are to be read as a one-token bucket's (SHALLOW_SHARE).
+   */
+  private inFirstWave(): void {
+    this.firstWave.refused++;
+    if (this.depth !== 'unknown' || this.firstWave.refused < SHALLOW_REFUSED) return;
+    this.depth = 'shallow';
+    this.pausedUntil = Math.min(this.pausedUntil, this.options.clock.now());
+    this.startShallow();
+    this.kick();
+  }
+
+  /**
+   * Against a one-token bucket slow start begins at one request a round trip (as one worker sending
+   * one after another would), not at the one request a second the first wave got through.
+   */
+  private startShallow(): void {
+    if (this.depth !== 'shallow' || Number.isFinite(this.threshold) || this.rate >= 1000 / this.roundTrip) return;
+    this.rate = 1000 / this.roundTrip;
+    this.kick();
+  }
+
+  /** A sparse refusal from a one-token bucket: one small step down per refusal of a request sent since the last. */
+  private stepDown(sentAt: number, now: number): void {
+    if (sentAt <= this.lastStep) return;
+    this.lastStep = now;
+    this.rate = Math.max(1, this.rate * (1 - SHALLOW_STEP));
+    this.kick();
+  }
+
+  /**
+   * Refusals a few requests apart: the pace is over the ceiling. Cuts that follow each other
+   * within a second cut harder each time (a deep bucket hid how far slow start went past the
+   * ceiling, and the pace must come down in a few round trips, not in a second's worth of 429s).
+   */
+  private overshot(now: number, retryAfterSeconds: number): void {
+    const shallow = this.depth === 'shallow';
+    // Against a one-token bucket, slow start goes on after cuts, up to just under the last pace
+    // refused (TCP's ssthresh): the first round trips of a run, at one request each, may have
+    // been far over its rate, and cuts compounding from there land far under it. Nobody waits
+    // for a pause either: the bucket refills in an interval.
+    if (shallow) this.threshold = this.rate * PLATEAU_LEVEL;
+    else this.slowStart = false;
+    const recentCuts = Math.min(shallow ? SHALLOW_COMPOUND : CLUSTER_CUTS, this.cuts.since(now - 1000) + 1);
+    this.cuts.add(now);
+    const measured = this.accepted.since(now - 1000);
+    const to = this.rate * this.backoff ** recentCuts;
+    this.cut(to, Math.max(to / this.backoff, this.sustainedRate(now)) * PLATEAU_LEVEL);
     // Still refused after cuts that took the pace to a fraction of what it was a second ago: the
-    // ceiling fell (or another client shares the key). Everyone waits out the Retry-After.
-    if (recentCuts >= CLUSTER_CUTS) this.pause(now, retryAfterSeconds);
+    // ceiling fell (or another client shares the key, or a fixed window's count ran out). Everyone
+    // waits out the Retry-After, and goes on near what the service accepted meanwhile.
+    if (recentCuts >= CLUSTER_CUTS && !shallow) {
+      this.pause(now, retryAfterSeconds);
+      this.cut(Math.max(this.rate, MEASURED_FLOOR * measured), Math.max(this.plateauRate, measured * PLATEAU_LEVEL));
+    }
     this.lastDecrease = now;
     this.lastGrowth = now;
   }
 
   /**
-   * Sets the pace, and CUBIC's curve back up to just under the pace one step of `backoff` above
-   * it (after cuts that compounded, the pace one step up, not the pace before them all, which
-   * was over the ceiling).
+   * Sets the pace, and CUBIC's curve back up to `plateau`: just under the pace that was refused, or
+   * after cuts that compounded, just under the pace one step up or what the service accepted over
+   * the last second, whichever is higher (not the pace before them all, which was over the ceiling).
    */
-  private cut(to: number, backoff: number): void {
+  private cut(to: number, plateau: number): void {
     this.rate = Math.max(1, to);
     this.from = this.rate;
-    this.plateauRate = (this.rate / backoff) * PLATEAU_LEVEL;
+    this.plateauRate = Math.max(this.rate, plateau);
     this.sinceDecrease = 0;
     this.kick();
   }

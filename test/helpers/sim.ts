@@ -10,7 +10,9 @@ import { Progress } from '../../src/pipeline/progress.js';
 import { Scheduler } from '../../src/pipeline/scheduler.js';
 import { RunState } from '../../src/pipeline/state.js';
 import { mulberry32 } from '../../src/sandbox/random.js';
-import { TokenBucket } from '../../src/sandbox/token-bucket.js';
+import { rateGate } from '../../src/sandbox/accounts.js';
+import { latencySampler, type LatencySpec } from '../../src/sandbox/latency.js';
+import type { RateGate } from '../../src/sandbox/token-bucket.js';
 
 interface Timer {
   at: number;
@@ -123,8 +125,16 @@ export interface SimServerOptions {
   /** Answer time, ms, drawn uniformly from latency x [1 - spread/2, 1 + spread/2] (spread default 1). */
   latencyMs: number;
   spread?: number;
+  /** Answer time drawn from this distribution instead (latencyMs and spread then unused). */
+  latency?: LatencySpec;
   /** The way there, ms, drawn uniformly from [0, jitter]: when the bucket sees the request. */
   jitterMs?: number;
+  /** The way there drawn from this distribution instead (a long tail: most requests on time, a few late). */
+  way?: LatencySpec;
+  /** The bucket's clock tick, ms (the sandbox's --clock-tick). */
+  tickMs?: number;
+  /** A gateway counting `rate` x window per fixed window of this many ms, instead of a bucket. */
+  windowMs?: number;
   /**
    * Requests a second the service can do at all, one at a time (a busy server): past it, requests
    * queue, first come first served, and their latency grows with the queue. Default: no limit.
@@ -139,6 +149,11 @@ export interface SimResult {
   rateLimited: number;
   /** Accepted requests a second, over the ceiling. */
   efficiency: number;
+  /**
+   * The same from the service's first request to its last, as the bench measures a sandbox: what
+   * a client gets out of the ceiling, without the last answer's time (which no client can shorten).
+   */
+  ofCeiling: number;
   share429: number;
   /** Times the limiter held every caller for a Retry-After. */
   pauses: number;
@@ -147,43 +162,62 @@ export interface SimResult {
   meanInFlight: number;
 }
 
-/**
- * The real executor, scheduler and limiter against a token-bucket model of the service, on
- * simulated time: `domains` matches that all hit, then as many enriches.
- */
-export async function simulate(server: SimServerOptions, domains: number, concurrency = 128): Promise<SimResult> {
-  const clock = new SimClock();
-  const bucket = new TokenBucket(server.rate, server.burst, 0);
-  const random = mulberry32(server.seed ?? 1);
-  let accepted = 0;
-  let rateLimited = 0;
+/** The service's side of a simulation: its gate, its latency, and what it counted. */
+class SimService {
+  accepted = 0;
+  rateLimited = 0;
+  inFlight = 0;
+  peakInFlight = 0;
+  private inFlightArea = 0;
+  private lastChange = 0;
+  private busyUntil = 0;
+  private firstAt: number | undefined;
+  private lastAt = 0;
+  private readonly gate: RateGate;
+  private readonly latency: () => number;
+  private readonly way: () => number;
 
-  let inFlight = 0;
-  let peakInFlight = 0;
-  let inFlightArea = 0;
-  let lastChange = 0;
-  const count = (delta: number): void => {
-    inFlightArea += inFlight * (clock.now() - lastChange);
-    lastChange = clock.now();
-    inFlight += delta;
-    peakInFlight = Math.max(peakInFlight, inFlight);
-  };
-  const answer = async <T>(value: T): Promise<T> => {
-    count(1);
+  constructor(
+    private readonly server: SimServerOptions,
+    private readonly clock: SimClock,
+    random: () => number,
+  ) {
+    this.gate = rateGate({ rate: server.rate, burst: server.burst, tickMs: server.tickMs, windowMs: server.windowMs }, 0) as RateGate;
+    const spread = server.spread ?? 1;
+    this.latency = latencySampler(server.latency ?? { kind: 'uniform', minMs: server.latencyMs * (1 - spread / 2), maxMs: server.latencyMs * (1 + spread / 2) }, random);
+    this.way = latencySampler(server.way ?? { kind: 'uniform', minMs: 0, maxMs: server.jitterMs ?? 0 }, random);
+  }
+
+  get meanInFlight(): number {
+    return this.inFlightArea / Math.max(1, this.clock.now());
+  }
+
+  private count(delta: number): void {
+    this.inFlightArea += this.inFlight * (this.clock.now() - this.lastChange);
+    this.lastChange = this.clock.now();
+    this.inFlight += delta;
+    this.peakInFlight = Math.max(this.peakInFlight, this.inFlight);
+  }
+
+  /** One request: the way there, the gate (a 429 as the client's error), then the answer's time. */
+  async answer<T>(value: T): Promise<T> {
+    this.count(1);
     try {
-      return await respond(value);
+      return await this.respond(value);
     } finally {
-      count(-1);
+      this.count(-1);
     }
-  };
-  let busyUntil = 0;
-  const respond = async <T>(value: T): Promise<T> => {
-    const jitter = server.jitterMs ?? 0;
-    if (jitter > 0) await clock.sleep(jitter * random());
-    const taken = bucket.take(clock.now());
+  }
+
+  private async respond<T>(value: T): Promise<T> {
+    const way = this.way();
+    if (way > 0) await this.clock.sleep(way);
+    this.firstAt ??= this.clock.now();
+    this.lastAt = this.clock.now();
+    const taken = this.gate.take(this.clock.now());
     if (!taken.ok) {
-      rateLimited++;
-      await clock.sleep(1);
+      this.rateLimited++;
+      await this.clock.sleep(1);
       throw apiErrorFromResponse({
         status: 429,
         contentType: 'application/problem+json',
@@ -192,51 +226,104 @@ export async function simulate(server: SimServerOptions, domains: number, concur
         body: JSON.stringify({ code: 'rate_limited', status: 429, retryAfterSeconds: taken.retryAfterSeconds }),
       }) as RateLimitedError;
     }
-    accepted++;
-    const spread = server.spread ?? 1;
-    let wait = server.latencyMs * (1 - spread / 2 + spread * random());
-    if (server.capacity !== undefined) {
-      busyUntil = Math.max(clock.now(), busyUntil) + 1000 / server.capacity;
-      wait += busyUntil - clock.now();
+    this.accepted++;
+    let wait = this.latency();
+    if (this.server.capacity !== undefined) {
+      this.busyUntil = Math.max(this.clock.now(), this.busyUntil) + 1000 / this.server.capacity;
+      wait += this.busyUntil - this.clock.now();
     }
-    await clock.sleep(wait);
+    await this.clock.sleep(wait);
     return value;
-  };
+  }
+
+  result(elapsedMs: number, pauses: number): SimResult {
+    return {
+      elapsedMs,
+      accepted: this.accepted,
+      rateLimited: this.rateLimited,
+      efficiency: this.accepted / (elapsedMs / 1000) / this.server.rate,
+      ofCeiling: this.accepted / ((this.lastAt - (this.firstAt ?? 0)) / 1000) / this.server.rate,
+      share429: this.rateLimited / (this.accepted + this.rateLimited),
+      pauses,
+      peakInFlight: this.peakInFlight,
+      meanInFlight: this.meanInFlight,
+    };
+  }
+}
+
+const simCompany = (domain: string) => ({
+  matched: true as const,
+  credits_charged: 1,
+  credits_remaining: 1e9,
+  company: { domain, name: domain, website_url: null, description: null, industry: null, employee_count: null, revenue_range: null, ownership_type: null, year_founded: null, specialties: [], hq_country: null, hq_city: null, last_updated: '' },
+});
+
+/**
+ * The real executor, scheduler and limiter against a model of the service (a token bucket or a
+ * fixed window), on simulated time: `domains` matches that all hit, then as many enriches.
+ */
+export async function simulate(server: SimServerOptions, domains: number, concurrency = 128, observe?: (limiter: AdaptiveLimiter, scheduler: Scheduler, clock: SimClock) => void): Promise<SimResult> {
+  const clock = new SimClock();
+  const random = mulberry32(server.seed ?? 1);
+  const service = new SimService(server, clock, random);
   const client: ServiceClient = {
-    match: (domain) => answer({ matched: true, credits_charged: 0, company: { domain, name: domain } }),
-    enrich: (domain) =>
-      answer({
-        matched: true,
-        credits_charged: 1,
-        credits_remaining: 1e9,
-        company: { domain, name: domain, website_url: null, description: null, industry: null, employee_count: null, revenue_range: null, ownership_type: null, year_founded: null, specialties: [], hq_country: null, hq_city: null, last_updated: '' },
-      }),
+    match: (domain) => service.answer({ matched: true, credits_charged: 0, company: { domain, name: domain } }),
+    enrich: (domain) => service.answer(simCompany(domain)),
   };
 
   const state = new RunState();
   for (let i = 0; i < domains; i++) state.addDomain(`company-${i}.com`);
   const limiter = new AdaptiveLimiter({ clock });
+  const scheduler = new Scheduler(limiter, clock, concurrency);
+  observe?.(limiter, scheduler, clock);
   const progress = new Progress();
   const stop = await clock.run(
     execute(
       state,
       { dryRun: false, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchWindow: Math.max(32, concurrency * 4), graceMs: 1000 },
-      { client, scheduler: new Scheduler(limiter, clock, concurrency), store: memoryStore(), clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress: progress.sink },
+      { client, scheduler, store: memoryStore(), clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress: progress.sink },
       new AbortController().signal,
     ),
     3_600_000,
   );
   if (stop !== null) throw new Error(`simulation stopped: ${stop.reason}`);
   if (progress.enrichDone !== domains) throw new Error(`only ${progress.enrichDone} of ${domains} enriched`);
-  const elapsedMs = clock.now();
-  return {
-    elapsedMs,
-    accepted,
-    rateLimited,
-    efficiency: accepted / (elapsedMs / 1000) / server.rate,
-    share429: rateLimited / (accepted + rateLimited),
-    pauses: limiter.pauses,
-    peakInFlight,
-    meanInFlight: inFlightArea / elapsedMs,
+  return service.result(clock.now(), limiter.pauses);
+}
+
+/**
+ * A client told the ceiling, on the same model (the bench's baseline-paced.mjs): `workers` loops,
+ * every request one fixed interval after the last, a 429 retried after its Retry-After in the same
+ * schedule. What the service's jitter allows a client that need not learn anything.
+ */
+export async function simulatePaced(server: SimServerOptions, domains: number, intervalMs: number, workers = 16): Promise<SimResult> {
+  const clock = new SimClock();
+  const service = new SimService(server, clock, mulberry32(server.seed ?? 1));
+  let last = Number.NEGATIVE_INFINITY;
+  const slot = async (): Promise<void> => {
+    const at = Math.max(clock.now(), last + intervalMs);
+    last = at;
+    await clock.until(at);
   };
+  const call = async (): Promise<void> => {
+    for (;;) {
+      await slot();
+      try {
+        await service.answer(null);
+        return;
+      } catch (error) {
+        await clock.sleep((error as RateLimitedError).retryAfterSeconds * 1000);
+      }
+    }
+  };
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < domains) {
+      next++;
+      await call(); // the match
+      await call(); // the enrich
+    }
+  };
+  await clock.run(Promise.all(Array.from({ length: workers }, worker)), 3_600_000);
+  return service.result(clock.now(), 0);
 }
