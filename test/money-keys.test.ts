@@ -105,6 +105,7 @@ async function enrich(domains: string[], extra: string[] = []) {
 }
 
 const internal = { status: 500, code: 'internal' };
+const limited = { status: 429, code: 'rate_limited' };
 
 describe('a lost paid answer', () => {
   it('is never taken for uncharged on a repeated requestId: a constant one (req-1), then an empty one, then the replay of the charge: 1 charge', async () => {
@@ -189,4 +190,27 @@ describe('a service that stores a 500 under its key and replays it', () => {
     // One probe served every key (they were all lost before it was sent).
     expect(svc.probes()).toBe(1);
   });
+});
+
+describe('a paid endpoint down behind a rate limiter, after answers were lost', () => {
+  it('the probe\'s 429 is no proof the paid endpoint answers: no lost key is retired during the outage, and each company is charged once', async () => {
+    let phase: 'lose' | 'down' | 'up' = 'lose';
+    const domains = Array.from({ length: 4 }, (_, i) => `limited-co${i}.com`);
+    // Down: every paid request that gets past the limiter fails (an outage in front of the
+    // idempotency layer answers 500 even to a charged key); the probe is the one the limiter turns away.
+    const svc = await service((d, _k) => (phase === 'lose' ? 'lose' : phase === 'down' ? (d === '' ? limited : internal) : 'replay'));
+    const first = await enrich(domains, ['--settle', '1s']);
+    expect(first.totals['at_risk']).toBe(4);
+    const keysBefore = new Set(svc.keys);
+    phase = 'down';
+    const down = await enrich(domains, ['--settle', '1s']);
+    // Before the fix: exit 3 (not 6: each 429 resets the breaker), 5 probes, 20 new keys sent under the outage.
+    expect(down.run.code).not.toBe(0);
+    phase = 'up';
+    const up = await enrich(domains, ['--settle', '1s']);
+    expect(up.run.code, up.run.stderr).toBe(0);
+    // Before the fix: each of the 4 companies charged twice (its lost v1 key, and a new key after the outage).
+    expect([...svc.charges.values()]).toStrictEqual(domains.map(() => 1));
+    expect([...svc.keys].filter((k) => !keysBefore.has(k))).toStrictEqual([]);
+  }, 60_000);
 });
