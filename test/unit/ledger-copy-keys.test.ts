@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { copiedPurchase, noPurchases, purchaseMove, tally } from '../../src/store/copy.js';
 import type { KeptPurchase } from '../../src/store/purchase.js';
+import { openPurchase } from '../helpers/records.js';
 
 /**
  * Found by an adversarial review and fixed on `enrich ledger copy`'s rules (store/copy.ts). Each store
@@ -8,16 +9,7 @@ import type { KeptPurchase } from '../../src/store/purchase.js';
  * under two different keys. Each test failed before its fix.
  */
 const kept = (over: Partial<KeptPurchase> = {}): KeptPurchase => ({
-  domain: 'acme.com',
-  generation: 1,
-  keyVersion: 1,
-  intentKey: null,
-  uncertain: false,
-  unconfirmed: 0,
-  lostAt: null,
-  errorCode: null,
-  outcome: 'hit',
-  closedAt: 1_000,
+  ...openPurchase({ outcome: 'hit', closedAt: 1_000 }),
   ownerRun: null,
   credits: 1,
   run: 7,
