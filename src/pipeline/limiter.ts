@@ -66,8 +66,10 @@ const DENSE_SPACING = 10;
 /**
  * While the service refuses requests it is saturated, so what it accepts is its ceiling, give or
  * take a deep bucket's last tokens. After cuts that compounded, CUBIC's plateau is at least 0.99 of
- * what it accepted a second over the last SUSTAINED_MS (not only of the pace one step up: cuts
- * compounded from slow start landed at 0.76 of a 500 req/s ceiling, and sat there). A pause for
+ * what it accepted a second over the last SUSTAINED_MS or over the last second, whichever is less
+ * (not only of the pace one step up: cuts compounded from slow start landed at 0.76 of a 500 req/s
+ * ceiling, and sat there; over the last second alone, a deep bucket's tokens refilled during a
+ * pause counted as its rate; over three alone, early in a run, its first tokens did). A pause for
  * cuts that did not stop the 429s ends at MEASURED_FLOOR of what it accepted over the last
  * second: a gateway counting per fixed window refuses every request up to its boundary however
  * far the pace is cut, and ten cuts in a second took the pace to a twentieth of its count, and the
@@ -423,7 +425,7 @@ export class AdaptiveLimiter {
     this.cuts.add(now);
     const measured = this.accepted.since(now - 1000);
     const to = this.rate * this.backoff ** recentCuts;
-    this.cut(to, Math.max(to / this.backoff, this.sustainedRate(now)) * PLATEAU_LEVEL);
+    this.cut(to, Math.max(to / this.backoff, Math.min(this.sustainedRate(now), measured)) * PLATEAU_LEVEL);
     // Still refused after cuts that took the pace to a fraction of what it was a second ago: the
     // ceiling fell (or another client shares the key, or a fixed window's count ran out). Everyone
     // waits out the Retry-After, and goes on near what the service accepted meanwhile.
