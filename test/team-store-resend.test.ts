@@ -5,6 +5,7 @@ import { PgStore } from '../src/store/postgres/store.js';
 import type { PgRecords } from '../src/store/postgres/records.js';
 import { BatchPlan, commitBatch, LEASE_MS } from '../src/store/postgres/writer.js';
 import type { StoreEvent } from '../src/store/types.js';
+import { companyRecord } from './helpers/records.js';
 import { freshDatabase, sql } from './helpers/postgres.js';
 
 /**
@@ -12,21 +13,7 @@ import { freshDatabase, sql } from './helpers/postgres.js';
  * again, a purchase closed by two runs, an import's retire sent twice. Each failed before its fix.
  */
 const info = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
-const record = (domain: string): CompanyRecord => ({
-  domain,
-  name: domain,
-  website_url: null,
-  description: null,
-  industry: null,
-  employee_count: 5,
-  revenue_range: null,
-  ownership_type: null,
-  year_founded: null,
-  specialties: [],
-  hq_country: null,
-  hq_city: null,
-  last_updated: '2026-01-01T00:00:00Z',
-});
+const record = (domain: string): CompanyRecord => companyRecord(domain, { employee_count: 5 });
 const intent = (c: string, at = Date.now()): StoreEvent => ({ type: 'intent', company: c, generation: 1, keyVersion: 1, key: `k-${c}`, at });
 const hit = (c: string, at: number): StoreEvent => ({ type: 'enrich', company: c, generation: 1, keyVersion: 1, status: 'hit', charged: 1, record: record(c), keyUsed: `k-${c}`, at });
 

@@ -1,4 +1,5 @@
 import type { CompanyRecord } from '../../src/api/types.js';
+import type { KeptPurchase } from '../../src/store/purchase.js';
 import type { Purchase, RunInfo, StoreEvent } from '../../src/store/types.js';
 
 /** A company record as the service returns it, every optional field empty unless given. */
@@ -39,5 +40,15 @@ export const openPurchase = (over: Partial<Purchase> = {}): Purchase => ({
   errorCode: null,
   outcome: 'open',
   closedAt: null,
+  ...over,
+});
+
+/** acme.com's first purchase as a backend keeps it: bought (1 credit) by run 7, unless told otherwise. */
+export const keptPurchase = (over: Partial<KeptPurchase> = {}): KeptPurchase => ({
+  ...openPurchase({ outcome: 'hit', closedAt: 1_000 }),
+  ownerRun: null,
+  credits: 1,
+  run: 7,
+  openedAt: 900,
   ...over,
 });

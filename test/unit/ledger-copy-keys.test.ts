@@ -1,21 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { copiedPurchase, noPurchases, purchaseMove, tally } from '../../src/store/copy.js';
-import type { KeptPurchase } from '../../src/store/purchase.js';
-import { openPurchase } from '../helpers/records.js';
+import { keptPurchase } from '../helpers/records.js';
 
 /**
  * Found by an adversarial review and fixed on `enrich ledger copy`'s rules (store/copy.ts). Each store
  * derives keys from its own store id, so one company's generation open in both stores is open
  * under two different keys. Each test failed before its fix.
  */
-const kept = (over: Partial<KeptPurchase> = {}): KeptPurchase => ({
-  ...openPurchase({ outcome: 'hit', closedAt: 1_000 }),
-  ownerRun: null,
-  credits: 1,
-  run: 7,
-  openedAt: 900,
-  ...over,
-});
+const kept = keptPurchase;
 
 describe('ledger copy and a key that may have been charged', () => {
   it("the laptop's possibly-charged key is neither kept nor counted when the team holds the purchase open with nothing at risk", () => {

@@ -2,22 +2,14 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { companyWins, copiedPurchase, copiedRun, lookupWins, purchaseMove, COPIED_RUNNING } from '../../src/store/copy.js';
 import type { CopyRun } from '../../src/store/copy-types.js';
-import type { KeptPurchase } from '../../src/store/purchase.js';
 import { libsql } from '../../src/store/sqlite/libsql.js';
 import { SqliteLedger } from '../../src/store/sqlite/ledger.js';
 import { Store } from '../../src/store/sqlite/store.js';
 import { tempDir } from '../helpers/cli.js';
-import { openPurchase, runInfo } from '../helpers/records.js';
+import { keptPurchase, runInfo } from '../helpers/records.js';
 
 /** The copy's rules (store/copy.ts), and runs.user on the SQLite store (schema 3). */
-const kept = (over: Partial<KeptPurchase> = {}): KeptPurchase => ({
-  ...openPurchase({ outcome: 'hit', closedAt: 1_000 }),
-  ownerRun: null,
-  credits: 1,
-  run: 7,
-  openedAt: 900,
-  ...over,
-});
+const kept = keptPurchase;
 
 describe("ledger copy's rules", () => {
   it('adds what the target lacks, leaves what it has as the source has it, and never adds credits closed differently in both', () => {
