@@ -1,5 +1,5 @@
 import type { Clock } from './clock.js';
-import { Queue } from './queue.js';
+import { Pacer, type Pace } from './pacer.js';
 
 export interface LimiterOptions {
   clock: Clock;
@@ -31,7 +31,7 @@ export interface LimiterOptions {
  *   in one interval, so nobody waits for it, and it refuses some requests at any pace near its rate
  *   (any that arrive early): there the pace settles where a small share is refused (SHALLOW_SHARE).
  *
- * Callers leave the queue one pacing interval apart, so a pause never ends in a thundering herd.
+ * Callers leave one pacing interval apart (pacer.ts), so a pause never ends in a thundering herd.
  */
 const PLATEAU_LEVEL = 0.99;
 /** Slow start's growth per second of saturated running. */
@@ -53,14 +53,6 @@ const JITTER_SHARE = 0.015;
 const SHARE_SPAN = 200;
 /** The cut for a share over JITTER_SHARE: the pace brushes the ceiling, it is not far over it. */
 const SHARE_BACKOFF = 0.98;
-/** Pacing intervals from this long are kept to a fraction of a millisecond (clock.until). */
-const PRECISE_FROM_MS = 4;
-/**
- * How far behind its schedule the pacer may catch up against a deep bucket (`leave`). Counted from
- * each late release, a pace of 650 a second delivered 410-450 (the bench's 500 req/s row, live: at
- * intervals of 2 ms, Node's timers fire on whole milliseconds, later on a busy event loop).
- */
-const CATCH_UP_MS = 5;
 /** 429s fewer paced requests apart than this are the pace over the ceiling, not brushing it. */
 const DENSE_SPACING = 10;
 /**
@@ -103,13 +95,6 @@ const SHALLOW_DENSE = 15;
  */
 const SHALLOW_COMPOUND = 2;
 
-interface Waiter {
-  resolve: () => void;
-  reject: (reason: unknown) => void;
-  signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
-}
-
 /** The last `size` event times: how many fell after a given moment. */
 class Recent {
   private readonly times: Float64Array;
@@ -131,16 +116,12 @@ class Recent {
   }
 }
 
-export class AdaptiveLimiter {
+export class AdaptiveLimiter implements Pace {
   rate: number;
   pausedUntil = 0;
   /** Times every caller was held for a Retry-After: the learning pause, and any cluster. */
   pauses = 0;
-  private lastRelease = Number.NEGATIVE_INFINITY;
-  private readonly queue = new Queue<Waiter>();
-  private waiting = 0;
-  private pumping = false;
-  private wakePump: AbortController | null = null;
+  private readonly pacer: Pacer;
   private slowStart = true;
   private lastDecrease = Number.NEGATIVE_INFINITY;
   private lastGrowth = 0;
@@ -150,8 +131,7 @@ export class AdaptiveLimiter {
   private sinceDecrease = 0;
   private startedAt: number | null = null;
   private readonly accepted = new Recent(4096);
-  /** Callers released so far, and how many had been when the last 429 (of a paced request) came. */
-  private released = 0;
+  /** How many callers had been released when the last 429 (of a paced request) came, and before it. */
   private lastRefusal = Number.NEGATIVE_INFINITY;
   private refusalBefore = Number.NEGATIVE_INFINITY;
   /** The first 429 of the unpaced start, and what the requests in flight then came back as. */
@@ -179,11 +159,12 @@ export class AdaptiveLimiter {
     this.rate = options.initialRate ?? Number.POSITIVE_INFINITY;
     this.backoff = options.backoff ?? 0.95;
     this.plateau = options.plateauSeconds ?? 5;
+    this.pacer = new Pacer(options.clock, this);
   }
 
   /** Callers queued for a slot right now: demand beyond the pace. */
   get queued(): number {
-    return this.waiting;
+    return this.pacer.queued;
   }
 
   /** Whether a pace has been learned (or given): before it, nothing holds callers back but a pause. */
@@ -191,91 +172,20 @@ export class AdaptiveLimiter {
     return Number.isFinite(this.rate);
   }
 
-  /** The earliest time the next caller may go: after any pause, one interval after the last. */
-  private nextAt(): number {
-    const paced = this.paced ? this.lastRelease + 1000 / this.rate : 0;
-    return Math.max(this.pausedUntil, paced);
+  /** A late release may be caught up only against a bucket known to be deep (pacer.ts). */
+  get catchUp(): boolean {
+    return this.depth === 'deep';
   }
 
   /** Waits for this caller's turn. Callers go in arrival order, one pacing interval apart. */
   acquire(signal?: AbortSignal): Promise<void> {
-    const now = this.options.clock.now();
-    this.startedAt ??= now;
-    if (this.queued === 0 && now >= this.nextAt()) {
-      this.leave(now, this.nextAt());
-      return Promise.resolve();
-    }
-    return new Promise<void>((resolve, reject) => {
-      const waiter: Waiter = { resolve, reject, signal, onAbort: undefined };
-      if (signal !== undefined) {
-        waiter.onAbort = () => {
-          // Left in the array (the pump skips it), but no longer counted as demand. With nobody
-          // left, the pump must not sleep out a long pause: that would hold the process open
-          // for up to a Retry-After after Ctrl-C.
-          this.waiting--;
-          if (this.waiting === 0) this.kick();
-          reject(signal.reason);
-        };
-        signal.addEventListener('abort', waiter.onAbort, { once: true });
-      }
-      this.waiting++;
-      this.queue.push(waiter);
-      void this.pump();
-    });
-  }
-
-  /**
-   * A caller leaves at `now`, its turn having come at `due`. The next interval counts from when it
-   * actually left, not when it was due: a timer that fires late must not make the next gap short,
-   * since a shallow bucket refuses any gap under its interval. A bucket known to be deep takes a
-   * short gap after a late one, so there it counts from when the caller was due, up to CATCH_UP_MS
-   * behind.
-   */
-  private leave(now: number, due: number): void {
-    this.lastRelease = this.depth === 'deep' ? Math.max(due, now - CATCH_UP_MS) : now;
-    this.released++;
+    this.startedAt ??= this.options.clock.now();
+    return this.pacer.acquire(signal);
   }
 
   /** Re-evaluates the queue now (the pace or the pause changed). */
   private kick(): void {
-    this.wakePump?.abort();
-  }
-
-  private async pump(): Promise<void> {
-    if (this.pumping) return;
-    this.pumping = true;
-    const { clock } = this.options;
-    try {
-      for (let waiter = this.queue.peek(); waiter !== undefined; waiter = this.queue.peek()) {
-        if (waiter.signal?.aborted === true) {
-          this.queue.shift(); // already rejected and uncounted
-          continue;
-        }
-        const now = clock.now();
-        const at = this.nextAt();
-        if (now < at) {
-          this.wakePump = new AbortController();
-          try {
-            // To the fraction of a millisecond: a late timer is a longer gap, a lower rate. Not for
-            // intervals of a few ms, where the last stretch spent in event-loop turns would be
-            // most of a core (a bucket that deep in requests a second is rarely one token deep).
-            if (1000 / this.rate >= PRECISE_FROM_MS) await clock.until(at, this.wakePump.signal);
-            else await clock.sleep(at - now, this.wakePump.signal);
-          } catch {
-            // woken early by a change of pace: compute again
-          }
-          this.wakePump = null;
-          continue;
-        }
-        this.queue.shift();
-        if (waiter.signal !== undefined && waiter.onAbort !== undefined) waiter.signal.removeEventListener('abort', waiter.onAbort);
-        this.waiting--;
-        this.leave(now, at);
-        waiter.resolve();
-      }
-    } finally {
-      this.pumping = false;
-    }
+    this.pacer.kick();
   }
 
   /** A request sent at `sentAt` was answered, with anything but 429. */
@@ -289,7 +199,7 @@ export class AdaptiveLimiter {
     const dt = Math.min(1000, now - this.lastGrowth) / 1000;
     // Grow only while callers queue for the pacer (the pace, not the input, is the bottleneck),
     // and not on answers to requests sent before the last decrease.
-    if (!this.paced || this.waiting === 0 || sentAt <= this.lastDecrease) {
+    if (!this.paced || this.pacer.queued === 0 || sentAt <= this.lastDecrease) {
       this.lastGrowth = now;
       return;
     }
@@ -360,9 +270,9 @@ export class AdaptiveLimiter {
     }
     this.refusedShare = this.refusedShare * (1 - 1 / SHARE_SPAN) + 1 / SHARE_SPAN;
     const shallow = this.depth === 'shallow';
-    const dense = shallow ? this.released - this.refusalBefore < SHALLOW_DENSE : this.released - this.lastRefusal < DENSE_SPACING;
+    const dense = shallow ? this.pacer.released - this.refusalBefore < SHALLOW_DENSE : this.pacer.released - this.lastRefusal < DENSE_SPACING;
     this.refusalBefore = this.lastRefusal;
-    this.lastRefusal = this.released;
+    this.lastRefusal = this.pacer.released;
     if (dense) this.overshot(now, retryAfterSeconds);
     else if (shallow) this.stepDown(sentAt, now);
     else if (this.depth === 'deep' || this.refusedShare > JITTER_SHARE) {
