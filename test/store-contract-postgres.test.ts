@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { CompanyRecord } from '../src/api/types.js';
+import { openLedgerStore } from '../src/store/open.js';
 import { PgStore } from '../src/store/postgres/store.js';
 import { BatchPlan, commitBatch, LEASE_MS } from '../src/store/postgres/writer.js';
 import { Store } from '../src/store/sqlite/store.js';
@@ -20,7 +21,11 @@ import { companyRecord } from './helpers/records.js';
  * plays what another process does to the store (a run that died, a clock that moved on).
  */
 interface Opened {
+  /** The store's address, as --store takes it. */
+  address: string;
   begin(): Promise<ServiceStore>;
+  /** Opens the store now; the run begins when the function it gives is called. */
+  opening(): Promise<() => Promise<ServiceStore>>;
   /** One statement, with `?` placeholders, on the store's own tables. */
   raw(text: string, ...params: unknown[]): Promise<Record<string, unknown>[]>;
   close(): Promise<void>;
@@ -46,7 +51,12 @@ const sqlite: Backend = {
     };
     const admin = open();
     return {
+      address: path,
       begin: async () => open().beginRun('svc', info),
+      opening: async () => {
+        const s = open();
+        return async () => s.beginRun('svc', info);
+      },
       raw: async (text, ...params) => {
         const statement = admin.db.prepare(text);
         return /^\s*select/i.test(text) ? (statement.all(...params) as Record<string, unknown>[]) : (statement.run(...params), []);
@@ -63,11 +73,17 @@ let pgRan = 0;
 async function postgresAt(url: string): Promise<Opened> {
     const stores: PgStore[] = [];
     pgRan++;
+    const store = async (): Promise<PgStore> => {
+      const s = await PgStore.open(url, { tool: 'test' });
+      stores.push(s);
+      return s;
+    };
     return {
-      begin: async () => {
-        const s = await PgStore.open(url, { tool: 'test' });
-        stores.push(s);
-        return s.beginRun('svc', info);
+      address: url,
+      begin: async () => (await store()).beginRun('svc', info),
+      opening: async () => {
+        const s = await store();
+        return async () => s.beginRun('svc', info);
       },
       raw: async (text, ...params) => {
         let n = 0;
@@ -237,6 +253,41 @@ describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
     expect((await a.companyState('bad.com')).purchase).toMatchObject({ outcome: 'failed', errorCode: 'validation_error', intentKey: null });
   });
 
+  it('derives keys from the epoch of a prune that committed after the store was opened, before the run began', async () => {
+    const s = await open();
+    const first = await s.begin();
+    await first.append(intent('old.com'), true);
+    await first.append(hit('old.com', 1, 1_000));
+    await first.flush();
+    await first.endRun({ status: 'done', credits: 1, bought: 1, reused: 0 });
+    await first.close();
+    const before = first.storeId;
+    expect(before).not.toContain('.');
+    const begin = await s.opening();
+    // Between the open and the run: a prune forgets the old purchase, so generation 1 may be bought again.
+    const ledger = await openLedgerStore(s.address, { tool: 'test', now: Date.now, env: {}, write: true, create: false });
+    try {
+      expect(await ledger.prune(2_000, false)).toMatchObject({ purchases: 1 });
+    } finally {
+      await ledger.close();
+    }
+    const run = await begin();
+    // Under the old id it would send old.com's first key again, and be answered with the replay.
+    expect(run.storeId).toBe(`${before}.1`);
+  });
+
+  it('refuses a prune beside a run that has begun', async () => {
+    const s = await open();
+    const run = await s.begin();
+    const ledger = await openLedgerStore(s.address, { tool: 'test', now: Date.now, env: {}, write: true, create: false });
+    try {
+      await expect(ledger.prune(Date.now(), false)).rejects.toThrow(/a run is under way on this store/);
+    } finally {
+      await ledger.close();
+    }
+    expect(run.storeId).not.toContain('.');
+  });
+
   it('counts an outcome written twice (a batch sent again after a lost connection) once', async () => {
     const s = await open();
     const a = await s.begin();
@@ -291,7 +342,9 @@ describe.each([sqlite, postgres])('the store contract across processes: $name', 
     const path = join(dir.path, 'store.db');
     const s = Store.open(path, { tool: 'test' });
     opened = {
+      address: path,
       begin: async () => s.beginRun('svc', info),
+      opening: async () => async () => s.beginRun('svc', info),
       raw: async (t, ...p) => s.db.prepare(t).all(...p) as Record<string, unknown>[],
       close: async () => {
         s.close();

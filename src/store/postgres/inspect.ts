@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { client, describe, failureClass, placeOf, type FailureClass, type Place } from './connect.js';
+import { client, describe, type Session, failureClass, placeOf, type FailureClass, type Place } from './connect.js';
 import { NOW_MS, SCHEMA_VERSION } from './schema.js';
 
 /**
@@ -24,7 +24,7 @@ export async function schemaVersion(db: pg.Client): Promise<number> {
 }
 
 /** The store's identity with the key epoch a prune bumps (as the SQLite store's), or null if meta has none. */
-export async function readStoreId(db: pg.Client): Promise<string | null> {
+export async function readStoreId(db: { query: Session['query'] }): Promise<string | null> {
   const { rows } = await db.query<{ key: string; value: string }>(`SELECT key, value FROM meta WHERE key IN ('store_id', 'key_epoch')`);
   const id = rows.find((r) => r.key === 'store_id')?.value;
   if (id === undefined || id === '') return null;

@@ -42,7 +42,8 @@ export class PgStore {
     readonly url: string,
     /** Reads, runs and heartbeats (connecting again when lost); each run writes on a connection of its own. */
     readonly db: Session,
-    readonly storeId: string,
+    /** What every key derives from: the store's id, and the key epoch a prune bumps (read again as each run starts). */
+    public storeId: string,
     readonly options: PgStoreOptions,
   ) {
     this.host = options.host ?? hostname();
@@ -87,6 +88,9 @@ export class PgStore {
        VALUES ($1, $2, ${NOW_MS}, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'running') RETURNING id`,
       [serviceId, now, policyNow, process.pid, this.host, this.user, this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options)],
     );
+    // Read once the run is registered: a prune holds runs locked (SHARE) until it commits its new
+    // key epoch, so this sees that epoch, or the prune saw this run alive and was refused.
+    this.storeId = await storeIdOf(this.db);
     const records = await PgRecords.open(this, service, serviceId, Number(rows[0]?.id), policyNow);
     this.opened.push(records);
     return records;
@@ -225,7 +229,7 @@ function cannotMigrate(db: pg.Client, from: number, error: unknown): UsageError 
 }
 
 /** The store's identity, with the key epoch a prune bumps (as the SQLite store's). */
-async function storeIdOf(db: pg.Client): Promise<string> {
+async function storeIdOf(db: Pick<pg.Client, 'query'> | Session): Promise<string> {
   const id = await readStoreId(db);
   if (id === null) throw new UsageError(`the team store has no store id in its meta table: it is not an enrich store, or was edited by hand`);
   return id;

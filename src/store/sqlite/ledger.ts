@@ -173,25 +173,26 @@ export function release(store: Store, purchases: readonly AtRisk[]): number {
  * charged, and only its own key can recover it for free.
  */
 export function prune(store: Store, cutoff: number, dryRun: boolean): Pruned {
-  // A run under way would buy under keys the prune may make repeat, or miss records it reuses.
-  if (!dryRun) {
-    const live = (store.db.prepare("SELECT id FROM runs WHERE status = 'running'").raw(true).all() as [number][]).filter(([id]) => store.runAlive(id));
-    if (live.length > 0) throw new UsageError(`a run is under way on this store (run ${live.map(([id]) => id).join(', ')}); prune when it has finished`);
-  }
   const count = (sql: string): number => num((store.db.prepare(sql).raw(true).get(cutoff) as [number])[0]);
-  const result = {
+  const counts = (): Pruned => ({
     companies: count('SELECT count(*) FROM companies WHERE bought_at < ?'),
     lookups: count('SELECT count(*) FROM lookups WHERE checked_at < ?'),
     purchases: count("SELECT count(*) FROM purchases WHERE outcome != 'open' AND coalesce(closed_at, opened_at) < ?"),
-  };
-  if (dryRun) return result;
-  store.db.transaction(() => {
+  });
+  if (dryRun) return counts();
+  // One write transaction from the check to the new key epoch: a run registering meanwhile is
+  // either seen here (and refused) or waits, and reads the new epoch when it starts (Store.insertRun).
+  return store.db.transaction(() => {
+    // A run under way would buy under keys the prune may make repeat, or miss records it reuses.
+    const live = (store.db.prepare("SELECT id FROM runs WHERE status = 'running'").raw(true).all() as [number][]).filter(([id]) => store.runAlive(id));
+    if (live.length > 0) throw new UsageError(`a run is under way on this store (run ${live.map(([id]) => id).join(', ')}); prune when it has finished`);
+    const result = counts();
     store.db.prepare('DELETE FROM companies WHERE bought_at < ?').run(cutoff);
     store.db.prepare('DELETE FROM lookups WHERE checked_at < ?').run(cutoff);
     store.db.prepare("DELETE FROM purchases WHERE outcome != 'open' AND coalesce(closed_at, opened_at) < ?").run(cutoff);
     if (result.purchases > 0) store.bumpKeyEpoch();
-  })();
-  return result;
+    return result;
+  }).immediate();
 }
 
 

@@ -70,7 +70,8 @@ class NeedsUpgrade extends Error {}
  * from two processes serialise on short transactions, waiting up to busy_timeout for each other.
  */
 export class Store implements Connection {
-  readonly storeId: string;
+  /** What every key derives from: the store's id, and the key epoch a prune bumps (read again as each run starts). */
+  storeId: string;
   readonly host: string;
   readonly user: string;
   private readonly services = new Map<string, number>();
@@ -79,14 +80,18 @@ export class Store implements Connection {
     readonly path: string,
     readonly db: Db,
     readonly options: Required<Pick<OpenStoreOptions, 'tool' | 'now' | 'monotonic'>>,
-    id: string,
+    private readonly id: string,
     who: Pick<OpenStoreOptions, 'host' | 'user'>,
   ) {
     this.host = who.host ?? hostname();
     this.user = who.user ?? loginName();
-    // Pruning forgets generations: the epoch it bumps keeps later keys from repeating earlier ones.
+    this.storeId = this.withEpoch(id);
+  }
+
+  /** Pruning forgets generations: the epoch it bumps keeps later keys from repeating earlier ones. */
+  private withEpoch(id: string): string {
     const epoch = Number(this.meta('key_epoch') ?? 0);
-    this.storeId = epoch > 0 ? `${id}.${epoch}` : id;
+    return epoch > 0 ? `${id}.${epoch}` : id;
   }
 
   /** After a prune: keys derived from now on can never repeat one sent before it. */
@@ -191,6 +196,9 @@ export class Store implements Connection {
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')`,
       )
       .run(serviceId, now, now, policyNow, process.pid, this.host, this.user, this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options));
+    // Read once the run is registered: a prune that committed since this store was opened bumped
+    // the epoch (and one that has not yet cannot start now, as it sees this run alive; ledger.ts prune).
+    this.storeId = this.withEpoch(this.id);
     return { serviceId, id: Number(result.lastInsertRowid), policyNow };
   }
 
