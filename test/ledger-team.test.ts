@@ -220,7 +220,7 @@ describe('enrich ledger copy', () => {
     expect(await sql(team, "SELECT to_regclass('meta')::text AS t")).toStrictEqual([{ t: null }]);
     const copied = await enrich(['ledger', 'copy', laptop, team, '--json']);
     expect(copied.code, copied.stderr).toBe(0);
-    const counts = { services: 1, companies: 5, lookups: 6, purchases: 5, open_purchases: 0, runs: 1, credits: 5, credits_unconfirmed: 0, conflicts: 0, conflict_credits: 0, busy: 0 };
+    const counts = { services: 1, companies: 5, lookups: 6, purchases: 5, open_purchases: 0, runs: 1, credits: 5, credits_unconfirmed: 0, conflicts: 0, conflict_credits: 0, busy: 0, unsettled: 0 };
     expect(json(copied.stdout)).toStrictEqual({ from: laptop, to: displayStore(team), dry_run: false, ...counts });
     expect(json(dry.stdout)).toStrictEqual({ from: laptop, to: displayStore(team), dry_run: true, ...counts });
     expect(copied.stdout).not.toContain(new URL(team).password);

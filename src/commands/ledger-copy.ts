@@ -81,6 +81,7 @@ function report(c: Copied, where: { from: string; to: string; dryRun: boolean; c
         conflicts: c.conflicts,
         conflict_credits: c.conflictCredits,
         busy: c.busy,
+        unsettled: c.unsettled,
       }),
     );
   }
@@ -94,6 +95,11 @@ function report(c: Copied, where: { from: string; to: string; dryRun: boolean; c
   if (c.conflicts > 0) {
     lines.push(
       `${count(c.conflicts, 'purchase was', 'purchases were')} closed in both stores, differently (each store bought the same company's generation): ${to} keeps its own, and the ${count(c.conflictCredits, 'credit')} ${from} spent on ${c.conflicts === 1 ? 'it are' : 'them are'} not counted there`,
+    );
+  }
+  if (c.unsettled > 0) {
+    lines.push(
+      `${count(c.unsettled, 'purchase is', 'purchases are')} open in both stores under different keys, each of which may have been charged: ${to} keeps its own; run the batch again on ${from} (it replays its key and closes the purchase), then copy again to count it`,
     );
   }
   if (c.busy > 0) lines.push(`${count(c.busy, 'purchase is', 'purchases are')} being bought right now by a run on ${to}: left to it (copy again once it has finished)`);

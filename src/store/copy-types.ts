@@ -76,6 +76,8 @@ export interface PurchasesCopied {
   conflictCredits: number;
   /** Open in the target and held by a live run there: left to that run. */
   busy: number;
+  /** Open in both under different keys, each possibly charged: the target keeps its own (copy.ts). */
+  unsettled: number;
 }
 
 /**

@@ -28,9 +28,13 @@ export function companyWins(source: Pick<CopyCompany, 'generation' | 'boughtAt'>
  *   live run of the target holds it (busy);
  * - same: the target has it as the source does (copied before);
  * - conflict: closed in both, differently: two stores bought one generation apart. The target's is
- *   kept; the source's credits are said, never added (the key of one purchase counts once).
+ *   kept; the source's credits are said, never added (the key of one purchase counts once);
+ * - unsettled: open in both, each under a different key that may have been charged. Only one key
+ *   can be resumed: the target keeps its own, and the source's is said, never dropped unseen.
+ *   Resumed where it was sent (the source's next run replays it and closes the purchase), it is
+ *   then a `close` on the next copy, which counts the target's key as possibly charged.
  */
-export type PurchaseMove = 'add' | 'close' | 'keep' | 'busy' | 'same' | 'conflict';
+export type PurchaseMove = 'add' | 'close' | 'keep' | 'busy' | 'same' | 'conflict' | 'unsettled';
 
 export function purchaseMove(source: KeptPurchase, target: KeptPurchase | null, targetOwnerAlive: boolean): PurchaseMove {
   if (target === null) return 'add';
@@ -41,7 +45,10 @@ export function purchaseMove(source: KeptPurchase, target: KeptPurchase | null, 
   if (sourceClosed && !targetClosed) return targetOwnerAlive ? 'busy' : 'close';
   // Open in both: the source's key may have been charged and the target's cannot have been, so
   // the source's key is the one the service would replay free: the target takes it.
-  if (!sourceClosed && !targetClosed && mayBeCharged(source) && !mayBeCharged(target)) return targetOwnerAlive ? 'busy' : 'close';
+  if (!sourceClosed && !targetClosed && mayBeCharged(source)) {
+    if (!mayBeCharged(target)) return targetOwnerAlive ? 'busy' : 'close';
+    if (source.intentKey !== target.intentKey) return 'unsettled';
+  }
   return 'keep';
 }
 
@@ -77,9 +84,10 @@ export function tally(counts: PurchasesCopied, move: PurchaseMove, source: KeptP
     counts.conflicts++;
     counts.conflictCredits += source.credits;
   } else if (move === 'busy') counts.busy++;
+  else if (move === 'unsettled') counts.unsettled++;
 }
 
-export const noPurchases = (): PurchasesCopied => ({ closed: 0, open: 0, credits: 0, unconfirmed: 0, conflicts: 0, conflictCredits: 0, busy: 0 });
+export const noPurchases = (): PurchasesCopied => ({ closed: 0, open: 0, credits: 0, unconfirmed: 0, conflicts: 0, conflictCredits: 0, busy: 0, unsettled: 0 });
 
 /** A run is the same in two stores when it started at the same moment, as the same process, on the same host. */
 export const runKey = (r: Pick<CopyRun, 'startedAt' | 'pid' | 'host'>): string => `${r.startedAt} ${r.pid} ${r.host}`;

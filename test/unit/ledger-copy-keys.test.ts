@@ -35,4 +35,20 @@ describe('ledger copy and a key that may have been charged', () => {
     // the team key's possible charge disappears from the ledger (ledger show/spend) for good.
     expect(written.unconfirmed + counts.unconfirmed).toBeGreaterThanOrEqual(1);
   });
+
+  it("a purchase open in both under different keys, each possibly charged, is said, not dropped: the target keeps its key, and the source's settles where it was sent", () => {
+    const laptop = kept({ outcome: 'open', closedAt: null, credits: 0, intentKey: 'enrich-LAPTOP-g1-v1', uncertain: true, lostAt: 950 });
+    const team = kept({ outcome: 'open', closedAt: null, credits: 0, intentKey: 'enrich-TEAM-g1-v1', uncertain: true, lostAt: 990 });
+    const move = purchaseMove(laptop, team, false);
+    const counts = noPurchases();
+    tally(counts, move, laptop, team);
+    // Before: 'keep', and nothing counted: the laptop's possible charge was in no report.
+    expect(move).toBe('unsettled');
+    expect(counts).toMatchObject({ unsettled: 1, open: 0, closed: 0, credits: 0 });
+    // Once the laptop's run replayed its key (closed there), the next copy closes the team's over
+    // it, counting the team's own key as possibly charged.
+    const settled = kept({ credits: 1, closedAt: 1_000, intentKey: null });
+    expect(purchaseMove(settled, team, false)).toBe('close');
+    expect(copiedPurchase(settled, team, new Map()).unconfirmed).toBe(1);
+  });
 });

@@ -23,7 +23,8 @@ describe("ledger copy's rules", () => {
     // Open in the source: the target's own state of the purchase is what its runs act on, unless
     // only the source's key may have been charged (then it is the one to resume under).
     expect(purchaseMove(open, kept(), false)).toBe('keep');
-    expect(purchaseMove(open, kept({ outcome: 'open', closedAt: null, keyVersion: 2, intentKey: 'k2', uncertain: true }), false)).toBe('keep');
+    expect(purchaseMove(open, kept({ outcome: 'open', closedAt: null, keyVersion: 2, intentKey: 'k2', uncertain: true }), false)).toBe('unsettled');
+    expect(purchaseMove(open, kept({ outcome: 'open', closedAt: null, intentKey: 'k', uncertain: true }), false)).toBe('keep');
     expect(purchaseMove(open, kept({ outcome: 'open', closedAt: null, keyVersion: 2 }), false)).toBe('close');
   });
 
