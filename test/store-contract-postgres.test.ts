@@ -8,6 +8,8 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { CompanyRecord } from '../src/api/types.js';
 import { openLedgerStore } from '../src/store/open.js';
 import { PgStore } from '../src/store/postgres/store.js';
+import { Session } from '../src/store/postgres/connect.js';
+import { MAINTENANCE_LOCK } from '../src/store/postgres/schema.js';
 import { BatchPlan, commitBatch, LEASE_MS } from '../src/store/postgres/writer.js';
 import { Store } from '../src/store/sqlite/store.js';
 import type { Lookup, ServiceStore, StoreEvent } from '../src/store/types.js';
@@ -538,6 +540,30 @@ describe('the team store when the connection is lost', () => {
       await run.endRun({ status: 'done', credits: 1, bought: 1, reused: 0 });
       expect(await sql(url, 'SELECT status FROM runs')).toStrictEqual([{ status: 'done' }]);
     });
+  });
+
+  it("never goes on without a lock it held: a session's advisory lock (ledger copy's) fails the statements after a lost connection; unlocked, they connect again", async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const proxy = await cuttableProxy(new URL(url));
+    const first = new pg.Client({ connectionString: proxy.url });
+    await first.connect();
+    const session = new Session(proxy.url, first, 60_000);
+    try {
+      await session.lock(MAINTENANCE_LOCK);
+      proxy.cut();
+      await proxy.mend();
+      // Before: connected again without the lock, and the copy went on beside any prune.
+      const error = (await session.query('SELECT 1').then(() => null, (e: unknown) => e)) as Error & { kind: string };
+      expect(error).toMatchObject({ kind: 'unavailable' });
+      expect(error.message).toMatch(/^lost the connection to the team store \(database \S+ on 127\.0\.0\.1:\d+\), and the lock it held with it/);
+      await session.unlock(MAINTENANCE_LOCK);
+      // The lock let go: a lost connection is connected again, as for any other statement.
+      expect((await session.query<{ n: number }>('SELECT 1 AS n')).rows).toStrictEqual([{ n: 1 }]);
+    } finally {
+      await session.end();
+      await proxy.close();
+    }
   });
 
   it('stops writing when the store stays away past the budget: the claim fails as unavailable, naming the host, never the password', async () => {

@@ -132,6 +132,8 @@ export async function reconnecting<T>(attempt: () => Promise<T>, budgetMs: numbe
 export class Session {
   private current: pg.Client | null;
   private inTransaction = false;
+  /** Holds state a new connection would not have (a session advisory lock): a loss is thrown, as in a transaction. */
+  private pinned = false;
 
   constructor(
     private readonly url: string,
@@ -169,6 +171,22 @@ export class Session {
     return this.current;
   }
 
+  /**
+   * Takes a session-level advisory lock, and keeps to this connection until `unlock`: connecting
+   * again would go on without the lock, silently, so a lost connection fails every statement after.
+   */
+  async lock(key: number): Promise<void> {
+    await this.query('SELECT pg_advisory_lock($1)', [key]);
+    this.pinned = true;
+  }
+
+  /** Lets the lock go (with a lost connection it went already). */
+  async unlock(key: number): Promise<void> {
+    const held = this.current !== null;
+    this.pinned = false;
+    if (held) await this.query('SELECT pg_advisory_unlock($1)', [key]);
+  }
+
   /** The statement before this one: statements go one at a time, as one connection runs them. */
   private tail: Promise<unknown> = Promise.resolve();
 
@@ -199,6 +217,7 @@ export class Session {
         throw error;
       }
     };
+    if (this.pinned) return this.onPinned(once);
     if (this.inTransaction) {
       try {
         return await once();
@@ -208,6 +227,21 @@ export class Session {
       }
     }
     return reconnecting(once, this.budgetMs);
+  }
+
+  /** A statement on the connection that holds the lock, which is never replaced (`lock`). */
+  private async onPinned<R>(once: () => Promise<R>): Promise<R> {
+    const lost = (cause?: unknown): EnrichError => {
+      const { host, port, database } = this.place;
+      return new EnrichError(`lost the connection to the team store (database ${database} on ${host}:${port}), and the lock it held with it; stopped there, keeping what was committed`, 'unavailable', { cause });
+    };
+    // The connection that held the lock is gone, and the lock with it: never go on without it.
+    if (this.current === null) throw lost();
+    try {
+      return await once();
+    } catch (error) {
+      throw isConnectionLoss(error) ? lost(error) : error;
+    }
   }
 
   async end(): Promise<void> {

@@ -241,12 +241,12 @@ export class PgLedger implements LedgerStore {
 
   /** A copy into the team store holds the maintenance lock throughout: no prune runs beside it. A dry run writes nothing, and holds nothing. */
   async copyTarget(dryRun: boolean): Promise<CopyTarget> {
-    if (!dryRun) await this.db.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]);
+    if (!dryRun) await this.db.lock(MAINTENANCE_LOCK);
     return new PgCopyTarget(this.store, dryRun, {
       deadHere: () => this.deadHere(),
       lockCompanies: (serviceId, domains) => this.lockCompanies(serviceId, domains),
       transaction: (work) => (dryRun ? work() : this.transaction(work)),
-      end: async () => void (dryRun ? undefined : await this.db.query('SELECT pg_advisory_unlock($1)', [MAINTENANCE_LOCK])),
+      end: async () => void (dryRun ? undefined : await this.db.unlock(MAINTENANCE_LOCK)),
     });
   }
 
