@@ -1,18 +1,17 @@
 import type pg from 'pg';
 import type { CompanyRecord } from '../../api/types.js';
 import { EnrichError } from '../../errors.js';
-import { monotonicMs } from '../../pipeline/clock.js';
 import { isProcessAlive, processStartedAt } from '../../process-alive.js';
 import type { Claim, CompanyState, Lookup, RunEnd, ServiceStore, StoreEvent } from '../types.js';
 import { client, connect, describe, isConnectionLoss, placeOf, reconnecting, type Session } from './connect.js';
 import { NOW_MS } from './schema.js';
 import { AGAIN, GroupCommit, type Queued } from '../group-commit.js';
+import { Heartbeat } from '../heartbeat.js';
 import { BatchPlan, commitBatch, LEASE_MS, notice, OK, OUTCOME_CHANNEL, type Claimed } from './writer.js';
 
 /** Outcomes gather 20 ms (or 5,000 rows) before a commit; an intent waits only 1 ms. */
 const TIMING = { batchMs: 20, batchRows: 5_000, intentGatherMs: 1 };
 /** How often a run says it is alive (by the server's clock); the lease is a few of these. */
-const HEARTBEAT_MS = 10_000;
 /** Keys per read statement: one round trip each, pipelined by none, small enough for any server. */
 const READ_CHUNK = 20_000;
 
@@ -77,8 +76,7 @@ export class PgRecords implements ServiceStore {
   private readonly group: GroupCommit;
   /** Runs of this host whose process is gone: their claims are taken over without waiting for the lease. */
   private readonly dead = new Set<number>();
-  private heartbeat: NodeJS.Timeout | null = null;
-  private lastBeat = monotonicMs();
+  private readonly heartbeat: Heartbeat;
   private listener: pg.Client | null = null;
   private listening: Promise<void> | null = null;
   private readonly waiters = new Map<string, Set<() => void>>();
@@ -95,6 +93,7 @@ export class PgRecords implements ServiceStore {
   ) {
     this.storeId = store.storeId;
     this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs), TIMING);
+    this.heartbeat = new Heartbeat(() => this.store.db.query(`UPDATE runs SET heartbeat_at = ${NOW_MS} WHERE id = $1`, [this.run]), LEASE_MS);
   }
 
   static async open(store: RecordsHost, service: string, serviceId: number, run: number | null, policyNow: number): Promise<PgRecords> {
@@ -342,34 +341,16 @@ export class PgRecords implements ServiceStore {
   // ---- the run's lease ----
 
   private startHeartbeat(): void {
-    if (this.run === null) return;
-    this.heartbeat = setInterval(() => void this.beat(), HEARTBEAT_MS);
-    this.heartbeat.unref();
+    if (this.run !== null) this.heartbeat.start();
   }
 
-  private async beat(): Promise<void> {
-    if (this.run === null) return;
-    try {
-      await this.store.db.query(`UPDATE runs SET heartbeat_at = ${NOW_MS} WHERE id = $1`, [this.run]);
-      this.lastBeat = monotonicMs();
-    } catch {
-      // unreachable for a moment: the next beat tries again, and a lapsed lease only costs a claim again
-    }
-  }
-
+  /** Whether this run's lease may have lapsed (heartbeat.ts): then it must claim again before it sends. */
   leaseLapsed(): boolean {
-    if (this.run === null || monotonicMs() - this.lastBeat <= LEASE_MS - HEARTBEAT_MS) return false;
-    void this.beat();
-    return true;
-  }
-
-  private stopHeartbeat(): void {
-    if (this.heartbeat !== null) clearInterval(this.heartbeat);
-    this.heartbeat = null;
+    return this.run !== null && this.heartbeat.lapsed();
   }
 
   async releaseClaims(): Promise<void> {
-    this.stopHeartbeat();
+    this.heartbeat.stop();
     if (this.run === null || this.group.failure !== null) return;
     await this.store.db.query(
       `WITH freed AS (UPDATE purchases SET owner_run = NULL WHERE owner_run = $1 RETURNING service, domain)
@@ -379,7 +360,7 @@ export class PgRecords implements ServiceStore {
   }
 
   async endRun(end: RunEnd): Promise<void> {
-    this.stopHeartbeat();
+    this.heartbeat.stop();
     if (this.run === null) return;
     await this.store.db.query('UPDATE runs SET ended_at = $1, status = $2, credits = $3, bought = $4, reused = $5 WHERE id = $6', [this.store.now(), end.status, end.credits, end.bought, end.reused, this.run]);
   }
@@ -394,7 +375,7 @@ export class PgRecords implements ServiceStore {
 
   /** Ends this run's connections (the writer's and the listener's); the store's stays. */
   async disconnect(): Promise<void> {
-    this.stopHeartbeat();
+    this.heartbeat.stop();
     const listener = this.listener;
     this.listener = null;
     this.listening = null;

@@ -1,5 +1,6 @@
 import type { CompanyRecord } from '../../api/types.js';
 import { GroupCommit } from '../group-commit.js';
+import { Heartbeat } from '../heartbeat.js';
 import { LEASE_MS, StoreWriteError, type Connection } from './connection.js';
 import { creditsSince, savedAmong } from './money.js';
 import type { Claim, CompanyState, HeldCompany, Lookup, Purchase, RunEnd, ServiceStore, StoreEvent } from '../types.js';
@@ -14,7 +15,6 @@ const TIMING = { batchMs: 20, batchRows: 2_000, intentGatherMs: 1 };
 /** Up to this many keys are always read by point queries (ServiceRecords.visit). */
 const FEW_KEYS = 64;
 /** How often a run says it is alive (its lease, in sqlite.ts, is a few of these). */
-const HEARTBEAT_MS = 10_000;
 
 /** Validates a record read back: a tampered or damaged row is treated as not held. */
 function parseRecord(text: string): CompanyRecord | null {
@@ -40,7 +40,7 @@ function parseRecord(text: string): CompanyRecord | null {
 export class ServiceRecords implements ServiceStore {
   readonly storeId: string;
   private readonly group: GroupCommit;
-  private heartbeat: NodeJS.Timeout | null = null;
+  private readonly heartbeat: Heartbeat;
   private readonly now: () => number;
   /** Transactions that synced to disk: one per batch holding an intent, not one per intent. */
   syncs = 0;
@@ -59,6 +59,7 @@ export class ServiceRecords implements ServiceStore {
     this.storeId = store.storeId;
     this.now = store.options.now;
     this.group = new GroupCommit((batch) => this.commit(batch), (error) => new StoreWriteError(store.path, error), TIMING);
+    this.heartbeat = new Heartbeat(() => this.store.sql('UPDATE runs SET heartbeat_at = ? WHERE id = ?').run(this.now(), this.run), LEASE_MS);
   }
 
   /**
@@ -212,47 +213,22 @@ export class ServiceRecords implements ServiceStore {
 
   /** Says every few seconds that this run is alive, so others wait for its claims and no longer. */
   startHeartbeat(): void {
-    if (this.run === null || this.heartbeat !== null) return;
-    this.lastBeat = this.now();
-    this.heartbeat = setInterval(() => this.beat(), HEARTBEAT_MS);
-    this.heartbeat.unref();
+    if (this.run !== null) this.heartbeat.start();
   }
 
-  private lastBeat = 0;
-
-  private beat(): void {
-    if (this.run === null) return;
-    try {
-      this.store.sql('UPDATE runs SET heartbeat_at = ? WHERE id = ?').run(this.now(), this.run);
-      this.lastBeat = this.now();
-    } catch {
-      // busy or failing: the next beat tries again, and a lease that lapses only costs a wait
-    }
-  }
-
-  /**
-   * Whether this run went so long without a heartbeat (a paused process, a stalled loop) that a
-   * run on another host may have taken its claims over: then it must claim again before it sends.
-   */
+  /** Whether this run's lease may have lapsed (heartbeat.ts): then it must claim again before it sends. */
   leaseLapsed(): boolean {
-    if (this.run === null || this.now() - this.lastBeat <= LEASE_MS - HEARTBEAT_MS) return false;
-    this.beat();
-    return true;
-  }
-
-  private stopHeartbeat(): void {
-    if (this.heartbeat !== null) clearInterval(this.heartbeat);
-    this.heartbeat = null;
+    return this.run !== null && this.heartbeat.lapsed();
   }
 
   async releaseClaims(): Promise<void> {
-    this.stopHeartbeat();
+    this.heartbeat.stop();
     if (this.run === null || this.group.failure !== null) return;
     this.store.sql('UPDATE purchases SET owner_run = NULL WHERE owner_run = ?').run(this.run);
   }
 
   async endRun(end: RunEnd): Promise<void> {
-    this.stopHeartbeat();
+    this.heartbeat.stop();
     if (this.run === null) return;
     this.store.sql('UPDATE runs SET ended_at = ?, status = ?, credits = ?, bought = ?, reused = ? WHERE id = ?')
       .run(this.now(), end.status, end.credits, end.bought, end.reused, this.run);
