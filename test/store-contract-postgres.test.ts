@@ -560,6 +560,20 @@ describe('the team store when the connection is lost', () => {
       await session.unlock(MAINTENANCE_LOCK);
       // The lock let go: a lost connection is connected again, as for any other statement.
       expect((await session.query<{ n: number }>('SELECT 1 AS n')).rows).toStrictEqual([{ n: 1 }]);
+      // So too after a transaction the loss ended: it is not taken for still open.
+      await session.lock(MAINTENANCE_LOCK);
+      await session.query('BEGIN');
+      proxy.cut();
+      await proxy.mend();
+      await expect(session.query('SELECT 1')).rejects.toMatchObject({ kind: 'unavailable' });
+      await session.unlock(MAINTENANCE_LOCK);
+      expect((await session.query<{ n: number }>('SELECT 2 AS n')).rows).toStrictEqual([{ n: 2 }]);
+      // Cut under a statement in flight (seen running on the server): sent again on a new connection.
+      const slow = session.query<{ n: number }>('SELECT 3 AS n, pg_sleep(1)');
+      while ((await sql(url, "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'SELECT 3 AS n%'")).length === 0);
+      proxy.cut();
+      await proxy.mend();
+      expect((await slow).rows).toMatchObject([{ n: 3 }]);
     } finally {
       await session.end();
       await proxy.close();

@@ -85,7 +85,8 @@ function report(c: Copied, where: { from: string; to: string; dryRun: boolean; c
       }),
     );
   }
-  const nothing = c.companies + c.lookups + c.closed + c.open + c.runs === 0;
+  // Nothing moved, and nothing the target holds differently: it holds all the source does.
+  const nothing = c.companies + c.lookups + c.closed + c.open + c.runs === 0 && c.conflicts + c.unsettled + c.busy === 0;
   const unconfirmed = c.unconfirmed > 0 ? `, up to ${count(c.unconfirmed, 'credit')} more possibly charged` : '';
   const what = nothing
     ? `nothing new (${to} already holds everything ${from} does)`
@@ -99,7 +100,7 @@ function report(c: Copied, where: { from: string; to: string; dryRun: boolean; c
   }
   if (c.unsettled > 0) {
     lines.push(
-      `${count(c.unsettled, 'purchase is', 'purchases are')} open in both stores under different keys, each of which may have been charged: ${to} keeps its own; run the batch again on ${from} (it replays its key and closes the purchase), then copy again to count it`,
+      `${count(c.unsettled, 'purchase is', 'purchases are')} open in both stores under different keys, each of which may have been charged: ${to} keeps its own. To settle ${from}'s, list ${c.unsettled === 1 ? 'it' : 'them'} with \`enrich ledger release --store ${from}\`, run enrich on ${from} over just ${c.unsettled === 1 ? 'that domain' : 'those domains'} (it replays each key, buying nothing else), then copy again`,
     );
   }
   if (c.busy > 0) lines.push(`${count(c.busy, 'purchase is', 'purchases are')} being bought right now by a run on ${to}: left to it (copy again once it has finished)`);

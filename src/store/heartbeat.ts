@@ -3,23 +3,38 @@ import { monotonicMs } from '../pipeline/clock.js';
 /** How often a run renews its lease on the claims it holds. */
 export const HEARTBEAT_MS = 10_000;
 
+/** The two clocks a lapse is judged on. */
+export interface LeaseClocks {
+  /** Wall-clock ms: it counts a suspended machine's sleep, which other hosts see as silence. */
+  now: () => number;
+  /** Steady ms: it counts a stalled process even if the wall clock was set back. */
+  monotonic?: () => number;
+}
+
 /**
  * A run's lease on its claims, renewed every HEARTBEAT_MS by `write` (each backend writes its
- * runs row its own way). Whether it may have lapsed is judged on this process's steady clock:
- * a paused process or a stalled event loop, not a wall clock that jumped, is what lets it lapse.
+ * runs row its own way). Other hosts take the claims over once the lease has gone by without a
+ * beat; this run must then claim again before it sends, so a lapse is taken when either clock
+ * says so: a false one costs a claim, a missed one (a laptop that slept with its lid closed, which
+ * the steady clock does not count) could send a key that another run already replaced.
  */
 export class Heartbeat {
   private timer: NodeJS.Timeout | null = null;
-  private lastBeat = monotonicMs();
+  private readonly monotonic: () => number;
+  private beatAt: { wall: number; steady: number };
 
   constructor(
     private readonly write: () => unknown,
     private readonly leaseMs: number,
-  ) {}
+    private readonly clocks: LeaseClocks,
+  ) {
+    this.monotonic = clocks.monotonic ?? monotonicMs;
+    this.beatAt = this.readClocks();
+  }
 
   start(): void {
     if (this.timer !== null) return;
-    this.lastBeat = monotonicMs();
+    this.beatAt = this.readClocks();
     this.timer = setInterval(() => void this.beat(), HEARTBEAT_MS);
     this.timer.unref();
   }
@@ -34,15 +49,26 @@ export class Heartbeat {
    * claims over: then it must claim again before it sends. Beats at once if so.
    */
   lapsed(): boolean {
-    if (monotonicMs() - this.lastBeat <= this.leaseMs - HEARTBEAT_MS) return false;
+    const { wall, steady } = this.readClocks();
+    const within = this.leaseMs - HEARTBEAT_MS;
+    if (steady - this.beatAt.steady <= within && wall - this.beatAt.wall <= within) return false;
     void this.beat();
     return true;
   }
 
-  private async beat(): Promise<void> {
+  private readClocks(): { wall: number; steady: number } {
+    return { wall: this.clocks.now(), steady: this.monotonic() };
+  }
+
+  /** Writes a beat; one written synchronously (SQLite's) counts at once, before the next send asks. */
+  private beat(): Promise<void> | void {
+    const landed = (): void => {
+      this.beatAt = this.readClocks();
+    };
     try {
-      await this.write();
-      this.lastBeat = monotonicMs();
+      const written = this.write();
+      if (!(written instanceof Promise)) return landed();
+      return written.then(landed, () => {});
     } catch {
       // busy or unreachable for a moment: the next beat tries again, and a lapsed lease only costs a claim again
     }

@@ -180,8 +180,9 @@ export class Session {
     this.pinned = true;
   }
 
-  /** Lets the lock go (with a lost connection it went already). */
+  /** Lets the lock go once the statements sent before are done (with a lost connection it went already). */
   async unlock(key: number): Promise<void> {
+    await this.tail;
     const held = this.current !== null;
     this.pinned = false;
     if (held) await this.query('SELECT pg_advisory_unlock($1)', [key]);
@@ -240,7 +241,10 @@ export class Session {
     try {
       return await once();
     } catch (error) {
-      throw isConnectionLoss(error) ? lost(error) : error;
+      if (!isConnectionLoss(error)) throw error;
+      // A transaction on the lost connection is gone with it (as `send` says for any session).
+      this.inTransaction = false;
+      throw lost(error);
     }
   }
 

@@ -93,7 +93,7 @@ export class PgRecords implements ServiceStore {
   ) {
     this.storeId = store.storeId;
     this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs), TIMING);
-    this.heartbeat = new Heartbeat(() => this.store.db.query(`UPDATE runs SET heartbeat_at = ${NOW_MS} WHERE id = $1`, [this.run]), LEASE_MS);
+    this.heartbeat = new Heartbeat(() => this.store.db.query(`UPDATE runs SET heartbeat_at = ${NOW_MS} WHERE id = $1`, [this.run]), LEASE_MS, { now: store.now });
   }
 
   static async open(store: RecordsHost, service: string, serviceId: number, run: number | null, policyNow: number): Promise<PgRecords> {

@@ -27,7 +27,7 @@ export interface Connection {
   readonly db: Db;
   readonly storeId: string;
   readonly host: string;
-  readonly options: { readonly tool: string; readonly now: () => number };
+  readonly options: { readonly tool: string; readonly now: () => number; readonly monotonic?: () => number };
   /** A prepared statement, compiled once per text. */
   sql(text: string): Statement;
   /** Whether a run may still be sending under the intents it owns (store.ts). */

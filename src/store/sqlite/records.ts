@@ -59,7 +59,7 @@ export class ServiceRecords implements ServiceStore {
     this.storeId = store.storeId;
     this.now = store.options.now;
     this.group = new GroupCommit((batch) => this.commit(batch), (error) => new StoreWriteError(store.path, error), TIMING);
-    this.heartbeat = new Heartbeat(() => this.store.sql('UPDATE runs SET heartbeat_at = ? WHERE id = ?').run(this.now(), this.run), LEASE_MS);
+    this.heartbeat = new Heartbeat(() => this.store.sql('UPDATE runs SET heartbeat_at = ? WHERE id = ?').run(this.now(), this.run), LEASE_MS, store.options);
   }
 
   /**
