@@ -296,4 +296,33 @@ describe('enrich ledger copy', () => {
     expect(await sql(team, 'SELECT outcome, intent_key FROM purchases WHERE domain = $1', [lost])).toStrictEqual([{ outcome: 'hit', intent_key: null }]);
     expect(await sql(team, 'SELECT idempotency_key FROM companies WHERE domain = $1', [lost])).toStrictEqual([{ idempotency_key: key }]);
   });
+
+  it('says a purchase open in both stores under different keys (unsettled), keeps the target\'s key, and once the source settled it counts the target\'s key as possibly charged', async () => {
+    await t.sandbox();
+    const [laptop, cron] = [t.dir.file('laptop.db'), t.dir.file('cron.db')];
+    input('u.csv', domains(0, 2));
+    await batch('u.csv', laptop, 'laptop-a');
+    await batch('u.csv', cron, 'cron-b');
+    // Each store sent its own key for one company and lost the answer.
+    const lost = domains(2, 3)[0] as string;
+    const open = (key: string): string =>
+      `INSERT INTO purchases (service, domain, generation, key_version, intent_key, uncertain, error_code, lost_at, outcome, opened_at) VALUES (1, '${lost}', 1, 1, '${key}', 1, 'network_error', 1000, 'open', 1000)`;
+    sqlite(laptop, open('k-laptop'));
+    sqlite(cron, open('k-cron'));
+    const copy = async (...args: string[]): Promise<string> => {
+      const r = await enrich(['ledger', 'copy', laptop, cron, ...args]);
+      expect(r.code, r.stderr).toBe(0);
+      return r.stdout;
+    };
+    const copied = json(await copy('--json')) as Record<string, unknown>;
+    expect(copied).toMatchObject({ unsettled: 1, open_purchases: 0, credits_unconfirmed: 0 });
+    const said = await copy();
+    expect(said).not.toContain('nothing new');
+    expect(said).toContain(`1 purchase is open in both stores under different keys, each of which may have been charged: ${cron} keeps its own. To settle ${laptop}'s, list it with \`enrich ledger release --store ${laptop}\``);
+    expect(sqlite(cron, 'SELECT intent_key FROM purchases WHERE domain = ?', lost)).toStrictEqual([{ intent_key: 'k-cron' }]);
+    // The laptop settles its key (as its rerun over that domain would): the next copy takes it, and counts the cron's key.
+    sqlite(laptop, "UPDATE purchases SET outcome = 'hit', intent_key = NULL, uncertain = 0, credits = 1, closed_at = 2000 WHERE domain = ?", lost);
+    expect(json(await copy('--json'))).toMatchObject({ unsettled: 0, purchases: 1, credits: 1, credits_unconfirmed: 1 });
+  });
 });
+
