@@ -324,5 +324,40 @@ describe('enrich ledger copy', () => {
     sqlite(laptop, "UPDATE purchases SET outcome = 'hit', intent_key = NULL, uncertain = 0, credits = 1, closed_at = 2000 WHERE domain = ?", lost);
     expect(json(await copy('--json'))).toMatchObject({ unsettled: 0, purchases: 1, credits: 1, credits_unconfirmed: 1 });
   });
+
+  for (const kind of ['sqlite', 'postgres'] as const) {
+    it(`into ${kind}: an open purchase whose key may have been charged replaces the target's open one whose key cannot have been, so the target's next run replays it (one charge)`, async () => {
+      await t.sandbox();
+      const laptop = t.dir.file('laptop.db');
+      const target = kind === 'sqlite' ? t.dir.file('team.db') : await freshDatabase();
+      const [held, lost] = domains(0, 2) as [string, string];
+      input('one.csv', [held]);
+      await batch('one.csv', laptop, 'laptop-a');
+      await batch('one.csv', target, 'cron-b');
+      // The laptop sent its key for `lost` (charged) and lost the answer.
+      const storeId = String(sqlite(laptop, "SELECT value FROM meta WHERE key = 'store_id'")[0]?.['value']);
+      const key = idempotencyKey(storeId, lost, 1, 1);
+      const sent = await fetch(`${t.sb.url}/api/v1/public/company/enrich`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', 'idempotency-key': key },
+        body: JSON.stringify({ domain: lost }),
+      });
+      expect(sent.status).toBe(200);
+      const at = Date.now() - 600_000;
+      sqlite(laptop, "INSERT INTO lookups (service, domain, status, company, name, checked_at) VALUES (1, ?, 'hit', ?, 'Lost', ?)", lost, lost, at);
+      sqlite(laptop, "INSERT INTO purchases (service, domain, generation, key_version, intent_key, uncertain, error_code, lost_at, outcome, opened_at) VALUES (1, ?, 1, 1, ?, 1, 'network_error', ?, 'open', ?)", lost, key, at, at);
+      // The target tried it too and got a fresh 500: its key retired, nothing under it charged.
+      const retired = "INSERT INTO purchases (service, domain, generation, key_version, intent_key, uncertain, error_code, outcome, opened_at) VALUES (1, $1, 1, 2, NULL, 0, 'internal', 'open', 1000)";
+      if (kind === 'sqlite') sqlite(target, retired.replace('$1', '?'), lost);
+      else await sql(target, retired, [lost]);
+      const copied = await enrich(['ledger', 'copy', laptop, target, '--json']);
+      expect(copied.code, copied.stderr).toBe(0);
+      expect(json(copied.stdout)).toMatchObject({ open_purchases: 1 });
+      input('both.csv', [held, lost]);
+      await batch('both.csv', target, 'cron-b');
+      // Before: the team store kept its retired key's row, and bought under a new one.
+      expect(t.sb.chargesByDomain(KEY).get(lost)).toBe(1);
+    });
+  }
 });
 

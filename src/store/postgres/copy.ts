@@ -1,3 +1,4 @@
+import { EnrichError } from '../../errors.js';
 import { COPY_CHUNK, companyWins, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyCompany, toCopyLookup, toCopyRun, toKept } from '../copy.js';
 import type { CopyCompany, CopyLookup, CopyRun, CopySource, CopyTarget, PurchasesCopied, RunIds } from '../copy-types.js';
 import type { KeptPurchase } from '../purchase.js';
@@ -231,15 +232,22 @@ export class PgCopyTarget implements CopyTarget {
     });
   }
 
+  /**
+   * Writes the purchases the rules took (copy.ts purchaseMove: add, or close an open one, with a
+   * closed purchase or with a key that may have been charged over one that cannot have been). The
+   * guard says the same of the row as it is, under the company locks; a row it refused would make
+   * the counts say what was not written, so the chunk is undone rather than reported.
+   */
   private async write(serviceId: number, list: readonly KeptPurchase[]): Promise<void> {
     const col = <K extends keyof KeptPurchase>(k: K): KeptPurchase[K][] => list.map((p) => p[k]);
-    await this.db.query(
+    const { rowCount } = await this.db.query(
       `INSERT INTO purchases (service, ${PURCHASE_COLUMNS})
        SELECT $1, u.* FROM unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::text[], $11::int[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[]) AS u
        ON CONFLICT (service, domain, generation) DO UPDATE SET key_version = excluded.key_version, intent_key = excluded.intent_key, uncertain = excluded.uncertain,
          unconfirmed = excluded.unconfirmed, error_code = excluded.error_code, lost_at = excluded.lost_at, outcome = excluded.outcome, credits = excluded.credits,
          owner_run = excluded.owner_run, run = excluded.run, opened_at = excluded.opened_at, closed_at = excluded.closed_at
-       WHERE purchases.outcome = 'open' AND excluded.outcome <> 'open'`,
+       WHERE purchases.outcome = 'open' AND (excluded.outcome <> 'open' OR (purchases.intent_key IS NULL AND purchases.uncertain = 0))
+       RETURNING 1`,
       [
         serviceId,
         col('domain'),
@@ -258,6 +266,7 @@ export class PgCopyTarget implements CopyTarget {
         col('closedAt'),
       ],
     );
+    if (rowCount !== list.length) throw new EnrichError(`the copy wrote ${rowCount ?? 0} of the ${list.length} purchases it decided to take in one chunk; that chunk was undone`, 'failure');
   }
 
   end(): Promise<void> {
