@@ -8,7 +8,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { CompanyRecord } from '../src/api/types.js';
 import { openLedgerStore } from '../src/store/open.js';
 import { PgStore } from '../src/store/postgres/store.js';
-import { Session } from '../src/store/postgres/connect.js';
+import { client, connect, Session } from '../src/store/postgres/connect.js';
 import { MAINTENANCE_LOCK } from '../src/store/postgres/schema.js';
 import { BatchPlan, commitBatch, LEASE_MS } from '../src/store/postgres/writer.js';
 import { Store } from '../src/store/sqlite/store.js';
@@ -577,6 +577,30 @@ describe('the team store when the connection is lost', () => {
     } finally {
       await session.end();
       await proxy.close();
+    }
+  });
+
+  it('never goes on after a transaction whose connection was lost while idle: the next statement fails, and nothing of it runs elsewhere', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    await sql(url, 'CREATE TABLE t (x int)');
+    const first = await connect(client(url));
+    const session = new Session(url, first, 5_000, 5_000);
+    try {
+      await session.query('BEGIN');
+      await session.query('SELECT pg_advisory_xact_lock(42)');
+      const pid = (await session.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+      const gone = new Promise((resolve) => first.once('error', resolve));
+      await sql(url, 'SELECT pg_terminate_backend($1)', [pid]);
+      await gone;
+      // Before: connected again, and the INSERT ran autocommitted, outside the transaction and its lock.
+      await expect(session.query('INSERT INTO t VALUES (1)')).rejects.toMatchObject({ kind: 'unavailable' });
+      await session.query('ROLLBACK').catch(() => {});
+      expect(await sql(url, 'SELECT count(*)::int AS n FROM t')).toStrictEqual([{ n: 0 }]);
+      // Out of the transaction, a lost connection is connected again as ever.
+      expect((await session.query<{ n: number }>('SELECT 1 AS n')).rows).toStrictEqual([{ n: 1 }]);
+    } finally {
+      await session.end();
     }
   });
 

@@ -220,6 +220,12 @@ export class Session {
     };
     if (this.pinned) return this.onPinned(once);
     if (this.inTransaction) {
+      // A transaction lives on its connection: one lost while idle took the transaction (and its
+      // locks) with it, and what follows must not run on a new connection, outside any transaction.
+      if (this.current === null) {
+        this.inTransaction = false;
+        throw this.lost('the transaction it was in');
+      }
       try {
         return await once();
       } catch (error) {
@@ -232,20 +238,22 @@ export class Session {
 
   /** A statement on the connection that holds the lock, which is never replaced (`lock`). */
   private async onPinned<R>(once: () => Promise<R>): Promise<R> {
-    const lost = (cause?: unknown): EnrichError => {
-      const { host, port, database } = this.place;
-      return new EnrichError(`lost the connection to the team store (database ${database} on ${host}:${port}), and the lock it held with it; stopped there, keeping what was committed`, 'unavailable', { cause });
-    };
     // The connection that held the lock is gone, and the lock with it: never go on without it.
-    if (this.current === null) throw lost();
+    if (this.current === null) throw this.lost('the lock it held');
     try {
       return await once();
     } catch (error) {
       if (!isConnectionLoss(error)) throw error;
       // A transaction on the lost connection is gone with it (as `send` says for any session).
       this.inTransaction = false;
-      throw lost(error);
+      throw this.lost('the lock it held', error);
     }
+  }
+
+  /** The connection was lost with `what` it held: said in one line, as the store being unavailable. */
+  private lost(what: string, cause?: unknown): EnrichError {
+    const { host, port, database } = this.place;
+    return new EnrichError(`lost the connection to the team store (database ${database} on ${host}:${port}), and ${what} with it; stopped there, keeping what was committed`, 'unavailable', { cause });
   }
 
   async end(): Promise<void> {
