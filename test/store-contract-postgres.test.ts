@@ -278,6 +278,28 @@ describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
     expect(run.storeId).toBe(`${before}.1`);
   });
 
+  it('releases only what is still at risk, and says which: one a run finished since it was listed is left alone', async () => {
+    const s = await open();
+    const run = await s.begin();
+    for (const c of ['a.com', 'b.com']) {
+      await run.append(intent(c), true);
+      await run.append({ type: 'enrich', company: c, generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true });
+    }
+    await run.flush();
+    await run.endRun({ status: 'interrupted', credits: 0, bought: 0, reused: 0 });
+    await run.releaseClaims();
+    const ledger = await openLedgerStore(s.address, { tool: 'test', now: Date.now, env: {}, write: true, create: false });
+    try {
+      const listed = await ledger.atRisk([]);
+      expect(listed.map((p) => p.domain).sort()).toStrictEqual(['a.com', 'b.com']);
+      // Meanwhile a run got b.com's answer (replayed) and closed its purchase.
+      await s.raw("UPDATE purchases SET outcome = 'hit', intent_key = NULL, uncertain = 0, closed_at = 1 WHERE domain = ?", 'b.com');
+      expect((await ledger.release(listed)).map((p) => p.domain)).toStrictEqual(['a.com']);
+    } finally {
+      await ledger.close();
+    }
+  });
+
   it('refuses a prune beside a run that has begun', async () => {
     const s = await open();
     const run = await s.begin();

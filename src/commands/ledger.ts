@@ -172,9 +172,12 @@ async function releaseHeld(store: LedgerStore, action: Extract<LedgerAction, { k
   const held = await store.atRisk(action.all ? [] : action.domains);
   const unknown = action.domains.filter((d) => !held.some((p) => p.domain === d));
   if (unknown.length > 0) throw new UsageError(`nothing to release for ${unknown.join(', ')}: no unanswered paid call is held for it (see \`enrich ledger release\`)`);
-  await store.release(held);
-  if (json) return print(JSON.stringify({ released: held.map((p) => p.domain) }));
-  print(`released ${count(held.length, 'company', 'companies')}: the next run buys ${held.length === 1 ? 'it under a new key' : 'them under new keys'}; if a lost call was charged after all, that company is charged twice (at most ${count(held.length, 'credit')})`);
+  // What was released, not what was listed: a run may have claimed some of them meanwhile.
+  const released = await store.release(held);
+  if (json) return print(JSON.stringify({ released: released.map((p) => p.domain) }));
+  const left = held.length - released.length;
+  const claimed = left === 0 ? '' : `; ${count(left, 'other was', 'others were')} claimed by a run meanwhile, and left to it`;
+  print(`released ${count(released.length, 'company', 'companies')}: the next run buys ${released.length === 1 ? 'it under a new key' : 'them under new keys'}; if a lost call was charged after all, that company is charged twice (at most ${count(released.length, 'credit')})${claimed}`);
 }
 
 async function show(store: LedgerStore, json: boolean, print: (s: string) => void): Promise<void> {

@@ -119,7 +119,7 @@ export interface LedgerStore extends JournalTarget {
   /** Purchases at risk (of `domains`, or all), never one a live run is buying right now. */
   atRisk(domains: readonly string[]): Promise<AtRisk[]>;
   /** Gives up on these purchases' keys (each re-checked in the transaction); how many were released. */
-  release(purchases: readonly AtRisk[]): Promise<number>;
+  release(purchases: readonly AtRisk[]): Promise<AtRisk[]>;
   /** Forgets records bought, lookups made and purchases closed before `cutoff`; open purchases are kept. */
   prune(cutoff: number, dryRun: boolean): Promise<Pruned>;
   spend(by: SpendBy): Promise<Spend>;

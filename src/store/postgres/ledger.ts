@@ -165,25 +165,26 @@ export class PgLedger implements LedgerStore {
    * while it is still open under the key listed and no live run holds it: one a run on another
    * machine claimed since it was listed is left to that run.
    */
-  async release(purchases: readonly AtRisk[]): Promise<number> {
-    if (purchases.length === 0) return 0;
+  async release(purchases: readonly AtRisk[]): Promise<AtRisk[]> {
+    if (purchases.length === 0) return [];
     const dead = await this.deadHere();
     return this.transaction(async () => {
-      let released = 0;
+      const released: AtRisk[] = [];
       for (const [service, list] of groupBy(purchases, (p) => p.service)) {
         const serviceId = await this.store.serviceId(service);
         await this.lockCompanies(serviceId, list.map((p) => p.domain));
-        const { rows } = await this.db.query<{ n: number }>(
+        const { rows } = await this.db.query<{ domain: string; generation: number }>(
           `WITH freed AS (
              UPDATE purchases p SET key_version = p.key_version + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, owner_run = NULL
                FROM unnest($2::text[], $3::int[], $4::int[]) AS u(domain, generation, v)
               WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.key_version = u.v AND ${AT_RISK}
                 AND (p.owner_run IS NULL OR NOT EXISTS (SELECT 1 FROM runs o WHERE o.id = p.owner_run AND ${ALIVE('o', '$5')}))
-             RETURNING p.service, p.domain)
-           SELECT count(pg_notify($6, service::text || ':' || domain)) AS n FROM freed`,
+             RETURNING p.service, p.domain, p.generation)
+           SELECT domain, generation, pg_notify($6, service::text || ':' || domain) FROM freed`,
           [serviceId, list.map((p) => p.domain), list.map((p) => p.generation), list.map((p) => p.keyVersion), dead, OUTCOME_CHANNEL],
         );
-        released += num(rows[0]?.n);
+        const freed = new Set(rows.map((r) => `${r.domain} ${num(r.generation)}`));
+        released.push(...list.filter((p) => freed.has(`${p.domain} ${p.generation}`)));
       }
       return released;
     });

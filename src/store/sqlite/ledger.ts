@@ -146,9 +146,9 @@ export async function watchSkewedRuns(store: Store, sleep: (ms: number) => Promi
  * Gives up on the keys of these purchases: the next run buys them under new keys. If the lost
  * call was in fact charged, that company is charged twice; the caller says so before asking.
  */
-export function release(store: Store, purchases: readonly AtRisk[]): number {
+export function release(store: Store, purchases: readonly AtRisk[]): AtRisk[] {
   const services = new Map<string, number>();
-  let released = 0;
+  const released: AtRisk[] = [];
   store.db.transaction(() => {
     // Looked at again inside the transaction: a run may have claimed one since it was listed.
     const stillHeld = new Set(atRisk(store, []).map((p) => `${p.service} ${p.domain} ${p.generation}`));
@@ -156,12 +156,13 @@ export function release(store: Store, purchases: readonly AtRisk[]): number {
       if (!stillHeld.has(`${p.service} ${p.domain} ${p.generation}`)) continue;
       let id = services.get(p.service);
       if (id === undefined) services.set(p.service, (id = store.serviceId(p.service)));
-      released += store.db
+      const changed = store.db
         .prepare(
           `UPDATE purchases SET key_version = key_version + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, owner_run = NULL
            WHERE service = ? AND domain = ? AND generation = ? AND key_version = ? AND outcome = 'open'`,
         )
         .run(id, p.domain, p.generation, p.keyVersion).changes;
+      if (changed > 0) released.push(p);
     }
   })();
   return released;
@@ -269,7 +270,7 @@ export class SqliteLedger implements LedgerStore {
     return atRisk(this.store, domains);
   }
 
-  async release(purchases: readonly AtRisk[]): Promise<number> {
+  async release(purchases: readonly AtRisk[]): Promise<AtRisk[]> {
     return release(this.store, purchases);
   }
 
