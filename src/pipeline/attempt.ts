@@ -4,7 +4,7 @@ import { formatWait } from '../errors.js';
 import type { Health, Outage } from './health.js';
 import type { Clock } from './clock.js';
 import type { ProgressSink } from './progress.js';
-import { StoppedError, type Lane, type Scheduler } from './scheduler.js';
+import { NotSentError, StoppedError, type Lane, type Scheduler } from './scheduler.js';
 
 export type Attempt<T> = { kind: 'ok'; value: T } | { kind: 'error'; error: unknown } | { kind: 'stopped' };
 
@@ -27,6 +27,12 @@ export interface AttemptHooks {
   lostKey?: () => { lostAt: number | null } | undefined;
   /** At most this many attempts, and this many 429s (a question whose answer is wanted now, or not at all). */
   limit?: number;
+  /**
+   * Asked in the request's slot, as it is about to leave (it may have waited there behind others,
+   * or out a pause): true, and it is not sent, and the attempt starts again from `before`. Twice
+   * in a row, and the call ends as stopped.
+   */
+  stale?: () => boolean;
 }
 
 export interface AttemptDeps {
@@ -55,14 +61,21 @@ export function attempter(deps: AttemptDeps): Attempter {
   const { scheduler, clock, progress, inflight } = deps;
   return async function attempt<T>(lane: Lane, signal: AbortSignal, call: (s: AbortSignal) => Promise<T>, hooks: AttemptHooks = {}): Promise<Attempt<T>> {
     const attempts = { failures: 0, rateLimited: 0 };
+    let withdrawn = 0;
+    const send = (): Promise<T> => (hooks.stale?.() === true ? Promise.reject(new NotSentError('stale when its slot came')) : call(inflight));
     for (;;) {
       if (signal.aborted) return { kind: 'stopped' };
       if (hooks.before !== undefined && !(await hooks.before())) return { kind: 'stopped' };
       try {
-        const value = await scheduler.run(lane, () => call(inflight), signal);
+        const value = await scheduler.run(lane, send, signal);
         deps.health.answered(lane === 'enrich');
         return { kind: 'ok', value };
       } catch (error) {
+        if (error instanceof NotSentError) {
+          if (++withdrawn > 1) return { kind: 'stopped' };
+          continue;
+        }
+        withdrawn = 0;
         if (error instanceof StoppedError || (inflight.aborted && !(error instanceof ApiError && error.definitive))) return { kind: 'stopped' };
         const outage = deps.health.failed(error, lane === 'enrich', hooks.lostKey?.());
         if (outage !== null) {

@@ -188,6 +188,8 @@ class EnrichStep {
    */
   private async buy(c: Company, sentKeys: Set<string>, place: Place, arrived: () => void): Promise<Bought> {
     let lostKey: { lostAt: number | null } | undefined;
+    /** The lease lapsed while the request waited for its slot: claim again before it is sent. */
+    let lapsedInQueue = false;
     const call = (signal: AbortSignal) => {
       const key = this.keyOf(c);
       // A key that may have been sent unanswered (by this run or one before) may answer with a
@@ -203,7 +205,15 @@ class EnrichStep {
       // since the claim needs an intent of its own.
       // An uncertain key writes its intent again before every attempt: the store then knows when
       // the last request that might go unanswered was sent, should this run die.
-      before: async () => (await this.replaceSpentPlace(c, place)) && ((c.purchase.state === 'claimed' && !this.deps.leaseLapsed()) || (await this.claimPurchase(c))),
+      before: async () => {
+        if (!(await this.replaceSpentPlace(c, place))) return false;
+        const held = c.purchase.state === 'claimed' && !lapsedInQueue && !this.deps.leaseLapsed();
+        lapsedInQueue = false;
+        return held || this.claimPurchase(c);
+      },
+      // Asked again as the request leaves: queued behind others or out a pause, it may have waited
+      // past the lease, and a run elsewhere may have taken the purchase over and moved its key on.
+      stale: () => (lapsedInQueue = this.deps.leaseLapsed()),
       lostKey: () => lostKey,
       failed: (error) => {
         arrived();

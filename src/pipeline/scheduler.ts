@@ -11,6 +11,11 @@ export class StoppedError extends Error {
   override readonly name = 'StoppedError';
 }
 
+/** A request its caller withdrew in its slot, before it left (AttemptHooks.stale): nothing was sent. */
+export class NotSentError extends Error {
+  override readonly name = 'NotSentError';
+}
+
 /**
  * Requests in flight before anything is known about the service. Small, and growing by half
  * again per round trip rather than doubling: whatever is in flight when a bucket first runs dry
@@ -197,7 +202,7 @@ export class Scheduler {
       return value;
     } catch (error) {
       if (error instanceof RateLimitedError) this.limiter.onRateLimited(sentAt, error.retryAfterSeconds);
-      else if (!(error instanceof ConnectionError)) this.accepted(sentAt, lane, false);
+      else if (!(error instanceof ConnectionError) && !(error instanceof NotSentError)) this.accepted(sentAt, lane, false);
       throw error;
     }
   }

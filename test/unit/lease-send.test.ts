@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest';
+import { apiErrorFromResponse } from '../../src/api/errors.js';
+import type { ServiceClient } from '../../src/api/client.js';
+import { systemClock } from '../../src/pipeline/clock.js';
+import { execute } from '../../src/pipeline/execute.js';
+import { AdaptiveLimiter } from '../../src/pipeline/limiter.js';
+import { Progress } from '../../src/pipeline/progress.js';
+import { Scheduler } from '../../src/pipeline/scheduler.js';
+import { RunState } from '../../src/pipeline/state.js';
+import { MemoryStore, type MemoryRun } from '../helpers/memory-store.js';
+import { companyRecord } from '../helpers/records.js';
+
+/**
+ * Found by an adversarial review: the lease was checked before a paid request was queued, not as
+ * it left. A request that waited in the queue past the lease (the machine slept) went out under a
+ * key another run had since retired and bought again under a new one: charged twice.
+ */
+const problem = (status: number, code: string): Error =>
+  apiErrorFromResponse({ status, contentType: 'application/problem+json', retryAfter: undefined, requestId: undefined, body: JSON.stringify({ code, status }) });
+
+/** As the spec's service: a 200 is stored under its key and replayed free; an error stores nothing. */
+function service(): { answer(domain: string, key: string): { matched: true; credits_charged: number; credits_remaining: number; company: ReturnType<typeof companyRecord> }; charges: Map<string, number>; fault(n: number): void } {
+  const stored = new Set<string>();
+  const charges = new Map<string, number>();
+  let faults = 0;
+  return {
+    charges,
+    fault: (n) => (faults = n),
+    answer(domain, key) {
+      const ok = { matched: true as const, credits_charged: 1, credits_remaining: 10, company: companyRecord(domain) };
+      if (stored.has(key)) return ok;
+      if (faults > 0) {
+        faults--;
+        throw problem(500, 'internal');
+      }
+      charges.set(domain, (charges.get(domain) ?? 0) + 1);
+      stored.add(key);
+      return ok;
+    },
+  };
+}
+
+async function stateFor(domains: string[], store: MemoryRun): Promise<RunState> {
+  const state = new RunState();
+  for (const d of domains) state.loadDomain(state.addDomain(d), { action: 'hit', company: d, name: d });
+  for (const c of state.companies) {
+    const { purchase } = await store.companyState(c.domain);
+    state.loadCompany(c, { action: 'buy', generation: 1, refresh: false, held: null, resume: purchase });
+  }
+  return state;
+}
+
+const run = (state: RunState, client: ServiceClient, store: MemoryRun, concurrency: number): ReturnType<typeof execute> =>
+  execute(
+    state,
+    { dryRun: false, maxCredits: null, retry: { maxAttempts: 20, maxRateLimitedAttempts: 3, baseDelayMs: 2, maxDelayMs: 4 }, matchWindow: 4, graceMs: 100, settleMs: 5 },
+    {
+      client,
+      scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, concurrency),
+      store,
+      planCompany: () => {},
+      clock: systemClock,
+      random: () => 0.5,
+      idempotencyKey: (c, v) => `${c.domain}#${v}`,
+      progress: new Progress().sink,
+    },
+    new AbortController().signal,
+  );
+
+const matchAll: ServiceClient['match'] = async (domain) => ({ matched: true, credits_charged: 0, company: { domain, name: domain } });
+
+describe('a paid request queued before its lease lapsed', () => {
+  it('is not sent under a key another run has since retired and replaced: it claims again, and finds the purchase moved on (one charge)', async () => {
+    const svc = service();
+    const store = new MemoryStore();
+    const a = store.beginRun();
+    // As store/heartbeat.ts: a lapse is said once, and the beat it sends renews the lease.
+    let lapsed = false;
+    const storeA = Object.assign(Object.create(a) as MemoryRun, {
+      leaseLapsed: () => {
+        const was = lapsed;
+        lapsed = false;
+        return was;
+      },
+    });
+    let releaseX!: () => void;
+    const xHeld = new Promise<void>((resolve) => (releaseX = resolve));
+    let xSent!: () => void;
+    const xInFlight = new Promise<void>((resolve) => (xSent = resolve));
+    const sentByA: string[] = [];
+    const clientA: ServiceClient = {
+      match: matchAll,
+      enrich: async (domain, { idempotencyKey }) => {
+        sentByA.push(idempotencyKey);
+        if (domain === 'x.com') {
+          xSent();
+          await xHeld;
+        }
+        return svc.answer(domain, idempotencyKey);
+      },
+    };
+    // One request at a time: y.com's waits in the queue behind x.com's, its intent already written.
+    const runA = run(await stateFor(['x.com', 'y.com'], a), clientA, storeA, 1);
+    await xInFlight;
+    while (!store.events.some((e) => e.type === 'intent' && e.company === 'y.com')) await new Promise((resolve) => setImmediate(resolve));
+
+    // A's machine sleeps past the lease; another run takes y.com over, its key y.com#1 meets 500s
+    // (nothing stored under it), is retired on the settle rule, and y.com is bought under y.com#2.
+    lapsed = true;
+    store.kill(a.runId);
+    const b = store.beginRun();
+    const storeB = Object.assign(Object.create(b) as MemoryRun, { leaseLapsed: () => false });
+    svc.fault(3);
+    const clientB: ServiceClient = {
+      match: matchAll,
+      enrich: async (domain, { idempotencyKey }) => svc.answer(domain, idempotencyKey),
+      probeEnrich: async () => {
+        throw problem(422, 'validation_error');
+      },
+    };
+    const stateB = await stateFor(['y.com'], b);
+    expect(await run(stateB, clientB, storeB, 4)).toBeNull();
+    expect(stateB.company('y.com')?.status).toBe('hit');
+
+    // A wakes: its queued request for y.com is withdrawn as it leaves, and the claim again finds it bought.
+    releaseX();
+    await runA;
+    expect(sentByA).toStrictEqual(['x.com#1']);
+    expect(svc.charges.get('y.com')).toBe(1);
+  });
+});
