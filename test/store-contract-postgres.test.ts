@@ -626,6 +626,26 @@ describe('the team store when the connection is lost', () => {
     }
   });
 
+  it('says a transaction lost under a statement as the store unavailable, and its ROLLBACK does not wait for the server', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const first = await connect(client(url));
+    const session = new Session(url, first, 60_000, 5_000);
+    try {
+      await session.query('BEGIN');
+      const pid = (await session.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+      const pending = session.query('SELECT 7 AS n, pg_sleep(5)');
+      while ((await sql(url, "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'SELECT 7 AS n%'")).length === 0);
+      await sql(url, 'SELECT pg_terminate_backend($1)', [pid]);
+      // Before: pg's own error (exit 1, "unexpected error"), not the store's.
+      await expect(pending).rejects.toMatchObject({ kind: 'unavailable', message: expect.stringMatching(/and the transaction it was in with it/) as unknown });
+      // Nothing to undo: answered at once (a budget of a minute would show as a hang).
+      expect((await session.query('ROLLBACK')).command).toBe('ROLLBACK');
+    } finally {
+      await session.end();
+    }
+  });
+
   it('stops writing when the store stays away past the budget: the claim fails as unavailable, naming the host, never the password', async () => {
     await throughProxy(300, async (run, proxy, url) => {
       await run.append(intent('acme.com'), true);

@@ -29,8 +29,8 @@ export interface AttemptHooks {
   limit?: number;
   /**
    * Asked in the request's slot, as it is about to leave (it may have waited there behind others,
-   * or out a pause): true, and it is not sent, and the attempt starts again from `before`. Twice
-   * in a row, and the call ends as stopped.
+   * or out a pause): true, and it is not sent, and the attempt starts again from `before` (which
+   * must make it fresh again: the enrich step renews its lease and claims again).
    */
   stale?: () => boolean;
 }
@@ -61,7 +61,6 @@ export function attempter(deps: AttemptDeps): Attempter {
   const { scheduler, clock, progress, inflight } = deps;
   return async function attempt<T>(lane: Lane, signal: AbortSignal, call: (s: AbortSignal) => Promise<T>, hooks: AttemptHooks = {}): Promise<Attempt<T>> {
     const attempts = { failures: 0, rateLimited: 0 };
-    let withdrawn = 0;
     const send = (): Promise<T> => (hooks.stale?.() === true ? Promise.reject(new NotSentError('stale when its slot came')) : call(inflight));
     for (;;) {
       if (signal.aborted) return { kind: 'stopped' };
@@ -71,11 +70,7 @@ export function attempter(deps: AttemptDeps): Attempter {
         deps.health.answered(lane === 'enrich');
         return { kind: 'ok', value };
       } catch (error) {
-        if (error instanceof NotSentError) {
-          if (++withdrawn > 1) return { kind: 'stopped' };
-          continue;
-        }
-        withdrawn = 0;
+        if (error instanceof NotSentError) continue;
         if (error instanceof StoppedError || (inflight.aborted && !(error instanceof ApiError && error.definitive))) return { kind: 'stopped' };
         const outage = deps.health.failed(error, lane === 'enrich', hooks.lostKey?.());
         if (outage !== null) {

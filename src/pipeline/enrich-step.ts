@@ -28,6 +28,8 @@ export interface EnrichStepDeps {
   claim(intent: IntentEvent): Promise<Claim>;
   /** This run's claims may have been taken over while it was paused: claim again first. */
   leaseLapsed(): boolean;
+  /** Renews it (store/heartbeat.ts); rejects if the store cannot be written, which ends the run. */
+  renewLease(): Promise<void>;
   idempotencyKey(company: Company, version: number): string;
   /** How long to wait before asking again about a purchase another live run holds open. */
   busyPollMs: number;
@@ -207,9 +209,13 @@ class EnrichStep {
       // the last request that might go unanswered was sent, should this run die.
       before: async () => {
         if (!(await this.replaceSpentPlace(c, place))) return false;
-        const held = c.purchase.state === 'claimed' && !lapsedInQueue && !this.deps.leaseLapsed();
+        const lapsed = lapsedInQueue || this.deps.leaseLapsed();
         lapsedInQueue = false;
-        return held || this.claimPurchase(c);
+        if (c.purchase.state === 'claimed' && !lapsed) return true;
+        // The lease renewed before the claim: a claim over a lease still lapsed would be judged
+        // stale again in its slot, and the company never sent.
+        if (lapsed) await this.deps.renewLease();
+        return this.claimPurchase(c);
       },
       // Asked again as the request leaves: queued behind others or out a pause, it may have waited
       // past the lease, and a run elsewhere may have taken the purchase over and moved its key on.

@@ -25,6 +25,8 @@ export interface EventSink {
   append(event: StoreEvent, durable?: boolean): Promise<Claim>;
   /** This run's hold on its claims may have lapsed (it was paused): claim again before sending. */
   leaseLapsed?(): boolean;
+  /** Renews this run's hold on its claims now (after a lapse, before claiming again). */
+  renewLease?(): Promise<void>;
   /**
    * Waits until another run's outcome for `company` may have come (woken by the store when it can
    * tell, as the team store's NOTIFY does), or `ms` passed; resolves, never rejects.
@@ -159,6 +161,7 @@ function wire(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, run: 
     record,
     claim: (intent: IntentEvent) => deps.store.append(intent, true),
     leaseLapsed: () => deps.store.leaseLapsed?.() ?? false,
+    renewLease: async () => deps.store.renewLease?.(),
     ...(deps.store.waitForOutcome === undefined ? {} : { waitForOther: deps.store.waitForOutcome.bind(deps.store) }),
     idempotencyKey: deps.idempotencyKey,
     busyPollMs: options.busyPollMs ?? 250,

@@ -35,7 +35,7 @@ export class Heartbeat {
   start(): void {
     if (this.timer !== null) return;
     this.beatAt = this.readClocks();
-    this.timer = setInterval(() => void this.beat(), HEARTBEAT_MS);
+    this.timer = setInterval(() => void this.beat().catch(() => {}), HEARTBEAT_MS);
     this.timer.unref();
   }
 
@@ -46,31 +46,53 @@ export class Heartbeat {
 
   /**
    * Whether the run went so long without a beat that a run on another host may have taken its
-   * claims over: then it must claim again before it sends. Beats at once if so.
+   * claims over: then it must renew the lease and claim again before it sends. Beats at once if so.
    */
   lapsed(): boolean {
     const { wall, steady } = this.readClocks();
     const within = this.leaseMs - HEARTBEAT_MS;
     if (steady - this.beatAt.steady <= within && wall - this.beatAt.wall <= within) return false;
-    void this.beat();
+    void this.beat().catch(() => {});
     return true;
+  }
+
+  /** Renews the lease now (joining a beat already on its way); rejects if the store cannot be written. */
+  renew(): Promise<void> {
+    return this.beat();
   }
 
   private readClocks(): { wall: number; steady: number } {
     return { wall: this.clocks.now(), steady: this.monotonic() };
   }
 
-  /** Writes a beat; one written synchronously (SQLite's) counts at once, before the next send asks. */
-  private beat(): Promise<void> | void {
+  /** The beat on its way, if one is: one at a time, however often a lapse is asked about. */
+  private beating: Promise<void> | null = null;
+
+  /**
+   * Writes a beat, dated when it was sent (an answer that comes late must not make the lease look
+   * fresher than the row the other hosts read). One written synchronously (SQLite's) counts at
+   * once, before the next send asks.
+   */
+  private beat(): Promise<void> {
+    if (this.beating !== null) return this.beating;
+    const sentAt = this.readClocks();
     const landed = (): void => {
-      this.beatAt = this.readClocks();
+      this.beatAt = sentAt;
     };
+    let written: unknown;
     try {
-      const written = this.write();
-      if (!(written instanceof Promise)) return landed();
-      return written.then(landed, () => {});
-    } catch {
-      // busy or unreachable for a moment: the next beat tries again, and a lapsed lease only costs a claim again
+      written = this.write();
+    } catch (error) {
+      return Promise.reject(error);
     }
+    if (!(written instanceof Promise)) {
+      landed();
+      return Promise.resolve();
+    }
+    const beating = written.then(landed).finally(() => {
+      this.beating = null;
+    });
+    this.beating = beating;
+    return beating;
   }
 }

@@ -120,6 +120,8 @@ export class MemoryRun implements ServiceStore {
     return false;
   }
 
+  async renewLease(): Promise<void> {}
+
   async append(event: StoreEvent, _durable?: boolean): Promise<Claim> {
     this.store.events.push(event);
     return this.apply(event);

@@ -68,6 +68,50 @@ describe('a run’s heartbeat', () => {
     beat.stop();
   });
 
+  it('dates a beat when it was sent, not when its answer came, and sends one at a time', async () => {
+    const clocks = { wall: 1_000_000, steady: 0 };
+    let answer!: () => void;
+    let writes = 0;
+    const beat = new Heartbeat(
+      () => {
+        writes++;
+        return new Promise<void>((resolve) => (answer = resolve));
+      },
+      LEASE,
+      { now: () => clocks.wall, monotonic: () => clocks.steady },
+    );
+    const pass = (ms: number): void => {
+      clocks.wall += ms;
+      clocks.steady += ms;
+    };
+    pass(40_000);
+    expect(beat.lapsed()).toBe(true);
+    expect(beat.lapsed()).toBe(true);
+    expect(writes).toBe(1);
+    // The answer comes 30 s late: the row the other hosts read was written 30 s ago.
+    pass(30_000);
+    answer();
+    await beat.renew().catch(() => {});
+    expect(writes).toBe(1);
+    pass(10_000);
+    // Before: dated at the answer, the lease looked 10 s old; by the row, it is 40 s old.
+    expect(beat.lapsed()).toBe(true);
+  });
+
+  it('renews on asking, and rejects when the beat cannot be written', async () => {
+    let fail = false;
+    const beat = new Heartbeat(
+      () => {
+        if (fail) throw new Error('SQLITE_READONLY');
+      },
+      LEASE,
+      { now: () => 0, monotonic: () => 0 },
+    );
+    await beat.renew();
+    fail = true;
+    await expect(beat.renew()).rejects.toThrow('SQLITE_READONLY');
+  });
+
   it('a SQLite run whose wall clock moved on an hour (a suspend) says its lease may have lapsed', () => {
     const dir = tempDir();
     let wall = Date.now();

@@ -7,6 +7,7 @@ import { AdaptiveLimiter } from '../../src/pipeline/limiter.js';
 import { Progress } from '../../src/pipeline/progress.js';
 import { Scheduler } from '../../src/pipeline/scheduler.js';
 import { RunState } from '../../src/pipeline/state.js';
+import { Heartbeat } from '../../src/store/heartbeat.js';
 import { MemoryStore, type MemoryRun } from '../helpers/memory-store.js';
 import { companyRecord } from '../helpers/records.js';
 
@@ -128,4 +129,56 @@ describe('a paid request queued before its lease lapsed', () => {
     expect(sentByA).toStrictEqual(['x.com#1']);
     expect(svc.charges.get('y.com')).toBe(1);
   });
+
+  it('is sent once the lease is renewed, however many asks the lapse lasts: never left undone', async () => {
+    const store = new MemoryStore();
+    const a = store.beginRun();
+    let lapsedAsks = 3;
+    const storeA = Object.assign(Object.create(a) as MemoryRun, { leaseLapsed: () => lapsedAsks-- > 0 });
+    const sent: string[] = [];
+    const client: ServiceClient = {
+      match: matchAll,
+      enrich: async (domain, { idempotencyKey }) => {
+        sent.push(idempotencyKey);
+        return { matched: true, credits_charged: 1, credits_remaining: 10, company: companyRecord(domain) };
+      },
+    };
+    const state = await stateFor(['x.com'], a);
+    expect(await run(state, client, storeA, 1)).toBeNull();
+    expect(sent).toStrictEqual(['x.com#1']);
+    expect(state.company('x.com')?.status).toBe('hit');
+  });
+
+  it('a wall clock set forward on a run whose beats answer late (the team store): each lapse renews the lease once, and every company is bought', async () => {
+    const store = new MemoryStore();
+    const a = store.beginRun();
+    let wall = Date.now();
+    let beats = 0;
+    const beat = new Heartbeat(
+      () => {
+        beats++;
+        return new Promise((resolve) => setTimeout(resolve, 30));
+      },
+      60_000,
+      { now: () => wall, monotonic: () => performance.now() },
+    );
+    const storeA = Object.assign(Object.create(a) as MemoryRun, { leaseLapsed: () => beat.lapsed(), renewLease: () => beat.renew() });
+    const sent: string[] = [];
+    const client: ServiceClient = {
+      match: matchAll,
+      enrich: async (domain, { idempotencyKey }) => {
+        sent.push(idempotencyKey);
+        return { matched: true, credits_charged: 1, credits_remaining: 10, company: companyRecord(domain) };
+      },
+    };
+    const domains = Array.from({ length: 20 }, (_, i) => `d${i}.com`);
+    const state = await stateFor(domains, a);
+    wall += 120_000;
+    expect(await run(state, client, storeA, 4)).toBeNull();
+    // Before: every company withdrawn twice and left pending (exit 0), 60 beats under way at once.
+    expect(domains.map((d) => state.company(d)?.status)).toStrictEqual(domains.map(() => 'hit'));
+    expect(sent).toHaveLength(20);
+    expect(beats).toBeLessThanOrEqual(2);
+  });
 });
+

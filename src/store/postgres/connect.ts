@@ -229,10 +229,14 @@ export class Session {
       try {
         return await once();
       } catch (error) {
-        if (isConnectionLoss(error)) this.inTransaction = false;
-        throw error;
+        if (!isConnectionLoss(error)) throw error;
+        this.inTransaction = false;
+        throw this.lost('the transaction it was in', error);
       }
     }
+    // The ROLLBACK after a transaction lost with its connection: nothing is left to undo, and a
+    // server that is down must not hold the error up while a new connection is tried for.
+    if (this.current === null && /^\s*ROLLBACK\s*$/i.test(text)) return { command: 'ROLLBACK', rowCount: null, oid: 0, fields: [], rows: [] };
     return reconnecting(once, this.budgetMs);
   }
 

@@ -349,6 +349,15 @@ export class PgRecords implements ServiceStore {
     return this.run !== null && this.heartbeat.lapsed();
   }
 
+  async renewLease(): Promise<void> {
+    if (this.run === null) return;
+    try {
+      await this.heartbeat.renew();
+    } catch (error) {
+      throw new PgWriteError(this.where, error, this.store.reconnectMs);
+    }
+  }
+
   async releaseClaims(): Promise<void> {
     this.heartbeat.stop();
     if (this.run === null || this.group.failure !== null) return;

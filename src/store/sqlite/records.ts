@@ -221,6 +221,15 @@ export class ServiceRecords implements ServiceStore {
     return this.run !== null && this.heartbeat.lapsed();
   }
 
+  async renewLease(): Promise<void> {
+    if (this.run === null) return;
+    try {
+      await this.heartbeat.renew();
+    } catch (error) {
+      throw new StoreWriteError(this.store.path, error);
+    }
+  }
+
   async releaseClaims(): Promise<void> {
     this.heartbeat.stop();
     if (this.run === null || this.group.failure !== null) return;
