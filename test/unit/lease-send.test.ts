@@ -70,6 +70,19 @@ const run = (state: RunState, client: ServiceClient, store: MemoryRun, concurren
 
 const matchAll: ServiceClient['match'] = async (domain) => ({ matched: true, credits_charged: 0, company: { domain, name: domain } });
 
+/** A service that sells every company, and the keys it was sent. */
+function buyingClient(): { sent: string[]; client: ServiceClient } {
+  const sent: string[] = [];
+  const client: ServiceClient = {
+    match: matchAll,
+    enrich: async (domain, { idempotencyKey }) => {
+      sent.push(idempotencyKey);
+      return { matched: true, credits_charged: 1, credits_remaining: 10, company: companyRecord(domain) };
+    },
+  };
+  return { sent, client };
+}
+
 describe('a paid request queued before its lease lapsed', () => {
   it('is not sent under a key another run has since retired and replaced: it claims again, and finds the purchase moved on (one charge)', async () => {
     const svc = service();
@@ -135,14 +148,7 @@ describe('a paid request queued before its lease lapsed', () => {
     const a = store.beginRun();
     let lapsedAsks = 3;
     const storeA = Object.assign(Object.create(a) as MemoryRun, { leaseLapsed: () => lapsedAsks-- > 0 });
-    const sent: string[] = [];
-    const client: ServiceClient = {
-      match: matchAll,
-      enrich: async (domain, { idempotencyKey }) => {
-        sent.push(idempotencyKey);
-        return { matched: true, credits_charged: 1, credits_remaining: 10, company: companyRecord(domain) };
-      },
-    };
+    const { sent, client } = buyingClient();
     const state = await stateFor(['x.com'], a);
     expect(await run(state, client, storeA, 1)).toBeNull();
     expect(sent).toStrictEqual(['x.com#1']);
@@ -163,14 +169,7 @@ describe('a paid request queued before its lease lapsed', () => {
       { now: () => wall, monotonic: () => performance.now() },
     );
     const storeA = Object.assign(Object.create(a) as MemoryRun, { leaseLapsed: () => beat.lapsed(), renewLease: () => beat.renew() });
-    const sent: string[] = [];
-    const client: ServiceClient = {
-      match: matchAll,
-      enrich: async (domain, { idempotencyKey }) => {
-        sent.push(idempotencyKey);
-        return { matched: true, credits_charged: 1, credits_remaining: 10, company: companyRecord(domain) };
-      },
-    };
+    const { sent, client } = buyingClient();
     const domains = Array.from({ length: 20 }, (_, i) => `d${i}.com`);
     const state = await stateFor(domains, a);
     wall += 120_000;
