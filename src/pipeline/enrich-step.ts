@@ -28,6 +28,8 @@ export interface EnrichStepDeps {
   claim(intent: IntentEvent): Promise<Claim>;
   /** This run's claims may have been taken over while it was paused: claim again first. */
   leaseLapsed(): boolean;
+  /** Its lapses so far: a claim made in an earlier one must be made again before its request is sent. */
+  leaseEpoch(): number;
   /** Renews it (store/heartbeat.ts); rejects if the store cannot be written, which ends the run. */
   renewLease(): Promise<void>;
   idempotencyKey(company: Company, version: number): string;
@@ -165,6 +167,25 @@ class EnrichStep {
     return { now: this.deps.now(), afterMs: this.deps.settleMs, answeredSince: (at) => this.deps.health.answeredSince(at) };
   }
 
+  /**
+   * Renews the run's lease; false if the run is stopped meanwhile (Ctrl-C is not held up by a store
+   * that is slow to answer). What the renew throws (the store cannot be written) ends the run.
+   */
+  private async renewLease(): Promise<boolean> {
+    const signal = this.stops.paid.signal;
+    if (signal.aborted) return false;
+    let onAbort = (): void => {};
+    const stopped = new Promise<false>((resolve) => {
+      onAbort = () => resolve(false);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      return await Promise.race([this.deps.renewLease().then(() => true), stopped]);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
   /** Takes a place under --max-credits; false (and the run stopped at the cap) when none is left. */
   private async acquire(): Promise<boolean> {
     if (await this.deps.budget.acquire(this.stops.paid.signal)) return true;
@@ -188,10 +209,13 @@ class EnrichStep {
    * One purchase attempt, retries included: the charge, and whether the service answered last.
    * `arrived`: tells the resume gate this company has had an answer (pipeline/resume-gate.ts).
    */
-  private async buy(c: Company, sentKeys: Set<string>, place: Place, arrived: () => void): Promise<Bought> {
+  private async buy(c: Company, sentKeys: Set<string>, place: Place, arrived: () => void, claimedIn: number): Promise<Bought> {
     let lostKey: { lostAt: number | null } | undefined;
-    /** The lease lapsed while the request waited for its slot: claim again before it is sent. */
+    /** The lease lapsed while the request waited for its slot: renew it, and claim again before it is sent. */
     let lapsedInQueue = false;
+    // A claim holds only in the lease epoch it was made in (store/heartbeat.ts): a lapse since,
+    // even one another request saw first or the timer's beat found, means claiming again.
+    const claimStale = (): boolean => this.deps.leaseLapsed() || claimedIn !== this.deps.leaseEpoch();
     const call = (signal: AbortSignal) => {
       const key = this.keyOf(c);
       // A key that may have been sent unanswered (by this run or one before) may answer with a
@@ -211,15 +235,16 @@ class EnrichStep {
         if (!(await this.replaceSpentPlace(c, place))) return false;
         const lapsed = lapsedInQueue || this.deps.leaseLapsed();
         lapsedInQueue = false;
-        if (c.purchase.state === 'claimed' && !lapsed) return true;
+        if (c.purchase.state === 'claimed' && !lapsed && claimedIn === this.deps.leaseEpoch()) return true;
         // The lease renewed before the claim: a claim over a lease still lapsed would be judged
         // stale again in its slot, and the company never sent.
-        if (lapsed) await this.deps.renewLease();
+        if (lapsed && !(await this.renewLease())) return false;
+        claimedIn = this.deps.leaseEpoch();
         return this.claimPurchase(c);
       },
       // Asked again as the request leaves: queued behind others or out a pause, it may have waited
       // past the lease, and a run elsewhere may have taken the purchase over and moved its key on.
-      stale: () => (lapsedInQueue = this.deps.leaseLapsed()),
+      stale: () => (lapsedInQueue = claimStale()),
       lostKey: () => lostKey,
       failed: (error) => {
         arrived();
@@ -332,9 +357,11 @@ class EnrichStep {
       // Every key a request went out under, so only an intent nothing was sent under is given back.
       const sentKeys = new Set<string>();
       try {
+        // Read before the claim: a lapse while it is written makes it one to make again.
+        const claimedIn = this.deps.leaseEpoch();
         if (await this.claimPurchase(c)) {
           heldByUs = true;
-          outcome = await this.buy(c, sentKeys, place, arrived);
+          outcome = await this.buy(c, sentKeys, place, arrived, claimedIn);
         }
       } finally {
         // A key left uncertain may have been charged, and so may one retired on the settle rule

@@ -25,6 +25,8 @@ export interface EventSink {
   append(event: StoreEvent, durable?: boolean): Promise<Claim>;
   /** This run's hold on its claims may have lapsed (it was paused): claim again before sending. */
   leaseLapsed?(): boolean;
+  /** Lapses of that hold so far: a claim made in an earlier one must be made again. */
+  leaseEpoch?(): number;
   /** Renews this run's hold on its claims now (after a lapse, before claiming again). */
   renewLease?(): Promise<void>;
   /**
@@ -162,6 +164,7 @@ function wire(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, run: 
     claim: (intent: IntentEvent) => deps.store.append(intent, true),
     leaseLapsed: () => deps.store.leaseLapsed?.() ?? false,
     renewLease: async () => deps.store.renewLease?.(),
+    leaseEpoch: () => deps.store.leaseEpoch?.() ?? 0,
     ...(deps.store.waitForOutcome === undefined ? {} : { waitForOther: deps.store.waitForOutcome.bind(deps.store) }),
     idempotencyKey: deps.idempotencyKey,
     busyPollMs: options.busyPollMs ?? 250,

@@ -19,6 +19,12 @@ export interface LeaseClocks {
  * the steady clock does not count) could send a key that another run already replaced.
  */
 export class Heartbeat {
+  /**
+   * Lapses so far: a claim made before the last one is no longer this run's to send under, even
+   * once a beat has made the lease fresh again (every claim held across the lapse, not only that
+   * of the request that saw it first; and a lapse the timer's own beat found, that no request saw).
+   */
+  epoch = 0;
   private timer: NodeJS.Timeout | null = null;
   private readonly monotonic: () => number;
   private beatAt: { wall: number; steady: number };
@@ -49,11 +55,15 @@ export class Heartbeat {
    * claims over: then it must renew the lease and claim again before it sends. Beats at once if so.
    */
   lapsed(): boolean {
-    const { wall, steady } = this.readClocks();
-    const within = this.leaseMs - HEARTBEAT_MS;
-    if (steady - this.beatAt.steady <= within && wall - this.beatAt.wall <= within) return false;
+    if (!this.gapTo(this.readClocks())) return false;
     void this.beat().catch(() => {});
     return true;
+  }
+
+  /** Whether `at` is further from the last beat than a lease allows, on either clock. */
+  private gapTo(at: { wall: number; steady: number }): boolean {
+    const within = this.leaseMs - HEARTBEAT_MS;
+    return at.steady - this.beatAt.steady > within || at.wall - this.beatAt.wall > within;
   }
 
   /** Renews the lease now (joining a beat already on its way); rejects if the store cannot be written. */
@@ -77,6 +87,7 @@ export class Heartbeat {
     if (this.beating !== null) return this.beating;
     const sentAt = this.readClocks();
     const landed = (): void => {
+      if (this.gapTo(sentAt)) this.epoch++;
       this.beatAt = sentAt;
     };
     let written: unknown;

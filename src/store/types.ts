@@ -203,6 +203,8 @@ export interface ServiceStore {
   savedAmong(companies: readonly string[]): Promise<number>;
   /** This run's hold on its claims may have lapsed (it was paused): claim again before sending. */
   leaseLapsed(): boolean;
+  /** Lapses of this run's lease so far (store/heartbeat.ts epoch): a claim made in an earlier one must be made again. */
+  leaseEpoch(): number;
   /** Renews this run's lease now (after a lapse, before claiming again); rejects if the store cannot be written. */
   renewLease(): Promise<void>;
   /** Queues an event; written with the next group commit. An intent resolves with its claim. */

@@ -122,6 +122,10 @@ export class MemoryRun implements ServiceStore {
 
   async renewLease(): Promise<void> {}
 
+  leaseEpoch(): number {
+    return 0;
+  }
+
   async append(event: StoreEvent, _durable?: boolean): Promise<Claim> {
     this.store.events.push(event);
     return this.apply(event);

@@ -98,6 +98,23 @@ describe('a run’s heartbeat', () => {
     expect(beat.lapsed()).toBe(true);
   });
 
+  it('counts a lapse its own timer found (the overdue tick beats first, after a sleep), so claims made before it are made again', async () => {
+    const { beat, clocks } = setUp();
+    expect(beat.epoch).toBe(0);
+    clocks.wall += 120_000;
+    clocks.steady += 120_000;
+    await vi.advanceTimersByTimeAsync(HEARTBEAT_MS);
+    // The lease is fresh again, but every claim made before the sleep is of an earlier epoch.
+    expect(beat.lapsed()).toBe(false);
+    expect(beat.epoch).toBe(1);
+    // A beat on time is no lapse.
+    clocks.wall += HEARTBEAT_MS;
+    clocks.steady += HEARTBEAT_MS;
+    await vi.advanceTimersByTimeAsync(HEARTBEAT_MS);
+    expect(beat.epoch).toBe(1);
+    beat.stop();
+  });
+
   it('renews on asking, and rejects when the beat cannot be written', async () => {
     let fail = false;
     const beat = new Heartbeat(

@@ -179,5 +179,58 @@ describe('a paid request queued before its lease lapsed', () => {
     expect(sent).toHaveLength(20);
     expect(beats).toBeLessThanOrEqual(2);
   });
+
+  it('every request queued across a lapse claims again, not only the first to ask (whose beat makes the lease fresh for the rest)', async () => {
+    const svc = service();
+    const store = new MemoryStore();
+    const a = store.beginRun();
+    const clocks = { wall: 1_000_000, steady: 0 };
+    // SQLite's beat: written at once.
+    const beat = new Heartbeat(() => undefined, 45_000, { now: () => clocks.wall, monotonic: () => clocks.steady });
+    beat.start();
+    const storeA = Object.assign(Object.create(a) as MemoryRun, { leaseLapsed: () => beat.lapsed(), renewLease: () => beat.renew(), leaseEpoch: () => beat.epoch });
+    let releaseX!: () => void;
+    const xHeld = new Promise<void>((resolve) => (releaseX = resolve));
+    let xSent!: () => void;
+    const xInFlight = new Promise<void>((resolve) => (xSent = resolve));
+    const sentByA: string[] = [];
+    const clientA: ServiceClient = {
+      match: matchAll,
+      enrich: async (domain, { idempotencyKey }) => {
+        sentByA.push(idempotencyKey);
+        if (domain === 'x.com') {
+          xSent();
+          await xHeld;
+        }
+        return svc.answer(domain, idempotencyKey);
+      },
+    };
+    const runA = run(await stateFor(['x.com', 'y.com', 'z.com'], a), clientA, storeA, 1);
+    await xInFlight;
+    while (!['y.com', 'z.com'].every((d) => store.events.some((e) => e.type === 'intent' && e.company === d))) await new Promise((resolve) => setImmediate(resolve));
+    // A sleeps a minute; B takes y.com and z.com over, retires their first keys on the settle rule, and buys both.
+    clocks.wall += 60_000;
+    clocks.steady += 60_000;
+    store.kill(a.runId);
+    const b = store.beginRun();
+    const storeB = Object.assign(Object.create(b) as MemoryRun, { leaseLapsed: () => false });
+    svc.fault(6);
+    const clientB: ServiceClient = {
+      match: matchAll,
+      enrich: async (domain, { idempotencyKey }) => svc.answer(domain, idempotencyKey),
+      probeEnrich: async () => {
+        throw problem(422, 'validation_error');
+      },
+    };
+    expect(await run(await stateFor(['y.com', 'z.com'], b), clientB, storeB, 4)).toBeNull();
+    svc.fault(0);
+    releaseX();
+    await runA;
+    beat.stop();
+    // Before: y.com saw the lapse and claimed again; z.com, asking after y.com's beat, went out under z.com#1.
+    expect(sentByA).toStrictEqual(['x.com#1']);
+    expect(svc.charges.get('y.com')).toBe(1);
+    expect(svc.charges.get('z.com')).toBe(1);
+  });
 });
 

@@ -221,6 +221,10 @@ export class ServiceRecords implements ServiceStore {
     return this.run !== null && this.heartbeat.lapsed();
   }
 
+  leaseEpoch(): number {
+    return this.heartbeat.epoch;
+  }
+
   async renewLease(): Promise<void> {
     if (this.run === null) return;
     try {
