@@ -87,7 +87,9 @@ export class Heartbeat {
     if (this.beating !== null) return this.beating;
     const sentAt = this.readClocks();
     const landed = (): void => {
-      if (this.gapTo(sentAt)) this.epoch++;
+      // The row others read stayed at the last beat until this one landed: a gap up to the
+      // landing counts, though the beat is dated when it was sent.
+      if (this.gapTo(sentAt) || this.gapTo(this.readClocks())) this.epoch++;
       this.beatAt = sentAt;
     };
     let written: unknown;

@@ -115,6 +115,24 @@ describe('a run’s heartbeat', () => {
     beat.stop();
   });
 
+  it('counts a lapse a beat sent within the lease found by landing after it (the row others read stayed old until then)', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    const clocks = { wall: 1_000_000, steady: 0 };
+    let land!: () => void;
+    const beat = new Heartbeat(() => new Promise<void>((resolve) => (land = resolve)), LEASE, { now: () => clocks.wall, monotonic: () => clocks.steady });
+    beat.start();
+    clocks.wall += 30_000;
+    clocks.steady += HEARTBEAT_MS;
+    await vi.advanceTimersByTimeAsync(HEARTBEAT_MS);
+    // Sent at 30 s (within the lease), landed at 50 s (past it): before, no lapse was counted.
+    clocks.wall += 20_000;
+    clocks.steady += 20_000;
+    land();
+    await beat.renew();
+    expect(beat.epoch).toBe(1);
+    beat.stop();
+  });
+
   it('renews on asking, and rejects when the beat cannot be written', async () => {
     let fail = false;
     const beat = new Heartbeat(
