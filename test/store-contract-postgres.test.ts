@@ -646,6 +646,20 @@ describe('the team store when the connection is lost', () => {
     }
   });
 
+  it("a lease that cannot be renewed fails the run once: every later write and the run's end fail at once, with no second wait for the store", async () => {
+    await throughProxy(300, async (run, proxy) => {
+      await run.append(intent('acme.com'), true);
+      proxy.cut();
+      const error = (await run.renewLease().then(() => null, (e: unknown) => e)) as Error & { kind: string };
+      expect(error).toMatchObject({ kind: 'unavailable' });
+      // Before: each of these waited out the reconnect budget again (the run took twice as long to exit).
+      await expect(run.append(intent('bolt.com'), true)).rejects.toBe(error);
+      await expect(run.flush()).rejects.toBe(error);
+      await run.releaseClaims();
+      await run.endRun({ status: 'failed', credits: 0, bought: 0, reused: 0 });
+    });
+  });
+
   it('stops writing when the store stays away past the budget: the claim fails as unavailable, naming the host, never the password', async () => {
     await throughProxy(300, async (run, proxy, url) => {
       await run.append(intent('acme.com'), true);

@@ -63,6 +63,19 @@ export class GroupCommit {
     return written;
   }
 
+  /**
+   * Fails every event queued and every later one, as a commit that threw would: the store was
+   * found unwritable elsewhere (the run's lease could not be renewed). Returns the failure.
+   */
+  fail(error: unknown): Error {
+    if (this.failure === null) {
+      this.failure = this.failed(error);
+      for (const p of this.queue) p.reject(this.failure);
+      this.queue = [];
+    }
+    return this.failure;
+  }
+
   /** Writes everything queued so far; throws the failure, if a commit failed. */
   async flush(): Promise<void> {
     this.flushing++;

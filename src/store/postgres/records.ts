@@ -358,7 +358,9 @@ export class PgRecords implements ServiceStore {
     try {
       await this.heartbeat.renew();
     } catch (error) {
-      throw new PgWriteError(this.where, error, this.store.reconnectMs);
+      // Nothing more is written (no second wait for the store on the way out): the run ends on
+      // this failure, as on a commit's.
+      throw this.group.fail(error);
     }
   }
 
@@ -375,6 +377,9 @@ export class PgRecords implements ServiceStore {
   async endRun(end: RunEnd): Promise<void> {
     this.heartbeat.stop();
     if (this.run === null) return;
+    // The store was out of reach past the budget: a second wait on the way out would only delay
+    // the exit. The run's row is left to lapse, as a dead run's does.
+    if (this.group.failure instanceof EnrichError && this.group.failure.kind === 'unavailable') return;
     await this.store.db.query('UPDATE runs SET ended_at = $1, status = $2, credits = $3, bought = $4, reused = $5 WHERE id = $6', [this.store.now(), end.status, end.credits, end.bought, end.reused, this.run]);
   }
 

@@ -230,7 +230,8 @@ export class ServiceRecords implements ServiceStore {
     try {
       await this.heartbeat.renew();
     } catch (error) {
-      throw new StoreWriteError(this.store.path, error);
+      // Nothing more is written: the run ends on this failure, as on a commit's.
+      throw this.group.fail(error);
     }
   }
 
