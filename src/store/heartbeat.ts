@@ -17,6 +17,7 @@ export interface LeaseClocks {
  * beat; this run must then claim again before it sends, so a lapse is taken when either clock
  * says so: a false one costs a claim, a missed one (a laptop that slept with its lid closed, which
  * the steady clock does not count) could send a key that another run already replaced.
+ * Records without a run (the ledger, imports) have no lease: `write` null, and nothing lapses.
  */
 export class Heartbeat {
   /**
@@ -30,16 +31,18 @@ export class Heartbeat {
   private beatAt: { wall: number; steady: number };
 
   constructor(
-    private readonly write: () => unknown,
+    private readonly write: (() => unknown) | null,
     private readonly leaseMs: number,
     private readonly clocks: LeaseClocks,
+    /** What a renew that could not be written rejects with (the store's own failure). */
+    private readonly failed: (error: unknown) => unknown = (error) => error,
   ) {
     this.monotonic = clocks.monotonic ?? monotonicMs;
     this.beatAt = this.readClocks();
   }
 
   start(): void {
-    if (this.timer !== null) return;
+    if (this.write === null || this.timer !== null) return;
     this.beatAt = this.readClocks();
     this.timer = setInterval(() => void this.beat().catch(() => {}), HEARTBEAT_MS);
     this.timer.unref();
@@ -55,7 +58,7 @@ export class Heartbeat {
    * claims over: then it must renew the lease and claim again before it sends. Beats at once if so.
    */
   lapsed(): boolean {
-    if (!this.gapTo(this.readClocks())) return false;
+    if (this.write === null || !this.gapTo(this.readClocks())) return false;
     void this.beat().catch(() => {});
     return true;
   }
@@ -66,9 +69,11 @@ export class Heartbeat {
     return at.steady - this.beatAt.steady > within || at.wall - this.beatAt.wall > within;
   }
 
-  /** Renews the lease now (joining a beat already on its way); rejects if the store cannot be written. */
+  /** Renews the lease now (joining a beat already on its way); rejects with `failed` if the store cannot be written. */
   renew(): Promise<void> {
-    return this.beat();
+    return this.beat().catch((error: unknown) => {
+      throw this.failed(error);
+    });
   }
 
   private readClocks(): { wall: number; steady: number } {
@@ -84,6 +89,8 @@ export class Heartbeat {
    * once, before the next send asks.
    */
   private beat(): Promise<void> {
+    const write = this.write;
+    if (write === null) return Promise.resolve();
     if (this.beating !== null) return this.beating;
     const sentAt = this.readClocks();
     const landed = (): void => {
@@ -94,7 +101,7 @@ export class Heartbeat {
     };
     let written: unknown;
     try {
-      written = this.write();
+      written = write();
     } catch (error) {
       return Promise.reject(error);
     }

@@ -93,7 +93,10 @@ export class PgRecords implements ServiceStore {
   ) {
     this.storeId = store.storeId;
     this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs), TIMING);
-    this.heartbeat = new Heartbeat(() => this.store.db.query(`UPDATE runs SET heartbeat_at = ${NOW_MS} WHERE id = $1`, [this.run]), LEASE_MS, { now: store.now });
+    // Nothing more is written once the lease cannot be renewed (no second wait for the store on
+    // the way out): the run ends on that failure, as on a commit's.
+    const beat = run === null ? null : () => this.store.db.query(`UPDATE runs SET heartbeat_at = ${NOW_MS} WHERE id = $1`, [run]);
+    this.heartbeat = new Heartbeat(beat, LEASE_MS, { now: store.now }, (error) => this.group.fail(error));
   }
 
   static async open(store: RecordsHost, service: string, serviceId: number, run: number | null, policyNow: number): Promise<PgRecords> {
@@ -101,7 +104,7 @@ export class PgRecords implements ServiceStore {
     // A connection dropped under a batch rejects its queries; this keeps the process up meanwhile.
     writer.on('error', () => {});
     const records = new PgRecords(store, service, serviceId, run, policyNow, writer);
-    records.startHeartbeat();
+    records.heartbeat.start();
     return records;
   }
 
@@ -340,28 +343,17 @@ export class PgRecords implements ServiceStore {
 
   // ---- the run's lease ----
 
-  private startHeartbeat(): void {
-    if (this.run !== null) this.heartbeat.start();
-  }
-
   /** Whether this run's lease may have lapsed (heartbeat.ts): then it must claim again before it sends. */
   leaseLapsed(): boolean {
-    return this.run !== null && this.heartbeat.lapsed();
+    return this.heartbeat.lapsed();
   }
 
   leaseEpoch(): number {
     return this.heartbeat.epoch;
   }
 
-  async renewLease(): Promise<void> {
-    if (this.run === null) return;
-    try {
-      await this.heartbeat.renew();
-    } catch (error) {
-      // Nothing more is written (no second wait for the store on the way out): the run ends on
-      // this failure, as on a commit's.
-      throw this.group.fail(error);
-    }
+  renewLease(): Promise<void> {
+    return this.heartbeat.renew();
   }
 
   async releaseClaims(): Promise<void> {

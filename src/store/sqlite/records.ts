@@ -59,7 +59,9 @@ export class ServiceRecords implements ServiceStore {
     this.storeId = store.storeId;
     this.now = store.options.now;
     this.group = new GroupCommit((batch) => this.commit(batch), (error) => new StoreWriteError(store.path, error), TIMING);
-    this.heartbeat = new Heartbeat(() => this.store.sql('UPDATE runs SET heartbeat_at = ? WHERE id = ?').run(this.now(), this.run), LEASE_MS, store.options);
+    // Nothing more is written once the lease cannot be renewed: the run ends on that failure, as on a commit's.
+    const beat = run === null ? null : () => this.store.sql('UPDATE runs SET heartbeat_at = ? WHERE id = ?').run(this.now(), run);
+    this.heartbeat = new Heartbeat(beat, LEASE_MS, store.options, (error) => this.group.fail(error));
   }
 
   /**
@@ -213,26 +215,20 @@ export class ServiceRecords implements ServiceStore {
 
   /** Says every few seconds that this run is alive, so others wait for its claims and no longer. */
   startHeartbeat(): void {
-    if (this.run !== null) this.heartbeat.start();
+    this.heartbeat.start();
   }
 
   /** Whether this run's lease may have lapsed (heartbeat.ts): then it must claim again before it sends. */
   leaseLapsed(): boolean {
-    return this.run !== null && this.heartbeat.lapsed();
+    return this.heartbeat.lapsed();
   }
 
   leaseEpoch(): number {
     return this.heartbeat.epoch;
   }
 
-  async renewLease(): Promise<void> {
-    if (this.run === null) return;
-    try {
-      await this.heartbeat.renew();
-    } catch (error) {
-      // Nothing more is written: the run ends on this failure, as on a commit's.
-      throw this.group.fail(error);
-    }
+  renewLease(): Promise<void> {
+    return this.heartbeat.renew();
   }
 
   async releaseClaims(): Promise<void> {
