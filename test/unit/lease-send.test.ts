@@ -83,6 +83,50 @@ function buyingClient(): { sent: string[]; client: ServiceClient } {
   return { sent, client };
 }
 
+/**
+ * Run A's service: x.com's answer is held until `releaseX`, so A's requests for the companies
+ * after it (one at a time) wait in the queue with their intents written.
+ */
+function holdingX(svc: ReturnType<typeof service>): { client: ServiceClient; sent: string[]; xInFlight: Promise<void>; releaseX: () => void } {
+  let releaseX!: () => void;
+  const xHeld = new Promise<void>((resolve) => (releaseX = resolve));
+  let xSent!: () => void;
+  const xInFlight = new Promise<void>((resolve) => (xSent = resolve));
+  const sent: string[] = [];
+  const client: ServiceClient = {
+    match: matchAll,
+    enrich: async (domain, { idempotencyKey }) => {
+      sent.push(idempotencyKey);
+      if (domain === 'x.com') {
+        xSent();
+        await xHeld;
+      }
+      return svc.answer(domain, idempotencyKey);
+    },
+  };
+  return { client, sent, xInFlight, releaseX };
+}
+
+/**
+ * Run A taken for dead (its machine asleep past the lease); run B takes `domains` over, and with
+ * `faults` 500s (nothing stored under the keys) retires A's keys on the settle rule and buys them.
+ */
+async function takeOver(store: MemoryStore, a: MemoryRun, svc: ReturnType<typeof service>, domains: string[], faults: number): Promise<{ stop: Awaited<ReturnType<typeof run>>; state: RunState }> {
+  store.kill(a.runId);
+  const b = store.beginRun();
+  const storeB = Object.assign(Object.create(b) as MemoryRun, { leaseLapsed: () => false });
+  svc.fault(faults);
+  const clientB: ServiceClient = {
+    match: matchAll,
+    enrich: async (domain, { idempotencyKey }) => svc.answer(domain, idempotencyKey),
+    probeEnrich: async () => {
+      throw problem(422, 'validation_error');
+    },
+  };
+  const state = await stateFor(domains, b);
+  return { stop: await run(state, clientB, storeB, 4), state };
+}
+
 describe('a paid request queued before its lease lapsed', () => {
   it('is not sent under a key another run has since retired and replaced: it claims again, and finds the purchase moved on (one charge)', async () => {
     const svc = service();
@@ -97,22 +141,7 @@ describe('a paid request queued before its lease lapsed', () => {
         return was;
       },
     });
-    let releaseX!: () => void;
-    const xHeld = new Promise<void>((resolve) => (releaseX = resolve));
-    let xSent!: () => void;
-    const xInFlight = new Promise<void>((resolve) => (xSent = resolve));
-    const sentByA: string[] = [];
-    const clientA: ServiceClient = {
-      match: matchAll,
-      enrich: async (domain, { idempotencyKey }) => {
-        sentByA.push(idempotencyKey);
-        if (domain === 'x.com') {
-          xSent();
-          await xHeld;
-        }
-        return svc.answer(domain, idempotencyKey);
-      },
-    };
+    const { client: clientA, sent: sentByA, xInFlight, releaseX } = holdingX(svc);
     // One request at a time: y.com's waits in the queue behind x.com's, its intent already written.
     const runA = run(await stateFor(['x.com', 'y.com'], a), clientA, storeA, 1);
     await xInFlight;
@@ -121,19 +150,8 @@ describe('a paid request queued before its lease lapsed', () => {
     // A's machine sleeps past the lease; another run takes y.com over, its key y.com#1 meets 500s
     // (nothing stored under it), is retired on the settle rule, and y.com is bought under y.com#2.
     lapsed = true;
-    store.kill(a.runId);
-    const b = store.beginRun();
-    const storeB = Object.assign(Object.create(b) as MemoryRun, { leaseLapsed: () => false });
-    svc.fault(3);
-    const clientB: ServiceClient = {
-      match: matchAll,
-      enrich: async (domain, { idempotencyKey }) => svc.answer(domain, idempotencyKey),
-      probeEnrich: async () => {
-        throw problem(422, 'validation_error');
-      },
-    };
-    const stateB = await stateFor(['y.com'], b);
-    expect(await run(stateB, clientB, storeB, 4)).toBeNull();
+    const { stop, state: stateB } = await takeOver(store, a, svc, ['y.com'], 3);
+    expect(stop).toBeNull();
     expect(stateB.company('y.com')?.status).toBe('hit');
 
     // A wakes: its queued request for y.com is withdrawn as it leaves, and the claim again finds it bought.
@@ -189,40 +207,14 @@ describe('a paid request queued before its lease lapsed', () => {
     const beat = new Heartbeat(() => undefined, 45_000, { now: () => clocks.wall, monotonic: () => clocks.steady });
     beat.start();
     const storeA = Object.assign(Object.create(a) as MemoryRun, { leaseLapsed: () => beat.lapsed(), renewLease: () => beat.renew(), leaseEpoch: () => beat.epoch });
-    let releaseX!: () => void;
-    const xHeld = new Promise<void>((resolve) => (releaseX = resolve));
-    let xSent!: () => void;
-    const xInFlight = new Promise<void>((resolve) => (xSent = resolve));
-    const sentByA: string[] = [];
-    const clientA: ServiceClient = {
-      match: matchAll,
-      enrich: async (domain, { idempotencyKey }) => {
-        sentByA.push(idempotencyKey);
-        if (domain === 'x.com') {
-          xSent();
-          await xHeld;
-        }
-        return svc.answer(domain, idempotencyKey);
-      },
-    };
+    const { client: clientA, sent: sentByA, xInFlight, releaseX } = holdingX(svc);
     const runA = run(await stateFor(['x.com', 'y.com', 'z.com'], a), clientA, storeA, 1);
     await xInFlight;
     while (!['y.com', 'z.com'].every((d) => store.events.some((e) => e.type === 'intent' && e.company === d))) await new Promise((resolve) => setImmediate(resolve));
     // A sleeps a minute; B takes y.com and z.com over, retires their first keys on the settle rule, and buys both.
     clocks.wall += 60_000;
     clocks.steady += 60_000;
-    store.kill(a.runId);
-    const b = store.beginRun();
-    const storeB = Object.assign(Object.create(b) as MemoryRun, { leaseLapsed: () => false });
-    svc.fault(6);
-    const clientB: ServiceClient = {
-      match: matchAll,
-      enrich: async (domain, { idempotencyKey }) => svc.answer(domain, idempotencyKey),
-      probeEnrich: async () => {
-        throw problem(422, 'validation_error');
-      },
-    };
-    expect(await run(await stateFor(['y.com', 'z.com'], b), clientB, storeB, 4)).toBeNull();
+    expect((await takeOver(store, a, svc, ['y.com', 'z.com'], 6)).stop).toBeNull();
     svc.fault(0);
     releaseX();
     await runA;
