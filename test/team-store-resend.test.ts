@@ -35,6 +35,19 @@ async function lapse(url: string, run: number): Promise<void> {
 }
 
 /**
+ * On a fresh team store, run `a` claims acme.com and its lease lapses (it went away, or was paused
+ * with its answer in hand); run `b` begins beside it.
+ */
+async function lapsedClaim(): Promise<{ url: string; store: PgStore; a: PgRecords; b: PgRecords }> {
+  const url = await freshDatabase();
+  const store = await open(url);
+  const a = await store.beginRun('svc', info);
+  expect(await a.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
+  await lapse(url, a.runId);
+  return { url, store, a, b: await store.beginRun('svc', info) };
+}
+
+/**
  * The answer to the run's next COMMIT is lost after the COMMIT landed (a dropped network, a
  * server stopping right after it): PgRecords.commit connects again and sends the batch again.
  */
@@ -54,13 +67,8 @@ function loseNextCommitAnswer(records: PgRecords): void {
 
 describe('a batch sent again after its COMMIT answer was lost (records.ts commit)', () => {
   it('a claim that took over a dead run\'s purchase still says tookOver when its batch is sent again', async () => {
-    const url = await freshDatabase();
-    const store = await open(url);
-    const a = await store.beginRun('svc', info);
     // Run a wrote its intent and may have sent the paid call under k-acme.com, then went away.
-    expect(await a.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
-    await lapse(url, a.runId);
-    const b = await store.beginRun('svc', info);
+    const { b } = await lapsedClaim();
     loseNextCommitAnswer(b);
     // Control (same store, no lost answer) is the contract test "takes over a dead run's claim": { kind: 'ok', tookOver: true }.
     // Here the first COMMIT lands, its answer is lost, and the resent CLAIM_SQL finds owner_run = b: took_over is false.
@@ -68,26 +76,16 @@ describe('a batch sent again after its COMMIT answer was lost (records.ts commit
   });
 
   it('without the lost answer the same takeover says tookOver', async () => {
-    const url = await freshDatabase();
-    const store = await open(url);
-    const a = await store.beginRun('svc', info);
-    await a.append(intent('acme.com'), true);
-    await lapse(url, a.runId);
-    const b = await store.beginRun('svc', info);
+    const { b } = await lapsedClaim();
     expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
   });
 });
 
 describe('a purchase closed by two runs (writer.ts closing UPDATE, store/purchase.ts applyOutcome)', () => {
   it('a paused run taken over, whose late answer is recorded after the taker\'s, counts the one charge once', async () => {
-    const url = await freshDatabase();
-    const store = await open(url);
-    const a = await store.beginRun('svc', info);
-    await a.append(intent('acme.com'), true);
     // a is paused (Ctrl-Z, a laptop lid) with its answer in hand; its lease lapses; b takes over and
     // sends under the same key: the service replays, charging nothing more (one charge in all).
-    await lapse(url, a.runId);
-    const b = await store.beginRun('svc', info);
+    const { url, a, b } = await lapsedClaim();
     expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
     await b.append(hit('acme.com', Date.now()));
     await b.flush();
@@ -99,12 +97,7 @@ describe('a purchase closed by two runs (writer.ts closing UPDATE, store/purchas
   });
 
   it('a resent batch after another run closed the same purchase in between adds the credit again (1 charge, 3 counted)', async () => {
-    const url = await freshDatabase();
-    const store = await open(url);
-    const a = await store.beginRun('svc', info);
-    await a.append(intent('acme.com'), true);
-    await lapse(url, a.runId);
-    const b = await store.beginRun('svc', info);
+    const { url, store, a, b } = await lapsedClaim();
     await b.append(intent('acme.com'), true);
     const serviceId = await store.serviceId('svc');
     const aw = (a as unknown as { writer: pg.Client }).writer;
