@@ -218,39 +218,31 @@ export class Session {
         throw error;
       }
     };
-    if (this.pinned) return this.onPinned(once);
-    if (this.inTransaction) {
-      // A transaction lives on its connection: one lost while idle took the transaction (and its
-      // locks) with it, and what follows must not run on a new connection, outside any transaction.
-      if (this.current === null) {
-        this.inTransaction = false;
-        throw this.lost('the transaction it was in');
-      }
-      try {
-        return await once();
-      } catch (error) {
-        if (!isConnectionLoss(error)) throw error;
-        this.inTransaction = false;
-        throw this.lost('the transaction it was in', error);
-      }
-    }
+    // A lock or a transaction lives on its connection: what follows must never run on a new one,
+    // without the lock, or outside any transaction.
+    const held = this.pinned ? 'the lock it held' : this.inTransaction ? 'the transaction it was in' : null;
+    if (held !== null) return this.onItsConnection(once, held);
     // The ROLLBACK after a transaction lost with its connection: nothing is left to undo, and a
     // server that is down must not hold the error up while a new connection is tried for.
     if (this.current === null && /^\s*ROLLBACK\s*$/i.test(text)) return { command: 'ROLLBACK', rowCount: null, oid: 0, fields: [], rows: [] };
     return reconnecting(once, this.budgetMs);
   }
 
-  /** A statement on the connection that holds the lock, which is never replaced (`lock`). */
-  private async onPinned<R>(once: () => Promise<R>): Promise<R> {
-    // The connection that held the lock is gone, and the lock with it: never go on without it.
-    if (this.current === null) throw this.lost('the lock it held');
+  /**
+   * A statement on the connection that holds `what` (a lock, a transaction), which is never
+   * replaced: lost, even while idle, it took what it held with it, and a transaction on it too.
+   */
+  private async onItsConnection<R>(once: () => Promise<R>, what: string): Promise<R> {
+    if (this.current === null) {
+      this.inTransaction = false;
+      throw this.lost(what);
+    }
     try {
       return await once();
     } catch (error) {
       if (!isConnectionLoss(error)) throw error;
-      // A transaction on the lost connection is gone with it (as `send` says for any session).
       this.inTransaction = false;
-      throw this.lost('the lock it held', error);
+      throw this.lost(what, error);
     }
   }
 
