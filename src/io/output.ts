@@ -1,5 +1,4 @@
 import { createReadStream } from 'node:fs';
-import { stringify } from 'csv-stringify/sync';
 import type { CompanyRecord } from '../api/types.js';
 import type { RowResult } from '../pipeline/results.js';
 import type { IntVector } from '../pipeline/vector.js';
@@ -69,11 +68,27 @@ const cleanValue = (v: Value, clean: (s: string) => string): Value =>
   typeof v === 'string' ? clean(v) : Array.isArray(v) ? v.map(clean) : v;
 
 /**
+ * One field as RFC 4180 writes it: quoted when it holds the delimiter, a quote, or a line break of
+ * any kind (CR or LF alone too, whatever the file's own line end), its quotes doubled. By hand:
+ * it runs for every output row, and csv-stringify's sync call normalises its options and builds a
+ * stringifier each time (a third of a 20,000-row run's output phase, and 45 MB of garbage). The
+ * delimiter is one character (csv-format.ts), so no field can end in part of it.
+ * test/unit/csv-suffix.test.ts holds this to csv-stringify with quote_record_delimiter on; with it
+ * off, its default, csv-stringify left a description's LF bare in a CRLF file, splitting the row.
+ */
+function csvField(value: string, delimiter: string): string {
+  if (value.includes('"')) return `"${value.replaceAll('"', '""')}"`;
+  return value.includes(delimiter) || value.includes('\n') || value.includes('\r') ? `"${value}"` : value;
+}
+
+/**
  * The text that follows a row's own bytes: a delimiter, the result columns, the line break, all
- * in the input's dialect (csv-stringify does the quoting).
+ * in the input's dialect.
  */
 export function csvSuffix(values: readonly string[], format: CsvFormat): string {
-  return stringify([['', ...values]], { delimiter: format.delimiter, record_delimiter: format.lineEnd });
+  let text = '';
+  for (const value of values) text += format.delimiter + csvField(value, format.delimiter);
+  return text + format.lineEnd;
 }
 
 /** In the input's encoding: UTF-8, or Windows-1252 when the input is not UTF-8 (one encoding per file). */
@@ -144,7 +159,7 @@ export async function copyCsvWithResults(o: CopyOptions): Promise<void> {
   if (o.format.bom) add(Buffer.from(BOM));
   const headerSuffix = Buffer.from(csvSuffix(RESULT_COLUMNS, o.format));
   if (o.headerRange === null) {
-    add(Buffer.from(stringify([o.header], { delimiter: o.format.delimiter, eof: false })));
+    add(Buffer.from(o.header.map((name) => csvField(name, o.format.delimiter)).join(o.format.delimiter)));
     add(headerSuffix);
   }
 
