@@ -98,6 +98,14 @@ export function createClient(options: ClientOptions): ServiceClient {
   };
 
   const limits: ExchangeLimits = { deadlineMs, maxBytes: limit };
+  /** A paid call's headers, in one literal (a spread of baseHeaders and two more fields costs V8 far more). */
+  const paidHeaders = (idempotencyKey: string): Record<string, string> => ({
+    authorization: baseHeaders.authorization,
+    accept: baseHeaders.accept,
+    'user-agent': baseHeaders['user-agent'],
+    'content-type': 'application/json',
+    'idempotency-key': idempotencyKey,
+  });
 
   async function send(method: 'GET' | 'POST', path: string, headers: Record<string, string>, body: string | undefined, signal: AbortSignal | undefined): Promise<Reply> {
     let answer: Answer;
@@ -132,11 +140,10 @@ export function createClient(options: ClientOptions): ServiceClient {
     async probeEnrich(callOptions = {}) {
       // A key of its own, never used again: the probe passes the same layers a keyed call does.
       const key = `probe-${Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(12))).toString('hex')}`;
-      await send('POST', `${prefix}/company/enrich`, { ...baseHeaders, 'content-type': 'application/json', 'idempotency-key': key }, '{}', callOptions.signal);
+      await send('POST', `${prefix}/company/enrich`, paidHeaders(key), '{}', callOptions.signal);
     },
     async enrich(domain, callOptions) {
-      const headers = { ...baseHeaders, 'content-type': 'application/json', 'idempotency-key': callOptions.idempotencyKey };
-      const { status, json, requestId } = await send('POST', `${prefix}/company/enrich`, headers, JSON.stringify({ domain }), callOptions.signal);
+      const { status, json, requestId } = await send('POST', `${prefix}/company/enrich`, paidHeaders(callOptions.idempotencyKey), JSON.stringify({ domain }), callOptions.signal);
       if (!isObject(json) || typeof json['matched'] !== 'boolean') throw contractError(status, 'no "matched" field', requestId);
       const remaining = statedCredits(json['credits_remaining']) ?? Number.NaN;
       const reported = statedCredits(json['credits_charged']);

@@ -1,6 +1,6 @@
 import { ApiError, InsufficientCreditsError, RateLimitedError, UnusablePaidAnswerError, ValidationError } from '../api/errors.js';
 import type { ServiceClient } from '../api/client.js';
-import type { Claim, IntentEvent, StoreEvent } from '../store/types.js';
+import type { Claim, EnrichEvent, IntentEvent, StoreEvent } from '../store/types.js';
 import type { Attempter } from './attempt.js';
 import type { CreditBudget } from './budget.js';
 import type { Clock } from './clock.js';
@@ -278,10 +278,12 @@ class EnrichStep {
     const answer = result.value;
     const charged = answer.credits_charged;
     this.progress({ type: 'charged', credits: charged });
-    const remaining = Number.isFinite(answer.credits_remaining) ? { remaining: answer.credits_remaining } : {};
-    const base = { type: 'enrich', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, charged, at: this.deps.now(), keyUsed: this.keyOf(c), ...remaining } as const;
-    if (answer.matched && answer.company !== null) this.record({ ...base, status: 'hit', record: answer.company });
-    else this.record({ ...base, status: 'miss' });
+    // One literal, not a spread of a base and more fields (V8 builds that shape slowly, per purchase).
+    const hit = answer.matched && answer.company !== null;
+    const event: EnrichEvent = { type: 'enrich', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, status: hit ? 'hit' : 'miss', charged, at: this.deps.now(), keyUsed: this.keyOf(c) };
+    if (Number.isFinite(answer.credits_remaining)) event.remaining = answer.credits_remaining;
+    if (hit && answer.company !== null) event.record = answer.company;
+    this.record(event);
     return { charged, answered: true };
   }
 

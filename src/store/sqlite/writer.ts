@@ -18,7 +18,24 @@ type KeptRow = [...PurchaseRow, number, number | null, number];
 const KEPT_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, outcome, closed_at, owner_run, lost_at, credits, run, opened_at';
 
 function toKept(r: KeptRow): KeptPurchase {
-  return { ...toPurchase(r.slice(0, 11) as PurchaseRow), ownerRun: r[9] === null ? null : Number(r[9]), credits: Number(r[11]), run: r[12] === null ? null : Number(r[12]), openedAt: Number(r[13]) };
+  const p = toPurchase(r.slice(0, 11) as PurchaseRow);
+  // Field by field, not a spread and four more: V8 builds that shape slowly, and this runs per claim and outcome.
+  return {
+    domain: p.domain,
+    generation: p.generation,
+    keyVersion: p.keyVersion,
+    intentKey: p.intentKey,
+    uncertain: p.uncertain,
+    unconfirmed: p.unconfirmed,
+    errorCode: p.errorCode,
+    outcome: p.outcome,
+    closedAt: p.closedAt,
+    lostAt: p.lostAt,
+    ownerRun: r[9] === null ? null : Number(r[9]),
+    credits: Number(r[11]),
+    run: r[12] === null ? null : Number(r[12]),
+    openedAt: Number(r[13]),
+  };
 }
 
 export type PurchaseRow = [string, number, number, string | null, number, number, string | null, Purchase['outcome'], number | null, number | null, number | null];
