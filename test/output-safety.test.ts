@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hostileServer, json, type Hostile } from './helpers/hostile.js';
+import { recordServer, type Hostile } from './helpers/hostile.js';
 import { readCsvFile, runCli, tempDir } from './helpers/cli.js';
 
 const KEY = 'sk_test_output_safety';
@@ -28,11 +28,7 @@ let dir: ReturnType<typeof tempDir>;
 let n = 0;
 
 beforeAll(async () => {
-  server = await hostileServer((req, res) =>
-    req.method === 'GET'
-      ? json(res, 200, { matched: true, credits_charged: 0, company: { domain: RECORD.domain, name: RECORD.name } })
-      : json(res, 200, { matched: true, credits_charged: 1, credits_remaining: 10, company: RECORD }),
-  );
+  server = await recordServer(RECORD);
   dir = tempDir();
 });
 afterAll(async () => {
@@ -101,3 +97,23 @@ describe('JSONL keys', () => {
   });
 });
 
+
+describe('a line break inside a cell', () => {
+  it('is quoted in a CRLF file, so the row stays one row for any reader', async () => {
+    const service = await recordServer({ ...RECORD, name: 'Acme', description: 'Makes widgets.\nShips worldwide.' });
+    try {
+      const input = dir.file('crlf.csv', 'domain,note\r\nacme.com,first\r\n');
+      const run = await runCli([input, '-o', dir.file('crlf.out.csv'), '--quiet'], { env: { ENRICH_BASE_URL: service.url, ENRICH_API_KEY: KEY } });
+      expect(run.code, run.stderr).toBe(0);
+      const text = readFileSync(dir.file('crlf.out.csv'), 'utf8');
+      // csv-stringify's default quoted only the file's own line end: the LF went out bare, and a
+      // reader that splits on LF (most spreadsheets, pandas) saw the row end mid-description.
+      expect(text).toContain('"Makes widgets.\nShips worldwide."');
+      expect(text.split('\r\n').filter(Boolean)).toHaveLength(2);
+      const [row] = readCsvFile(dir.file('crlf.out.csv'));
+      expect(row).toMatchObject({ note: 'first', company_description: 'Makes widgets.\nShips worldwide.' });
+    } finally {
+      await service.close();
+    }
+  });
+});

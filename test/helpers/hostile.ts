@@ -81,3 +81,12 @@ export const json = (res: ServerResponse, status: number, body: unknown, headers
   res.writeHead(status, { 'content-type': status >= 400 ? 'application/problem+json' : 'application/json', ...headers });
   res.end(JSON.stringify(body));
 };
+
+/** A service that matches every domain to `record`'s company and sells `record` for a credit (10 left). */
+export function recordServer<R extends { domain: string; name: string }>(record: R): Promise<Hostile> {
+  return hostileServer((req, res) =>
+    req.method === 'GET'
+      ? json(res, 200, { matched: true, credits_charged: 0, company: { domain: record.domain, name: record.name } })
+      : json(res, 200, { matched: true, credits_charged: 1, credits_remaining: 10, company: record }),
+  );
+}
