@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
+import { getEventListeners } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { createClient, createDispatcher, type ClientOptions, type ServiceClient } from '../src/api/client.js';
@@ -149,6 +150,19 @@ describe('connection failures name the host and the cause', () => {
     held.abort();
     for (const call of busy) expect(await failure(call)).toMatchObject({ failure: 'aborted' });
     expect(server.requests).toBe(2);
+  });
+
+  it('calls under one signal share one abort listener, and it goes once they have settled', async () => {
+    const server = await hostile((req, res) => json(res, 200, { matched: false, credits_charged: 0, company: null }));
+    const c = client(server.url);
+    const controller = new AbortController();
+    const calls = [c.match('a.com', { signal: controller.signal }), c.match('b.com', { signal: controller.signal }), c.match('c.com', { signal: controller.signal })];
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1);
+    await Promise.all(calls);
+    // Nothing left listening: a signal made for one call is not kept alive by the client.
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+    await c.match('d.com', { signal: controller.signal });
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
   });
 
   it('an answer that arrives in pieces, each well inside the deadline, is read whole', async () => {

@@ -126,7 +126,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private settle(): void {
     this.settled = true;
     if (this.timer !== undefined) clearTimeout(this.timer);
-    if (this.signal !== undefined) underSignal.get(this.signal)?.delete(this);
+    if (this.signal !== undefined) unwatch(this.signal, this);
   }
 }
 
@@ -134,20 +134,34 @@ class Exchange implements Dispatcher.DispatchHandler {
  * The exchanges open under each signal, and the one listener that stops them all. Every request
  * of a run shares one signal (its grace period's), and an abort listener added and removed per
  * request was a measurable part of the event loop's work at tens of thousands of answers a second.
+ * The listener goes once nothing is open under its signal, so a signal used for one call (a
+ * timeout's, say) is not kept alive by it.
  */
-const underSignal = new WeakMap<AbortSignal, Set<Exchange>>();
+interface Watched {
+  open: Set<Exchange>;
+  listener: () => void;
+}
+const underSignal = new WeakMap<AbortSignal, Watched>();
 
 function watch(signal: AbortSignal, exchange: Exchange): void {
-  let open = underSignal.get(signal);
-  if (open === undefined) {
-    const all = new Set<Exchange>();
-    underSignal.set(signal, all);
-    signal.addEventListener('abort', () => {
-      for (const e of [...all]) e.handleEvent();
-    }, { once: true });
-    open = all;
+  let watched = underSignal.get(signal);
+  if (watched === undefined) {
+    const open = new Set<Exchange>();
+    const listener = (): void => {
+      for (const e of [...open]) e.handleEvent();
+    };
+    watched = { open, listener };
+    underSignal.set(signal, watched);
+    signal.addEventListener('abort', listener, { once: true });
   }
-  open.add(exchange);
+  watched.open.add(exchange);
+}
+
+function unwatch(signal: AbortSignal, exchange: Exchange): void {
+  const watched = underSignal.get(signal);
+  if (watched === undefined || !watched.open.delete(exchange) || watched.open.size > 0) return;
+  signal.removeEventListener('abort', watched.listener);
+  underSignal.delete(signal);
 }
 
 function armDeadline(exchange: Exchange): void {
