@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import type v8 from 'node:v8';
+import type perfHooks from 'node:perf_hooks';
 import { startFlags } from './node-flags.js';
 
 /** The V8 flags this process set, with the value each had before: restoreV8Flags puts them back. */
@@ -26,17 +27,27 @@ export function restoreV8Flags(): void {
   changed.clear();
 }
 
-/** Inputs below this are too small for the heap's growth to matter (and node:v8 costs ~3 ms to load). */
-export const TUNE_HEAP_FROM_BYTES = 4 * 1024 * 1024;
+/**
+ * Inputs below this are too small for the heap's growth to matter (and node:v8 costs ~3 ms to
+ * load): about 10,000 domains. The 20,000-domain run of `npm run bench` is 500 KB.
+ */
+export const TUNE_HEAP_FROM_BYTES = 256 * 1024;
+
+/** A tuned run's young generation stops growing at this many MiB a semi-space (V8's own limit is 16). */
+export const YOUNG_SEMI_MIB = 4;
+
+/** Whether tuneHeap tuned this run: then holdYoungGeneration holds the young generation too. */
+let tuned = false;
 
 /**
  * Keeps the heap near what is live for a large input. V8 otherwise lets the old generation grow
  * up to fourfold between collections under a high allocation rate, which is most of a big batch's
  * peak memory. Growing by a fixed ENRICH_HEAP_GROWTH percent (default 25) cut a 1M-row run's peak
- * from 188 to 167 MiB; it costs about a tenth more CPU against an unlimited service (measured).
- * The flag is read on every collection, so setting it once the input's size is known, before it
- * is parsed, takes effect; a small input (most runs, and every quick rerun) skips it, and with it
- * the cost of loading node:v8 at start-up.
+ * from 188 to 167 MiB; with the young generation held as well (holdYoungGeneration), a 20,000-domain
+ * run.s from 177 to 140 MiB, for a few percent more CPU against an unlimited service (paired
+ * runs, docs/rate-limits-and-performance.md). The flag is read on every collection, so setting it
+ * once the input's size is known, before it is parsed, takes effect; a small input (most runs, and
+ * every quick rerun) skips it, and with it the cost of loading node:v8 at start-up.
  */
 export function tuneHeap(inputBytes: number, env: NodeJS.ProcessEnv = process.env): void {
   if (inputBytes < TUNE_HEAP_FROM_BYTES) return;
@@ -46,4 +57,32 @@ export function tuneHeap(inputBytes: number, env: NodeJS.ProcessEnv = process.en
   const major = Number(process.versions.v8.split('.')[0]);
   if (!Number.isInteger(percent) || percent <= 0 || major < 11 || major > 13) return;
   setFlag('heap-growing-percent', percent, '0');
+  tuned = true;
+}
+
+/**
+ * Holds a tuned run's young generation once it has grown to YOUNG_SEMI_MIB a semi-space. V8
+ * doubles it up to 16 MiB (32 with both halves) whenever enough has survived since it last grew,
+ * and a run's answers always keep some alive: the last 16 MiB were a tenth of a 20,000-domain
+ * run's peak and bought no measurable speed. Any later collection sees the growth factor, so
+ * setting it to 1 stops the growth where it is; but V8 puts the factor back to 2 whenever it sets
+ * up an isolate, a worker thread's included, so this is called once the store's writer thread is
+ * online (store/sqlite/write-channel.ts). Until then, it is watched at each collection.
+ */
+export function holdYoungGeneration(): void {
+  if (!tuned) return;
+  const require = createRequire(import.meta.url);
+  const { getHeapSpaceStatistics } = require('node:v8') as typeof v8;
+  const hold = (): boolean => {
+    const young = getHeapSpaceStatistics().find((space) => space.space_name === 'new_space');
+    if (young === undefined || young.space_size / 2 < YOUNG_SEMI_MIB * 1024 * 1024) return false;
+    setFlag('semi-space-growth-factor', 1, '2');
+    return true;
+  };
+  if (hold()) return;
+  const { PerformanceObserver } = require('node:perf_hooks') as typeof perfHooks;
+  const observer = new PerformanceObserver(() => {
+    if (hold()) observer.disconnect();
+  });
+  observer.observe({ entryTypes: ['gc'] });
 }

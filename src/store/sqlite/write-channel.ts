@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type * as WorkerThreads from 'node:worker_threads';
 import type { Worker } from 'node:worker_threads';
 import { builtin } from '../../builtin.js';
+import { holdYoungGeneration } from '../../heap.js';
 import { UsageError } from '../../errors.js';
 import { PACKAGE_ROOT } from '../../package-root.js';
 import type { Connection } from './connection.js';
@@ -104,6 +105,9 @@ export function threadChannel(file: string, data: WriterThreadData): WriteChanne
     // default lets it grow by tens of MiB (a 1M-row run peaked 25 MiB higher with it, no faster).
     const w = new Worker(file, { workerData: data, resourceLimits: { maxYoungGenerationSizeMb: WRITER_YOUNG_MB } });
     w.unref();
+    // V8 resets the young generation's growth factor when it sets up this thread's isolate: a
+    // large run holds its young generation from here (heap.ts).
+    w.once('online', holdYoungGeneration);
     w.on('message', (reply: WriterReply) => {
       const p = pending.get(reply.id);
       if (p === undefined) return;
