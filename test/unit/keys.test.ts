@@ -6,6 +6,7 @@ import { memoryStore } from '../helpers/memory-store.js';
 import type { Purchase, StoreEvent } from '../../src/store/types.js';
 import { systemClock } from '../../src/pipeline/clock.js';
 import { execute } from '../../src/pipeline/execute.js';
+import { idempotencyKey } from '../../src/pipeline/idempotency-key.js';
 import { keyVerdict } from '../../src/pipeline/keys.js';
 import { AdaptiveLimiter } from '../../src/pipeline/limiter.js';
 import { Progress } from '../../src/pipeline/progress.js';
@@ -266,5 +267,14 @@ describe('RunState resume from the store', () => {
     expect(keyVerdict(c, problem(402, 'insufficient_credits', 'req_7'), { now: 61_000, afterMs: 60_000, answeredSince: () => true })).toBe('settled');
     s.apply({ type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'insufficient_credits', verdict: 'retired', unconfirmed: true });
     expect([c.keyVersion, c.purchase, c.unconfirmed, s.unconfirmedThisSession]).toStrictEqual([2, { state: 'unclaimed', error: 'insufficient_credits' }, 1, 1]);
+  });
+});
+
+describe('idempotencyKey', () => {
+  // Every version and every machine of a team must derive the same key for the same purchase:
+  // a key that changed between releases would buy again what the last one bought.
+  it('is the one every release has sent for a purchase', () => {
+    expect(idempotencyKey('s1', 'acme.com', 1, 0)).toBe('enrich-s1-1194228da8fdbdeefd261bd7-g1-v0');
+    expect(idempotencyKey('s1', 'acme.com', 2, 3)).toBe('enrich-s1-1194228da8fdbdeefd261bd7-g2-v3');
   });
 });
