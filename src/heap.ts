@@ -21,6 +21,7 @@ function setFlag(name: string, value: number, before: string): void {
  * of a run (cli/code-cache.ts) must carry the flags every run starts with.
  */
 export function restoreV8Flags(): void {
+  tuned = false;
   if (changed.size === 0) return;
   const { setFlagsFromString } = createRequire(import.meta.url)('node:v8') as typeof v8;
   for (const [name, before] of changed) setFlagsFromString(`--${name}=${before}`);
@@ -58,31 +59,34 @@ export function tuneHeap(inputBytes: number, env: NodeJS.ProcessEnv = process.en
   if (!Number.isInteger(percent) || percent <= 0 || major < 11 || major > 13) return;
   setFlag('heap-growing-percent', percent, '0');
   tuned = true;
+  holdYoungGeneration();
 }
 
 /**
  * Holds a tuned run's young generation once it has grown to YOUNG_SEMI_MIB a semi-space. V8
  * doubles it up to 16 MiB (32 with both halves) whenever enough has survived since it last grew,
- * and a run's answers always keep some alive: the last 16 MiB were a tenth of a 20,000-domain
- * run's peak and bought no measurable speed. Any later collection sees the growth factor, so
- * setting it to 1 stops the growth where it is; but V8 puts the factor back to 2 whenever it sets
- * up an isolate, a worker thread's included, so this is called once the store's writer thread is
- * online (store/sqlite/write-channel.ts). Until then, it is watched at each collection.
+ * and a run keeps much alive (its input's rows at the start, its answers after): the last 24 MiB
+ * were a sixth of a 20,000-domain run's peak and bought no measurable speed. Each collection
+ * reads the growth factor, so setting it to 1 stops the growth where it is; but V8 puts it back to
+ * 2 whenever it sets up an isolate, a worker thread's included. So it is set again after every
+ * collection that finds the young generation at the hold (watching from tuneHeap on), and at once
+ * when the store's writer thread comes online (store/sqlite/write-channel.ts).
  */
 export function holdYoungGeneration(): void {
   if (!tuned) return;
   const require = createRequire(import.meta.url);
   const { getHeapSpaceStatistics } = require('node:v8') as typeof v8;
-  const hold = (): boolean => {
+  const hold = (): void => {
+    // Not once the flags are put back (restoreV8Flags): the code cache is made under them.
+    if (!tuned) return;
     const young = getHeapSpaceStatistics().find((space) => space.space_name === 'new_space');
-    if (young === undefined || young.space_size / 2 < YOUNG_SEMI_MIB * 1024 * 1024) return false;
-    setFlag('semi-space-growth-factor', 1, '2');
-    return true;
+    if (young !== undefined && young.space_size / 2 >= YOUNG_SEMI_MIB * 1024 * 1024) setFlag('semi-space-growth-factor', 1, '2');
   };
-  if (hold()) return;
+  hold();
+  if (watching) return;
+  watching = true;
   const { PerformanceObserver } = require('node:perf_hooks') as typeof perfHooks;
-  const observer = new PerformanceObserver(() => {
-    if (hold()) observer.disconnect();
-  });
-  observer.observe({ entryTypes: ['gc'] });
+  new PerformanceObserver(hold).observe({ entryTypes: ['gc'] });
 }
+
+let watching = false;

@@ -11,7 +11,7 @@ const tunes = [11, 12, 13].includes(Number(process.versions.v8.split('.')[0]));
 /**
  * The young generation's size (MiB, both halves) after a load that keeps a good share of what it
  * allocates alive for a while, yielding to the event loop as a run does, in a child process: tuned as a big input's
- * run is, with a worker thread started as the store's writer is, and held (or not) once it is online.
+ * run is (or not), with a worker thread started as the store's writer is, and held once it is online.
  */
 function youngAfterLoad(hold: boolean): number {
   const out = execFileSync(process.execPath, [
@@ -20,7 +20,7 @@ function youngAfterLoad(hold: boolean): number {
     '-e',
     `const { tuneHeap, holdYoungGeneration } = await import(${JSON.stringify(join(ROOT, 'src/heap.ts'))});
      const { Worker } = await import('node:worker_threads'); const v8 = await import('node:v8');
-     tuneHeap(64 * 1024 * 1024, {});
+     if (${hold}) tuneHeap(64 * 1024 * 1024, {});
      const w = new Worker('setTimeout(() => {}, 200)', { eval: true, resourceLimits: { maxYoungGenerationSizeMb: 4 } });
      await new Promise((resolve) => w.once('online', resolve));
      if (${hold}) holdYoungGeneration();
@@ -36,7 +36,7 @@ describe('holdYoungGeneration', () => {
     const held = youngAfterLoad(true);
     expect(held).toBeGreaterThan(0);
     expect(held).toBeLessThanOrEqual(2 * 4 * 2);
-    // Not held, the same load grows it to V8's own limit: the hold is what keeps it small.
+    // Untuned, the same load grows it to V8's own limit: the hold is what keeps it small.
     expect(youngAfterLoad(false)).toBeGreaterThan(held);
   });
 });
