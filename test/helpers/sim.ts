@@ -280,7 +280,7 @@ export async function simulate(server: SimServerOptions, domains: number, concur
   const stop = await clock.run(
     execute(
       state,
-      { dryRun: false, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchWindow: Math.max(32, concurrency * 4), graceMs: 1000 },
+      { dryRun: false, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchWindow: concurrency + 32, graceMs: 1000 },
       { client, scheduler, store: memoryStore(), clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress: progress.sink },
       new AbortController().signal,
     ),
