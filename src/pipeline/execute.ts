@@ -87,7 +87,8 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   for (let d = 0; d < state.domainCount; d++) {
     if (stops.all.signal.aborted) break;
     if (!state.needsMatch(d)) continue;
-    await window.room(options.matchWindow, stops.all.signal);
+    const wait = window.room(options.matchWindow, stops.all.signal);
+    if (wait !== undefined) await wait;
     if (stops.all.signal.aborted) break;
     window.track(match(d), true);
   }

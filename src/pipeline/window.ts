@@ -14,21 +14,34 @@ export class Window {
   track(task: Promise<void>, isMatch: boolean): void {
     this.outstanding++;
     if (isMatch) this.matches++;
-    task
-      .catch((error: unknown) => {
+    // One reaction per task (a catch and a finally were two promises more, per request).
+    task.then(
+      () => this.settled(isMatch),
+      (error: unknown) => {
         this.failure ??= error;
         this.onFailure();
-      })
-      .finally(() => {
-        this.outstanding--;
-        if (isMatch) this.matches--;
-        this.notify();
-      });
+        this.settled(isMatch);
+      },
+    );
   }
 
-  /** Resolves once fewer than `limit` matches are queued, or the signal stops the run. */
-  async room(limit: number, signal: AbortSignal): Promise<void> {
+  /**
+   * Nothing when fewer than `limit` matches are queued, or the signal stopped the run; else what
+   * resolves once that is so. Nothing to await in the usual case: the loop that queues every
+   * match of a run does not yield a turn per match for a promise already settled.
+   */
+  room(limit: number, signal: AbortSignal): Promise<void> | undefined {
+    return this.matches >= limit && !signal.aborted ? this.roomLater(limit, signal) : undefined;
+  }
+
+  private async roomLater(limit: number, signal: AbortSignal): Promise<void> {
     while (this.matches >= limit && !signal.aborted) await this.next();
+  }
+
+  private settled(isMatch: boolean): void {
+    this.outstanding--;
+    if (isMatch) this.matches--;
+    this.notify();
   }
 
   /** Resolves once every task has settled. */
