@@ -191,10 +191,8 @@ export class ServiceRecords implements ServiceStore {
   /** One batch, in one transaction, on the writer thread or this one. */
   private async commit(batch: readonly WriteItem[]): Promise<Claim[]> {
     this.channel ??= openChannel(this.writer, this.store, this.serviceId, this.run);
-    const claims = await this.channel.write(
-      batch.map(({ event, durable }) => ({ event, durable })),
-      this.now(),
-    );
+    // The queued items as they are: their callbacks are left out of the JSON the writer thread is sent.
+    const claims = await this.channel.write(batch, this.now());
     if (batch.some((p) => p.durable)) this.syncs++;
     return claims;
   }
