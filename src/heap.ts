@@ -67,20 +67,27 @@ export function tuneHeap(inputBytes: number, env: NodeJS.ProcessEnv = process.en
  * doubles it up to 16 MiB (32 with both halves) whenever enough has survived since it last grew,
  * and a run keeps much alive (its input's rows at the start, its answers after): the last 24 MiB
  * were a sixth of a 20,000-domain run's peak and bought no measurable speed. Each collection
- * reads the growth factor, so setting it to 1 stops the growth where it is; but V8 puts it back to
- * 2 whenever it sets up an isolate, a worker thread's included. So it is set again after every
- * collection that finds the young generation at the hold (watching from tuneHeap on), and at once
- * when the store's writer thread comes online (store/sqlite/write-channel.ts).
+ * reads the growth factor, so setting it to 1 stops the growth where it is. It is judged again
+ * after every collection (watching from tuneHeap on): V8 puts the factor back to 2 whenever it
+ * sets up an isolate, a worker thread's included (so it is also set at once when the store's
+ * writer thread comes online, store/sqlite/write-channel.ts), and V8 shrinks an idle young
+ * generation (a long Retry-After): below the hold, the factor goes back to 2, so it grows to the
+ * hold again rather than staying small and collecting hundreds of times more. A young generation
+ * the user sized (--max-semi-space-size, --min-semi-space-size) is left alone.
  */
 export function holdYoungGeneration(): void {
-  if (!tuned) return;
+  if (!tuned || /--(max|min)[-_]semi[-_]space[-_]size/.test(startFlags())) return;
   const require = createRequire(import.meta.url);
   const { getHeapSpaceStatistics } = require('node:v8') as typeof v8;
+  let holding = false;
   const hold = (): void => {
     // Not once the flags are put back (restoreV8Flags): the code cache is made under them.
     if (!tuned) return;
     const young = getHeapSpaceStatistics().find((space) => space.space_name === 'new_space');
-    if (young !== undefined && young.space_size / 2 >= YOUNG_SEMI_MIB * 1024 * 1024) setFlag('semi-space-growth-factor', 1, '2');
+    if (young === undefined) return;
+    const factor = growthFactor(young.space_size / 2, holding);
+    if (factor !== null) setFlag('semi-space-growth-factor', factor, '2');
+    holding = factor === 1;
   };
   hold();
   if (watching) return;
@@ -90,3 +97,13 @@ export function holdYoungGeneration(): void {
 }
 
 let watching = false;
+
+/**
+ * The young generation's growth factor to set, for a semi-space of `semiBytes`, `holding` if
+ * the last judgement held it: 1 at the hold (set again each time: a worker's start resets it),
+ * 2 again below it once held (V8 shrank it), null to leave V8's own.
+ */
+export function growthFactor(semiBytes: number, holding: boolean): 1 | 2 | null {
+  if (semiBytes >= YOUNG_SEMI_MIB * 1024 * 1024) return 1;
+  return holding ? 2 : null;
+}
