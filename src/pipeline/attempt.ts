@@ -33,6 +33,8 @@ export interface AttemptHooks {
    * must make it fresh again: the enrich step renews its lease and claims again).
    */
   stale?: () => boolean;
+  /** Told as the call starts (true) and ends (false) a wait before its next attempt: it holds no slot meanwhile. */
+  resting?: (on: boolean) => void;
 }
 
 export interface AttemptDeps {
@@ -93,10 +95,13 @@ export function attempter(deps: AttemptDeps): Attempter {
         // lone 429 that only this request waits out is not a pause of the run.
         if (error instanceof RateLimitedError && deps.pausedUntil() > clock.now()) progress({ type: 'paused', until: deps.pausedUntil() });
         progress({ type: 'retry' });
+        hooks.resting?.(true);
         try {
           await clock.sleep(decision.delayMs, signal);
         } catch {
           return { kind: 'stopped' };
+        } finally {
+          hooks.resting?.(false);
         }
       }
     }

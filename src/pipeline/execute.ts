@@ -194,6 +194,6 @@ function wire(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, run: 
     if (plan === undefined) enqueueNow(company);
     else window.track(plan.then(() => enqueueNow(company)), false);
   };
-  const match = matchStep({ state, client: deps.client, attempt, stops, progress, record, planCompany, enqueueEnrich });
+  const match = matchStep({ state, client: deps.client, attempt, stops, progress, record, planCompany, enqueueEnrich, resting: (on) => window.rest(on) });
   return { resuming, enqueueEnrich, match };
 }

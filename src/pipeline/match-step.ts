@@ -17,14 +17,17 @@ export interface MatchStepDeps {
   planCompany(company: Company): void;
   /** A matched company that may need buying. */
   enqueueEnrich(company: Company): void;
+  /** A match starts (true) or ends (false) waiting out a retry's backoff. */
+  resting?(on: boolean): void;
 }
 
 /** The free match of one input domain; a hit hands its company on to the enrich step. */
 export function matchStep(deps: MatchStepDeps): (d: number) => Promise<void> {
   const { state, client, stops, progress, record } = deps;
+  const hooks = deps.resting === undefined ? {} : { resting: deps.resting };
   return async (d) => {
     const domain = state.domains[d] as string;
-    const result = await deps.attempt('match', stops.all.signal, (signal) => client.match(domain, { signal }));
+    const result = await deps.attempt('match', stops.all.signal, (signal) => client.match(domain, { signal }), hooks);
     if (result.kind === 'stopped') return;
     // A domain whose match was refused for the account stays owed, and shows as skipped.
     if (result.kind === 'error' && stops.stopFor(result.error, 'match')) return;
