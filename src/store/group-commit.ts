@@ -18,9 +18,31 @@ export interface GroupTiming {
   intentGatherMs: number;
 }
 
+/** A queued event: an intent with its own settlement; any other event with none (it shares its batch's: Shared). */
 interface Pending extends Queued {
-  resolve: (claim: Claim) => void;
+  resolve: ((claim: Claim) => void) | null;
+  reject: ((error: Error) => void) | null;
+}
+
+/** What every non-durable event of one batch is answered with, once the batch is written. */
+interface Shared {
+  written: Promise<Claim>;
+  resolve: (claim: Claim | Promise<Claim>) => void;
   reject: (error: Error) => void;
+}
+
+const WRITTEN: Claim = { kind: 'ok' };
+
+function shared(): Shared {
+  let resolve: Shared['resolve'] = () => {};
+  let reject: Shared['reject'] = () => {};
+  const written = new Promise<Claim>((yes, no) => {
+    resolve = yes;
+    reject = no;
+  });
+  // Callers need not wait on non-durable events; a failure still surfaces on flush.
+  written.catch(() => {});
+  return { written, resolve, reject };
 }
 
 /**
@@ -33,6 +55,12 @@ interface Pending extends Queued {
  */
 export class GroupCommit {
   private queue: Pending[] = [];
+  /**
+   * The settlement the non-durable events now queued share: one promise a batch, not one an
+   * event (tens of thousands a run, each alive while its batch gathers; the caller only awaits it
+   * in tests, and learns only that the event is written).
+   */
+  private shared: Shared | null = null;
   private draining: Promise<void> | null = null;
   private hurry: ((delayMs: number) => void) | null = null;
   private flushing = 0;
@@ -54,10 +82,15 @@ export class GroupCommit {
       failed.catch(() => {});
       return failed;
     }
-    const written = new Promise<Claim>((resolve, reject) => this.queue.push({ event, durable, resolve, reject }));
-    // Callers need not wait on non-durable events; a failure still surfaces on flush.
-    written.catch(() => {});
-    if (durable) this.urgentQueued = true;
+    let written: Promise<Claim>;
+    if (durable) {
+      written = new Promise<Claim>((resolve, reject) => this.queue.push({ event, durable, resolve, reject }));
+      written.catch(() => {});
+      this.urgentQueued = true;
+    } else {
+      this.queue.push({ event, durable, resolve: null, reject: null });
+      written = (this.shared ??= shared()).written;
+    }
     if (durable || this.queue.length >= this.timing.batchRows || this.flushing > 0) this.hurry?.(durable ? this.timing.intentGatherMs : 0);
     this.draining ??= this.drain(durable);
     return written;
@@ -70,7 +103,9 @@ export class GroupCommit {
   fail(error: unknown): Error {
     if (this.failure === null) {
       this.failure = this.failed(error);
-      for (const p of this.queue) p.reject(this.failure);
+      for (const p of this.queue) p.reject?.(this.failure);
+      this.shared?.reject(this.failure);
+      this.shared = null;
       this.queue = [];
     }
     return this.failure;
@@ -110,7 +145,9 @@ export class GroupCommit {
     }
     while (this.failure === null && this.queue.length > 0) {
       const batch = this.queue;
+      const together = this.shared;
       this.queue = [];
+      this.shared = null;
       this.urgentQueued = false;
       try {
         const claims = await this.commit(batch);
@@ -120,15 +157,21 @@ export class GroupCommit {
         batch.forEach((p, i) => {
           const claim = claims[i] as Claim | typeof AGAIN;
           if (claim === AGAIN) again.push(p);
-          else p.resolve(claim);
+          else p.resolve?.(claim);
         });
         if (again.length > 0) {
           this.queue = again.concat(this.queue);
           if (again.some((p) => p.durable)) this.urgentQueued = true;
         }
+        // A non-durable event queued again (none is, today) is written with the next batch: its
+        // batch's settlement follows that one's.
+        if (together !== null) together.resolve(again.some((p) => !p.durable) ? (this.shared ??= shared()).written : WRITTEN);
       } catch (error) {
         this.failure = this.failed(error);
-        for (const p of [...batch, ...this.queue]) p.reject(this.failure);
+        for (const p of [...batch, ...this.queue]) p.reject?.(this.failure);
+        together?.reject(this.failure);
+        this.shared?.reject(this.failure);
+        this.shared = null;
         this.queue = [];
       }
       // What queued while that batch committed goes at once only if an intent waits in it, it is
