@@ -84,10 +84,13 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   // Companies the store already matched but never bought (or holds stale) go first, resumed keys first of all.
   for (const company of resuming) enqueueEnrich(company);
   for (const company of state.companies) enqueueEnrich(company);
+  // As many matches as the scheduler has room for now, and 32 more queued: what waits in its queue
+  // waits in memory, long enough to outlive a young collection or two (up to matchWindow).
+  const matchRoom = (): number => Math.min(options.matchWindow, deps.scheduler.window.size + 32);
   for (let d = 0; d < state.domainCount; d++) {
     if (stops.all.signal.aborted) break;
     if (!state.needsMatch(d)) continue;
-    const wait = window.room(options.matchWindow, stops.all.signal);
+    const wait = window.room(matchRoom, stops.all.signal);
     if (wait !== undefined) await wait;
     if (stops.all.signal.aborted) break;
     window.track(match(d), true);

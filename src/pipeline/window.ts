@@ -32,8 +32,8 @@ export class Window {
    * resolves once that is so. Nothing to await in the usual case: the loop that queues every
    * match of a run does not yield a turn per match for a promise already settled.
    */
-  room(limit: number, signal: AbortSignal): Promise<void> | undefined {
-    return this.full(limit) && !signal.aborted ? this.roomLater(limit, signal) : undefined;
+  room(limit: () => number, signal: AbortSignal): Promise<void> | undefined {
+    return this.full(limit()) && !signal.aborted ? this.roomLater(limit, signal) : undefined;
   }
 
   /** A match starts (true) or ends (false) waiting out a retry's backoff. */
@@ -53,8 +53,8 @@ export class Window {
     return this.matches - Math.min(this.resting, 3 * limit) >= limit;
   }
 
-  private async roomLater(limit: number, signal: AbortSignal): Promise<void> {
-    while (this.full(limit) && !signal.aborted) await this.next();
+  private async roomLater(limit: () => number, signal: AbortSignal): Promise<void> {
+    while (this.full(limit()) && !signal.aborted) await this.next();
   }
 
   private settled(isMatch: boolean): void {

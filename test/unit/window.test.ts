@@ -15,31 +15,31 @@ describe('Window', () => {
     const w = new Window(() => {});
     const a = pending();
     w.track(a.task, true);
-    expect(w.room(2, signal)).toBeUndefined();
+    expect(w.room(() => 2, signal)).toBeUndefined();
     w.track(pending().task, true);
-    const wait = w.room(2, signal);
+    const wait = w.room(() => 2, signal);
     expect(wait).toBeInstanceOf(Promise);
     a.settle();
     await wait;
-    expect(w.room(2, signal)).toBeUndefined();
+    expect(w.room(() => 2, signal)).toBeUndefined();
   });
 
   it('does not count a match waiting out a retry, up to three windows of them', async () => {
     const w = new Window(() => {});
     for (let i = 0; i < 2; i++) w.track(pending().task, true);
-    const wait = w.room(2, signal);
+    const wait = w.room(() => 2, signal);
     expect(wait).toBeInstanceOf(Promise);
     w.rest(true);
     await wait;
-    expect(w.room(2, signal)).toBeUndefined();
+    expect(w.room(() => 2, signal)).toBeUndefined();
     w.rest(false);
-    expect(w.room(2, signal)).toBeInstanceOf(Promise);
+    expect(w.room(() => 2, signal)).toBeInstanceOf(Promise);
     // Limit 1: eight tracked, all resting; three windows' worth are not counted, five are.
     const busy = new Window(() => {});
     for (let i = 0; i < 8; i++) {
       busy.track(pending().task, true);
       busy.rest(true);
     }
-    expect(busy.room(1, signal)).toBeInstanceOf(Promise);
+    expect(busy.room(() => 1, signal)).toBeInstanceOf(Promise);
   });
 });
