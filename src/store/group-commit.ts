@@ -159,15 +159,22 @@ export class GroupCommit {
           if (claim === AGAIN) again.push(p);
           else p.resolve?.(claim);
         });
-        if (again.length > 0) {
+        const againShared = again.some((p) => !p.durable);
+        if (again.length > 0 && this.failure !== null) {
+          // fail() came while this batch was out: what it asks again for fails as the queue did,
+          // rather than wait on a queue that is never drained again (review: the run hung).
+          for (const p of again) p.reject?.(this.failure);
+          if (againShared) together?.reject(this.failure);
+        } else if (again.length > 0) {
           this.queue = again.concat(this.queue);
           if (again.some((p) => p.durable)) this.urgentQueued = true;
         }
         // A non-durable event queued again (none is, today) is written with the next batch: its
         // batch's settlement follows that one's.
-        if (together !== null) together.resolve(again.some((p) => !p.durable) ? (this.shared ??= shared()).written : WRITTEN);
+        if (this.failure === null || !againShared) together?.resolve(againShared ? (this.shared ??= shared()).written : WRITTEN);
       } catch (error) {
-        this.failure = this.failed(error);
+        // A failure fail() already set stands: it is the one every waiting event was told.
+        this.failure ??= this.failed(error);
         for (const p of [...batch, ...this.queue]) p.reject?.(this.failure);
         together?.reject(this.failure);
         this.shared?.reject(this.failure);

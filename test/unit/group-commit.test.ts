@@ -45,3 +45,25 @@ describe('GroupCommit', () => {
     await expect(group.flush()).rejects.toThrow('disk full');
   });
 });
+
+describe('GroupCommit failed while a batch is out', () => {
+  it('fails an event the batch asks again for, rather than leave it waiting on a queue never drained again', async () => {
+    let release = (): void => {};
+    const out = new Promise<void>((resolve) => (release = resolve));
+    let sent = false;
+    const group = new GroupCommit(async (batch: readonly Queued[]) => {
+      sent = true;
+      await out;
+      return batch.map(() => AGAIN);
+    }, (e) => e as Error, TIMING);
+    const claim = group.append(intent('a.com'), true);
+    const lookupWritten = group.append(lookup('b.com'));
+    // Until the batch is out: its commit called, and held.
+    while (!sent) await new Promise((r) => setTimeout(r, 1));
+    group.fail(new Error('lease lost'));
+    release();
+    await expect(claim).rejects.toThrow('lease lost');
+    await expect(lookupWritten).rejects.toThrow('lease lost');
+    await expect(group.flush()).rejects.toThrow('lease lost');
+  });
+});
