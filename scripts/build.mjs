@@ -12,7 +12,7 @@
  * Dependencies kept outside the bundle load with require() only where used: libsql (a native
  * addon chosen at run time), undici (the network; a third of a megabyte nothing needs before a
  * call), tldts (the Public Suffix List; not needed when the scan is cached), csv-parse (likewise)
- * and cli-progress (the live display). The ES-module-only ones (ora, p-queue) are bundled.
+ * and cli-progress (the live display). The ES-module-only one (ora) is bundled.
  *
  * Type-checking is `npm run typecheck`; this only transpiles.
  */

@@ -1,11 +1,10 @@
-import PQueue from 'p-queue';
 import { ConnectionError, RateLimitedError } from '../api/errors.js';
 import type { Clock } from './clock.js';
 import type { AdaptiveLimiter } from './limiter.js';
 
-/** Paid enriches go before free matches, so a long match phase never starves spending. */
-export type Lane = 'enrich' | 'match';
-const PRIORITY: Record<Lane, number> = { enrich: 1, match: 0 };
+import { LaneQueue, type Lane } from './lanes.js';
+
+export type { Lane } from './lanes.js';
 
 export class StoppedError extends Error {
   override readonly name = 'StoppedError';
@@ -150,12 +149,12 @@ export class Window {
 }
 
 /**
- * Runs single requests with at most the window's count in flight (p-queue, enriches first), each
+ * Runs single requests with at most the window's count in flight (lanes.ts, enriches first), each
  * after the shared limiter grants it a slot. Every request goes through here, so this is where
  * answers are timed and told to the limiter.
  */
 export class Scheduler {
-  private readonly queue: PQueue;
+  private readonly queue: LaneQueue;
   readonly window: Window;
 
   /** Until when the limiter holds every caller back (monotonic ms); 0 or past: not paused. */
@@ -170,12 +169,12 @@ export class Scheduler {
     concurrency: number,
   ) {
     this.window = new Window(concurrency);
-    this.queue = new PQueue({ concurrency: this.window.size });
+    this.queue = new LaneQueue(this.window.size);
   }
 
   /** Runs `call` as one request. Rejects with StoppedError if `signal` aborts before it starts. */
   run<T>(lane: Lane, call: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-    return this.queue.add(() => this.send(lane, call, signal), { priority: PRIORITY[lane] });
+    return this.queue.add(lane, () => this.send(lane, call, signal));
   }
 
   /** An answer other than a 429; `ok`: a success, whose time says how fast the service is. */

@@ -10,7 +10,7 @@ export const V01_REF = process.env['ENRICH_BASELINE_REF'] ?? '290541e';
 /**
  * Builds enrich at `ref` from this repository's own history into a temp folder, once, and returns
  * its bin: a git worktree sharing this checkout's node_modules (the dependencies 0.1 used are a
- * subset of today's: p-limit, which enrich left for p-queue, stays a dev dependency for it),
+ * subset of today's: p-limit, which enrich left for a priority queue, stays a dev dependency for it),
  * compiled with the TypeScript in them.
  */
 export function buildBaseline(ref = V01_REF): string {
