@@ -45,7 +45,7 @@ let tuned = false;
  * up to fourfold between collections under a high allocation rate, which is most of a big batch's
  * peak memory. Growing by a fixed ENRICH_HEAP_GROWTH percent (default 25) cut a 1M-row run's peak
  * from 188 to 167 MiB; with the young generation held as well (holdYoungGeneration), a 20,000-domain
- * run.s from 177 to 140 MiB, for a few percent more CPU against an unlimited service (paired
+ * run's from 177 to 140 MiB, for a few percent more CPU against an unlimited service (paired
  * runs, docs/rate-limits-and-performance.md). The flag is read on every collection, so setting it
  * once the input's size is known, before it is parsed, takes effect; a small input (most runs, and
  * every quick rerun) skips it, and with it the cost of loading node:v8 at start-up.
@@ -77,26 +77,27 @@ export function tuneHeap(inputBytes: number, env: NodeJS.ProcessEnv = process.en
  */
 export function holdYoungGeneration(): void {
   if (!tuned || /--(max|min)[-_]semi[-_]space[-_]size/.test(startFlags())) return;
-  const require = createRequire(import.meta.url);
-  const { getHeapSpaceStatistics } = require('node:v8') as typeof v8;
-  let holding = false;
-  const hold = (): void => {
-    // Not once the flags are put back (restoreV8Flags): the code cache is made under them.
-    if (!tuned) return;
-    const young = getHeapSpaceStatistics().find((space) => space.space_name === 'new_space');
-    if (young === undefined) return;
-    const factor = growthFactor(young.space_size / 2, holding);
-    if (factor !== null) setFlag('semi-space-growth-factor', factor, '2');
-    holding = factor === 1;
-  };
-  hold();
-  if (watching) return;
-  watching = true;
-  const { PerformanceObserver } = require('node:perf_hooks') as typeof perfHooks;
-  new PerformanceObserver(hold).observe({ entryTypes: ['gc'] });
+  if (young === null) {
+    const require = createRequire(import.meta.url);
+    young = { spaces: (require('node:v8') as typeof v8).getHeapSpaceStatistics, holding: false };
+    new (require('node:perf_hooks') as typeof perfHooks).PerformanceObserver(judgeYoung).observe({ entryTypes: ['gc'] });
+  }
+  judgeYoung();
 }
 
-let watching = false;
+/** The hold, once a tuned run has begun it: how to read the young generation, and whether it is held. */
+let young: { spaces: typeof v8.getHeapSpaceStatistics; holding: boolean } | null = null;
+
+/** Sets the growth factor the young generation's size calls for (growthFactor); after every collection. */
+function judgeYoung(): void {
+  // Not once the flags are put back (restoreV8Flags): the code cache is made under them.
+  if (!tuned || young === null) return;
+  const space = young.spaces().find((s) => s.space_name === 'new_space');
+  if (space === undefined) return;
+  const factor = growthFactor(space.space_size / 2, young.holding);
+  if (factor !== null) setFlag('semi-space-growth-factor', factor, '2');
+  young.holding = factor === 1;
+}
 
 /**
  * The young generation's growth factor to set, for a semi-space of `semiBytes`, `holding` if
