@@ -41,7 +41,10 @@ export interface ExecuteOptions {
   /** Credits this invocation may spend; null for no cap. */
   maxCredits: number | null;
   retry: RetryPolicy;
-  /** Matches queued ahead of the scheduler: enough to keep it busy, few enough to stay small. */
+  /**
+   * The most matches queued or in flight at once. Below it, as many as the scheduler's learned
+   * window and 32 more: enough to keep it busy, few enough to stay small.
+   */
   matchWindow: number;
   /** After an interrupt, how long requests already sent may take before they are abandoned. */
   graceMs: number;

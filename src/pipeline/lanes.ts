@@ -11,10 +11,14 @@ export type Lane = 'enrich' | 'match';
  */
 export class LaneQueue {
   private readonly waiting: Record<Lane, (() => void)[]> = { enrich: [], match: [] };
-  /** Tasks running now. */
-  pending = 0;
+  private running = 0;
 
   constructor(private limit: number) {}
+
+  /** Tasks running now. */
+  get pending(): number {
+    return this.running;
+  }
 
   get concurrency(): number {
     return this.limit;
@@ -30,7 +34,7 @@ export class LaneQueue {
   async add<T>(lane: Lane, task: () => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const run = async (): Promise<void> => {
-        this.pending++;
+        this.running++;
         try {
           resolve(await task());
         } catch (error) {
@@ -45,12 +49,12 @@ export class LaneQueue {
   }
 
   private next(): void {
-    this.pending--;
+    this.running--;
     this.startAnother();
   }
 
   private startAnother(): boolean {
-    if (this.pending >= this.limit) return false;
+    if (this.running >= this.limit) return false;
     const job = this.waiting.enrich.shift() ?? this.waiting.match.shift();
     if (job === undefined) return false;
     job();
