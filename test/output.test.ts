@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROW_WINDOW } from '../src/io/output.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { readCsvFile, runCli, tempDir } from './helpers/cli.js';
 import { baseEnv } from './helpers/setup.js';
@@ -69,6 +70,36 @@ describe('CSV results copy every row byte for byte', () => {
     const row = text.split('\n')[1] as string;
     expect(row).toMatch(new RegExp(`^${c.domain.replace(/\./g, '\\.')},matched,,bought,\\d{4}-\\d\\d-\\d\\dT[^,]+Z,${c.domain.replace(/\./g, '\\.')},`));
     expect(row).toContain(c.specialties.join('; '));
+  });
+});
+
+describe('results made a window of rows at a time', () => {
+  it('gives every row its record, in order, however far apart a company\'s rows are (CSV and JSONL, bought and reused)', async () => {
+    // More rows than three windows (io/output.ts ROW_WINDOW), and more companies than the records
+    // held at once: a company's later rows come windows after its records were let go.
+    const companies = [...sb.directory].slice(0, ROW_WINDOW + 400).map((c) => c.domain);
+    const rows = Array.from({ length: 3 * ROW_WINDOW + 123 }, (_, i) => (i % 5 < 3 ? companies[(i * 7) % companies.length] : `nobody-w${i}.com`) as string);
+    const path = dir.file('windows.csv', `id,domain\n${rows.map((d, i) => `${i},${d}`).join('\n')}\n`);
+    const env = { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY };
+    const expected = (firstSource: string): string[][] => {
+      const seen = new Set<string>();
+      return rows.map((d, i) => {
+        if (d.startsWith('nobody-')) return [String(i), d, 'no_match', '', '|'];
+        const source = seen.has(d) ? 'repeat' : firstSource;
+        seen.add(d);
+        const c = sb.directory.lookup(d);
+        return [String(i), d, 'matched', source, `${c?.name}|${c?.last_updated}`];
+      });
+    };
+    for (const [format, source] of [['csv', 'bought'], ['jsonl', 'store'], ['csv', 'store']] as const) {
+      const out = dir.file(`windows.out.${format}`);
+      const run = await runCli([path, '-o', out], { env });
+      expect(run.code, run.stderr).toBe(0);
+      const got = format === 'csv' ? readCsvFile(out) : readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, string>);
+      // The name comes with the match; the last update only with the record.
+      const cells = (r: Record<string, unknown>): string[] => [String(r['id']), String(r['domain']), String(r['enrich_status']), String(r['enrich_source'] ?? ''), `${r['company_name'] ?? ''}|${r['company_last_updated'] ?? ''}`];
+      expect(got.map(cells)).toStrictEqual(expected(source));
+    }
   });
 });
 

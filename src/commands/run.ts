@@ -10,7 +10,7 @@ import { tuneHeap } from '../heap.js';
 import { resolveInput, type InputSource } from '../io/input.js';
 import { inputSha256, watchInput, type InputWatch } from '../io/input-identity.js';
 import { loadScan, saveScan, type ScanKey } from '../io/scan-cache.js';
-import { copyCsvWithResults, csvResultSuffix, jsonlResultFormatter, writeJsonlResults, type OutputFormat } from '../io/output.js';
+import { copyCsvWithResults, csvResultSuffix, jsonlResultFormatter, ROW_WINDOW, writeJsonlResults, type OutputFormat } from '../io/output.js';
 import { openSink } from '../io/sink.js';
 import { systemClock, type Clock } from '../pipeline/clock.js';
 import type { Stop } from '../pipeline/execute.js';
@@ -182,8 +182,11 @@ async function loadFromStore(state: RunState, records: ServiceStore, policy: Pol
   );
 }
 
-/** How many records the results keep at once: a window of the input's rows is read in one batch. */
-const RECORD_WINDOW = 50_000;
+/**
+ * Records the results keep before letting them go: about a window of rows' worth (io/output.ts
+ * ROW_WINDOW), each window's read in one batch.
+ */
+const RECORD_WINDOW = ROW_WINDOW;
 
 /**
  * The records the results show, read from the store a window of rows at a time (one batched read

@@ -119,6 +119,14 @@ export interface CopyOptions {
   checkpoint(): void;
 }
 
+/**
+ * Rows whose results are made, and records read from the store, at a time; and how much output
+ * gathers before it is written. The input is read a MiB at a time, and with it all of a
+ * 20,000-row input's records were read at once and held with a MiB of output: the run's peak.
+ */
+export const ROW_WINDOW = 2048;
+const EMIT_BYTES = 256 * 1024;
+
 const CR = 0x0d;
 const LF = 0x0a;
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
@@ -145,7 +153,7 @@ export async function copyCsvWithResults(o: CopyOptions): Promise<void> {
   const parts: Buffer[] = [];
   let size = 0;
   const emit = async (force: boolean): Promise<void> => {
-    if (size === 0 || (!force && size < 1024 * 1024)) return;
+    if (size === 0 || (!force && size < EMIT_BYTES)) return;
     const chunk = parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, size);
     parts.length = 0;
     size = 0;
@@ -177,16 +185,20 @@ export async function copyCsvWithResults(o: CopyOptions): Promise<void> {
       add(headerSuffix);
       headerDone = true;
     }
-    let to = row;
-    while (headerDone && to < o.rows && o.rowEnds.get(to) <= available) to++;
-    if (to > row) await o.prepare(row, to);
-    while (headerDone && row < to) {
-      // A view, not a copy: `pending` is replaced, never overwritten, so the view stays valid
-      // until the next emit joins it into the output.
-      const start = startOf(row);
-      add(rowBytes(pending, start - pendingStart, o.rowEnds.get(row) - pendingStart, start === 0));
-      add(o.suffix(row));
-      row++;
+    let end = row;
+    while (headerDone && end < o.rows && o.rowEnds.get(end) <= available) end++;
+    // A window of rows at a time: their records, and the output they make, are all that is held.
+    while (row < end) {
+      const to = Math.min(end, row + ROW_WINDOW);
+      await o.prepare(row, to);
+      for (; row < to; row++) {
+        // A view, not a copy: `pending` is replaced, never overwritten, so the view stays valid
+        // until the next emit joins it into the output.
+        const start = startOf(row);
+        add(rowBytes(pending, start - pendingStart, o.rowEnds.get(row) - pendingStart, start === 0));
+        add(o.suffix(row));
+      }
+      await emit(false);
     }
     const keepFrom = row < o.rows ? startOf(row) : available;
     if (headerDone && keepFrom > pendingStart) {
@@ -264,14 +276,17 @@ export async function writeJsonlResults(o: JsonlOptions): Promise<void> {
   const { readCsv } = await import('./csv-reader.js');
   for await (const { records } of readCsv(o.inputPath, o.displayName, o.format)) {
     o.checkpoint();
-    const lines: string[] = [];
-    const skip = first ? 1 : 0;
-    if (records.length > skip) await o.prepare(row, row + records.length - skip);
-    for (let i = skip; i < records.length; i++) {
-      const fields = inputFields(records[i] as string[], prefixes);
-      lines.push(`{${fields}${fields === '' ? '' : ','}${o.result(row++)}}\n`);
+    // A window of rows at a time, as for CSV (ROW_WINDOW).
+    for (let i = first ? 1 : 0; i < records.length; ) {
+      const to = Math.min(records.length, i + ROW_WINDOW);
+      await o.prepare(row, row + to - i);
+      const lines: string[] = [];
+      for (; i < to; i++) {
+        const fields = inputFields(records[i] as string[], prefixes);
+        lines.push(`{${fields}${fields === '' ? '' : ','}${o.result(row++)}}\n`);
+      }
+      await o.sink.write(lines.join(''));
     }
     first = false;
-    await o.sink.write(lines.join(''));
   }
 }
