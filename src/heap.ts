@@ -3,16 +3,27 @@ import type v8 from 'node:v8';
 import type perfHooks from 'node:perf_hooks';
 import { startFlags } from './node-flags.js';
 
-/** The V8 flags this process set, with the value each had before: restoreV8Flags puts them back. */
+/** The V8 flags this process set, each with the flag that puts it back: restoreV8Flags does. */
 const changed = new Map<string, string>();
 
-/** Sets a V8 flag to `value`, unless Node was started with it (the user's choice stands). */
-function setFlag(name: string, value: number, before: string): void {
+/**
+ * Sets V8 flag `name` with `flag` (its text), `undo` being the text that puts back what it was,
+ * unless Node was started with it (the user's choice stands), or this V8 is not one it is known
+ * on: V8 prints an unknown flag's error to stdout (our data), so flags are set only on the V8s of
+ * Node 20 to 24 (11 to 13); a later V8 runs without them until checked.
+ */
+function setFlag(name: string, flag: string, undo: string): void {
   const given = startFlags();
-  if (given.includes(`--${name}`) || given.includes(`--${name.replace(/-/g, '_')}`)) return;
+  // --name, --no-name, --name=..., with dashes or underscores.
+  if ([name, name.replace(/-/g, '_')].some((n) => given.includes(`--${n}`) || given.includes(`--no-${n}`) || given.includes(`--no${n}`)) || !knownV8()) return;
   const { setFlagsFromString } = createRequire(import.meta.url)('node:v8') as typeof v8;
-  if (!changed.has(name)) changed.set(name, before);
-  setFlagsFromString(`--${name}=${value}`);
+  if (!changed.has(name)) changed.set(name, undo);
+  setFlagsFromString(flag);
+}
+
+function knownV8(): boolean {
+  const major = Number(process.versions.v8.split('.')[0]);
+  return major >= 11 && major <= 13;
 }
 
 /**
@@ -24,8 +35,22 @@ export function restoreV8Flags(): void {
   tuned = false;
   if (changed.size === 0) return;
   const { setFlagsFromString } = createRequire(import.meta.url)('node:v8') as typeof v8;
-  for (const [name, before] of changed) setFlagsFromString(`--${name}=${before}`);
+  for (const undo of changed.values()) setFlagsFromString(undo);
   changed.clear();
+}
+
+/**
+ * WebAssembly compiled by V8's baseline compiler alone (Liftoff), never again by TurboFan. The
+ * one module a run compiles is undici's HTTP parser (llhttp), and TurboFan's compile of it took
+ * 25 to 30 MiB for a moment, as the first requests went out: a plain undici client peaked at
+ * 105-108 MiB, 78 without it, and a 20,000-domain run's peak fell 6 to 8 MiB (paired runs), with
+ * no measurable cost in speed (parsing is a small share of a request's time). Both flags are
+ * needed (either alone still tiered up: V8's --liftoff-only sets both, but is a testing flag);
+ * their default is on from V8 11 to 13. Set before undici loads; restoreV8Flags puts them back.
+ */
+export function baselineWasm(): void {
+  setFlag('wasm-tier-up', '--no-wasm-tier-up', '--wasm-tier-up');
+  setFlag('wasm-dynamic-tiering', '--no-wasm-dynamic-tiering', '--wasm-dynamic-tiering');
 }
 
 /**
@@ -53,11 +78,8 @@ let tuned = false;
 export function tuneHeap(inputBytes: number, env: NodeJS.ProcessEnv = process.env): void {
   if (inputBytes < TUNE_HEAP_FROM_BYTES) return;
   const percent = Number(env['ENRICH_HEAP_GROWTH'] ?? 25);
-  // V8 prints an unknown flag's error to stdout (our data): set it only on the V8s of Node 20
-  // to 24 (11 to 13), where it is known to exist; a later V8 runs untuned until checked.
-  const major = Number(process.versions.v8.split('.')[0]);
-  if (!Number.isInteger(percent) || percent <= 0 || major < 11 || major > 13) return;
-  setFlag('heap-growing-percent', percent, '0');
+  if (!Number.isInteger(percent) || percent <= 0 || !knownV8()) return;
+  setFlag('heap-growing-percent', `--heap-growing-percent=${percent}`, '--heap-growing-percent=0');
   tuned = true;
   holdYoungGeneration();
 }
@@ -95,7 +117,7 @@ function judgeYoung(): void {
   const space = young.spaces().find((s) => s.space_name === 'new_space');
   if (space === undefined) return;
   const factor = growthFactor(space.space_size / 2, young.holding);
-  if (factor !== null) setFlag('semi-space-growth-factor', factor, '2');
+  if (factor !== null) setFlag('semi-space-growth-factor', `--semi-space-growth-factor=${factor}`, '--semi-space-growth-factor=2');
   young.holding = factor === 1;
 }
 

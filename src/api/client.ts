@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import type { Dispatcher, Pool } from 'undici';
+import { baselineWasm } from '../heap.js';
 import { apiErrorFromResponse, connectionError, NotServiceApiError, UnexpectedResponseError, UnusablePaidAnswerError } from './errors.js';
 import { serviceEndpoint } from './endpoint.js';
 import { CallerAborted, exchange, type Answer, type ExchangeLimits } from './exchange.js';
@@ -59,6 +60,8 @@ function loadPool(): typeof Pool {
 
 /** A keep-alive pool sized to the concurrency the batch may use. */
 export function createDispatcher(baseUrl: string, connections: number): Pool {
+  // Before undici's HTTP parser (WebAssembly) is compiled: see heap.ts.
+  baselineWasm();
   const Pool = loadPool();
   return new Pool(serviceEndpoint(baseUrl).origin, {
     connections,
