@@ -69,8 +69,94 @@ export const toHeld = (r: CompanyRow): HeldCompany => ({
 
 /** The company as held by the store, read on `store`'s connection; null if not held. */
 export function heldCompany(store: Connection, serviceId: number, domain: string): HeldCompany | null {
-  const row = store.sql(`SELECT ${COMPANY_COLUMNS} FROM companies WHERE service = ? AND domain = ?`).raw(true).get(serviceId, domain) as CompanyRow | undefined;
+  const row = store.sql(`SELECT ${COMPANY_COLUMNS} FROM companies WHERE service = ? AND domain = ?`).raw(true).get([serviceId, domain]) as CompanyRow | undefined;
   return row === undefined ? null : toHeld(row);
+}
+
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+
+/** A purchase's key in a BatchView: its company and generation. */
+const purchaseKey = (domain: string, generation: number): string => `${generation} ${domain}`;
+
+/**
+ * What one transaction knows of the purchases and holdings its events touch: read from the store
+ * once for the whole batch (two statements, not two or three point reads an event), then kept as
+ * the batch's own writes leave them, so each event sees what the ones before it wrote, as it would
+ * reading the store. Valid only inside the transaction it was read in (the write lock keeps other
+ * processes out of it). A key not read ahead (an import's events) is read on first use.
+ */
+class BatchView {
+  private readonly kept = new Map<string, KeptPurchase | null>();
+  private readonly held = new Map<string, HeldCompany | null>();
+
+  constructor(
+    private readonly store: Connection,
+    private readonly serviceId: number,
+  ) {}
+
+  /** Reads ahead every purchase and holding the events will ask for. */
+  readAhead(events: readonly StoreEvent[]): void {
+    const companies = new Set<string>();
+    const claimed = new Set<string>();
+    for (const e of events) {
+      // A domain is ASCII (pipeline/normalise.ts); anything else is read on its own, by its bytes, not through JSON.
+      if (e.type === 'match' || !PRINTABLE_ASCII.test(e.company)) continue;
+      companies.add(e.company);
+      this.kept.set(purchaseKey(e.company, e.generation), null);
+      if (e.type === 'intent') {
+        claimed.add(e.company);
+        this.held.set(e.company, null);
+      }
+    }
+    if (companies.size > 0) {
+      const rows = this.store.sql(`SELECT ${KEPT_COLUMNS} FROM purchases WHERE service = ? AND domain IN (SELECT value FROM json_each(?))`).raw(true).all([this.serviceId, JSON.stringify([...companies])]) as KeptRow[];
+      for (const row of rows) {
+        const key = purchaseKey(row[0], Number(row[1]));
+        if (this.kept.has(key)) this.kept.set(key, toKept(row));
+      }
+    }
+    if (claimed.size > 0) {
+      const rows = this.store.sql(`SELECT ${COMPANY_COLUMNS} FROM companies WHERE service = ? AND domain IN (SELECT value FROM json_each(?))`).raw(true).all([this.serviceId, JSON.stringify([...claimed])]) as CompanyRow[];
+      for (const row of rows) this.held.set(row[0], toHeld(row));
+    }
+  }
+
+  /** The purchase of one company's generation, as kept; null when there is none. */
+  purchase(domain: string, generation: number): KeptPurchase | null {
+    const key = purchaseKey(domain, generation);
+    let found = this.kept.get(key);
+    if (found === undefined) {
+      const row = this.store.sql(`SELECT ${KEPT_COLUMNS} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`).raw(true).get([this.serviceId, domain, generation]) as KeptRow | undefined;
+      found = row === undefined ? null : toKept(row);
+      this.kept.set(key, found);
+    }
+    return found;
+  }
+
+  /** The company as held; null if not held. */
+  holding(domain: string): HeldCompany | null {
+    let found = this.held.get(domain);
+    if (found === undefined) {
+      found = heldCompany(this.store, this.serviceId, domain);
+      this.held.set(domain, found);
+    }
+    return found;
+  }
+
+  /** A purchase as the batch wrote it. */
+  wrote(p: KeptPurchase): void {
+    this.kept.set(purchaseKey(p.domain, p.generation), p);
+  }
+
+  /**
+   * A record stored as the batch wrote it: held, unless a newer generation's already was
+   * (storeRecord's rule). Not known here yet, it is left to be read (after the write) if asked.
+   */
+  stored(held: HeldCompany): void {
+    const before = this.held.get(held.domain);
+    if (before === undefined) return;
+    if (before === null || held.generation >= before.generation) this.held.set(held.domain, held);
+  }
 }
 
 /**
@@ -103,7 +189,9 @@ export class RecordWriter {
     try {
       // Lookups are most of a big run's rows: they go in many to a statement.
       this.insertLookups(batch, now);
-      const claims = batch.map((p) => (p.event.type === 'match' ? OK : this.apply(p.event, now)));
+      const view = new BatchView(this.store, this.serviceId);
+      view.readAhead(batch.map((p) => p.event));
+      const claims = batch.map((p) => (p.event.type === 'match' ? OK : this.apply(p.event, now, view)));
       db.exec('COMMIT');
       return claims;
     } catch (error) {
@@ -118,7 +206,8 @@ export class RecordWriter {
     // BEGIN would take the write lock only then, failing (SQLITE_BUSY_SNAPSHOT) if another process
     // committed in between.
     this.store.db.transaction(() => {
-      for (const { event, at } of events) this.apply(event, at);
+      const view = new BatchView(this.store, this.serviceId);
+      for (const { event, at } of events) this.apply(event, at, view);
     }).immediate();
   }
 
@@ -138,44 +227,39 @@ export class RecordWriter {
     for (let at = 0; at < rows.length; at += LOOKUP_ROWS * 6) {
       const chunk = rows.slice(at, at + LOOKUP_ROWS * 6);
       const n = chunk.length / 6;
-      this.store.sql(`INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES ${'(?, ?, ?, ?, ?, ?), '.repeat(n - 1)}(?, ?, ?, ?, ?, ?)`).run(...chunk);
+      this.store.sql(`INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES ${'(?, ?, ?, ?, ?, ?), '.repeat(n - 1)}(?, ?, ?, ?, ?, ?)`).run(chunk);
     }
   }
 
-  private apply(event: StoreEvent, now: number): Claim {
+  private apply(event: StoreEvent, now: number, view: BatchView): Claim {
     switch (event.type) {
       case 'match':
         if (event.status === 'error') return OK;
         this.store
           .sql('INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES (?, ?, ?, ?, ?, ?)')
-          .run(this.serviceId, event.domain, event.status, event.company ?? null, event.name ?? null, now);
+          .run([this.serviceId, event.domain, event.status, event.company ?? null, event.name ?? null, now]);
         return OK;
       case 'intent':
-        return this.claim(event, now);
+        return this.claim(event, now, view);
       case 'enrich': {
         const at = event.at ?? now;
-        if (event.status === 'hit') this.storeRecord(event, at);
-        this.save(applyOutcome(this.kept(event.company, event.generation), event, this.run, now));
+        if (event.status === 'hit') this.storeRecord(event, at, view);
+        this.save(applyOutcome(view.purchase(event.company, event.generation), event, this.run, now), view);
         return OK;
       }
       case 'release':
-        this.save(applyRelease(this.kept(event.company, event.generation), event, this.run));
+        this.save(applyRelease(view.purchase(event.company, event.generation), event, this.run), view);
         return OK;
       case 'unclaim':
-        this.save(applyUnclaim(this.kept(event.company, event.generation), event, this.run));
+        this.save(applyUnclaim(view.purchase(event.company, event.generation), event, this.run), view);
         return OK;
     }
   }
 
-  /** The purchase of one company's generation, as kept; null when there is none. */
-  private kept(domain: string, generation: number): KeptPurchase | null {
-    const row = this.store.sql(`SELECT ${KEPT_COLUMNS} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`).raw(true).get(this.serviceId, domain, generation) as KeptRow | undefined;
-    return row === undefined ? null : toKept(row);
-  }
-
   /** Writes a purchase as the rules (store/purchase.ts) left it. */
-  private save(p: KeptPurchase | null): void {
+  private save(p: KeptPurchase | null, view: BatchView): void {
     if (p === null) return;
+    view.wrote(p);
     this.store
       .sql(
         `INSERT INTO purchases (service, domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, outcome, credits, owner_run, run, opened_at, closed_at)
@@ -185,32 +269,35 @@ export class RecordWriter {
            error_code = excluded.error_code, lost_at = excluded.lost_at, outcome = excluded.outcome, credits = excluded.credits,
            owner_run = excluded.owner_run, run = excluded.run, closed_at = excluded.closed_at`,
       )
-      .run(this.serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt);
+      .run([this.serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt]);
   }
 
   /** The intent, written only if this run may buy (store/purchase.ts decideClaim). */
-  private claim(event: IntentEvent, now: number): Claim {
+  private claim(event: IntentEvent, now: number, view: BatchView): Claim {
     const decision = decideClaim({
-      held: heldCompany(this.store, this.serviceId, event.company),
-      kept: this.kept(event.company, event.generation),
+      held: view.holding(event.company),
+      kept: view.purchase(event.company, event.generation),
       event,
       run: this.run,
       now,
       alive: (run) => run === this.run || this.store.runAlive(run, now),
     });
     if ('busy' in decision) {
-      const run = this.store.sql('SELECT pid, host FROM runs WHERE id = ?').raw(true).get(decision.busy) as [number, string] | undefined;
+      const run = this.store.sql('SELECT pid, host FROM runs WHERE id = ?').raw(true).get([decision.busy]) as [number, string] | undefined;
       if (run === undefined) return { kind: 'busy' };
       // The host only when it is another machine's (a store on a share).
       return run[1] === this.store.host ? { kind: 'busy', pid: run[0] } : { kind: 'busy', pid: run[0], host: run[1] };
     }
-    this.save(decision.write);
+    this.save(decision.write, view);
     return decision.claim;
   }
 
   /** A hit's record, unless a newer generation's is already held. */
-  private storeRecord(e: EnrichEvent, at: number): void {
+  private storeRecord(e: EnrichEvent, at: number, view: BatchView): void {
     if (e.record === undefined) return;
+    const charged = e.charged ?? 0;
+    const lastUpdated = e.record.last_updated || null;
+    view.stored({ domain: e.company, name: e.record.name, boughtAt: at, lastUpdated, generation: e.generation, credits: charged });
     this.store
       .sql(
         `INSERT INTO companies (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run)
@@ -220,6 +307,6 @@ export class RecordWriter {
            generation = excluded.generation, run = excluded.run
          WHERE excluded.generation >= companies.generation`,
       )
-      .run(this.serviceId, e.company, e.record.name, JSON.stringify(e.record), at, e.record.last_updated || null, e.keyUsed ?? null, e.charged ?? 0, e.generation, this.run);
+      .run([this.serviceId, e.company, e.record.name, JSON.stringify(e.record), at, lastUpdated, e.keyUsed ?? null, charged, e.generation, this.run]);
   }
 }
