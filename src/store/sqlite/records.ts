@@ -12,6 +12,8 @@ import { COMPANY_COLUMNS, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, ty
  * their commit and its fsync (a paid call waits on it).
  */
 const TIMING = { batchMs: 20, batchRows: 2_000, intentGatherMs: 1 };
+/** Records read by one statement (ServiceRecords.records). */
+const RECORDS_AT_ONCE = 512;
 /** Up to this many keys are always read by point queries (ServiceRecords.visit). */
 const FEW_KEYS = 64;
 /** How often a run says it is alive (its lease, in sqlite.ts, is a few of these). */
@@ -163,16 +165,20 @@ export class ServiceRecords implements ServiceStore {
     return state;
   }
 
-  /** In one read transaction: thousands of point reads share its locks and page cache. */
+  /**
+   * In one read transaction, many keys to a statement (a point read each cost four times as
+   * much: 6,000 records took 70 ms of a 20,000-domain run's results).
+   */
   async records(companies: readonly string[]): Promise<Map<string, CompanyRecord>> {
     const found = new Map<string, CompanyRecord>();
     if (companies.length === 0) return found;
     this.snapshot(() => {
-      const read = this.store.sql('SELECT record FROM companies WHERE service = ? AND domain = ?').raw(true);
-      for (const company of companies) {
-        const row = read.get(this.serviceId, company) as [string] | undefined;
-        const record = row === undefined ? null : parseRecord(row[0]);
-        if (record !== null) found.set(company, record);
+      const read = this.store.sql('SELECT domain, record FROM companies WHERE service = ? AND domain IN (SELECT value FROM json_each(?))').raw(true);
+      for (let at = 0; at < companies.length; at += RECORDS_AT_ONCE) {
+        for (const row of read.iterate([this.serviceId, JSON.stringify(companies.slice(at, at + RECORDS_AT_ONCE))]) as Iterable<[string, string]>) {
+          const record = parseRecord(row[1]);
+          if (record !== null) found.set(row[0], record);
+        }
       }
     });
     return found;
