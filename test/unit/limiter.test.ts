@@ -260,6 +260,26 @@ describe('Window (requests in flight)', () => {
     expect(near.size).toBe(16);
   });
 
+  it('keeps more in flight for a service that takes thousands a second, however its answers slow: one for every 100 it took in the last second, up to 64', () => {
+    // A local service on a machine this process shares: answers slow as more are in flight, since
+    // both sides queue for the processors, yet more in flight is more done (fewer turns of each
+    // event loop per request). Judged by latency alone (eight times the fastest lately, a few fast
+    // ones now and then), the window sat at 16.
+    const latency = (i: number): number => (i % 1500 < 30 ? 1 : 8);
+    const fast = new Window(128);
+    let now = 0;
+    for (let i = 0; i < 12_000; i++) fast.onAnswer(latency(i), Number.POSITIVE_INFINITY, true, 'match', (now += 0.1));
+    expect(fast.size).toBe(64);
+    // The same answers at 1,000 a second: the floor is 16, and the window shrinks to it.
+    const slow = new Window(128);
+    now = 0;
+    for (let i = 0; i < 12_000; i++) slow.onAnswer(latency(i), Number.POSITIVE_INFINITY, true, 'match', (now += 1));
+    expect(slow.size).toBe(16);
+    // Once the rate falls (the last second's count), so does the floor.
+    for (let i = 0; i < 3000; i++) fast.onAnswer(latency(i), Number.POSITIVE_INFINITY, true, 'match', (now += 1));
+    expect(fast.size).toBe(16);
+  });
+
   it('forgets a slow start: the fastest latency is a recent one', () => {
     const window = new Window(128);
     // Cold: every answer slow, so slow is all it knows as fast; it grows.
