@@ -10,8 +10,10 @@ export interface WriteItem {
 
 /** The claim of an event that claims nothing (all but intents), and of an intent this run may buy under. */
 export const OK: Claim = { kind: 'ok' };
-/** Lookups per INSERT statement (6 parameters each, well under SQLite's limit of 32,766). */
-const LOOKUP_ROWS = 200;
+/** Lookups per INSERT statement, largest first (6 parameters each, well under SQLite's limit of 32,766). */
+const LOOKUP_ROWS = [200, 50, 10, 1];
+const lookupInsert = (n: number): string =>
+  `INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES ${'(?, ?, ?, ?, ?, ?), '.repeat(n - 1)}(?, ?, ?, ?, ?, ?)`;
 
 /** A purchase row with who holds it and what it cost (store/purchase.ts KeptPurchase). */
 type KeptRow = [...PurchaseRow, number, number | null, number];
@@ -224,10 +226,13 @@ export class RecordWriter {
     lookups.sort((a, b) => (a.domain < b.domain ? -1 : a.domain > b.domain ? 1 : 0));
     const rows: unknown[] = [];
     for (const event of lookups) rows.push(this.serviceId, event.domain, event.status, event.company ?? null, event.name ?? null, now);
-    for (let at = 0; at < rows.length; at += LOOKUP_ROWS * 6) {
-      const chunk = rows.slice(at, at + LOOKUP_ROWS * 6);
-      const n = chunk.length / 6;
-      this.store.sql(`INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES ${'(?, ?, ?, ?, ?, ?), '.repeat(n - 1)}(?, ?, ?, ?, ?, ?)`).run(chunk);
+    // Statements of a few sizes only: each prepared statement stays cached for the connection's
+    // life, and one for every size a batch happened to have (up to 200, a few hundred KiB each)
+    // held 8 MiB of a 20,000-domain run's peak.
+    for (let at = 0; at < lookups.length; ) {
+      const n = LOOKUP_ROWS.find((size) => size <= lookups.length - at) as number;
+      this.store.sql(lookupInsert(n)).run(rows.slice(at * 6, (at + n) * 6));
+      at += n;
     }
   }
 
