@@ -59,8 +59,13 @@ export function baselineWasm(): void {
  */
 export const TUNE_HEAP_FROM_BYTES = 256 * 1024;
 
-/** A tuned run's young generation stops growing at this many MiB a semi-space (V8's own limit is 16). */
-export const YOUNG_SEMI_MIB = 4;
+/**
+ * A tuned run's young generation stops growing at this many MiB a semi-space (V8's own limit is
+ * 16). At 4, a 20,000-domain run (companies spread through it) collected so often that it took
+ * 1.08x the wall time of 8, for 9 MiB less at its peak (paired runs, 2026-11-27); at 16, 20 MiB
+ * more than at 4, and no faster than 8.
+ */
+export const YOUNG_SEMI_MIB = 8;
 
 /** Whether tuneHeap tuned this run: then holdYoungGeneration holds the young generation too. */
 let tuned = false;
@@ -87,8 +92,8 @@ export function tuneHeap(inputBytes: number, env: NodeJS.ProcessEnv = process.en
 /**
  * Holds a tuned run's young generation once it has grown to YOUNG_SEMI_MIB a semi-space. V8
  * doubles it up to 16 MiB (32 with both halves) whenever enough has survived since it last grew,
- * and a run keeps much alive (its input's rows at the start, its answers after): the last 24 MiB
- * were a sixth of a 20,000-domain run's peak and bought no measurable speed. Each collection
+ * and a run keeps much alive (its input's rows at the start, its answers after): the last 16 MiB
+ * were an eighth of a 20,000-domain run's peak and bought no measurable speed. Each collection
  * reads the growth factor, so setting it to 1 stops the growth where it is. It is judged again
  * after every collection (watching from tuneHeap on): V8 puts the factor back to 2 whenever it
  * sets up an isolate, a worker thread's included (so it is also set at once when the store's

@@ -36,13 +36,13 @@ describe('holdYoungGeneration', () => {
   it.runIf(tunes)("holds a big run's young generation where it stood, though a worker thread's start put V8's growth back", () => {
     const held = youngAfterLoad(true);
     expect(held).toBeGreaterThan(0);
-    expect(held).toBeLessThanOrEqual(2 * 4 * 2);
+    expect(held).toBeLessThanOrEqual(2 * YOUNG_SEMI_MIB * 2);
     // Untuned, the same load grows it to V8's own limit: the hold is what keeps it small.
     expect(youngAfterLoad(false)).toBeGreaterThan(held);
   });
 
   it.runIf(tunes)('leaves a young generation the user sized alone', () => {
-    expect(youngAfterLoad(true, { ...process.env, NODE_OPTIONS: `${process.env['NODE_OPTIONS'] ?? ''} --max-semi-space-size=32` })).toBeGreaterThan(2 * 4 * 2);
+    expect(youngAfterLoad(true, { ...process.env, NODE_OPTIONS: `${process.env['NODE_OPTIONS'] ?? ''} --max-semi-space-size=64` })).toBeGreaterThan(2 * YOUNG_SEMI_MIB * 2);
   });
 });
 
