@@ -446,6 +446,51 @@ describe('the team store on PostgreSQL', () => {
     await cron.close();
   });
 
+  it("reads only a batch's own purchases and holdings, on a new store whose statistics are not gathered yet, by custom plan and by generic", async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const store = await PgStore.open(url, { tool: 'test' });
+    const run = await store.beginRun('svc', info);
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      const [{ id }] = (await c.query<{ id: number }>('SELECT id FROM services')).rows as [{ id: number }];
+      // 3,000 companies bought before, and no ANALYZE since (autovacuum's first pass is a minute off).
+      await c.query(`INSERT INTO companies (service, domain, name, record, bought_at, credits, generation) SELECT $1, 'old-' || n || '.com', 'Old', '{}', 1, 1, 1 FROM generate_series(1, 3000) n`, [id]);
+      await c.query(`INSERT INTO purchases (service, domain, generation, key_version, outcome, opened_at, closed_at, credits) SELECT $1, 'old-' || n || '.com', 1, 1, 'hit', 1, 2, 1 FROM generate_series(1, 3000) n`, [id]);
+      const events: StoreEvent[] = [];
+      for (let i = 0; i < 10; i++) events.push(intent(`new-${i}.com`), intent(`old-${i * 7 + 1}.com`, { generation: 2 }));
+      for (let i = 0; i < 10; i++) events.push(hit(`old-${i * 11 + 2}.com`, 1, 1_700_000_000_000));
+      const plan = new BatchPlan(id, run.runId, store.host, events, 1_700_000_000_000, []);
+      /** The most rows any scan of purchases or companies produced in a plan. */
+      const mostRead = (node: Record<string, unknown>): number =>
+        Math.max(
+          ['purchases', 'companies'].includes(node['Relation Name'] as string) ? Number(node['Actual Rows']) : 0,
+          ...((node['Plans'] as Record<string, unknown>[] | undefined) ?? []).map(mostRead),
+        );
+      for (const mode of ['auto', 'force_generic_plan']) {
+        for (const [i, statement] of plan.statements.entries()) {
+          await c.query('BEGIN');
+          await c.query(`SET LOCAL plan_cache_mode = ${mode}`);
+          await c.query(`PREPARE s${i} AS ${statement.text}`);
+          // EXECUTE takes its arguments as literals, not as parameters: arrays in PostgreSQL's text form.
+          const element = (v: unknown): string => (v === null ? 'NULL' : typeof v === 'string' ? `"${v.replace(/["\\]/g, (m) => `\\${m}`)}"` : String(v));
+          const literal = (v: unknown): string => (v === null || v === undefined ? 'NULL' : c.escapeLiteral(Array.isArray(v) ? `{${v.map(element).join(',')}}` : String(v)));
+          const args = statement.values.map(literal).join(', ');
+          const { rows } = await c.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE s${i}${args === '' ? '' : `(${args})`}`);
+          await c.query('ROLLBACK');
+          await c.query(`DEALLOCATE s${i}`);
+          const read = mostRead((rows[0] as { 'QUERY PLAN': [{ Plan: Record<string, unknown> }] })['QUERY PLAN'][0].Plan);
+          // The batch names 30 companies; a scan of the service's every row read 3,000.
+          expect(read, `${mode}: ${statement.text.slice(0, 60)}`).toBeLessThanOrEqual(60);
+        }
+      }
+    } finally {
+      await c.end();
+      await store.close();
+    }
+  });
+
   it('refuses a store a newer enrich wrote, and says in one line when the server cannot be reached', async () => {
     const url = await freshDatabase();
     pgRan++;

@@ -37,8 +37,11 @@ found AS (
     o.pid AS o_pid, o.host AS o_host, o.started_at AS o_started_at,
     (p.owner_run IS NOT NULL AND ${ALIVE('p.owner_run')}) AS o_alive
   FROM input i
-  LEFT JOIN companies h ON h.service = $1 AND h.domain = i.domain
-  LEFT JOIN purchases p ON p.service = $1 AND p.domain = i.domain AND p.generation = i.generation
+  -- domain = ANY($4) as well: without it, on a store whose statistics are not yet gathered (a new
+  -- one, its first minute), the planner took service = $1 for a rare value and read every
+  -- purchase of the service for each batch, a run slowing as it bought.
+  LEFT JOIN companies h ON h.service = $1 AND h.domain = i.domain AND h.domain = ANY($4::text[])
+  LEFT JOIN purchases p ON p.service = $1 AND p.domain = i.domain AND p.generation = i.generation AND p.domain = ANY($4::text[])
   LEFT JOIN runs o ON o.id = p.owner_run
 ),
 decided AS (

@@ -177,7 +177,7 @@ export class PgLedger implements LedgerStore {
           `WITH freed AS (
              UPDATE purchases p SET key_version = p.key_version + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, owner_run = NULL
                FROM unnest($2::text[], $3::int[], $4::int[]) AS u(domain, generation, v)
-              WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.key_version = u.v AND ${AT_RISK}
+              WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.domain = ANY($2::text[]) AND p.key_version = u.v AND ${AT_RISK}
                 AND (p.owner_run IS NULL OR NOT EXISTS (SELECT 1 FROM runs o WHERE o.id = p.owner_run AND ${ALIVE('o', '$5')}))
              RETURNING p.service, p.domain, p.generation)
            SELECT domain, generation, pg_notify($6, service::text || ':' || domain) FROM freed`,
