@@ -190,17 +190,22 @@ const RECORD_WINDOW = ROW_WINDOW;
 
 /**
  * The records the results show, read from the store a window of rows at a time (one batched read
- * each, never one per row, and never all of a million-row input's records at once).
+ * each, never one per row, and never all of a million-row input's records at once), but for
+ * companies whose every row to come is formatted already (`needless`).
  */
-function recordWindow(scan: ScanResult, state: RunState, records: ServiceStore): { prepare(from: number, to: number): Promise<void>; read(domain: string): CompanyRecord | null } {
+function recordWindow(
+  scan: ScanResult,
+  state: RunState,
+  records: ServiceStore,
+): { prepare(from: number, to: number, needless: (c: Company) => boolean): Promise<void>; read(domain: string): CompanyRecord | null } {
   const held = new Map<string, CompanyRecord>();
   return {
-    async prepare(from, to) {
+    async prepare(from, to, needless) {
       if (held.size >= RECORD_WINDOW) held.clear();
       const wanted = new Set<string>();
       for (let row = from; row < to; row++) {
         const company = rowCompany(scan.rowRefs.get(row), state);
-        if (company !== undefined && showsRecord(company) && !held.has(company.domain)) wanted.add(company.domain);
+        if (company !== undefined && showsRecord(company) && !held.has(company.domain) && !needless(company)) wanted.add(company.domain);
       }
       for (const [domain, record] of await records.records([...wanted])) held.set(domain, record);
     },
@@ -479,6 +484,16 @@ async function connect(options: RunOptions, cleanups: Cleanups): Promise<Service
   return createClient({ baseUrl, apiKey, dispatcher, userAgent: `enrich/${VERSION} node/${process.versions.node}` });
 }
 
+/** The formatted results of rows, each distinct one made once (formattedResults). */
+interface Formatted<T> {
+  /** Row i's result, formatted. */
+  of(row: number): T;
+  /** Whether every row of company `c` to come is formatted already (its first and its repeats): its record is not needed. */
+  done(c: Company): boolean;
+  /** Between windows of rows: lets the formatted results go when there are many. */
+  trim(): void;
+}
+
 /**
  * Row i -> its result, formatted by `format`: each distinct result (a company, a miss, an invalid
  * reason; see resultKey) is built and formatted once, however many rows share it, and every row
@@ -490,34 +505,43 @@ function formattedResults<T>(
   build: (ref: number) => RowResult,
   format: (result: RowResult) => T,
   tally: RowTally,
-): (row: number) => T {
+): Formatted<T> {
   const cache = new Map<string, { status: RowResult['status']; value: T }>();
   // Companies whose first row was written: their later rows say `repeat`, so that counting
   // `bought` rows counts credits (one a company), not rows.
   const seen = new Set<string>();
-  return (row) => {
-    const ref = scan.rowRefs.get(row);
-    let key = resultKey(ref, state);
-    const repeat = key.startsWith('c') && seen.has(key);
-    if (key.startsWith('c')) seen.add(key);
-    if (repeat) key += '+';
-    let hit = cache.get(key);
-    if (hit === undefined) {
-      let result = build(ref);
-      if (repeat && result.source !== null) result = { ...result, source: 'repeat' };
-      hit = { status: result.status, value: format(result) };
+  return {
+    of(row) {
+      const ref = scan.rowRefs.get(row);
+      let key = resultKey(ref, state);
+      const repeat = key.startsWith('c') && seen.has(key);
+      if (key.startsWith('c')) seen.add(key);
+      if (repeat) key += '+';
+      let hit = cache.get(key);
+      if (hit === undefined) {
+        let result = build(ref);
+        if (repeat && result.source !== null) result = { ...result, source: 'repeat' };
+        hit = { status: result.status, value: format(result) };
+        cache.set(key, hit);
+      }
+      tally[hit.status]++;
+      return hit.value;
+    },
+    done: (c) => cache.has(`c${c.index}`) && cache.has(`c${c.index}+`),
+    // Only between windows: a window's rows are formatted from what was there when its records were read.
+    trim() {
       if (cache.size >= 100_000) cache.clear();
-      cache.set(key, hit);
-    }
-    tally[hit.status]++;
-    return hit.value;
+    },
   };
 }
 
 function countResults(scan: ScanResult, state: RunState, dryRun: boolean, stop: Stop | null): RowTally {
   const tally = emptyTally();
   const status = formattedResults(scan, state, (ref) => resultForRow(ref, state, null, { dryRun, stop }), (r) => r.status, tally);
-  for (let i = 0; i < scan.rows; i++) status(i);
+  for (let i = 0; i < scan.rows; i++) {
+    if (i % ROW_WINDOW === 0) status.trim();
+    status.of(i);
+  }
   return tally;
 }
 
@@ -540,12 +564,19 @@ async function writeResults({ options, scan, state, input, format, records, stop
   const sink = await openSink(options.output, ctx.stdout);
   const window = recordWindow(scan, state, records);
   const build = (ref: number): RowResult => resultForRow(ref, state, window.read, { dryRun: options.dryRun, stop });
+  const raw = { raw: options.rawServiceText === true };
+  // Before each window of rows: the records its rows need that are not formatted already.
+  const preparing = (results: Formatted<unknown>) => async (from: number, to: number): Promise<void> => {
+    results.trim();
+    await window.prepare(from, to, results.done);
+  };
   const checkpoint = (): void => {
     if (ctx.interrupt.aborted) throw new InterruptedError('interrupted while writing results; everything bought is in the store, run the same command to write them');
   };
   let done = false;
   try {
     if (options.format === 'csv') {
+      const results = formattedResults(scan, state, build, (r) => csvResultSuffix(r, format, raw), tally);
       await copyCsvWithResults({
         inputPath: input.path,
         sink,
@@ -555,11 +586,12 @@ async function writeResults({ options, scan, state, input, format, records, stop
         rows: scan.rows,
         rowEnds: scan.rowEnds,
         rowStarts: scan.rowStarts,
-        suffix: formattedResults(scan, state, build, (r) => csvResultSuffix(r, format, { raw: options.rawServiceText === true }), tally),
-        prepare: window.prepare,
+        suffix: results.of,
+        prepare: preparing(results),
         checkpoint,
       });
     } else {
+      const results = formattedResults(scan, state, build, jsonlResultFormatter(scan.header, raw), tally);
       await writeJsonlResults({
         inputPath: input.path,
         displayName: input.displayName,
@@ -567,8 +599,8 @@ async function writeResults({ options, scan, state, input, format, records, stop
         format,
         header: scan.header,
         headerless: scan.headerless,
-        result: formattedResults(scan, state, build, jsonlResultFormatter(scan.header, { raw: options.rawServiceText === true }), tally),
-        prepare: window.prepare,
+        result: results.of,
+        prepare: preparing(results),
         checkpoint,
       });
     }
