@@ -90,9 +90,15 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   // As many matches as the scheduler has room for now, and 32 more queued: what waits in its queue
   // waits in memory, long enough to outlive a young collection or two (up to matchWindow).
   const matchRoom = (): number => Math.min(options.matchWindow, deps.scheduler.window.size + 32);
+  // The requests left, for the limiter's last stretch: the matches not yet queued, and each task
+  // under way (a match may bring an enrich after it).
+  let matchesLeft = 0;
+  for (let d = 0; d < state.domainCount; d++) if (state.needsMatch(d)) matchesLeft++;
+  deps.scheduler.remainingFrom(() => 2 * matchesLeft + window.remaining);
   for (let d = 0; d < state.domainCount; d++) {
     if (stops.all.signal.aborted) break;
     if (!state.needsMatch(d)) continue;
+    matchesLeft--;
     const wait = window.room(matchRoom, stops.all.signal);
     if (wait !== undefined) await wait;
     if (stops.all.signal.aborted) break;

@@ -219,6 +219,11 @@ export class Scheduler {
     this.queue = new LaneQueue(this.window.size);
   }
 
+  /** Where the limiter asks how many requests the run has left to send (its last stretch). */
+  remainingFrom(remaining: () => number): void {
+    this.limiter.remainingFrom(remaining);
+  }
+
   /** Runs `call` as one request. Rejects with StoppedError if `signal` aborts before it starts. */
   run<T>(lane: Lane, call: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     return this.queue.add(lane, () => this.send(lane, call, signal));

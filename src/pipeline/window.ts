@@ -13,6 +13,11 @@ export class Window {
 
   constructor(private readonly onFailure: () => void) {}
 
+  /** Requests the tasks under way may still send: a match and the enrich it may bring, or an enrich. */
+  get remaining(): number {
+    return this.outstanding + this.matches;
+  }
+
   track(task: Promise<void>, isMatch: boolean): void {
     this.outstanding++;
     if (isMatch) this.matches++;

@@ -145,6 +145,30 @@ describe('AdaptiveLimiter', () => {
     expect(await released(false)).toBeLessThan(350); // every gap at least the interval, late or not
   });
 
+  it("holds the pace in a run's last stretch, a little lower, and grows it no more", async () => {
+    /** A second of paced traffic, callers always queued (so the pace may grow), each answered. */
+    const traffic = async (left: number): Promise<number[]> => {
+      const clock = new SimClock();
+      const limiter = new AdaptiveLimiter({ clock, initialRate: 100 });
+      limiter.remainingFrom(() => left);
+      const rates: number[] = [];
+      const queued = Array.from({ length: 400 }, () => limiter.acquire());
+      for (const turn of queued) {
+        await clock.run(turn, 60_000);
+        limiter.onAccepted(clock.now() - 1);
+        rates.push(limiter.rate);
+        if (clock.now() >= 1000) break;
+      }
+      return rates;
+    };
+    const far = await traffic(100_000);
+    expect(far.at(-1)).toBeGreaterThan(100); // slow start, with callers waiting
+    // Fewer requests left than a second and a half at the pace: 3% lower at once, and no growth.
+    const near = await traffic(100);
+    expect(near[0]).toBeCloseTo(97, 6);
+    expect(Math.max(...near)).toBeCloseTo(97, 6);
+  });
+
   it('lets a caller that gives up leave the queue', async () => {
     const clock = new SimClock();
     const limiter = new AdaptiveLimiter({ clock, initialRate: 1 });
@@ -396,6 +420,16 @@ describe('against what real services do (simulated time, the real executor)', ()
       expect(w).toBeGreaterThanOrEqual(d - 0.03);
     });
   }
+
+  it("ends a run at the ceiling too: a request refused in its last stretch would wait out its Retry-After after the rest (20 seeds)", async () => {
+    // A deep bucket hides how far over it the pace was until it is empty, and its last tokens
+    // inflate what was accepted: the pace climbed back over the ceiling, and half the runs had a
+    // request refused in their last second and retried a second later, ending at 0.91 to 0.94.
+    const runs = await Promise.all(Array.from({ length: 20 }, (_, i) => simulate({ rate: 500, burst: 500, latencyMs: 0, latency: UNIFORM, seed: 100 + i }, 3000)));
+    const shares = runs.map((r) => r.ofCeiling).sort((a, b) => a - b);
+    expect(shares[0]).toBeGreaterThanOrEqual(0.93);
+    expect(shares.filter((s) => s < 0.95).length).toBeLessThanOrEqual(1);
+  });
 
   for (const [name, server] of [
     ['whose way there jitters uniformly by up to 1 ms', { rate: 100, burst: 1, latencyMs: 20, way: { kind: 'uniform', minMs: 0, maxMs: 1 } }],
