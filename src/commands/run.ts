@@ -527,7 +527,8 @@ function formattedResults<T>(
       tally[hit.status]++;
       return hit.value;
     },
-    done: (c) => cache.has(`c${c.index}`) && cache.has(`c${c.index}+`),
+    // Once its first row is out, a company's rows are all repeats: its first row's result may be let go.
+    done: (c) => seen.has(`c${c.index}`) && cache.has(`c${c.index}+`),
     // Only between windows: a window's rows are formatted from what was there when its records were read.
     trim() {
       if (cache.size >= 100_000) cache.clear();
