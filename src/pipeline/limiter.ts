@@ -96,10 +96,11 @@ const SHALLOW_DENSE = 15;
 const SHALLOW_COMPOUND = 2;
 
 /**
- * A run's last stretch: fewer requests left than this many seconds' worth at the pace. A request
- * refused there waits out its Retry-After after the rest are done, so the run ends that much
- * later (a second of a 12-second run), while a faster pace found there would buy nothing: the pace
- * stops growing and sits TAIL_MARGIN lower. Against a 500 req/s bucket 500 deep, with answers in
+ * A run's last stretch: fewer requests left than this many seconds' worth at the pace (once slow
+ * start is over). A request refused there waits out its Retry-After after the rest are done, so
+ * the run ends that much later (a second of a 12-second run), while a faster pace found there
+ * would buy nothing: the pace stops growing and sits TAIL_MARGIN lower, until the run turns out
+ * longer (twice the stretch left). Against a 500 req/s bucket 500 deep, with answers in
  * 100-300 ms, half the simulated runs lost a second so (climbing back to a plateau a deep bucket's
  * last tokens had inflated) and ended at 0.91 to 0.94 of the ceiling; the bench's row did too.
  */
@@ -181,9 +182,14 @@ export class AdaptiveLimiter implements Pace {
     return this.pacer.queued;
   }
 
-  /** Where to ask how many requests the run has left to send (an estimate; a run's last stretch: TAIL_SECONDS). */
+  /**
+   * Where to ask how many requests the run has left to send (an estimate; a run's last stretch:
+   * TAIL_SECONDS). Each pass over the work tells it afresh: the last stretch of a dry pass (a
+   * terminal's question before buying) is not the purchase pass's.
+   */
   remainingFrom(remaining: () => number): void {
     this.remaining = remaining;
+    this.inTail = false;
   }
 
   /**
@@ -193,11 +199,19 @@ export class AdaptiveLimiter implements Pace {
    * again before a refusal says so.
    */
   private tail(): boolean {
-    if (this.inTail || !this.paced || this.remaining() >= this.rate * TAIL_SECONDS) return this.inTail;
+    // Not in slow start: its pace is no estimate of the ceiling, and held there it stayed far under.
+    if (!this.paced || this.slowStart) return false;
+    const left = this.remaining();
+    if (this.inTail) {
+      // Left again when the run outlives it (retries, a cut): growth goes on along the curve.
+      if (left < 2 * this.rate * TAIL_SECONDS) return true;
+      this.inTail = false;
+      return false;
+    }
+    if (left >= this.rate * TAIL_SECONDS) return false;
     this.inTail = true;
     const recovering = this.from > 0 && this.options.clock.now() - this.lastDecrease < 2 * this.plateau * 1000;
     this.rate = Math.max(1, (recovering ? Math.min(this.rate, this.from) : this.rate) * TAIL_MARGIN);
-    this.plateauRate = Math.min(this.plateauRate, this.rate);
     this.kick();
     return true;
   }

@@ -263,6 +263,25 @@ const simCompany = (domain: string) => ({
  * fixed window), on simulated time: `domains` matches that all hit, then as many enriches.
  */
 export async function simulate(server: SimServerOptions, domains: number, concurrency = 128, observe?: (limiter: AdaptiveLimiter, scheduler: Scheduler, clock: SimClock) => void): Promise<SimResult> {
+  return (await simulatePasses(server, domains, { concurrency, ...(observe === undefined ? {} : { observe }) })).result;
+}
+
+export interface Passes {
+  concurrency?: number;
+  observe?: (limiter: AdaptiveLimiter, scheduler: Scheduler, clock: SimClock) => void;
+  /**
+   * A dry pass first (matches only), then this long before the purchase pass, as a person at a
+   * terminal answering the question before a large spend (commands/run.ts): one limiter and
+   * scheduler for both, as the CLI has.
+   */
+  dryFirstMs?: number;
+  /** Domains an earlier run matched already: only bought. */
+  known?: number;
+}
+
+/** simulate, with a dry pass first if asked: the result, and how long the purchase pass took. */
+export async function simulatePasses(server: SimServerOptions, domains: number, passes: Passes = {}): Promise<{ result: SimResult; purchaseMs: number }> {
+  const concurrency = passes.concurrency ?? 128;
   const clock = new SimClock();
   const random = mulberry32(server.seed ?? 1);
   const service = new SimService(server, clock, random);
@@ -272,23 +291,34 @@ export async function simulate(server: SimServerOptions, domains: number, concur
   };
 
   const state = new RunState();
-  for (let i = 0; i < domains; i++) state.addDomain(`company-${i}.com`);
+  for (let i = 0; i < domains; i++) {
+    const d = state.addDomain(`company-${i}.com`);
+    if (i < (passes.known ?? 0)) state.loadDomain(d, { action: 'hit', company: `company-${i}.com`, name: `company-${i}.com` });
+  }
   const limiter = new AdaptiveLimiter({ clock });
   const scheduler = new Scheduler(limiter, clock, concurrency);
-  observe?.(limiter, scheduler, clock);
+  passes.observe?.(limiter, scheduler, clock);
   const progress = new Progress();
-  const stop = await clock.run(
-    execute(
-      state,
-      { dryRun: false, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchWindow: concurrency + 32, graceMs: 1000 },
-      { client, scheduler, store: memoryStore(), clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress: progress.sink },
-      new AbortController().signal,
-    ),
-    3_600_000,
-  );
-  if (stop !== null) throw new Error(`simulation stopped: ${stop.reason}`);
+  const pass = async (dryRun: boolean): Promise<void> => {
+    const stop = await clock.run(
+      execute(
+        state,
+        { dryRun, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchWindow: concurrency + 32, graceMs: 1000 },
+        { client, scheduler, store: memoryStore(), clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress: progress.sink },
+        new AbortController().signal,
+      ),
+      3_600_000,
+    );
+    if (stop !== null) throw new Error(`simulation stopped: ${stop.reason}`);
+  };
+  if (passes.dryFirstMs !== undefined) {
+    await pass(true);
+    await clock.run(clock.sleep(passes.dryFirstMs), 3_600_000);
+  }
+  const purchaseFrom = clock.now();
+  await pass(false);
   if (progress.enrichDone !== domains) throw new Error(`only ${progress.enrichDone} of ${domains} enriched`);
-  return service.result(clock.now(), limiter.pauses);
+  return { result: service.result(clock.now(), limiter.pauses), purchaseMs: clock.now() - purchaseFrom };
 }
 
 /**
