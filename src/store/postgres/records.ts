@@ -7,7 +7,7 @@ import { client, connect, describe, isConnectionLoss, placeOf, reconnecting, typ
 import { NOW_MS } from './schema.js';
 import { AGAIN, GroupCommit, type Queued } from '../group-commit.js';
 import { Heartbeat } from '../heartbeat.js';
-import { BatchPlan, commitBatch, LEASE_MS, notice, OK, OUTCOME_CHANNEL, type Claimed } from './writer.js';
+import { BatchPlan, commitBatch, LEASE_MS, notice, OK, OUTCOME_CHANNEL, Statistics, type Claimed } from './writer.js';
 
 /** Outcomes gather 20 ms (or 5,000 rows) before a commit; an intent waits only 1 ms. */
 const TIMING = { batchMs: 20, batchRows: 5_000, intentGatherMs: 1 };
@@ -71,6 +71,9 @@ export interface RecordsHost {
  * run's purchase is woken by the NOTIFY its outcome's transaction sends (waitForOutcome), and
  * polls all the same, since a notification is lost while a listener reconnects.
  */
+/** Prepared statement does not exist, already exists; cached plan must not change result type. */
+const PREPARED_GONE = new Set(['26000', '42P05', '0A000']);
+
 export class PgRecords implements ServiceStore {
   readonly storeId: string;
   private readonly group: GroupCommit;
@@ -241,6 +244,8 @@ export class PgRecords implements ServiceStore {
   private async commitBatch(batch: readonly Queued[]): Promise<(Claim | typeof AGAIN)[]> {
     const claimed = await this.commit(new BatchPlan(this.serviceId, this.run, this.store.host, batch.map((p) => p.event), this.store.now(), [...this.dead]));
     this.commits++;
+    // Committed: a failure here costs the look, not the batch (a lost connection is the next batch's).
+    await this.statistics.after(this.writer, batch.filter((p) => p.event.type !== 'match').length).catch(() => {});
     return claimed.map((c) => {
       if (c.holder === undefined || !this.goneHere(c.holder)) return c.claim;
       // The holder is a process of this host that is gone: claim again, taking it over now.
@@ -250,6 +255,7 @@ export class PgRecords implements ServiceStore {
   }
 
   private writerLost = false;
+  private readonly statistics = new Statistics();
 
   /**
    * One group commit; a connection lost under it is made again and the batch sent again (for up
@@ -262,19 +268,28 @@ export class PgRecords implements ServiceStore {
     let sent = 0;
     const claimed = await reconnecting(async () => {
       sent++;
-      if (this.writerLost) {
-        const fresh = client(this.store.url, true, this.store.queryTimeoutMs);
-        fresh.on('error', () => {});
-        await fresh.connect();
-        void this.writer.end().catch(() => {});
-        this.writer = fresh;
-        this.writerLost = false;
-      }
-      try {
-        return await commitBatch(this.writer, plan);
-      } catch (error) {
-        if (isConnectionLoss(error)) this.writerLost = true;
-        throw error;
+      for (let renewed = false; ; renewed = true) {
+        if (this.writerLost) {
+          const fresh = client(this.store.url, true, this.store.queryTimeoutMs);
+          fresh.on('error', () => {});
+          await fresh.connect();
+          void this.writer.end().catch(() => {});
+          this.writer = fresh;
+          this.writerLost = false;
+        }
+        try {
+          return await commitBatch(this.writer, plan);
+        } catch (error) {
+          if (isConnectionLoss(error)) this.writerLost = true;
+          // The session's prepared statements are not what this connection took them for (a
+          // pooler handed it a session another client had, a migration changed a cached plan's
+          // rows): the batch was rolled back, and a new connection prepares them again.
+          else if (!renewed && PREPARED_GONE.has(String((error as { code?: unknown }).code))) {
+            this.writerLost = true;
+            continue;
+          }
+          throw error;
+        }
       }
     }, this.store.reconnectMs);
     // Sent again: the first send may have landed, and taken over another run's purchase; the
