@@ -10,7 +10,7 @@ import { openLedgerStore } from '../src/store/open.js';
 import { PgStore } from '../src/store/postgres/store.js';
 import { client, connect, Session } from '../src/store/postgres/connect.js';
 import { MAINTENANCE_LOCK } from '../src/store/postgres/schema.js';
-import { BatchPlan, commitBatch, LEASE_MS } from '../src/store/postgres/writer.js';
+import { BatchPlan, commitBatch, HASHED, LEASE_MS } from '../src/store/postgres/writer.js';
 import { Store } from '../src/store/sqlite/store.js';
 import type { Lookup, ServiceStore, StoreEvent } from '../src/store/types.js';
 import { tempDir } from './helpers/cli.js';
@@ -466,6 +466,7 @@ describe('the team store on PostgreSQL', () => {
       for (const mode of statement.custom === true ? ['force_custom_plan'] : ['auto', 'force_generic_plan']) {
         await c.query('BEGIN');
         await c.query(`SET LOCAL plan_cache_mode = ${mode}`);
+        if (statement.custom === true) await c.query(HASHED);
         await c.query(`PREPARE s${i} AS ${statement.text}`);
         const args = statement.values.map(literal).join(', ');
         const { rows } = await c.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE s${i}${args === '' ? '' : `(${args})`}`);
@@ -519,7 +520,7 @@ describe('the team store on PostgreSQL', () => {
     }
   });
 
-  it('gathers the statistics of a store that has none, and then writes a batch of 2,000 purchases in rows that grow with the batch alone', async () => {
+  it('writes batches of 2,000 of every kind in rows that grow with the batch alone, on a store of 100,000 purchases never analyzed', async () => {
     const url = await freshDatabase();
     pgRan++;
     const store = await PgStore.open(url, { tool: 'test' });
@@ -528,25 +529,76 @@ describe('the team store on PostgreSQL', () => {
     try {
       const run = await store.beginRun('svc', info);
       const [{ id }] = (await c.query<{ id: number }>('SELECT id FROM services')).rows as [{ id: number }];
+      // A role that may not analyze, and autovacuum not come (or off): no statistics, ever.
+      await c.query('ALTER TABLE purchases SET (autovacuum_enabled = off); ALTER TABLE companies SET (autovacuum_enabled = off)');
+      await c.query(`INSERT INTO companies (service, domain, name, record, bought_at, credits, generation) SELECT $1, 'old-' || n || '.com', 'Old', '{}', 1, 1, 1 FROM generate_series(1, 100000) n`, [id]);
+      await c.query(`INSERT INTO purchases (service, domain, generation, key_version, outcome, opened_at, closed_at, credits) SELECT $1, 'old-' || n || '.com', 1, 1, 'hit', 1, 2, 1 FROM generate_series(1, 100000) n`, [id]);
+      await c.query(`INSERT INTO purchases (service, domain, generation, key_version, intent_key, outcome, owner_run, opened_at) SELECT $1, 'open-' || n || '.com', 1, 1, 'k-open-' || n || '.com', 'open', $2, 1 FROM generate_series(1, 2000) n`, [id, run.runId]);
+      const n = Array.from({ length: 2000 }, (_, i) => i + 1);
+      const open = (i: number): string => `open-${i}.com`;
+      const batches: [string, StoreEvent[]][] = [
+        ['outcomes', n.map((i) => (i % 2 === 0 ? hit(open(i), 1, 1_700_000_000_000) : { type: 'enrich', company: open(i), generation: 1, keyVersion: 1, status: 'miss', charged: 0, keyUsed: `k-${open(i)}`, at: 5 }))],
+        ['retired and kept', n.map((i) => ({ type: 'enrich', company: open(i), generation: 1, keyVersion: 1, status: 'error', code: 'server_error', verdict: i % 2 === 0 ? 'retired' : 'kept', lost: true, at: 5 }))],
+        ['failed', n.map((i) => ({ type: 'enrich', company: open(i), generation: 1, keyVersion: 1, status: 'error', code: 'invalid_domain', final: true, at: 5 }))],
+        ['releases', n.map((i) => ({ type: 'release', company: open(i), generation: 1 }))],
+        ['unclaims', n.map((i) => ({ type: 'unclaim', company: open(i), generation: 1, keyVersion: 1, key: `k-${open(i)}` }))],
+      ];
+      // The claims are the next test's: on a store never analyzed they rely on the writer's analyze.
+      for (const [what, events] of batches) {
+        for (const w of await planWork(c, new BatchPlan(id, run.runId, store.host, events, 1_700_000_000_000, []))) {
+          // An array of 2,000 read again for each purchase found is 4,000,000 rows; the table, 102,000.
+          expect(w.rows, `${what}, ${w.mode}: ${w.statement}`).toBeLessThanOrEqual(20 * 2000);
+        }
+      }
+      // And the writer sends them so: each update hashed, the claims as planned by statistics.
+      const sent: string[] = [];
+      const recording = new Proxy(c, {
+        get(target, key) {
+          if (key === 'query') return (q: string | { text: string }, v?: unknown[]) => (sent.push(typeof q === 'string' ? q : q.text), target.query(q as string, v));
+          const value: unknown = Reflect.get(target, key);
+          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const mixed: StoreEvent[] = [intent('new-1.com'), ...(batches[0]?.[1].slice(0, 10) ?? []), intent('new-2.com'), { type: 'release', company: open(1999), generation: 1 }];
+      await commitBatch(recording, new BatchPlan(id, run.runId, store.host, mixed, 1_700_000_000_000, []));
+      let hashed = false;
+      const seen: string[] = [];
+      for (const text of sent) {
+        if (text.startsWith('SET LOCAL enable_nestloop')) hashed = text === HASHED;
+        else if (/^\s*(UPDATE purchases|WITH input)/.test(text)) seen.push(`${text.trim().split(/\s+/).slice(0, 2).join(" ")} ${hashed ? 'hashed' : 'planned'}`);
+        if (text === 'COMMIT') hashed = false;
+      }
+      expect(seen).toStrictEqual(['WITH input planned', 'UPDATE purchases hashed', 'WITH input planned', 'UPDATE purchases hashed']);
+    } finally {
+      await c.end();
+      await store.close();
+    }
+  });
+
+  it('gathers the statistics of a store that has none when a run starts, beside its writes', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const store = await PgStore.open(url, { tool: 'test' });
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      const run = await store.beginRun('svc', info);
+      const [{ id }] = (await c.query<{ id: number }>('SELECT id FROM services')).rows as [{ id: number }];
+      // Autovacuum off: its own first analyze must not come between the insert and the run's look.
+      await c.query('ALTER TABLE purchases SET (autovacuum_enabled = off); ALTER TABLE companies SET (autovacuum_enabled = off)');
       await c.query(`INSERT INTO purchases (service, domain, generation, key_version, outcome, opened_at, closed_at, credits) SELECT $1, 'old-' || n || '.com', 1, 1, 'hit', 1, 2, 1 FROM generate_series(1, 3000) n`, [id]);
       await flushStats(c);
-      const analyzed = async (): Promise<boolean> => (await c.query<{ done: boolean }>(`SELECT last_analyze IS NOT NULL AS done FROM pg_stat_user_tables WHERE relname = 'purchases'`)).rows[0]?.done === true;
-      expect(await analyzed()).toBe(false);
-      // The run's writer looks when it starts: 3,000 purchases and no statistics.
+      const analyzed = async (): Promise<string[]> =>
+        (await c.query<{ relname: string }>(`SELECT relname FROM pg_stat_user_tables WHERE relname IN ('purchases', 'companies') AND analyze_count > 0 ORDER BY relname`)).rows.map((r) => r.relname);
+      expect(await analyzed()).toStrictEqual([]);
+      // The run's writer looks when it starts: 3,000 purchases and no statistics; no companies.
       expect(await run.append(intent('first.com'), true)).toStrictEqual({ kind: 'ok' });
-      expect(await analyzed()).toBe(true);
-      // 2,000 intents in one batch, their 2,000 outcomes in the next.
-      const intents: StoreEvent[] = [];
-      const outcomes: StoreEvent[] = [];
-      for (let i = 0; i < 2000; i++) {
-        intents.push(intent(`big-${i}.com`));
-        outcomes.push(i % 2 === 0 ? hit(`big-${i}.com`, 1, 1_700_000_000_000) : { type: 'enrich', company: `big-${i}.com`, generation: 1, keyVersion: 1, status: 'miss', charged: 0, keyUsed: `k-big-${i}.com`, at: 5 });
-      }
-      const claim = new BatchPlan(id, run.runId, store.host, intents, 1_700_000_000_000, []);
-      for (const w of await planWork(c, claim)) expect(w.rows, `${w.mode}: ${w.statement}`).toBeLessThanOrEqual(20 * 2000);
-      await commitBatch(c, claim);
-      for (const w of await planWork(c, new BatchPlan(id, run.runId, store.host, outcomes, 1_700_000_000_000, []))) {
-        // Read again for each purchase, the array alone would be 4,000,000 rows.
+      await (run as unknown as { statistics: { idle(): Promise<void> } }).statistics.idle();
+      expect(await analyzed()).toStrictEqual(['purchases']);
+      // Then a batch of 2,000 claims, new companies and new generations of held ones: 4,000,000
+      // rows before the analyze (each purchase found matched against the whole array).
+      const claims = Array.from({ length: 2000 }, (_, i) => (i % 2 === 0 ? intent(`new-${i}.com`) : intent(`old-${i}.com`, { generation: 2 })));
+      for (const w of await planWork(c, new BatchPlan(id, run.runId, store.host, claims, 1_700_000_000_000, []))) {
         expect(w.rows, `${w.mode}: ${w.statement}`).toBeLessThanOrEqual(20 * 2000);
       }
     } finally {
@@ -564,11 +616,13 @@ describe('the team store on PostgreSQL', () => {
     try {
       const run = await store.beginRun('svc', info);
       const [{ id }] = (await c.query<{ id: number }>('SELECT id FROM services')).rows as [{ id: number }];
+      await c.query('ALTER TABLE purchases SET (autovacuum_enabled = off); ALTER TABLE companies SET (autovacuum_enabled = off)');
       await c.query(`INSERT INTO purchases (service, domain, generation, key_version, outcome, opened_at, closed_at, credits) SELECT $1, 'old-' || n || '.com', 1, 1, 'hit', 1, 2, 1 FROM generate_series(1, 900) n`, [id]);
       await flushStats(c);
-      const events = (): Promise<number> => c.query(`SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'purchases'`).then((r) => Number(r.rows[0]?.analyze_count));
       expect(await run.append(intent('first.com'), true)).toStrictEqual({ kind: 'ok' });
-      expect(await events()).toBe(0);
+      await (run as unknown as { statistics: { idle(): Promise<void> } }).statistics.idle();
+      const { rows } = await c.query(`SELECT sum(analyze_count) AS n FROM pg_stat_user_tables WHERE relname IN ('purchases', 'companies')`);
+      expect(Number(rows[0]?.n)).toBe(0);
     } finally {
       await c.end();
       await store.close();

@@ -11,7 +11,7 @@ import { RUN_ALIVE } from './claim-sql.js';
 import { PgCopySource, PgCopyTarget } from './copy.js';
 import { MAINTENANCE_LOCK } from './schema.js';
 import { PgStore } from './store.js';
-import { LEASE_MS, OUTCOME_CHANNEL } from './writer.js';
+import { HASHED, LEASE_MS, OUTCOME_CHANNEL } from './writer.js';
 
 const num = (v: unknown): number => Number(v ?? 0);
 const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
@@ -173,6 +173,7 @@ export class PgLedger implements LedgerStore {
       for (const [service, list] of groupBy(purchases, (p) => p.service)) {
         const serviceId = await this.store.serviceId(service);
         await this.lockCompanies(serviceId, list.map((p) => p.domain));
+        await this.db.query(HASHED); // writer.ts: never the array read again for each purchase
         const { rows } = await this.db.query<{ domain: string; generation: number }>(
           `WITH freed AS (
              UPDATE purchases p SET key_version = p.key_version + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, owner_run = NULL

@@ -244,8 +244,7 @@ export class PgRecords implements ServiceStore {
   private async commitBatch(batch: readonly Queued[]): Promise<(Claim | typeof AGAIN)[]> {
     const claimed = await this.commit(new BatchPlan(this.serviceId, this.run, this.store.host, batch.map((p) => p.event), this.store.now(), [...this.dead]));
     this.commits++;
-    // Committed: a failure here costs the look, not the batch (a lost connection is the next batch's).
-    await this.statistics.after(this.writer, batch.filter((p) => p.event.type !== 'match').length).catch(() => {});
+    this.statistics.written(batch.filter((p) => p.event.type !== 'match').length);
     return claimed.map((c) => {
       if (c.holder === undefined || !this.goneHere(c.holder)) return c.claim;
       // The holder is a process of this host that is gone: claim again, taking it over now.
@@ -255,7 +254,19 @@ export class PgRecords implements ServiceStore {
   }
 
   private writerLost = false;
-  private readonly statistics = new Statistics();
+  private readonly statistics = new Statistics(
+    (text) => this.store.db.query(text),
+    async (text) => {
+      const c = client(this.store.url, false, this.store.queryTimeoutMs);
+      c.on('error', () => {});
+      await c.connect();
+      try {
+        await c.query(text);
+      } finally {
+        await c.end().catch(() => {});
+      }
+    },
+  );
 
   /**
    * One group commit; a connection lost under it is made again and the batch sent again (for up
@@ -401,6 +412,7 @@ export class PgRecords implements ServiceStore {
   /** Ends this run's connections (the writer's and the listener's); the store's stays. */
   async disconnect(): Promise<void> {
     this.heartbeat.stop();
+    await this.statistics.idle();
     const listener = this.listener;
     this.listener = null;
     this.listening = null;
