@@ -593,7 +593,7 @@ describe('the team store on PostgreSQL', () => {
       expect(await analyzed()).toStrictEqual([]);
       // The run's writer looks when it starts: 3,000 purchases and no statistics; no companies.
       expect(await run.append(intent('first.com'), true)).toStrictEqual({ kind: 'ok' });
-      await (run as unknown as { statistics: { idle(): Promise<void> } }).statistics.idle();
+      await (run as unknown as { statistics: { stop(): Promise<void> } }).statistics.stop();
       expect(await analyzed()).toStrictEqual(['purchases']);
       // Then a batch of 2,000 claims, new companies and new generations of held ones: 4,000,000
       // rows before the analyze (each purchase found matched against the whole array).
@@ -620,11 +620,43 @@ describe('the team store on PostgreSQL', () => {
       await c.query(`INSERT INTO purchases (service, domain, generation, key_version, outcome, opened_at, closed_at, credits) SELECT $1, 'old-' || n || '.com', 1, 1, 'hit', 1, 2, 1 FROM generate_series(1, 900) n`, [id]);
       await flushStats(c);
       expect(await run.append(intent('first.com'), true)).toStrictEqual({ kind: 'ok' });
-      await (run as unknown as { statistics: { idle(): Promise<void> } }).statistics.idle();
+      await (run as unknown as { statistics: { stop(): Promise<void> } }).statistics.stop();
       const { rows } = await c.query(`SELECT sum(analyze_count) AS n FROM pg_stat_user_tables WHERE relname IN ('purchases', 'companies')`);
       expect(Number(rows[0]?.n)).toBe(0);
     } finally {
       await c.end();
+      await store.close();
+    }
+  });
+
+  it("reads each claim of a pipelined batch from its own statement's rows, hashed updates between them", async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const store = await PgStore.open(url, { tool: 'test' });
+    const other = await PgStore.open(url, { tool: 'test' });
+    const w = client(url, true);
+    await w.connect();
+    try {
+      const run = await store.beginRun('svc', info);
+      const theirs = await other.beginRun('svc', info);
+      expect(await theirs.append(intent('busy.com'), true)).toStrictEqual({ kind: 'ok' });
+      expect(await theirs.append(intent('held.com'), true)).toStrictEqual({ kind: 'ok' });
+      await theirs.append(hit('held.com'), true);
+      expect(await run.append(intent('mine.com'), true)).toStrictEqual({ kind: 'ok' });
+      expect(await run.append(intent('gone.com'), true)).toStrictEqual({ kind: 'ok' });
+      const id = Number((await sql<{ id: string }>(url, 'SELECT id FROM services'))[0]?.id);
+      const events: StoreEvent[] = [
+        intent('free.com'),
+        { type: 'enrich', company: 'mine.com', generation: 1, keyVersion: 1, status: 'miss', charged: 0, keyUsed: 'k-mine.com', at: 5 },
+        intent('busy.com'),
+        { type: 'release', company: 'gone.com', generation: 1 },
+        intent('held.com'),
+      ];
+      const claims = await commitBatch(w, new BatchPlan(id, run.runId, store.host, events, Date.now(), []));
+      expect(claims.map((c) => c.claim.kind)).toStrictEqual(['ok', 'ok', 'busy', 'ok', 'held']);
+    } finally {
+      await w.end();
+      await other.close();
       await store.close();
     }
   });

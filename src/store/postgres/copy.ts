@@ -4,7 +4,7 @@ import type { CopyCompany, CopyLookup, CopyRun, CopySource, CopyTarget, Purchase
 import type { KeptPurchase } from '../purchase.js';
 import { RUN_ALIVE } from './claim-sql.js';
 import type { Session } from './connect.js';
-import { HASHED, LEASE_MS } from './writer.js';
+import { LEASE_MS } from './writer.js';
 import type { PgStore } from './store.js';
 
 const RUN_COLUMNS = `id, started_at, ended_at, pid, host, "user", tool, input_name, input_sha256, rows, dry_run, options, status, heartbeat_at, policy_now, credits, bought, reused`;
@@ -211,7 +211,6 @@ export class PgCopyTarget implements CopyTarget {
     return this.help.transaction(async () => {
       const serviceId = await this.service(service);
       await this.lock(serviceId, rows.map((p) => p.domain));
-      await this.db.query(HASHED); // writer.ts: never the chunk read again for each purchase
       const { rows: found } = await this.db.query<Record<string, unknown>>(
         `SELECT ${PURCHASE_COLUMNS.split(', ').map((c) => `p.${c}`).join(', ')},
                 (p.owner_run IS NOT NULL AND EXISTS (SELECT 1 FROM runs o WHERE o.id = p.owner_run AND ${RUN_ALIVE('o', '$4', String(LEASE_MS))})) AS owner_alive

@@ -70,7 +70,7 @@ export class Statistics {
 
   /** `count` purchases were just written. Never waited on; a failure costs the look, nothing else. */
   written(count: number): void {
-    if (this.left.size === 0 || this.pending !== null) return;
+    if (this.left.size === 0 || this.pending !== null || this.stopped) return;
     this.due -= count;
     if (this.due > 0) return;
     this.due = STATISTICS_EVERY;
@@ -81,8 +81,11 @@ export class Statistics {
       });
   }
 
-  /** Resolves once no look or analyze is under way. */
-  async idle(): Promise<void> {
+  private stopped = false;
+
+  /** Starts no look from now on; resolves once none is under way. */
+  async stop(): Promise<void> {
+    this.stopped = true;
     await this.pending;
   }
 
@@ -198,6 +201,11 @@ export class BatchPlan {
         LEASE_MS,
       ],
       read: (rows) => {
+        // One row per intent, or the batch is not what was sent: an intent left unread would
+        // stand as claimed ('ok'), and a purchase another run holds would be bought again.
+        if (rows.length !== list.length || rows.some((row) => !(Number(row.ord) >= 1 && Number(row.ord) <= list.length))) {
+          throw new Error(`a claim of ${list.length} intents read ${rows.length} rows`);
+        }
         for (const row of rows) this.claims[at[Number(row.ord) - 1] as number] = this.toClaimed(row);
       },
     });
