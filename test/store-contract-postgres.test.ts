@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { CompanyRecord } from '../src/api/types.js';
 import { openLedgerStore } from '../src/store/open.js';
+import type { PgRecords } from '../src/store/postgres/records.js';
 import { PgStore } from '../src/store/postgres/store.js';
 import { client, connect, Session } from '../src/store/postgres/connect.js';
 import { MAINTENANCE_LOCK } from '../src/store/postgres/schema.js';
@@ -520,7 +521,8 @@ describe('the team store on PostgreSQL', () => {
     }
   });
 
-  it('writes batches of 2,000 of every kind in rows that grow with the batch alone, on a store of 100,000 purchases never analyzed', async () => {
+  /** A new store that autovacuum leaves alone, a run on it, and a connection of the test's own. */
+  async function withoutAutovacuum(then: (c: pg.Client, run: PgRecords, id: number, host: string) => Promise<void>): Promise<void> {
     const url = await freshDatabase();
     pgRan++;
     const store = await PgStore.open(url, { tool: 'test' });
@@ -529,8 +531,17 @@ describe('the team store on PostgreSQL', () => {
     try {
       const run = await store.beginRun('svc', info);
       const [{ id }] = (await c.query<{ id: number }>('SELECT id FROM services')).rows as [{ id: number }];
-      // A role that may not analyze, and autovacuum not come (or off): no statistics, ever.
       await c.query('ALTER TABLE purchases SET (autovacuum_enabled = off); ALTER TABLE companies SET (autovacuum_enabled = off)');
+      await then(c, run, id, store.host);
+    } finally {
+      await c.end();
+      await store.close();
+    }
+  }
+
+  it('writes batches of 2,000 of every kind in rows that grow with the batch alone, on a store of 100,000 purchases never analyzed', async () => {
+    // A role that may not analyze, and autovacuum not come (or off): no statistics, ever.
+    await withoutAutovacuum(async (c, run, id, host) => {
       await c.query(`INSERT INTO companies (service, domain, name, record, bought_at, credits, generation) SELECT $1, 'old-' || n || '.com', 'Old', '{}', 1, 1, 1 FROM generate_series(1, 100000) n`, [id]);
       await c.query(`INSERT INTO purchases (service, domain, generation, key_version, outcome, opened_at, closed_at, credits) SELECT $1, 'old-' || n || '.com', 1, 1, 'hit', 1, 2, 1 FROM generate_series(1, 100000) n`, [id]);
       await c.query(`INSERT INTO purchases (service, domain, generation, key_version, intent_key, outcome, owner_run, opened_at) SELECT $1, 'open-' || n || '.com', 1, 1, 'k-open-' || n || '.com', 'open', $2, 1 FROM generate_series(1, 2000) n`, [id, run.runId]);
@@ -545,7 +556,7 @@ describe('the team store on PostgreSQL', () => {
       ];
       // The claims are the next test's: on a store never analyzed they rely on the writer's analyze.
       for (const [what, events] of batches) {
-        for (const w of await planWork(c, new BatchPlan(id, run.runId, store.host, events, 1_700_000_000_000, []))) {
+        for (const w of await planWork(c, new BatchPlan(id, run.runId, host, events, 1_700_000_000_000, []))) {
           // An array of 2,000 read again for each purchase found is 4,000,000 rows; the table, 102,000.
           expect(w.rows, `${what}, ${w.mode}: ${w.statement}`).toBeLessThanOrEqual(20 * 2000);
         }
@@ -560,7 +571,7 @@ describe('the team store on PostgreSQL', () => {
         },
       });
       const mixed: StoreEvent[] = [intent('new-1.com'), ...(batches[0]?.[1].slice(0, 10) ?? []), intent('new-2.com'), { type: 'release', company: open(1999), generation: 1 }];
-      await commitBatch(recording, new BatchPlan(id, run.runId, store.host, mixed, 1_700_000_000_000, []));
+      await commitBatch(recording, new BatchPlan(id, run.runId, host, mixed, 1_700_000_000_000, []));
       let hashed = false;
       const seen: string[] = [];
       for (const text of sent) {
@@ -569,64 +580,46 @@ describe('the team store on PostgreSQL', () => {
         if (text === 'COMMIT') hashed = false;
       }
       expect(seen).toStrictEqual(['WITH input planned', 'UPDATE purchases hashed', 'WITH input planned', 'UPDATE purchases hashed']);
-    } finally {
-      await c.end();
-      await store.close();
-    }
+    });
   });
 
-  it('gathers the statistics of a store that has none when a run starts, beside its writes', async () => {
-    const url = await freshDatabase();
-    pgRan++;
-    const store = await PgStore.open(url, { tool: 'test' });
-    const c = new pg.Client({ connectionString: url });
-    await c.connect();
-    try {
-      const run = await store.beginRun('svc', info);
-      const [{ id }] = (await c.query<{ id: number }>('SELECT id FROM services')).rows as [{ id: number }];
-      // Autovacuum off: its own first analyze must not come between the insert and the run's look.
-      await c.query('ALTER TABLE purchases SET (autovacuum_enabled = off); ALTER TABLE companies SET (autovacuum_enabled = off)');
-      await c.query(`INSERT INTO purchases (service, domain, generation, key_version, outcome, opened_at, closed_at, credits) SELECT $1, 'old-' || n || '.com', 1, 1, 'hit', 1, 2, 1 FROM generate_series(1, 3000) n`, [id]);
+  /**
+   * A store of `purchases` closed purchases that autovacuum leaves alone (its own first analyze
+   * must not come between the insert and the run's look), a run that writes one intent, and the
+   * tables analyzed once the run's look (and its analyze, if any) is over.
+   */
+  async function firstLook(purchases: number, then: (c: pg.Client, run: PgRecords, id: number, host: string) => Promise<void> = async () => {}): Promise<string[]> {
+    let tables: string[] = [];
+    await withoutAutovacuum(async (c, run, id, host) => {
+      await c.query(`INSERT INTO purchases (service, domain, generation, key_version, outcome, opened_at, closed_at, credits) SELECT $1, 'old-' || n || '.com', 1, 1, 'hit', 1, 2, 1 FROM generate_series(1, $2::int) n`, [id, purchases]);
       await flushStats(c);
       const analyzed = async (): Promise<string[]> =>
         (await c.query<{ relname: string }>(`SELECT relname FROM pg_stat_user_tables WHERE relname IN ('purchases', 'companies') AND analyze_count > 0 ORDER BY relname`)).rows.map((r) => r.relname);
       expect(await analyzed()).toStrictEqual([]);
-      // The run's writer looks when it starts: 3,000 purchases and no statistics; no companies.
+      // The run's writer looks when it starts.
       expect(await run.append(intent('first.com'), true)).toStrictEqual({ kind: 'ok' });
       await (run as unknown as { statistics: { stop(): Promise<void> } }).statistics.stop();
-      expect(await analyzed()).toStrictEqual(['purchases']);
+      tables = await analyzed();
+      await then(c, run, id, host);
+    });
+    return tables;
+  }
+
+  it('gathers the statistics of a store that has none when a run starts, beside its writes', async () => {
+    // 3,000 purchases and no statistics; no companies.
+    const analyzed = await firstLook(3000, async (c, run, id, host) => {
       // Then a batch of 2,000 claims, new companies and new generations of held ones: 4,000,000
       // rows before the analyze (each purchase found matched against the whole array).
       const claims = Array.from({ length: 2000 }, (_, i) => (i % 2 === 0 ? intent(`new-${i}.com`) : intent(`old-${i}.com`, { generation: 2 })));
-      for (const w of await planWork(c, new BatchPlan(id, run.runId, store.host, claims, 1_700_000_000_000, []))) {
+      for (const w of await planWork(c, new BatchPlan(id, run.runId, host, claims, 1_700_000_000_000, []))) {
         expect(w.rows, `${w.mode}: ${w.statement}`).toBeLessThanOrEqual(20 * 2000);
       }
-    } finally {
-      await c.end();
-      await store.close();
-    }
+    });
+    expect(analyzed).toStrictEqual(['purchases']);
   });
 
   it('leaves a store of fewer purchases than that to autovacuum', async () => {
-    const url = await freshDatabase();
-    pgRan++;
-    const store = await PgStore.open(url, { tool: 'test' });
-    const c = new pg.Client({ connectionString: url });
-    await c.connect();
-    try {
-      const run = await store.beginRun('svc', info);
-      const [{ id }] = (await c.query<{ id: number }>('SELECT id FROM services')).rows as [{ id: number }];
-      await c.query('ALTER TABLE purchases SET (autovacuum_enabled = off); ALTER TABLE companies SET (autovacuum_enabled = off)');
-      await c.query(`INSERT INTO purchases (service, domain, generation, key_version, outcome, opened_at, closed_at, credits) SELECT $1, 'old-' || n || '.com', 1, 1, 'hit', 1, 2, 1 FROM generate_series(1, 900) n`, [id]);
-      await flushStats(c);
-      expect(await run.append(intent('first.com'), true)).toStrictEqual({ kind: 'ok' });
-      await (run as unknown as { statistics: { stop(): Promise<void> } }).statistics.stop();
-      const { rows } = await c.query(`SELECT sum(analyze_count) AS n FROM pg_stat_user_tables WHERE relname IN ('purchases', 'companies')`);
-      expect(Number(rows[0]?.n)).toBe(0);
-    } finally {
-      await c.end();
-      await store.close();
-    }
+    expect(await firstLook(900)).toStrictEqual([]);
   });
 
   it("reads each claim of a pipelined batch from its own statement's rows, hashed updates between them", async () => {
