@@ -259,14 +259,18 @@ export class PgRecords implements ServiceStore {
     async (text) => {
       const c = client(this.store.url, false, this.store.queryTimeoutMs);
       c.on('error', () => {});
-      await c.connect();
+      this.analyzing = c;
       try {
+        await c.connect();
         await c.query(text);
       } finally {
+        this.analyzing = null;
         await c.end().catch(() => {});
       }
     },
   );
+  /** The analyze's own connection while it runs: ended, not waited for, when the store is out of reach. */
+  private analyzing: pg.Client | null = null;
 
   /**
    * One group commit; a connection lost under it is made again and the batch sent again (for up
@@ -415,7 +419,10 @@ export class PgRecords implements ServiceStore {
     // A look or an analyze under way is waited for (one analyze: 0.4 s on 300,000 purchases),
     // but not once the store is out of reach: no second wait for it on the way out.
     if (this.group.failure === null) await this.statistics.stop();
-    else void this.statistics.stop();
+    else {
+      void this.statistics.stop();
+      void this.analyzing?.end().catch(() => {});
+    }
     const listener = this.listener;
     this.listener = null;
     this.listening = null;

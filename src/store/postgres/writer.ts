@@ -203,8 +203,8 @@ export class BatchPlan {
       read: (rows) => {
         // One row per intent, or the batch is not what was sent: an intent left unread would
         // stand as claimed ('ok'), and a purchase another run holds would be bought again.
-        if (rows.length !== list.length || rows.some((row) => !(Number(row.ord) >= 1 && Number(row.ord) <= list.length))) {
-          throw new Error(`a claim of ${list.length} intents read ${rows.length} rows`);
+        if (rows.length !== list.length || !rows.every((row, k) => Number(row.ord) === k + 1 && row.domain === list[k]?.company)) {
+          throw new Error(`the store answered ${list.length} claims of a committed batch with ${rows.length} rows that do not match them; their intents are kept, and no paid call went under them`);
         }
         for (const row of rows) this.claims[at[Number(row.ord) - 1] as number] = this.toClaimed(row);
       },
