@@ -77,6 +77,9 @@ export interface ExecuteDeps {
  * record, in one pipelined pass: an enrich starts as soon as its match hits. Outcomes go to the
  * store and the state as they happen; nothing here throws for a row.
  */
+/** The end game's length, in seconds at the learned pace (execute). */
+export const END_GAME_SECONDS = 3;
+
 export async function execute(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, interrupt: AbortSignal): Promise<Stop | null> {
   const stops = new Stops();
   const grace = onInterrupt(interrupt, stops, options.graceMs);
@@ -89,7 +92,14 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   for (const company of state.companies) enqueueEnrich(company);
   // As many matches as the scheduler has room for now, and 32 more queued: what waits in its queue
   // waits in memory, long enough to outlive a young collection or two (up to matchWindow).
-  const matchRoom = (): number => Math.min(options.matchWindow, deps.scheduler.window.size + 32);
+  const matchRoom = (): number => (endGame ? Number.POSITIVE_INFINITY : Math.min(options.matchWindow, deps.scheduler.window.size + 32));
+  // The end game: once the matches left are fewer than END_GAME_SECONDS at a learned pace, they
+  // are all queued and go before the enriches waiting (none of which waits longer than that). A
+  // match answered late (a long-tailed service: one in a thousand over a second) then has the
+  // enriches of the matches before it still to send behind it; sent among the enriches' last, its
+  // own enrich came a second after the run's every other request (4 sandbox runs in 16 ended at
+  // 0.92 of the ceiling; 20 of 20 at 0.974 or more with it).
+  let endGame = false;
   // The requests left, for the limiter's last stretch: the matches not yet queued, and each task
   // under way (a match may bring an enrich after it).
   let matchesLeft = 0;
@@ -98,6 +108,10 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   for (let d = 0; d < state.domainCount; d++) {
     if (stops.all.signal.aborted) break;
     if (!state.needsMatch(d)) continue;
+    if (!endGame && Number.isFinite(deps.scheduler.pace) && matchesLeft <= deps.scheduler.pace * END_GAME_SECONDS) {
+      endGame = true;
+      deps.scheduler.matchesFirst(END_GAME_SECONDS * 1000);
+    }
     matchesLeft--;
     const wait = window.room(matchRoom, stops.all.signal);
     if (wait !== undefined) await wait;

@@ -216,12 +216,22 @@ export class Scheduler {
     concurrency: number,
   ) {
     this.window = new Window(concurrency);
-    this.queue = new LaneQueue(this.window.size);
+    this.queue = new LaneQueue(this.window.size, () => clock.now());
   }
 
   /** Where the limiter asks how many requests the run has left to send (its last stretch). */
   remainingFrom(remaining: () => number): void {
     this.limiter.remainingFrom(remaining);
+  }
+
+  /** The pace learned, requests a second (infinite: none, or not yet). */
+  get pace(): number {
+    return this.limiter.paced ? this.limiter.rate : Number.POSITIVE_INFINITY;
+  }
+
+  /** Waiting matches go before waiting enriches from now on, but an enrich waits `atMostMs` at most (lanes.ts). */
+  matchesFirst(atMostMs: number): void {
+    this.queue.matchesFirst = atMostMs;
   }
 
   /** Runs `call` as one request. Rejects with StoppedError if `signal` aborts before it starts. */

@@ -41,6 +41,32 @@ describe('LaneQueue', () => {
     expect(q.pending).toBe(0);
   });
 
+  it("in a run's end game, runs waiting matches first, but never keeps an enrich waiting past its bound", async () => {
+    const started: string[] = [];
+    let now = 0;
+    const q = new LaneQueue(1, () => now);
+    q.matchesFirst = 3000;
+    const first = held(started, 'm0');
+    void q.add('match', first.task);
+    const e1 = held(started, 'e1');
+    const m1 = held(started, 'm1');
+    const m2 = held(started, 'm2');
+    void q.add('enrich', e1.task);
+    void q.add('match', m1.task);
+    void q.add('match', m2.task);
+    first.end();
+    await settle();
+    expect(started).toEqual(['m0', 'm1']); // the match, though the enrich came first
+    now = 3001; // e1 has waited past the bound: it goes before m2
+    m1.end();
+    await settle();
+    expect(started).toEqual(['m0', 'm1', 'e1']);
+    e1.end();
+    await settle();
+    expect(started).toEqual(['m0', 'm1', 'e1', 'm2']);
+    m2.end();
+  });
+
   it('starts waiting tasks at once when its concurrency grows, and passes a task\'s failure to its caller', async () => {
     const started: string[] = [];
     const q = new LaneQueue(1);
