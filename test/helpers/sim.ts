@@ -277,16 +277,20 @@ export interface Passes {
   dryFirstMs?: number;
   /** Domains an earlier run matched already: only bought. */
   known?: number;
+  /** Every `missEvery`-th domain is no company (the match misses, nothing to buy); default none. */
+  missEvery?: number;
 }
 
 /** simulate, with a dry pass first if asked: the result, and how long the purchase pass took. */
 export async function simulatePasses(server: SimServerOptions, domains: number, passes: Passes = {}): Promise<{ result: SimResult; purchaseMs: number }> {
   const concurrency = passes.concurrency ?? 128;
+  const missEvery = passes.missEvery ?? 0;
+  const missed = (domain: string): boolean => missEvery > 0 && Number(/\d+/.exec(domain)?.[0]) % missEvery === 0;
   const clock = new SimClock();
   const random = mulberry32(server.seed ?? 1);
   const service = new SimService(server, clock, random);
   const client: ServiceClient = {
-    match: (domain) => service.answer({ matched: true, credits_charged: 0, company: { domain, name: domain } }),
+    match: (domain) => service.answer(missed(domain) ? { matched: false, credits_charged: 0, company: null } : { matched: true, credits_charged: 0, company: { domain, name: domain } }),
     enrich: (domain) => service.answer(simCompany(domain)),
   };
 
@@ -317,7 +321,8 @@ export async function simulatePasses(server: SimServerOptions, domains: number, 
   }
   const purchaseFrom = clock.now();
   await pass(false);
-  if (progress.enrichDone !== domains) throw new Error(`only ${progress.enrichDone} of ${domains} enriched`);
+  const companies = missEvery > 0 ? domains - Math.ceil(domains / missEvery) : domains;
+  if (progress.enrichDone !== companies) throw new Error(`only ${progress.enrichDone} of ${companies} enriched`);
   return { result: service.result(clock.now(), limiter.pauses), purchaseMs: clock.now() - purchaseFrom };
 }
 
