@@ -92,14 +92,16 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   for (const company of state.companies) enqueueEnrich(company);
   // As many matches as the scheduler has room for now, and 32 more queued: what waits in its queue
   // waits in memory, long enough to outlive a young collection or two (up to matchWindow).
-  const matchRoom = (): number => (endGame ? Number.POSITIVE_INFINITY : Math.min(options.matchWindow, deps.scheduler.window.size + 32));
-  // The end game: once the matches left are fewer than END_GAME_SECONDS at a learned pace, they
-  // are all queued and go before the enriches waiting (none of which waits longer than that). A
-  // match answered late (a long-tailed service: one in a thousand over a second) then has the
-  // enriches of the matches before it still to send behind it; sent among the enriches' last, its
-  // own enrich came a second after the run's every other request (4 sandbox runs in 16 ended at
-  // 0.92 of the ceiling; 20 of 20 at 0.974 or more with it).
+  const matchRoom = (): number => Math.min(options.matchWindow, deps.scheduler.window.size + 32);
+  // The end game: once the matches left are fewer than END_GAME_SECONDS at a learned pace, the
+  // matches waiting go before the enriches waiting (none of which waits longer than that), each
+  // slot freed going to a match while the room keeps 32 queued. A match answered late (a
+  // long-tailed service: one in a thousand over a second) then has the enriches of the matches
+  // before it still to send behind it; sent among the enriches' last, its own enrich came a
+  // second after the run's every other request (4 sandbox runs in 16 ended at 0.92 of the ceiling).
+  // Each pass starts in the usual order (a dry pass's end game is not the purchase pass's).
   let endGame = false;
+  deps.scheduler.matchesFirst(null);
   // The requests left, for the limiter's last stretch: the matches not yet queued, and each task
   // under way (a match may bring an enrich after it).
   let matchesLeft = 0;

@@ -1,4 +1,4 @@
-/** The two kinds of request, enriches first: a long match phase never starves spending. */
+/** The two kinds of request, enriches first (a long match phase never starves spending) but in a run's end game. */
 export type Lane = 'enrich' | 'match';
 
 /**

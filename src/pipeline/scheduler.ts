@@ -196,7 +196,7 @@ export class Window {
 }
 
 /**
- * Runs single requests with at most the window's count in flight (lanes.ts, enriches first), each
+ * Runs single requests with at most the window's count in flight (lanes.ts, enriches first but in a run's end game), each
  * after the shared limiter grants it a slot. Every request goes through here, so this is where
  * answers are timed and told to the limiter.
  */
@@ -229,8 +229,8 @@ export class Scheduler {
     return this.limiter.paced ? this.limiter.rate : Number.POSITIVE_INFINITY;
   }
 
-  /** Waiting matches go before waiting enriches from now on, but an enrich waits `atMostMs` at most (lanes.ts). */
-  matchesFirst(atMostMs: number): void {
+  /** Waiting matches go before waiting enriches from now on, but an enrich waits `atMostMs` at most (lanes.ts); null: enriches first. */
+  matchesFirst(atMostMs: number | null): void {
     this.queue.matchesFirst = atMostMs;
   }
 
