@@ -72,14 +72,14 @@ export interface ExecuteDeps {
   now?: () => number;
 }
 
+/** The end game's length, in seconds at the learned pace (execute). */
+export const END_GAME_SECONDS = 3;
+
 /**
  * Matches every domain still owed a match and enriches every matched company still owed a
  * record, in one pipelined pass: an enrich starts as soon as its match hits. Outcomes go to the
  * store and the state as they happen; nothing here throws for a row.
  */
-/** The end game's length, in seconds at the learned pace (execute). */
-export const END_GAME_SECONDS = 3;
-
 export async function execute(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, interrupt: AbortSignal): Promise<Stop | null> {
   const stops = new Stops();
   const grace = onInterrupt(interrupt, stops, options.graceMs);

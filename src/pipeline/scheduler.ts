@@ -226,7 +226,7 @@ export class Scheduler {
 
   /** The pace learned, requests a second (infinite: none, or not yet). */
   get pace(): number {
-    return this.limiter.paced ? this.limiter.rate : Number.POSITIVE_INFINITY;
+    return this.limiter.rate;
   }
 
   /** Waiting matches go before waiting enriches from now on, but an enrich waits `atMostMs` at most (lanes.ts); null: enriches first. */

@@ -64,6 +64,9 @@ export interface RecordsHost {
   readonly queryTimeoutMs: number;
 }
 
+/** Prepared statement does not exist, already exists; cached plan must not change result type. */
+const PREPARED_GONE = new Set(['26000', '42P05', '0A000']);
+
 /**
  * One service's records in the team store, and one run's writes to them. Reads are single
  * statements (each sees one moment) over `= any($2)`; writes are group-committed on a connection
@@ -71,9 +74,6 @@ export interface RecordsHost {
  * run's purchase is woken by the NOTIFY its outcome's transaction sends (waitForOutcome), and
  * polls all the same, since a notification is lost while a listener reconnects.
  */
-/** Prepared statement does not exist, already exists; cached plan must not change result type. */
-const PREPARED_GONE = new Set(['26000', '42P05', '0A000']);
-
 export class PgRecords implements ServiceStore {
   readonly storeId: string;
   private readonly group: GroupCommit;

@@ -62,6 +62,7 @@ export class Statistics {
   private due = 0;
   private readonly left = new Set(['purchases', 'companies']);
   private pending: Promise<void> | null = null;
+  private stopped = false;
 
   constructor(
     private readonly look: (text: string) => Promise<{ rows: Record<string, unknown>[] }>,
@@ -80,8 +81,6 @@ export class Statistics {
         this.pending = null;
       });
   }
-
-  private stopped = false;
 
   /** Starts no look from now on; resolves once none is under way. */
   async stop(): Promise<void> {
