@@ -90,15 +90,6 @@ CREATE INDEX IF NOT EXISTS purchases_run ON purchases (run);
 `,
   // 2: who ran it, for the team's "who spent what" (the host is already in runs).
   `ALTER TABLE runs ADD COLUMN IF NOT EXISTS "user" TEXT;`,
-  // 3: no foreign keys to services. A service is never deleted, so they guarded nothing, and each
-  // row written checked one: 32,000 checks (a trigger and a query each) in a run of 20,000
-  // domains, 0.14 of the server's CPU.
-  `
-ALTER TABLE lookups DROP CONSTRAINT IF EXISTS lookups_service_fkey;
-ALTER TABLE companies DROP CONSTRAINT IF EXISTS companies_service_fkey;
-ALTER TABLE purchases DROP CONSTRAINT IF EXISTS purchases_service_fkey;
-ALTER TABLE runs DROP CONSTRAINT IF EXISTS runs_service_fkey;
-`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
