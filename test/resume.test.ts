@@ -109,16 +109,17 @@ describe('resume', () => {
     for (let round = 0; round < 10; round++) {
       const p = spawnCli([inputPath, '-o', out, '--concurrency', '8'], { env });
       const code = await killAfter(chaotic, p, round === 0 ? 0 : Math.floor(random() * 60));
-      // A round the kill did not reach may end with a company whose three attempts all met a
-      // 500 or a drop (about 1 in 300 a company): an error row and exit 3, by design.
-      expect([0, 137, 3], p.stderr()).toContain(code);
+      expect([0, 137], p.stderr()).toContain(code);
       if (code === 137) kills++;
     }
-    // The storm ends, so the last run's exit says what the kills left behind, not the luck of
-    // its own attempts (that exit 3 is the same as above, and the next run retries it).
-    chaotic.setFailRate(0);
-    chaotic.setDropRate(0);
-    const last = await runCli([inputPath, '-o', out], { env });
+    // The storm goes on. A company whose attempts all meet the injected 500s ends as an error row
+    // ('internal') and exit 3, by design: the same command retries it. Once on one core in many
+    // runs of the suite, so up to two such reruns, each under the same storm; then exit 0.
+    let last = await runCli([inputPath, '-o', out], { env });
+    for (let rerun = 0; rerun < 2 && last.code === 3; rerun++) {
+      expect(errorRows(out), last.stderr).toMatch(/^(\nerror row: [^\n]*: internal\b[^\n]*)+$/);
+      last = await runCli([inputPath, '-o', out], { env });
+    }
     expect(last.code, `${last.stderr}${errorRows(out)}`).toBe(0);
     expect(kills).toBeGreaterThanOrEqual(5);
     expect(withoutProvenance(readFileSync(out, 'utf8'))).toBe(expected);
