@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { MAINTENANCE_LOCK, MIGRATIONS, SCHEMA_VERSION } from '../src/store/postgres/schema.js';
+import { MIGRATION_LOCK_MS } from '../src/store/postgres/store.js';
 import { csvText, readCsvFile } from './helpers/cli.js';
 import { READ_ONLY, roleSuite } from './helpers/pg-roles.js';
 import { freshDatabase, sql } from './helpers/postgres.js';
@@ -150,6 +151,38 @@ describe('two versions of enrich on one database (issue 21)', () => {
     ]);
     expect(await sql(url, 'SELECT "user" IS NOT NULL AS has_user FROM runs')).toStrictEqual([{ has_user: true }]);
     expect(readCsvFile(t.dir.file('out.csv')).map((r) => r['enrich_status'])).toStrictEqual(['matched', 'matched']);
+  });
+
+  it('an upgrade that another session holds a table from: given up after the lock timeout, exit 6, the schema as it was, nothing sent; no run left queued behind it; then it goes ahead', async () => {
+    await t.sandbox();
+    const url = await freshDatabase();
+    await sql(url, MIGRATIONS[0] as string);
+    await sql(url, "INSERT INTO meta (key, value) VALUES ('schema_version', '1'), ('store_id', '00112233aabbccdd'), ('created_at', '0')");
+    const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
+    // A session in the middle of a read of runs (an analyst's psql): version 2 alters runs.
+    const analyst = new pg.Client({ connectionString: url });
+    await analyst.connect();
+    try {
+      await analyst.query('BEGIN');
+      await analyst.query('SELECT count(*) FROM runs');
+      const blocked = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
+      expect(blocked).toMatchObject({ code: 6, stdout: '' });
+      expect(blocked.stderr).toMatch(
+        new RegExp(`^enrich: cannot upgrade the team store's schema \\(version 1 to ${SCHEMA_VERSION}\\) in \\S+ on 127\\.0\\.0\\.1:\\d+: another session has held one of its tables for ${MIGRATION_LOCK_MS / 1000} s \\(an open transaction, a dump\\), and the schema is as it was; run the same command once that session ends; nothing was sent to the service\\n$`),
+      );
+      expect(t.sb.stats.requests).toBe(0);
+      // Nothing waits on runs now (a session's write to it goes through while the analyst still reads).
+      await analyst.query('SELECT count(*) FROM runs');
+      const waiting = await sql(url, "SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())");
+      expect(waiting).toStrictEqual([{ n: 0 }]);
+    } finally {
+      await analyst.query('COMMIT').catch(() => {});
+      await analyst.end();
+    }
+    expect(await sql(url, "SELECT value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ value: '1' }]);
+    const after = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
+    expect(after.code, after.stderr).toBe(0);
+    expect(await sql(url, "SELECT value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ value: String(SCHEMA_VERSION) }]);
   });
 
   it('two machines opening a database with no schema at once: both run, on one schema and one store id', async () => {

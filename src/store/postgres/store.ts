@@ -199,6 +199,10 @@ async function migrate(db: pg.Client): Promise<void> {
     for (let v = current + 1; v <= SCHEMA_VERSION; v++) {
       await db.query('BEGIN');
       try {
+        // An ALTER TABLE waits for every session using the table (an open psql transaction, a
+        // pg_dump), and every later statement on it queues behind the ALTER: unbounded, one
+        // machine's upgrade would hold the whole team's runs until that session ends.
+        await db.query(`SET LOCAL lock_timeout = ${MIGRATION_LOCK_MS}`);
         await db.query(MIGRATIONS[v - 1] as string);
         await db.query(`INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, [String(v)]);
         if (v === 1) {
@@ -209,12 +213,26 @@ async function migrate(db: pg.Client): Promise<void> {
       } catch (error) {
         await db.query('ROLLBACK').catch(() => {});
         if (deniedTo(error)) throw cannotMigrate(db, current, error);
+        if ((error as { code?: unknown }).code === '55P03') throw tablesBusy(db, current, error);
         throw error;
       }
     }
   } finally {
     await db.query('SELECT pg_advisory_unlock($1)', [MAINTENANCE_LOCK]).catch(() => {});
   }
+}
+
+/** How long a migration waits for a table another session holds. */
+export const MIGRATION_LOCK_MS = 5_000;
+
+/** A migration that could not lock its tables in MIGRATION_LOCK_MS: nothing changed, nothing sent (exit 6). */
+function tablesBusy(db: pg.Client, from: number, error: unknown): EnrichError {
+  const { host, port, database } = placeOf(db);
+  return new EnrichError(
+    `cannot upgrade the team store's schema (version ${from} to ${SCHEMA_VERSION}) in ${database} on ${host}:${port}: another session has held one of its tables for ${MIGRATION_LOCK_MS / 1000} s (an open transaction, a dump), and the schema is as it was; run the same command once that session ends; ${NOTHING_SENT}`,
+    'unavailable',
+    { cause: error },
+  );
 }
 
 /** A migration this role may not run: making the schema, or altering tables it does not own. */
