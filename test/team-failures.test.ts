@@ -185,6 +185,28 @@ describe('two versions of enrich on one database (issue 21)', () => {
     expect(await sql(url, "SELECT value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ value: String(SCHEMA_VERSION) }]);
   });
 
+  it("an upgrade chosen as a deadlock's victim is tried again", async () => {
+    await t.sandbox();
+    const url = await freshDatabase();
+    await sql(url, MIGRATIONS[0] as string);
+    await sql(url, "INSERT INTO meta (key, value) VALUES ('schema_version', '1'), ('store_id', '00112233aabbccdd'), ('created_at', '0')");
+    // The server picks the victim of a real deadlock by the clock; this plays its answer instead:
+    // the first ALTER TABLE fails as a deadlock's victim does (a sequence, which a rollback keeps).
+    await sql(url, 'CREATE SEQUENCE alters');
+    await sql(
+      url,
+      `CREATE FUNCTION victim() RETURNS event_trigger LANGUAGE plpgsql AS $$
+         BEGIN IF nextval('alters') = 1 THEN RAISE EXCEPTION 'deadlock detected' USING ERRCODE = '40P01'; END IF; END $$`,
+    );
+    await sql(url, "CREATE EVENT TRIGGER victim ON ddl_command_start WHEN TAG IN ('ALTER TABLE') EXECUTE FUNCTION victim()");
+    const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
+    const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
+    expect(run.code, run.stderr).toBe(0);
+    expect(await sql(url, 'SELECT last_value::int AS n FROM alters')).toStrictEqual([{ n: 2 }]);
+    expect(await sql(url, "SELECT value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ value: String(SCHEMA_VERSION) }]);
+    await sql(url, 'DROP EVENT TRIGGER victim');
+  });
+
   it('two machines opening a database with no schema at once: both run, on one schema and one store id', async () => {
     await t.sandbox();
     const url = await freshDatabase();

@@ -196,29 +196,38 @@ async function migrate(db: pg.Client): Promise<void> {
     // Another machine may have migrated while this one waited for the lock.
     const current = await schemaVersion(db);
     refuseNewer(current);
-    for (let v = current + 1; v <= SCHEMA_VERSION; v++) {
-      await db.query('BEGIN');
-      try {
-        // An ALTER TABLE waits for every session using the table (an open psql transaction, a
-        // pg_dump), and every later statement on it queues behind the ALTER: unbounded, one
-        // machine's upgrade would hold the whole team's runs until that session ends.
-        await db.query(`SET LOCAL lock_timeout = ${MIGRATION_LOCK_MS}`);
-        await db.query(MIGRATIONS[v - 1] as string);
-        await db.query(`INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, [String(v)]);
-        if (v === 1) {
-          const id = Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(8))).toString('hex');
-          await db.query(`INSERT INTO meta (key, value) VALUES ('store_id', $1), ('created_at', $2) ON CONFLICT (key) DO NOTHING`, [id, String(Date.now())]);
-        }
-        await db.query('COMMIT');
-      } catch (error) {
-        await db.query('ROLLBACK').catch(() => {});
-        if (deniedTo(error)) throw cannotMigrate(db, current, error);
-        if ((error as { code?: unknown }).code === '55P03') throw tablesBusy(db, current, error);
-        throw error;
-      }
-    }
+    for (let v = current + 1; v <= SCHEMA_VERSION; v++) await migrateTo(db, v, current);
   } finally {
     await db.query('SELECT pg_advisory_unlock($1)', [MAINTENANCE_LOCK]).catch(() => {});
+  }
+}
+
+/** One migration, in a transaction of its own; `from` is the version the store was at, for messages. */
+async function migrateTo(db: pg.Client, v: number, from: number): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    await db.query('BEGIN');
+    try {
+      // An ALTER TABLE waits for every session using the table (an open psql transaction, a
+      // pg_dump), and every later statement on it queues behind the ALTER: unbounded, one
+      // machine's upgrade would hold the whole team's runs until that session ends.
+      await db.query(`SET LOCAL lock_timeout = ${MIGRATION_LOCK_MS}`);
+      await db.query(MIGRATIONS[v - 1] as string);
+      await db.query(`INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, [String(v)]);
+      if (v === 1) {
+        const id = Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(8))).toString('hex');
+        await db.query(`INSERT INTO meta (key, value) VALUES ('store_id', $1), ('created_at', $2) ON CONFLICT (key) DO NOTHING`, [id, String(Date.now())]);
+      }
+      await db.query('COMMIT');
+      return;
+    } catch (error) {
+      await db.query('ROLLBACK').catch(() => {});
+      const code = (error as { code?: unknown }).code;
+      // Chosen as a deadlock's victim (a running batch held a table this step alters): again.
+      if (code === '40P01' && attempt < 3) continue;
+      if (deniedTo(error)) throw cannotMigrate(db, from, error);
+      if (code === '55P03') throw tablesBusy(db, from, error);
+      throw error;
+    }
   }
 }
 
