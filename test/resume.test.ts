@@ -112,12 +112,13 @@ describe('resume', () => {
       expect([0, 137], p.stderr()).toContain(code);
       if (code === 137) kills++;
     }
-    // The storm goes on. A company whose attempts all meet the injected 500s ends as an error row
-    // ('internal') and exit 3, by design: the same command retries it. Once on one core in many
-    // runs of the suite, so up to two such reruns, each under the same storm; then exit 0.
+    // The storm goes on. A company whose attempts all meet the injected faults ends as an error
+    // row ('internal' for a 500, 'network_error' for a drop) and exit 3, by design: the same
+    // command retries it. Once on one core in many runs of the suite, so up to two such reruns,
+    // each under the same storm; then exit 0.
     let last = await runCli([inputPath, '-o', out], { env });
     for (let rerun = 0; rerun < 2 && last.code === 3; rerun++) {
-      expect(errorRows(out), last.stderr).toMatch(/^(\nerror row: [^\n]*: internal\b[^\n]*)+$/);
+      expect(errorRows(out), last.stderr).toMatch(/^(\nerror row: [^\n]*: (internal|network_error)\b[^\n]*)+$/);
       last = await runCli([inputPath, '-o', out], { env });
     }
     expect(last.code, `${last.stderr}${errorRows(out)}`).toBe(0);
