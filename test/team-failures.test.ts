@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { MAINTENANCE_LOCK, MIGRATIONS, SCHEMA_VERSION } from '../src/store/postgres/schema.js';
-import { MIGRATION_LOCK_MS } from '../src/store/postgres/store.js';
+import { MIGRATION_LOCK_MS, PgStore } from '../src/store/postgres/store.js';
 import { csvText, readCsvFile } from './helpers/cli.js';
 import { READ_ONLY, roleSuite } from './helpers/pg-roles.js';
 import { freshDatabase, sql } from './helpers/postgres.js';
@@ -168,11 +168,12 @@ describe('two versions of enrich on one database (issue 21)', () => {
       const blocked = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
       expect(blocked).toMatchObject({ code: 6, stdout: '' });
       expect(blocked.stderr).toMatch(
-        new RegExp(`^enrich: cannot upgrade the team store's schema \\(version 1 to ${SCHEMA_VERSION}\\) in \\S+ on 127\\.0\\.0\\.1:\\d+: another session has held one of its tables for ${MIGRATION_LOCK_MS / 1000} s \\(an open transaction, a dump\\), and the schema is as it was; run the same command once that session ends; nothing was sent to the service\\n$`),
+        new RegExp(`^enrich: cannot upgrade the team store's schema \\(version 1 to ${SCHEMA_VERSION}\\) in \\S+ on 127\\.0\\.0\\.1:\\d+: another session has held one of its tables for ${MIGRATION_LOCK_MS / 1000} s \\(an open transaction, a dump\\), and the schema is as it was; run the same command once it is done; nothing was sent to the service\\n$`),
       );
       expect(t.sb.stats.requests).toBe(0);
-      // Nothing waits on runs now (a session's write to it goes through while the analyst still reads).
-      await analyst.query('SELECT count(*) FROM runs');
+      // Nothing is queued on runs now: another session's statement on it goes through while the
+      // analyst still reads, and the server waits on no lock in this database.
+      await sql(url, 'UPDATE runs SET heartbeat_at = heartbeat_at');
       const waiting = await sql(url, "SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())");
       expect(waiting).toStrictEqual([{ n: 0 }]);
     } finally {
@@ -182,6 +183,31 @@ describe('two versions of enrich on one database (issue 21)', () => {
     expect(await sql(url, "SELECT value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ value: '1' }]);
     const after = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
     expect(after.code, after.stderr).toBe(0);
+    expect(await sql(url, "SELECT value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ value: String(SCHEMA_VERSION) }]);
+  });
+
+  it("an upgrade that another machine's maintenance lock holds up (a ledger copy): given up below the query timeout, exit 6 in words, the server left waiting on nothing", async () => {
+    const url = await freshDatabase();
+    await sql(url, MIGRATIONS[0] as string);
+    await sql(url, "INSERT INTO meta (key, value) VALUES ('schema_version', '1'), ('store_id', '00112233aabbccdd'), ('created_at', '0')");
+    const copy = new pg.Client({ connectionString: url });
+    await copy.connect();
+    try {
+      await copy.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]);
+      // A query timeout of 2 s: the wait for the lock is half of it (30 s at the default 60).
+      const opened = PgStore.open(url, { tool: 'test', queryTimeoutMs: 2_000 });
+      await expect(opened).rejects.toMatchObject({
+        kind: 'unavailable',
+        message: expect.stringMatching(
+          new RegExp(`^cannot upgrade the team store's schema \\(version 1 to ${SCHEMA_VERSION}\\) in \\S+ on 127\\.0\\.0\\.1:\\d+: another enrich has held the store's maintenance lock for 1 s \\(an upgrade, a \`ledger copy\` or \`ledger prune\`\\), and the schema is as it was; run the same command once it is done; nothing was sent to the service$`),
+        ),
+      });
+      expect(await sql(url, "SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")).toStrictEqual([{ n: 0 }]);
+    } finally {
+      await copy.end();
+    }
+    const store = await PgStore.open(url, { tool: 'test' });
+    await store.close();
     expect(await sql(url, "SELECT value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ value: String(SCHEMA_VERSION) }]);
   });
 

@@ -54,7 +54,7 @@ export class PgStore {
   static async open(url: string, options: PgStoreOptions): Promise<PgStore> {
     const db = await connect(client(url, false, options.queryTimeoutMs));
     try {
-      await migrate(db);
+      await migrate(db, options.queryTimeoutMs ?? QUERY_TIMEOUT_MS);
       // Asked before the run begins: a role that may only read would otherwise fail at its first write.
       const missing = options.access === 'read' ? [] : await missingRights(db);
       if (missing.length > 0) throw new UsageError(`${cannotWrite(placeOf(db), db.user ?? '', firstMissing(missing))}; ${NOTHING_SENT}`);
@@ -181,9 +181,11 @@ function safeUser(): string {
 
 /**
  * Brings the schema up to date under the maintenance lock, one migration per transaction, each
- * recorded in meta.schema_version; a store a newer enrich wrote is refused, untouched.
+ * recorded in meta.schema_version; a store a newer enrich wrote is refused, untouched. Every wait
+ * on a lock is bounded below the query timeout (`timeoutMs`), so a lock held elsewhere is said as
+ * such (exit 6), not taken for a server that stopped answering, and the server stops waiting too.
  */
-async function migrate(db: pg.Client): Promise<void> {
+async function migrate(db: pg.Client, timeoutMs: number): Promise<void> {
   const refuseNewer = (v: number): void => {
     const { host, database } = placeOf(db);
     if (v > SCHEMA_VERSION) throw new UsageError(`the team store ${database} on ${host} was written by a newer enrich (schema ${v}); upgrade enrich to use it; ${NOTHING_SENT}`);
@@ -191,26 +193,39 @@ async function migrate(db: pg.Client): Promise<void> {
   const seen = await schemaVersion(db);
   refuseNewer(seen);
   if (seen === SCHEMA_VERSION) return;
-  await db.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]);
+  // Another machine's migration holds it for a second; a `ledger copy` or `ledger prune` for as
+  // long as it runs. The session's lock outlives the transaction; the timeout (LOCAL) does not.
+  const maintenanceMs = Math.min(MAINTENANCE_WAIT_MS, Math.floor(timeoutMs / 2));
+  await db.query('BEGIN');
+  try {
+    await db.query(`SET LOCAL lock_timeout = ${maintenanceMs}`);
+    await db.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]);
+    await db.query('COMMIT');
+  } catch (error) {
+    await db.query('ROLLBACK').catch(() => {});
+    if ((error as { code?: unknown }).code === '55P03') throw lockBusy(db, seen, seen, `another enrich has held the store's maintenance lock for ${maintenanceMs / 1000} s (an upgrade, a \`ledger copy\` or \`ledger prune\`)`, error);
+    throw error;
+  }
   try {
     // Another machine may have migrated while this one waited for the lock.
     const current = await schemaVersion(db);
     refuseNewer(current);
-    for (let v = current + 1; v <= SCHEMA_VERSION; v++) await migrateTo(db, v, current);
+    const tablesMs = Math.min(MIGRATION_LOCK_MS, Math.floor(timeoutMs / 2));
+    for (let v = current + 1; v <= SCHEMA_VERSION; v++) await migrateTo(db, v, current, tablesMs);
   } finally {
     await db.query('SELECT pg_advisory_unlock($1)', [MAINTENANCE_LOCK]).catch(() => {});
   }
 }
 
 /** One migration, in a transaction of its own; `from` is the version the store was at, for messages. */
-async function migrateTo(db: pg.Client, v: number, from: number): Promise<void> {
+async function migrateTo(db: pg.Client, v: number, from: number, lockMs: number): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     await db.query('BEGIN');
     try {
       // An ALTER TABLE waits for every session using the table (an open psql transaction, a
       // pg_dump), and every later statement on it queues behind the ALTER: unbounded, one
       // machine's upgrade would hold the whole team's runs until that session ends.
-      await db.query(`SET LOCAL lock_timeout = ${MIGRATION_LOCK_MS}`);
+      await db.query(`SET LOCAL lock_timeout = ${lockMs}`);
       await db.query(MIGRATIONS[v - 1] as string);
       await db.query(`INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, [String(v)]);
       if (v === 1) {
@@ -225,7 +240,7 @@ async function migrateTo(db: pg.Client, v: number, from: number): Promise<void> 
       // Chosen as a deadlock's victim (a running batch held a table this step alters): again.
       if (code === '40P01' && attempt < 3) continue;
       if (deniedTo(error)) throw cannotMigrate(db, from, error);
-      if (code === '55P03') throw tablesBusy(db, from, error);
+      if (code === '55P03') throw lockBusy(db, from, v - 1, `another session has held one of its tables for ${lockMs / 1000} s (an open transaction, a dump)`, error);
       throw error;
     }
   }
@@ -233,15 +248,18 @@ async function migrateTo(db: pg.Client, v: number, from: number): Promise<void> 
 
 /** How long a migration waits for a table another session holds. */
 export const MIGRATION_LOCK_MS = 5_000;
+/** How long opening a store whose schema is behind waits for the maintenance lock. */
+export const MAINTENANCE_WAIT_MS = 30_000;
 
-/** A migration that could not lock its tables in MIGRATION_LOCK_MS: nothing changed, nothing sent (exit 6). */
-function tablesBusy(db: pg.Client, from: number, error: unknown): EnrichError {
+/**
+ * A migration that waited out its lock timeout (exit 6): `from` the version the store was at,
+ * `at` the version it is left at (a step before may have committed), `held` what held it.
+ */
+function lockBusy(db: pg.Client, from: number, at: number, held: string, error: unknown): EnrichError {
   const { host, port, database } = placeOf(db);
-  return new EnrichError(
-    `cannot upgrade the team store's schema (version ${from} to ${SCHEMA_VERSION}) in ${database} on ${host}:${port}: another session has held one of its tables for ${MIGRATION_LOCK_MS / 1000} s (an open transaction, a dump), and the schema is as it was; run the same command once that session ends; ${NOTHING_SENT}`,
-    'unavailable',
-    { cause: error },
-  );
+  const what = from === 0 ? 'create the schema of the team store' : `upgrade the team store's schema (version ${from} to ${SCHEMA_VERSION})`;
+  const left = at === from ? (from === 0 ? 'nothing was made' : 'the schema is as it was') : `the schema is at version ${at}`;
+  return new EnrichError(`cannot ${what} in ${database} on ${host}:${port}: ${held}, and ${left}; run the same command once it is done; ${NOTHING_SENT}`, 'unavailable', { cause: error });
 }
 
 /** A migration this role may not run: making the schema, or altering tables it does not own. */
