@@ -27,6 +27,14 @@ async function madeStore(url: string): Promise<string> {
   return input;
 }
 
+/** A database whose schema is at version 1, as the first builds of the team store made it. */
+async function storeAtVersion1(): Promise<string> {
+  const url = await freshDatabase();
+  await sql(url, MIGRATIONS[0] as string);
+  await sql(url, "INSERT INTO meta (key, value) VALUES ('schema_version', '1'), ('store_id', '00112233aabbccdd'), ('created_at', '0')");
+  return url;
+}
+
 /** Every row of enrich's tables, to show that a refused run changed nothing. */
 async function contents(url: string): Promise<unknown> {
   const tables = ['meta', 'services', 'lookups', 'companies', 'purchases', 'runs', 'imports'];
@@ -139,9 +147,7 @@ describe('a batch on the team store that cannot go ahead (issue 21)', () => {
 describe('two versions of enrich on one database (issue 21)', () => {
   it('a schema at version 1 is upgraded by a run, keeping its store id and what it holds', async () => {
     await t.sandbox();
-    const url = await freshDatabase();
-    await sql(url, MIGRATIONS[0] as string);
-    await sql(url, "INSERT INTO meta (key, value) VALUES ('schema_version', '1'), ('store_id', '00112233aabbccdd'), ('created_at', '0')");
+    const url = await storeAtVersion1();
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
     const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
     expect(run.code, run.stderr).toBe(0);
@@ -155,9 +161,7 @@ describe('two versions of enrich on one database (issue 21)', () => {
 
   it('an upgrade that another session holds a table from: given up after the lock timeout, exit 6, the schema as it was, nothing sent; no run left queued behind it; then it goes ahead', async () => {
     await t.sandbox();
-    const url = await freshDatabase();
-    await sql(url, MIGRATIONS[0] as string);
-    await sql(url, "INSERT INTO meta (key, value) VALUES ('schema_version', '1'), ('store_id', '00112233aabbccdd'), ('created_at', '0')");
+    const url = await storeAtVersion1();
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
     // A session in the middle of a read of runs (an analyst's psql): version 2 alters runs.
     const analyst = new pg.Client({ connectionString: url });
@@ -187,9 +191,7 @@ describe('two versions of enrich on one database (issue 21)', () => {
   });
 
   it("an upgrade that another machine's maintenance lock holds up (a ledger copy): given up below the query timeout, exit 6 in words, the server left waiting on nothing", async () => {
-    const url = await freshDatabase();
-    await sql(url, MIGRATIONS[0] as string);
-    await sql(url, "INSERT INTO meta (key, value) VALUES ('schema_version', '1'), ('store_id', '00112233aabbccdd'), ('created_at', '0')");
+    const url = await storeAtVersion1();
     const copy = new pg.Client({ connectionString: url });
     await copy.connect();
     try {
@@ -213,9 +215,7 @@ describe('two versions of enrich on one database (issue 21)', () => {
 
   it("an upgrade chosen as a deadlock's victim is tried again", async () => {
     await t.sandbox();
-    const url = await freshDatabase();
-    await sql(url, MIGRATIONS[0] as string);
-    await sql(url, "INSERT INTO meta (key, value) VALUES ('schema_version', '1'), ('store_id', '00112233aabbccdd'), ('created_at', '0')");
+    const url = await storeAtVersion1();
     // The server picks the victim of a real deadlock by the clock; this plays its answer instead:
     // the first ALTER TABLE fails as a deadlock's victim does (a sequence, which a rollback keeps).
     await sql(url, 'CREATE SEQUENCE alters');
