@@ -123,6 +123,24 @@ export async function reconnecting<T>(attempt: () => Promise<T>, budgetMs: numbe
 }
 
 /**
+ * `work` in one transaction on `db` (a client, or a Session's own connection): committed, or
+ * rolled back and its error thrown. With `lockTimeoutMs`, no lock in it is waited for longer
+ * (`SET LOCAL`: the session's setting is back as it was once the transaction ends).
+ */
+export async function inTransaction<T>(db: { query(text: string): Promise<unknown> }, work: () => Promise<T>, lockTimeoutMs?: number): Promise<T> {
+  await db.query('BEGIN');
+  try {
+    if (lockTimeoutMs !== undefined) await db.query(`SET LOCAL lock_timeout = ${lockTimeoutMs}`);
+    const result = await work();
+    await db.query('COMMIT');
+    return result;
+  } catch (error) {
+    await db.query('ROLLBACK').catch(() => {});
+    throw error;
+  }
+}
+
+/**
  * A connection that connects again when it is lost (a restarted server, a dropped network) and
  * repeats the statement it lost, for up to RECONNECT_MS. Only statements that are safe to send
  * twice go through `query` on their own (reads, heartbeats, idempotent updates); inside a

@@ -6,7 +6,7 @@ import type { JournalTarget } from '../import-journal.js';
 import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow, ServiceHoldings, Spend, SpendBy } from '../ledger-types.js';
 import { hostIdentity } from '../host.js';
 import { displayStore } from '../path.js';
-import { client, connect, placeOf, type Place, type Session } from './connect.js';
+import { client, connect, inTransaction, placeOf, type Place, type Session } from './connect.js';
 import { RUN_ALIVE } from './claim-sql.js';
 import { PgCopySource, PgCopyTarget } from './copy.js';
 import { MAINTENANCE_LOCK } from './schema.js';
@@ -297,16 +297,8 @@ export class PgLedger implements LedgerStore {
     await this.db.query(`SELECT count(pg_advisory_xact_lock(hashtextextended($1::text || ':' || d, 0))) FROM unnest($2::text[]) AS d`, [serviceId, [...new Set(domains)].sort()]);
   }
 
-  private async transaction<T>(work: () => Promise<T>): Promise<T> {
-    await this.db.query('BEGIN');
-    try {
-      const result = await work();
-      await this.db.query('COMMIT');
-      return result;
-    } catch (error) {
-      await this.db.query('ROLLBACK').catch(() => {});
-      throw error;
-    }
+  private transaction<T>(work: () => Promise<T>): Promise<T> {
+    return inTransaction(this.db, work);
   }
 }
 

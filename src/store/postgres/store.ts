@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { EnrichError, UsageError } from '../../errors.js';
 import type { JournalEvents } from '../import-journal.js';
 import type { RunInfo } from '../types.js';
-import { client, connect, describe, placeOf, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
+import { client, connect, describe, inTransaction, placeOf, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
 import { cannotWrite, firstMissing, grantsFor, missingRights, readStoreId, schemaVersion } from './inspect.js';
 import { PgRecords } from './records.js';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from './schema.js';
@@ -195,14 +195,11 @@ async function migrate(db: pg.Client, timeoutMs: number): Promise<void> {
   if (seen === SCHEMA_VERSION) return;
   // Another machine's migration holds it for a second; a `ledger copy` or `ledger prune` for as
   // long as it runs. The session's lock outlives the transaction; the timeout (LOCAL) does not.
-  const maintenanceMs = Math.min(MAINTENANCE_WAIT_MS, Math.floor(timeoutMs / 2));
-  await db.query('BEGIN');
+  const below = (ms: number): number => Math.min(ms, Math.floor(timeoutMs / 2));
+  const maintenanceMs = below(MAINTENANCE_WAIT_MS);
   try {
-    await db.query(`SET LOCAL lock_timeout = ${maintenanceMs}`);
-    await db.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]);
-    await db.query('COMMIT');
+    await inTransaction(db, () => db.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]), maintenanceMs);
   } catch (error) {
-    await db.query('ROLLBACK').catch(() => {});
     if ((error as { code?: unknown }).code === '55P03') throw lockBusy(db, seen, seen, `another enrich has held the store's maintenance lock for ${maintenanceMs / 1000} s (an upgrade, a \`ledger copy\` or \`ledger prune\`)`, error);
     throw error;
   }
@@ -210,8 +207,7 @@ async function migrate(db: pg.Client, timeoutMs: number): Promise<void> {
     // Another machine may have migrated while this one waited for the lock.
     const current = await schemaVersion(db);
     refuseNewer(current);
-    const tablesMs = Math.min(MIGRATION_LOCK_MS, Math.floor(timeoutMs / 2));
-    for (let v = current + 1; v <= SCHEMA_VERSION; v++) await migrateTo(db, v, current, tablesMs);
+    for (let v = current + 1; v <= SCHEMA_VERSION; v++) await migrateTo(db, v, current, below(MIGRATION_LOCK_MS));
   } finally {
     await db.query('SELECT pg_advisory_unlock($1)', [MAINTENANCE_LOCK]).catch(() => {});
   }
@@ -220,22 +216,24 @@ async function migrate(db: pg.Client, timeoutMs: number): Promise<void> {
 /** One migration, in a transaction of its own; `from` is the version the store was at, for messages. */
 async function migrateTo(db: pg.Client, v: number, from: number, lockMs: number): Promise<void> {
   for (let attempt = 1; ; attempt++) {
-    await db.query('BEGIN');
     try {
       // An ALTER TABLE waits for every session using the table (an open psql transaction, a
       // pg_dump), and every later statement on it queues behind the ALTER: unbounded, one
       // machine's upgrade would hold the whole team's runs until that session ends.
-      await db.query(`SET LOCAL lock_timeout = ${lockMs}`);
-      await db.query(MIGRATIONS[v - 1] as string);
-      await db.query(`INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, [String(v)]);
-      if (v === 1) {
-        const id = Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(8))).toString('hex');
-        await db.query(`INSERT INTO meta (key, value) VALUES ('store_id', $1), ('created_at', $2) ON CONFLICT (key) DO NOTHING`, [id, String(Date.now())]);
-      }
-      await db.query('COMMIT');
+      await inTransaction(
+        db,
+        async () => {
+          await db.query(MIGRATIONS[v - 1] as string);
+          await db.query(`INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, [String(v)]);
+          if (v === 1) {
+            const id = Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(8))).toString('hex');
+            await db.query(`INSERT INTO meta (key, value) VALUES ('store_id', $1), ('created_at', $2) ON CONFLICT (key) DO NOTHING`, [id, String(Date.now())]);
+          }
+        },
+        lockMs,
+      );
       return;
     } catch (error) {
-      await db.query('ROLLBACK').catch(() => {});
       const code = (error as { code?: unknown }).code;
       // Chosen as a deadlock's victim (a running batch held a table this step alters): again.
       if (code === '40P01' && attempt < 3) continue;
@@ -257,18 +255,21 @@ export const MAINTENANCE_WAIT_MS = 30_000;
  */
 function lockBusy(db: pg.Client, from: number, at: number, held: string, error: unknown): EnrichError {
   const { host, port, database } = placeOf(db);
-  const what = from === 0 ? 'create the schema of the team store' : `upgrade the team store's schema (version ${from} to ${SCHEMA_VERSION})`;
   const left = at === from ? (from === 0 ? 'nothing was made' : 'the schema is as it was') : `the schema is at version ${at}`;
-  return new EnrichError(`cannot ${what} in ${database} on ${host}:${port}: ${held}, and ${left}; run the same command once it is done; ${NOTHING_SENT}`, 'unavailable', { cause: error });
+  return new EnrichError(`cannot ${migrating(from)} in ${database} on ${host}:${port}: ${held}, and ${left}; run the same command once it is done; ${NOTHING_SENT}`, 'unavailable', { cause: error });
+}
+
+/** What a migration from version `from` does, for messages. */
+function migrating(from: number): string {
+  return from === 0 ? 'create the schema of the team store' : `upgrade the team store's schema (version ${from} to ${SCHEMA_VERSION})`;
 }
 
 /** A migration this role may not run: making the schema, or altering tables it does not own. */
 function cannotMigrate(db: pg.Client, from: number, error: unknown): UsageError {
   const { host, port, database } = placeOf(db);
-  const what = from === 0 ? 'create the schema of the team store' : `upgrade the team store's schema (version ${from} to ${SCHEMA_VERSION})`;
   const role = db.user ?? '';
   return new UsageError(
-    `the role ${role} cannot ${what} in ${database} on ${host}:${port} (${describe(error)}); run enrich once as the database's owner, who may then let ${role} in: ${grantsFor(role)}; ${NOTHING_SENT}`,
+    `the role ${role} cannot ${migrating(from)} in ${database} on ${host}:${port} (${describe(error)}); run enrich once as the database's owner, who may then let ${role} in: ${grantsFor(role)}; ${NOTHING_SENT}`,
     { cause: error },
   );
 }
