@@ -797,7 +797,7 @@ describe('the team store when the connection is lost', () => {
     await first.connect();
     const session = new Session(proxy.url, first, 60_000);
     try {
-      await session.lock(MAINTENANCE_LOCK);
+      await session.lock(MAINTENANCE_LOCK, 30_000);
       proxy.cut();
       await proxy.mend();
       // Before: connected again without the lock, and the copy went on beside any prune.
@@ -808,7 +808,7 @@ describe('the team store when the connection is lost', () => {
       // The lock let go: a lost connection is connected again, as for any other statement.
       expect((await session.query<{ n: number }>('SELECT 1 AS n')).rows).toStrictEqual([{ n: 1 }]);
       // So too after a transaction the loss ended: it is not taken for still open.
-      await session.lock(MAINTENANCE_LOCK);
+      await session.lock(MAINTENANCE_LOCK, 30_000);
       await session.query('BEGIN');
       proxy.cut();
       await proxy.mend();

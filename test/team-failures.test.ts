@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { MAINTENANCE_LOCK, MIGRATIONS, SCHEMA_VERSION } from '../src/store/postgres/schema.js';
+import { PgLedger } from '../src/store/postgres/ledger.js';
 import { MIGRATION_LOCK_MS, PgStore } from '../src/store/postgres/store.js';
 import { csvText, readCsvFile } from './helpers/cli.js';
 import { READ_ONLY, roleSuite } from './helpers/pg-roles.js';
@@ -261,5 +262,75 @@ describe('two versions of enrich on one database (issue 21)', () => {
     // One purchase per company, whichever machine made it.
     expect(t.sb.ledger(KEY)).toHaveLength(3);
     expect(await sql(url, 'SELECT host FROM runs ORDER BY host')).toStrictEqual([{ host: 'a' }, { host: 'b' }]);
+  });
+});
+
+describe('ledger maintenance on the team store that another holds up', () => {
+  const place = (url: string): string => {
+    const { port, pathname } = new URL(url);
+    return `${pathname.slice(1)} on 127\\.0\\.0\\.1:${port}`;
+  };
+  /** The team store's ledger, its query timeout 2 s: every wait for a lock is 1 s. */
+  const ledger = (url: string): Promise<PgLedger> => PgLedger.open(url, { tool: 'test', now: () => Date.now(), env: {}, write: true, create: false, queryTimeoutMs: 2_000 });
+  const ago = (days: number): number => Date.now() - days * 86_400_000;
+
+  it("a prune or a copy while another holds the maintenance lock: given up below the query timeout, exit 6 in words naming it, nothing changed, the server left waiting on nothing; once it is let go, each goes ahead", async () => {
+    await t.sandbox();
+    const url = await freshDatabase();
+    await madeStore(url);
+    await sql(url, 'UPDATE companies SET bought_at = $1', [ago(30)]);
+    const before = await contents(url);
+    const copy = new pg.Client({ connectionString: url });
+    await copy.connect();
+    const store = await ledger(url);
+    try {
+      await copy.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]);
+      const held = (doing: string, left: string): RegExp =>
+        new RegExp(`^cannot ${doing} in ${place(url)}: another enrich has held the store's maintenance lock for 1 s \\(an upgrade, a \`ledger copy\` or \`ledger prune\`\\); ${left}; run the same command once it is done$`);
+      // Before: each waited out the 60 s query timeout, and said the connection was lost; the
+      // server went on waiting for the lock after the client had gone.
+      await expect(store.prune(ago(7), false)).rejects.toMatchObject({ kind: 'unavailable', message: expect.stringMatching(held('prune the team store', 'nothing was removed')) });
+      expect(await lockWaits(url)).toBe(0);
+      await expect(store.copyTarget(false)).rejects.toMatchObject({ kind: 'unavailable', message: expect.stringMatching(held('copy into the team store', 'nothing was copied')) });
+      expect(await lockWaits(url)).toBe(0);
+      expect(await contents(url)).toStrictEqual(before);
+      await copy.query('SELECT pg_advisory_unlock($1)', [MAINTENANCE_LOCK]);
+      // The same session goes on: neither wait left it in a transaction or holding anything.
+      const bought = await sql<{ n: number }>(url, 'SELECT count(*)::int AS n FROM companies');
+      await expect(store.prune(ago(7), false)).resolves.toMatchObject({ companies: bought[0]?.n });
+      expect(await sql(url, 'SELECT count(*)::int AS n FROM companies')).toStrictEqual([{ n: 0 }]);
+      const target = await store.copyTarget(false);
+      expect(await sql(url, `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted`)).toStrictEqual([{ n: 1 }]);
+      await target.end();
+      expect(await sql(url, `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory'`)).toStrictEqual([{ n: 0 }]);
+    } finally {
+      await store.close();
+      await copy.end();
+    }
+  });
+
+  it('a prune that another session holds runs from (an open transaction that wrote it): given up after the same wait, in words naming a table, nothing removed', async () => {
+    await t.sandbox();
+    const url = await freshDatabase();
+    await madeStore(url);
+    await sql(url, 'UPDATE companies SET bought_at = $1', [ago(30)]);
+    const before = await contents(url);
+    const analyst = new pg.Client({ connectionString: url });
+    await analyst.connect();
+    const store = await ledger(url);
+    try {
+      await analyst.query('BEGIN');
+      await analyst.query('UPDATE runs SET status = status');
+      await expect(store.prune(ago(7), false)).rejects.toMatchObject({
+        kind: 'unavailable',
+        message: expect.stringMatching(new RegExp(`^cannot prune the team store in ${place(url)}: another session has held one of its tables for 1 s \\(an open transaction, a dump\\); nothing was removed; run the same command once it is done$`)),
+      });
+      expect(await lockWaits(url)).toBe(0);
+    } finally {
+      await analyst.query('ROLLBACK').catch(() => {});
+      await analyst.end();
+      await store.close();
+    }
+    expect(await contents(url)).toStrictEqual(before);
   });
 });

@@ -190,11 +190,13 @@ export class Session {
   }
 
   /**
-   * Takes a session-level advisory lock, and keeps to this connection until `unlock`: connecting
+   * Takes a session-level advisory lock, waiting for it at most `waitMs` (then the server's
+   * lock_not_available, 55P03, is thrown), and keeps to this connection until `unlock`: connecting
    * again would go on without the lock, silently, so a lost connection fails every statement after.
    */
-  async lock(key: number): Promise<void> {
-    await this.query('SELECT pg_advisory_lock($1)', [key]);
+  async lock(key: number, waitMs: number): Promise<void> {
+    // The lock outlives the transaction; the timeout (LOCAL) ends with it.
+    await inTransaction(this, () => this.query('SELECT pg_advisory_lock($1)', [key]), waitMs);
     this.pinned = true;
   }
 

@@ -1,5 +1,5 @@
 import type { CompanyRecord } from '../../api/types.js';
-import { UsageError } from '../../errors.js';
+import { EnrichError, UsageError } from '../../errors.js';
 import { isProcessAlive, processStartedAt } from '../../process-alive.js';
 import type { CopySource, CopyTarget } from '../copy-types.js';
 import type { JournalTarget } from '../import-journal.js';
@@ -10,7 +10,7 @@ import { client, connect, inTransaction, placeOf, type Place, type Session } fro
 import { RUN_ALIVE } from './claim-sql.js';
 import { PgCopySource, PgCopyTarget } from './copy.js';
 import { MAINTENANCE_LOCK } from './schema.js';
-import { PgStore } from './store.js';
+import { isLockTimeout, maintenanceHeld, maintenanceWaitMs, PgStore, tableHeld } from './store.js';
 import { HASHED, LEASE_MS, OUTCOME_CHANNEL } from './writer.js';
 
 const num = (v: unknown): number => Number(v ?? 0);
@@ -49,11 +49,15 @@ export class PgLedger implements LedgerStore {
     this.sizeNote = `in database ${store.db.place.database}`;
   }
 
-  /** Opens the team store; one that is not there (no enrich tables) is made only for an import or a copy. */
-  static async open(url: string, how: LedgerOpen): Promise<PgLedger> {
+  /**
+   * Opens the team store; one that is not there (no enrich tables) is made only for an import or a
+   * copy. `queryTimeoutMs` (tests) shortens the query timeout, and with it every wait for a lock.
+   */
+  static async open(url: string, how: LedgerOpen & { queryTimeoutMs?: number }): Promise<PgLedger> {
     if (!how.create) await refuseMissing(url);
     const host = hostIdentity(how.env);
-    return new PgLedger(await PgStore.open(url, { tool: how.tool, now: how.now, access: how.write ? 'write' : 'read', ...(host === undefined ? {} : { host }) }));
+    const timeout = how.queryTimeoutMs === undefined ? {} : { queryTimeoutMs: how.queryTimeoutMs };
+    return new PgLedger(await PgStore.open(url, { tool: how.tool, now: how.now, access: how.write ? 'write' : 'read', ...timeout, ...(host === undefined ? {} : { host }) }));
   }
 
   async size(): Promise<number> {
@@ -200,9 +204,12 @@ export class PgLedger implements LedgerStore {
     });
     if (dryRun) return counts();
     const dead = await this.deadHere();
-    return this.transaction(async () => {
+    const waitMs = maintenanceWaitMs(this.store.queryTimeoutMs);
+    let locked = false;
+    return this.bounded('prune the team store', 'nothing was removed', waitMs, () => locked, async () => {
       // One maintainer at a time (a migration takes the same lock), and no run registers meanwhile.
       await this.db.query('SELECT pg_advisory_xact_lock($1)', [MAINTENANCE_LOCK]);
+      locked = true;
       await this.db.query('LOCK TABLE runs IN SHARE MODE');
       const { rows: live } = await this.db.query<{ id: number }>(`SELECT r.id FROM runs r WHERE ${ALIVE('r', '$1')} ORDER BY r.id`, [dead]);
       if (live.length > 0) throw new UsageError(`a run is under way on this store (run ${live.map((r) => r.id).join(', ')}); prune when it has finished`);
@@ -243,7 +250,15 @@ export class PgLedger implements LedgerStore {
 
   /** A copy into the team store holds the maintenance lock throughout: no prune runs beside it. A dry run writes nothing, and holds nothing. */
   async copyTarget(dryRun: boolean): Promise<CopyTarget> {
-    if (!dryRun) await this.db.lock(MAINTENANCE_LOCK);
+    if (!dryRun) {
+      const waitMs = maintenanceWaitMs(this.store.queryTimeoutMs);
+      try {
+        await this.db.lock(MAINTENANCE_LOCK, waitMs);
+      } catch (error) {
+        if (isLockTimeout(error)) throw this.held('copy into the team store', 'nothing was copied', maintenanceHeld(waitMs), error);
+        throw error;
+      }
+    }
     return new PgCopyTarget(this.store, dryRun, {
       deadHere: () => this.deadHere(),
       lockCompanies: (serviceId, domains) => this.lockCompanies(serviceId, domains),
@@ -299,6 +314,26 @@ export class PgLedger implements LedgerStore {
 
   private transaction<T>(work: () => Promise<T>): Promise<T> {
     return inTransaction(this.db, work);
+  }
+
+  /**
+   * `work` in one transaction in which no lock is waited for longer than `waitMs`: a lock held
+   * elsewhere for longer is said in one line (exit 6), the maintenance lock's (until `locked()`)
+   * or a table's, rather than waited on until the query timeout takes it for a lost connection.
+   */
+  private async bounded<T>(doing: string, left: string, waitMs: number, locked: () => boolean, work: () => Promise<T>): Promise<T> {
+    try {
+      return await inTransaction(this.db, work, waitMs);
+    } catch (error) {
+      if (isLockTimeout(error)) throw this.held(doing, left, locked() ? tableHeld(waitMs) : maintenanceHeld(waitMs), error);
+      throw error;
+    }
+  }
+
+  /** Maintenance given up on a lock held elsewhere: what it was doing, what holds it, and what is left as it was. */
+  private held(doing: string, left: string, holder: string, cause: unknown): EnrichError {
+    const { host, port, database } = this.db.place;
+    return new EnrichError(`cannot ${doing} in ${database} on ${host}:${port}: ${holder}; ${left}; run the same command once it is done`, 'unavailable', { cause });
   }
 }
 

@@ -195,19 +195,18 @@ async function migrate(db: pg.Client, timeoutMs: number): Promise<void> {
   if (seen === SCHEMA_VERSION) return;
   // Another machine's migration holds it for a second; a `ledger copy` or `ledger prune` for as
   // long as it runs. The session's lock outlives the transaction; the timeout (LOCAL) does not.
-  const below = (ms: number): number => Math.min(ms, Math.floor(timeoutMs / 2));
-  const maintenanceMs = below(MAINTENANCE_WAIT_MS);
+  const maintenanceMs = maintenanceWaitMs(timeoutMs);
   try {
     await inTransaction(db, () => db.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]), maintenanceMs);
   } catch (error) {
-    if ((error as { code?: unknown }).code === '55P03') throw lockBusy(db, seen, seen, `another enrich has held the store's maintenance lock for ${maintenanceMs / 1000} s (an upgrade, a \`ledger copy\` or \`ledger prune\`)`, error);
+    if (isLockTimeout(error)) throw lockBusy(db, seen, seen, maintenanceHeld(maintenanceMs), error);
     throw error;
   }
   try {
     // Another machine may have migrated while this one waited for the lock.
     const current = await schemaVersion(db);
     refuseNewer(current);
-    for (let v = current + 1; v <= SCHEMA_VERSION; v++) await migrateTo(db, v, current, below(MIGRATION_LOCK_MS));
+    for (let v = current + 1; v <= SCHEMA_VERSION; v++) await migrateTo(db, v, current, Math.min(MIGRATION_LOCK_MS, Math.floor(timeoutMs / 2)));
   } finally {
     await db.query('SELECT pg_advisory_unlock($1)', [MAINTENANCE_LOCK]).catch(() => {});
   }
@@ -238,7 +237,7 @@ async function migrateTo(db: pg.Client, v: number, from: number, lockMs: number)
       // Chosen as a deadlock's victim (a running batch held a table this step alters): again.
       if (code === '40P01' && attempt < 3) continue;
       if (deniedTo(error)) throw cannotMigrate(db, from, error);
-      if (code === '55P03') throw lockBusy(db, from, v - 1, `another session has held one of its tables for ${lockMs / 1000} s (an open transaction, a dump)`, error);
+      if (isLockTimeout(error)) throw lockBusy(db, from, v - 1, tableHeld(lockMs), error);
       throw error;
     }
   }
@@ -246,8 +245,23 @@ async function migrateTo(db: pg.Client, v: number, from: number, lockMs: number)
 
 /** How long a migration waits for a table another session holds. */
 export const MIGRATION_LOCK_MS = 5_000;
-/** How long opening a store whose schema is behind waits for the maintenance lock. */
+/**
+ * How long an upgrade, a `ledger prune` or a `ledger copy` waits for the maintenance lock that
+ * another of them holds: at most half the query timeout, so a lock held elsewhere is said as
+ * such (exit 6), not taken for a server that stopped answering.
+ */
 export const MAINTENANCE_WAIT_MS = 30_000;
+export const maintenanceWaitMs = (queryTimeoutMs: number): number => Math.min(MAINTENANCE_WAIT_MS, Math.floor(queryTimeoutMs / 2));
+
+/** A lock waited for up to `lock_timeout` and not got (lock_not_available). */
+export const isLockTimeout = (error: unknown): boolean => (error as { code?: unknown } | null)?.code === '55P03';
+
+/** What held a wait for the maintenance lock up, for messages. */
+export const maintenanceHeld = (waitedMs: number): string =>
+  `another enrich has held the store's maintenance lock for ${waitedMs / 1000} s (an upgrade, a \`ledger copy\` or \`ledger prune\`)`;
+
+/** What held a wait for a table up, for messages. */
+export const tableHeld = (waitedMs: number): string => `another session has held one of its tables for ${waitedMs / 1000} s (an open transaction, a dump)`;
 
 /**
  * A migration that waited out its lock timeout (exit 6): `from` the version the store was at,
