@@ -426,6 +426,28 @@ describe('the team store on PostgreSQL', () => {
     }
   });
 
+  it("finds a service another machine registers at the same moment: its row, committed after this one's statement began, is asked for again", async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const store = await PgStore.open(url, { tool: 'test' });
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      const { rows } = await other.query<{ id: string }>("INSERT INTO services (name) VALUES ('svc') RETURNING id");
+      const asked = store.serviceId('svc');
+      // This statement waits on the other's row; once that commits, its insert does nothing and
+      // its snapshot does not hold the row.
+      await expect.poll(async () => (await sql<{ n: number }>(url, 'SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted'))[0]?.n, { timeout: 20_000 }).toBe(1);
+      await other.query('COMMIT');
+      expect(await asked).toBe(Number(rows[0]?.id));
+      expect(await sql(url, 'SELECT count(*)::int AS n FROM services')).toStrictEqual([{ n: 1 }]);
+    } finally {
+      await other.end();
+      await store.close();
+    }
+  });
+
   it('wakes a run waiting on a company when the outcome commits (NOTIFY in its transaction)', async () => {
     const url = await freshDatabase();
     pgRan++;

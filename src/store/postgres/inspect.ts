@@ -26,30 +26,73 @@ export async function schemaVersion(db: pg.Client): Promise<number> {
 /** The store's identity with the key epoch a prune bumps (as the SQLite store's), or null if meta has none. */
 export async function readStoreId(db: { query: Session['query'] }): Promise<string | null> {
   const { rows } = await db.query<{ key: string; value: string }>(`SELECT key, value FROM meta WHERE key IN ('store_id', 'key_epoch')`);
+  return storeIdOf(rows);
+}
+
+/** The store id of meta's rows (`store_id`, and `key_epoch` once a prune has bumped it), or null if they hold none. */
+function storeIdOf(rows: readonly { key: string; value: string | null }[]): string | null {
   const id = rows.find((r) => r.key === 'store_id')?.value;
-  if (id === undefined || id === '') return null;
+  if (id === undefined || id === null || id === '') return null;
   const epoch = Number(rows.find((r) => r.key === 'key_epoch')?.value ?? 0);
   return epoch > 0 ? `${id}.${epoch}` : id;
 }
 
 /**
- * The rights a run needs on the tables there are that this role lacks ("INSERT on runs"), asked
- * of the server (has_table_privilege), so nothing is written to find out. A service's row is only
- * ever added (ON CONFLICT DO NOTHING): services needs no UPDATE.
+ * The rights a run needs on the tables there are that this role lacks, one row each (`rel`,
+ * `priv`), asked of the server (has_table_privilege), so nothing is written to find out. A
+ * service's row is only ever added (ON CONFLICT DO NOTHING): services needs no UPDATE. $1 the
+ * written tables, $2 the sequenced ones.
  */
-export async function missingRights(db: pg.Client): Promise<string[]> {
-  const { rows } = await db.query<{ rel: string; priv: string }>(
-    `WITH needed (rel, kind, privs) AS (
+const MISSING_RIGHTS = `WITH needed (rel, kind, privs) AS (
        SELECT t, 'table', CASE t WHEN 'services' THEN ARRAY['SELECT', 'INSERT'] ELSE ARRAY['SELECT', 'INSERT', 'UPDATE'] END FROM unnest($1::text[]) AS t
        UNION ALL SELECT 'meta', 'table', ARRAY['SELECT']
        UNION ALL SELECT pg_get_serial_sequence(t, 'id'), 'sequence', ARRAY['USAGE'] FROM unnest($2::text[]) AS t WHERE to_regclass(t) IS NOT NULL
      )
      SELECT rel, p AS priv FROM needed, unnest(privs) AS p
       WHERE to_regclass(rel) IS NOT NULL
-        AND NOT CASE kind WHEN 'table' THEN has_table_privilege(rel, p) ELSE has_sequence_privilege(rel, p) END`,
-    [WRITTEN_TABLES, SEQUENCED_TABLES],
-  );
-  return rows.map((r) => `${r.priv} on ${r.rel.replace(/^public\./, '')}`);
+        AND NOT CASE kind WHEN 'table' THEN has_table_privilege(rel, p) ELSE has_sequence_privilege(rel, p) END`;
+
+const rightOf = (r: { rel: string; priv: string }): string => `${r.priv} on ${r.rel.replace(/^public\./, '')}`;
+
+/** The rights a run needs on the tables there are that this role lacks ("INSERT on runs"). */
+export async function missingRights(db: pg.Client): Promise<string[]> {
+  const { rows } = await db.query<{ rel: string; priv: string }>(MISSING_RIGHTS, [WRITTEN_TABLES, SEQUENCED_TABLES]);
+  return rows.map(rightOf);
+}
+
+/** What opening a store reads of it: the schema's version, the store id, and the rights a run lacks. */
+export interface Glance {
+  version: number;
+  storeId: string | null;
+  missing: string[];
+}
+
+/**
+ * All PgStore.open asks of a store whose schema is there, in one statement (one round trip, where
+ * a team's server is tens of milliseconds away): meta's rows and, when `rights`, the rights a run
+ * lacks. Null when the database has no meta table (no enrich schema yet). A role that may not
+ * read meta gets the server's "permission denied", as from any read of it.
+ */
+export async function glance(db: pg.Client, rights: boolean): Promise<Glance | null> {
+  let rows: { key: string; value: string | null; priv: string | null }[];
+  try {
+    ({ rows } = await db.query<{ key: string; value: string | null; priv: string | null }>(
+      `WITH missing AS (${MISSING_RIGHTS})
+       SELECT key, value, NULL::text AS priv FROM meta WHERE key IN ('schema_version', 'store_id', 'key_epoch')
+       UNION ALL SELECT rel::text, NULL, priv FROM missing WHERE $3`,
+      [WRITTEN_TABLES, SEQUENCED_TABLES, rights],
+    ));
+  } catch (error) {
+    // undefined_table: meta, the one table named, is not there.
+    if ((error as { code?: unknown }).code === '42P01') return null;
+    throw error;
+  }
+  const meta = rows.filter((r) => r.priv === null);
+  return {
+    version: Number(meta.find((r) => r.key === 'schema_version')?.value ?? 0),
+    storeId: storeIdOf(meta),
+    missing: rows.filter((r) => r.priv !== null).map((r) => rightOf({ rel: r.key, priv: r.priv as string })),
+  };
 }
 
 /** Whether this role may create enrich's tables (an empty database) or alter them (an older schema): its owner may. */

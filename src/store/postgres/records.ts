@@ -102,13 +102,26 @@ export class PgRecords implements ServiceStore {
     this.heartbeat = new Heartbeat(beat, LEASE_MS, { now: store.now }, (error) => this.group.fail(error));
   }
 
-  static async open(store: RecordsHost, service: string, serviceId: number, run: number | null, policyNow: number): Promise<PgRecords> {
-    const writer = await connect(client(store.url, true, store.queryTimeoutMs));
-    // A connection dropped under a batch rejects its queries; this keeps the process up meanwhile.
-    writer.on('error', () => {});
-    const records = new PgRecords(store, service, serviceId, run, policyNow, writer);
+  /**
+   * Opens the records of `service`, writing on `writer` (connectWriter), or on a connection made
+   * now: a caller with statements to send first makes it meanwhile, its handshake being three
+   * round trips of its own.
+   */
+  static async open(store: RecordsHost, service: string, serviceId: number, run: number | null, policyNow: number, writer?: Promise<pg.Client>): Promise<PgRecords> {
+    const records = new PgRecords(store, service, serviceId, run, policyNow, await (writer ?? PgRecords.connectWriter(store)));
     records.heartbeat.start();
     return records;
+  }
+
+  /** The connection a run's records write on (pipelined); a caller that does not open the records with it must end it. */
+  static connectWriter(store: RecordsHost): Promise<pg.Client> {
+    const writer = client(store.url, true, store.queryTimeoutMs);
+    // A connection dropped under a batch rejects its queries; this keeps the process up meanwhile.
+    writer.on('error', () => {});
+    const connecting = connect(writer);
+    // Awaited by open; until then a failure must not go unhandled.
+    connecting.catch(() => {});
+    return connecting;
   }
 
   get runId(): number {

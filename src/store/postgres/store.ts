@@ -4,7 +4,7 @@ import { EnrichError, UsageError } from '../../errors.js';
 import type { JournalEvents } from '../import-journal.js';
 import type { RunInfo } from '../types.js';
 import { client, connect, describe, inTransaction, placeOf, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
-import { cannotWrite, firstMissing, grantsFor, missingRights, readStoreId, schemaVersion } from './inspect.js';
+import { cannotWrite, firstMissing, glance, grantsFor, readStoreId, schemaVersion } from './inspect.js';
 import { PgRecords } from './records.js';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from './schema.js';
 import { LEASE_MS } from './writer.js';
@@ -54,11 +54,17 @@ export class PgStore {
   static async open(url: string, options: PgStoreOptions): Promise<PgStore> {
     const db = await connect(client(url, false, options.queryTimeoutMs));
     try {
-      await migrate(db, options.queryTimeoutMs ?? QUERY_TIMEOUT_MS);
-      // Asked before the run begins: a role that may only read would otherwise fail at its first write.
-      const missing = options.access === 'read' ? [] : await missingRights(db);
+      // Rights asked before the run begins: a role that may only read would otherwise fail at its first write.
+      const rights = options.access !== 'read';
+      let seen = await glance(db, rights);
+      if (seen?.version !== SCHEMA_VERSION) {
+        await migrate(db, options.queryTimeoutMs ?? QUERY_TIMEOUT_MS, seen?.version ?? 0);
+        // The tables made or altered: their rights, and the store id, asked again.
+        seen = await glance(db, rights);
+      }
+      const missing = seen?.missing ?? [];
       if (missing.length > 0) throw new UsageError(`${cannotWrite(placeOf(db), db.user ?? '', firstMissing(missing))}; ${NOTHING_SENT}`);
-      return new PgStore(url, new Session(url, db, options.reconnectMs, options.queryTimeoutMs), await storeIdOf(db), options);
+      return new PgStore(url, new Session(url, db, options.reconnectMs, options.queryTimeoutMs), knownStoreId(seen?.storeId ?? null), options);
     } catch (error) {
       await db.end().catch(() => {});
       if (error instanceof EnrichError) throw error;
@@ -71,8 +77,14 @@ export class PgStore {
   async serviceId(name: string): Promise<number> {
     let id = this.services.get(name);
     if (id === undefined) {
-      await this.db.query('INSERT INTO services (name) VALUES ($1) ON CONFLICT (name) DO NOTHING', [name]);
-      id = Number((await this.db.query<{ id: number }>('SELECT id FROM services WHERE name = $1', [name])).rows[0]?.id);
+      // One round trip: the row made, or the one there. A row another machine makes at the same
+      // moment is committed after this statement's snapshot, so neither finds it: asked again.
+      const { rows } = await this.db.query<{ id: number }>(
+        `WITH made AS (INSERT INTO services (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING id)
+         SELECT id FROM made UNION ALL SELECT id FROM services WHERE name = $1`,
+        [name],
+      );
+      id = Number((rows[0] ?? (await this.db.query<{ id: number }>('SELECT id FROM services WHERE name = $1', [name])).rows[0])?.id);
       this.services.set(name, id);
     }
     return id;
@@ -80,20 +92,27 @@ export class PgStore {
 
   /** Opens a run against one service: its records, and a row in `runs` saying who runs it, and that it is under way. */
   async beginRun(service: string, info: RunInfo): Promise<PgRecords> {
-    const serviceId = await this.serviceId(service);
-    const now = this.now();
-    const policyNow = await this.policyNow(serviceId, info, now);
-    const { rows } = await this.db.query<{ id: number }>(
-      `INSERT INTO runs (service, started_at, heartbeat_at, policy_now, pid, host, "user", tool, input_name, input_sha256, rows, dry_run, options, status)
-       VALUES ($1, $2, ${NOW_MS}, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'running') RETURNING id`,
-      [serviceId, now, policyNow, process.pid, this.host, this.user, this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options)],
-    );
-    // Read once the run is registered: a prune holds runs locked (SHARE) until it commits its new
-    // key epoch, so this sees that epoch, or the prune saw this run alive and was refused.
-    this.storeId = await storeIdOf(this.db);
-    const records = await PgRecords.open(this, service, serviceId, Number(rows[0]?.id), policyNow);
-    this.opened.push(records);
-    return records;
+    // The run's writing connection is made while the run registers.
+    const writer = PgRecords.connectWriter(this);
+    try {
+      const serviceId = await this.serviceId(service);
+      const now = this.now();
+      const policyNow = await this.policyNow(serviceId, info, now);
+      const { rows } = await this.db.query<{ id: number }>(
+        `INSERT INTO runs (service, started_at, heartbeat_at, policy_now, pid, host, "user", tool, input_name, input_sha256, rows, dry_run, options, status)
+         VALUES ($1, $2, ${NOW_MS}, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'running') RETURNING id`,
+        [serviceId, now, policyNow, process.pid, this.host, this.user, this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options)],
+      );
+      // Read once the run is registered: a prune holds runs locked (SHARE) until it commits its new
+      // key epoch, so this sees that epoch, or the prune saw this run alive and was refused.
+      this.storeId = await storeIdOf(this.db);
+      const records = await PgRecords.open(this, service, serviceId, Number(rows[0]?.id), policyNow, writer);
+      this.opened.push(records);
+      return records;
+    } catch (error) {
+      void writer.then((c) => c.end()).catch(() => {});
+      throw error;
+    }
   }
 
   /** Records of one service without a run (the ledger, imports, copies). */
@@ -185,12 +204,11 @@ function safeUser(): string {
  * on a lock is bounded below the query timeout (`timeoutMs`), so a lock held elsewhere is said as
  * such (exit 6), not taken for a server that stopped answering, and the server stops waiting too.
  */
-async function migrate(db: pg.Client, timeoutMs: number): Promise<void> {
+async function migrate(db: pg.Client, timeoutMs: number, seen: number): Promise<void> {
   const refuseNewer = (v: number): void => {
     const { host, database } = placeOf(db);
     if (v > SCHEMA_VERSION) throw new UsageError(`the team store ${database} on ${host} was written by a newer enrich (schema ${v}); upgrade enrich to use it; ${NOTHING_SENT}`);
   };
-  const seen = await schemaVersion(db);
   refuseNewer(seen);
   if (seen === SCHEMA_VERSION) return;
   // Another machine's migration holds it for a second; a `ledger copy` or `ledger prune` for as
@@ -290,7 +308,10 @@ function cannotMigrate(db: pg.Client, from: number, error: unknown): UsageError 
 
 /** The store's identity, with the key epoch a prune bumps (as the SQLite store's). */
 async function storeIdOf(db: Pick<pg.Client, 'query'> | Session): Promise<string> {
-  const id = await readStoreId(db);
+  return knownStoreId(await readStoreId(db));
+}
+
+function knownStoreId(id: string | null): string {
   if (id === null) throw new UsageError(`the team store has no store id in its meta table: it is not an enrich store, or was edited by hand`);
   return id;
 }
