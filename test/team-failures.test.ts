@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { MAINTENANCE_LOCK, MIGRATIONS, SCHEMA_VERSION } from '../src/store/postgres/schema.js';
+import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from '../src/store/postgres/schema.js';
 import { PgLedger } from '../src/store/postgres/ledger.js';
-import { MIGRATION_LOCK_MS, PgStore } from '../src/store/postgres/store.js';
+import { PgStore, TABLE_WAIT_MS } from '../src/store/postgres/store.js';
 import { csvText, readCsvFile } from './helpers/cli.js';
 import { READ_ONLY, roleSuite } from './helpers/pg-roles.js';
 import { freshDatabase, sql } from './helpers/postgres.js';
@@ -179,7 +179,7 @@ describe('two versions of enrich on one database (issue 21)', () => {
       const blocked = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
       expect(blocked).toMatchObject({ code: 6, stdout: '' });
       expect(blocked.stderr).toMatch(
-        new RegExp(`^enrich: cannot upgrade the team store's schema \\(version 1 to ${SCHEMA_VERSION}\\) in \\S+ on 127\\.0\\.0\\.1:\\d+: another session has held one of its tables for ${MIGRATION_LOCK_MS / 1000} s \\(an open transaction, a dump\\), and the schema is as it was; run the same command once it is done; nothing was sent to the service\\n$`),
+        new RegExp(`^enrich: cannot upgrade the team store's schema \\(version 1 to ${SCHEMA_VERSION}\\) in \\S+ on 127\\.0\\.0\\.1:\\d+: another session has held one of its tables for ${TABLE_WAIT_MS / 1000} s \\(an open transaction, a dump\\), and the schema is as it was; run the same command once it is done; nothing was sent to the service\\n$`),
       );
       expect(t.sb.stats.requests).toBe(0);
       // Nothing is queued on runs now: another session's statement on it goes through while the
@@ -309,7 +309,7 @@ describe('ledger maintenance on the team store that another holds up', () => {
     }
   });
 
-  it('a prune that another session holds runs from (an open transaction that wrote it): given up after the same wait, in words naming a table, nothing removed', async () => {
+  it('a prune or a chunk of a copy that another session holds a table or rows from (an open transaction): given up after a shorter wait, in words naming it, what was written kept; a run under way still said as such', async () => {
     await t.sandbox();
     const url = await freshDatabase();
     await madeStore(url);
@@ -318,19 +318,39 @@ describe('ledger maintenance on the team store that another holds up', () => {
     const analyst = new pg.Client({ connectionString: url });
     await analyst.connect();
     const store = await ledger(url);
+    const rowsHeld = (doing: string, left: string): RegExp =>
+      new RegExp(`^cannot ${doing} in ${place(url)}: another session has held a table or rows it needs for 1 s \\(an open transaction\\); ${left}; run the same command once it is done$`);
     try {
       await analyst.query('BEGIN');
       await analyst.query('UPDATE runs SET status = status');
-      await expect(store.prune(ago(7), false)).rejects.toMatchObject({
+      // Before: 30 s queued for runs, every run's heartbeat queued behind it (a lease lost).
+      await expect(store.prune(ago(7), false)).rejects.toMatchObject({ kind: 'unavailable', message: expect.stringMatching(rowsHeld('prune the team store', 'nothing was removed')) });
+      expect(await lockWaits(url)).toBe(0);
+      expect(await contents(url)).toStrictEqual(before);
+      // A run under way on another machine: said before runs is waited for.
+      const [service] = await sql<{ id: string; name: string }>(url, 'SELECT id, name FROM services');
+      await sql(url, `INSERT INTO runs (service, started_at, heartbeat_at, pid, host, tool, dry_run, status) VALUES ($1, 0, ${NOW_MS}, 1, 'elsewhere', 'test', 0, 'running')`, [service?.id]);
+      await expect(store.prune(ago(7), false)).rejects.toMatchObject({ name: 'UsageError', message: expect.stringMatching(/^a run is under way on this store \(run \d+\); prune when it has finished$/) });
+      await analyst.query('ROLLBACK');
+      // A chunk of a copy, on a row the analyst holds: before, 60 s, then "lost the connection",
+      // its backend waiting on, holding the maintenance lock, after the process had gone.
+      const [row] = await sql<{ domain: string }>(url, 'SELECT domain FROM lookups LIMIT 1');
+      const newer = { domain: row?.domain as string, status: 'miss' as const, company: null, name: null, checkedAt: Date.now() };
+      await analyst.query('BEGIN');
+      await analyst.query('UPDATE lookups SET status = status WHERE domain = $1', [newer.domain]);
+      const target = await store.copyTarget(false);
+      await expect(target.lookups(service?.name as string, [newer])).rejects.toMatchObject({
         kind: 'unavailable',
-        message: expect.stringMatching(new RegExp(`^cannot prune the team store in ${place(url)}: another session has held one of its tables for 1 s \\(an open transaction, a dump\\); nothing was removed; run the same command once it is done$`)),
+        message: expect.stringMatching(rowsHeld('copy into the team store', 'what was copied before that is kept')),
       });
       expect(await lockWaits(url)).toBe(0);
+      await analyst.query('ROLLBACK');
+      await expect(target.lookups(service?.name as string, [newer])).resolves.toBe(1);
+      await target.end();
     } finally {
       await analyst.query('ROLLBACK').catch(() => {});
       await analyst.end();
       await store.close();
     }
-    expect(await contents(url)).toStrictEqual(before);
   });
 });

@@ -10,7 +10,7 @@ import { client, connect, inTransaction, placeOf, type Place, type Session } fro
 import { RUN_ALIVE } from './claim-sql.js';
 import { PgCopySource, PgCopyTarget } from './copy.js';
 import { MAINTENANCE_LOCK } from './schema.js';
-import { isLockTimeout, maintenanceHeld, maintenanceWaitMs, PgStore, tableHeld } from './store.js';
+import { isLockTimeout, maintenanceHeld, maintenanceWaitMs, PgStore, tableWaitMs } from './store.js';
 import { HASHED, LEASE_MS, OUTCOME_CHANNEL } from './writer.js';
 
 const num = (v: unknown): number => Number(v ?? 0);
@@ -18,6 +18,9 @@ const numOrNull = (v: unknown): number | null => (v === null || v === undefined 
 
 /** Rows per page of an export. */
 const PAGE = 1_000;
+
+/** What held maintenance up once it had the maintenance lock, for messages. */
+const rowsHeld = (waitedMs: number): string => `another session has held a table or rows it needs for ${waitedMs / 1000} s (an open transaction)`;
 
 /** A run that may still be sending under its claims, by the server's clock (never a host's): `r` is the run. */
 const ALIVE = (r: string, dead: string): string => RUN_ALIVE(r, dead, String(LEASE_MS));
@@ -205,14 +208,23 @@ export class PgLedger implements LedgerStore {
     if (dryRun) return counts();
     const dead = await this.deadHere();
     const waitMs = maintenanceWaitMs(this.store.queryTimeoutMs);
+    const tableMs = tableWaitMs(this.store.queryTimeoutMs);
     let locked = false;
-    return this.bounded('prune the team store', 'nothing was removed', waitMs, () => locked, async () => {
+    const holder = (): string => (locked ? rowsHeld(tableMs) : maintenanceHeld(waitMs));
+    return this.bounded('prune the team store', 'nothing was removed', holder, waitMs, async () => {
       // One maintainer at a time (a migration takes the same lock), and no run registers meanwhile.
       await this.db.query('SELECT pg_advisory_xact_lock($1)', [MAINTENANCE_LOCK]);
       locked = true;
+      // Queued for runs, the lock below holds up every run's heartbeat and start: not for long.
+      await this.db.query(`SET LOCAL lock_timeout = ${tableMs}`);
+      const refuseLive = async (): Promise<void> => {
+        const { rows: live } = await this.db.query<{ id: number }>(`SELECT r.id FROM runs r WHERE ${ALIVE('r', '$1')} ORDER BY r.id`, [dead]);
+        if (live.length > 0) throw new UsageError(`a run is under way on this store (run ${live.map((r) => r.id).join(', ')}); prune when it has finished`);
+      };
+      // A run under way is said before the lock is waited for, and checked again under it.
+      await refuseLive();
       await this.db.query('LOCK TABLE runs IN SHARE MODE');
-      const { rows: live } = await this.db.query<{ id: number }>(`SELECT r.id FROM runs r WHERE ${ALIVE('r', '$1')} ORDER BY r.id`, [dead]);
-      if (live.length > 0) throw new UsageError(`a run is under way on this store (run ${live.map((r) => r.id).join(', ')}); prune when it has finished`);
+      await refuseLive();
       const result = await counts();
       await this.db.query('DELETE FROM companies WHERE bought_at < $1', [cutoff]);
       await this.db.query('DELETE FROM lookups WHERE checked_at < $1', [cutoff]);
@@ -259,10 +271,13 @@ export class PgLedger implements LedgerStore {
         throw error;
       }
     }
+    // Each chunk waits for rows a run's batch (or anyone) holds as long as a prune would.
+    const tableMs = tableWaitMs(this.store.queryTimeoutMs);
+    const chunk = <T>(work: () => Promise<T>): Promise<T> => this.bounded('copy into the team store', 'what was copied before that is kept', () => rowsHeld(tableMs), tableMs, work);
     return new PgCopyTarget(this.store, dryRun, {
       deadHere: () => this.deadHere(),
       lockCompanies: (serviceId, domains) => this.lockCompanies(serviceId, domains),
-      transaction: (work) => (dryRun ? work() : this.transaction(work)),
+      transaction: (work) => (dryRun ? work() : chunk(work)),
       end: async () => void (dryRun ? undefined : await this.db.unlock(MAINTENANCE_LOCK)),
     });
   }
@@ -317,15 +332,16 @@ export class PgLedger implements LedgerStore {
   }
 
   /**
-   * `work` in one transaction in which no lock is waited for longer than `waitMs`: a lock held
-   * elsewhere for longer is said in one line (exit 6), the maintenance lock's (until `locked()`)
-   * or a table's, rather than waited on until the query timeout takes it for a lost connection.
+   * `work` in one transaction in which no lock is waited for longer than `waitMs` (or what `work`
+   * sets): a lock held elsewhere for longer is said in one line (exit 6), naming what `holder`
+   * says held it up, rather than waited on until the query timeout takes it for a lost
+   * connection (and the server waits on after the client has gone, holding what it holds).
    */
-  private async bounded<T>(doing: string, left: string, waitMs: number, locked: () => boolean, work: () => Promise<T>): Promise<T> {
+  private async bounded<T>(doing: string, left: string, holder: () => string, waitMs: number, work: () => Promise<T>): Promise<T> {
     try {
       return await inTransaction(this.db, work, waitMs);
     } catch (error) {
-      if (isLockTimeout(error)) throw this.held(doing, left, locked() ? tableHeld(waitMs) : maintenanceHeld(waitMs), error);
+      if (isLockTimeout(error)) throw this.held(doing, left, holder(), error);
       throw error;
     }
   }

@@ -224,7 +224,7 @@ async function migrate(db: pg.Client, timeoutMs: number, seen: number): Promise<
     // Another machine may have migrated while this one waited for the lock.
     const current = await schemaVersion(db);
     refuseNewer(current);
-    for (let v = current + 1; v <= SCHEMA_VERSION; v++) await migrateTo(db, v, current, Math.min(MIGRATION_LOCK_MS, Math.floor(timeoutMs / 2)));
+    for (let v = current + 1; v <= SCHEMA_VERSION; v++) await migrateTo(db, v, current, tableWaitMs(timeoutMs));
   } finally {
     await db.query('SELECT pg_advisory_unlock($1)', [MAINTENANCE_LOCK]).catch(() => {});
   }
@@ -261,8 +261,13 @@ async function migrateTo(db: pg.Client, v: number, from: number, lockMs: number)
   }
 }
 
-/** How long a migration waits for a table another session holds. */
-export const MIGRATION_LOCK_MS = 5_000;
+/**
+ * How long maintenance (an upgrade, a `ledger prune`, a chunk of a `ledger copy`) waits for a
+ * table or rows another session holds, at most half the query timeout: queued behind it, every
+ * run's statements on that table would wait too (a heartbeat held up long enough loses its lease).
+ */
+export const TABLE_WAIT_MS = 5_000;
+export const tableWaitMs = (queryTimeoutMs: number): number => Math.min(TABLE_WAIT_MS, Math.floor(queryTimeoutMs / 2));
 /**
  * How long an upgrade, a `ledger prune` or a `ledger copy` waits for the maintenance lock that
  * another of them holds: at most half the query timeout, so a lock held elsewhere is said as
@@ -279,7 +284,7 @@ export const maintenanceHeld = (waitedMs: number): string =>
   `another enrich has held the store's maintenance lock for ${waitedMs / 1000} s (an upgrade, a \`ledger copy\` or \`ledger prune\`)`;
 
 /** What held a wait for a table up, for messages. */
-export const tableHeld = (waitedMs: number): string => `another session has held one of its tables for ${waitedMs / 1000} s (an open transaction, a dump)`;
+const tableHeld = (waitedMs: number): string => `another session has held one of its tables for ${waitedMs / 1000} s (an open transaction, a dump)`;
 
 /**
  * A migration that waited out its lock timeout (exit 6): `from` the version the store was at,
