@@ -273,16 +273,20 @@ describe('ledger maintenance on the team store that another holds up', () => {
   /** The team store's ledger, its query timeout 2 s: every wait for a lock is 1 s. */
   const ledger = (url: string): Promise<PgLedger> => PgLedger.open(url, { tool: 'test', now: () => Date.now(), env: {}, write: true, create: false, queryTimeoutMs: 2_000 });
   const ago = (days: number): number => Date.now() - days * 86_400_000;
-
-  it("a prune or a copy while another holds the maintenance lock: given up below the query timeout, exit 6 in words naming it, nothing changed, the server left waiting on nothing; once it is let go, each goes ahead", async () => {
+  /** A store whose companies were all bought 30 days ago, its contents, another session on it, and its ledger. */
+  const aged = async (): Promise<{ url: string; before: unknown; other: pg.Client; store: PgLedger }> => {
     await t.sandbox();
     const url = await freshDatabase();
     await madeStore(url);
     await sql(url, 'UPDATE companies SET bought_at = $1', [ago(30)]);
     const before = await contents(url);
-    const copy = new pg.Client({ connectionString: url });
-    await copy.connect();
-    const store = await ledger(url);
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    return { url, before, other, store: await ledger(url) };
+  };
+
+  it("a prune or a copy while another holds the maintenance lock: given up below the query timeout, exit 6 in words naming it, nothing changed, the server left waiting on nothing; once it is let go, each goes ahead", async () => {
+    const { url, before, other: copy, store } = await aged();
     try {
       await copy.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]);
       const held = (doing: string, left: string): RegExp =>
@@ -310,14 +314,7 @@ describe('ledger maintenance on the team store that another holds up', () => {
   });
 
   it('a prune or a chunk of a copy that another session holds a table or rows from (an open transaction): given up after a shorter wait, in words naming it, what was written kept; a run under way still said as such', async () => {
-    await t.sandbox();
-    const url = await freshDatabase();
-    await madeStore(url);
-    await sql(url, 'UPDATE companies SET bought_at = $1', [ago(30)]);
-    const before = await contents(url);
-    const analyst = new pg.Client({ connectionString: url });
-    await analyst.connect();
-    const store = await ledger(url);
+    const { url, before, other: analyst, store } = await aged();
     const rowsHeld = (doing: string, left: string): RegExp =>
       new RegExp(`^cannot ${doing} in ${place(url)}: another session has held a table or rows it needs for 1 s \\(an open transaction\\); ${left}; run the same command once it is done$`);
     try {
