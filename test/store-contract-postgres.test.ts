@@ -426,6 +426,35 @@ describe('the team store on PostgreSQL', () => {
     }
   });
 
+  it('stops a run whose batch another session holds a company from (a psql transaction left open): given up below the query timeout, exit 6 in words, the server left waiting on nothing', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    // A query timeout of 2 s: a batch waits 1 s for a lock (30 s at the default 60).
+    const store = await PgStore.open(url, { tool: 'test', queryTimeoutMs: 2_000 });
+    const analyst = new pg.Client({ connectionString: url });
+    await analyst.connect();
+    try {
+      const run = await store.beginRun('svc', info);
+      expect(await run.append(intent('free.com'), true)).toStrictEqual({ kind: 'ok' });
+      await analyst.query('BEGIN');
+      await analyst.query("UPDATE purchases SET uncertain = uncertain WHERE domain = 'free.com'");
+      // Before: 60 s, taken for a lost connection and sent again (and waited again), then "lost
+      // the team store", its first statement still waiting on the server.
+      void run.append({ type: 'enrich', company: 'free.com', generation: 1, keyVersion: 1, status: 'miss', charged: 0 }).catch(() => {});
+      await expect(run.flush()).rejects.toMatchObject({
+        kind: 'unavailable',
+        message: expect.stringMatching(/^cannot write the team store at 127\.0\.0\.1:\d+: another session has held companies this run writes for 1 s \(an open transaction\); no further paid call was made\. Run the same command once it is done: what was sent resumes under the same keys, nothing is bought twice$/),
+      });
+      expect(await sql(url, 'SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted')).toStrictEqual([{ n: 0 }]);
+      await analyst.query('ROLLBACK');
+      expect(await sql(url, "SELECT outcome FROM purchases WHERE domain = 'free.com'")).toStrictEqual([{ outcome: 'open' }]);
+    } finally {
+      await analyst.query('ROLLBACK').catch(() => {});
+      await analyst.end();
+      await store.close().catch(() => {});
+    }
+  });
+
   it("finds a service another machine registers at the same moment: its row, committed after this one's statement began, is asked for again", async () => {
     const url = await freshDatabase();
     pgRan++;

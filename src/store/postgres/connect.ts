@@ -99,6 +99,9 @@ export function isConnectionLoss(error: unknown): boolean {
   return /connection terminated|connection error|not queryable|timeout expired|query read timeout|connection.*(closed|ended)/i.test(message);
 }
 
+/** A lock waited for up to `lock_timeout` and not got (lock_not_available). */
+export const isLockTimeout = (error: unknown): boolean => (error as { code?: unknown } | null)?.code === '55P03';
+
 const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**

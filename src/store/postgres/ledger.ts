@@ -6,11 +6,11 @@ import type { JournalTarget } from '../import-journal.js';
 import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow, ServiceHoldings, Spend, SpendBy } from '../ledger-types.js';
 import { hostIdentity } from '../host.js';
 import { displayStore } from '../path.js';
-import { client, connect, inTransaction, placeOf, type Place, type Session } from './connect.js';
+import { client, connect, inTransaction, isLockTimeout, placeOf, type Place, type Session } from './connect.js';
 import { RUN_ALIVE } from './claim-sql.js';
 import { PgCopySource, PgCopyTarget } from './copy.js';
 import { MAINTENANCE_LOCK } from './schema.js';
-import { isLockTimeout, maintenanceHeld, maintenanceWaitMs, PgStore, tableWaitMs } from './store.js';
+import { maintenanceHeld, maintenanceWaitMs, PgStore, tableWaitMs } from './store.js';
 import { HASHED, LEASE_MS, OUTCOME_CHANNEL } from './writer.js';
 
 const num = (v: unknown): number => Number(v ?? 0);

@@ -3,11 +3,11 @@ import type { CompanyRecord } from '../../api/types.js';
 import { EnrichError } from '../../errors.js';
 import { isProcessAlive, processStartedAt } from '../../process-alive.js';
 import type { Claim, CompanyState, Lookup, RunEnd, ServiceStore, StoreEvent } from '../types.js';
-import { client, connect, describe, isConnectionLoss, placeOf, reconnecting, type Session } from './connect.js';
+import { client, connect, describe, isConnectionLoss, isLockTimeout, placeOf, reconnecting, type Session } from './connect.js';
 import { NOW_MS } from './schema.js';
 import { AGAIN, GroupCommit, type Queued } from '../group-commit.js';
 import { Heartbeat } from '../heartbeat.js';
-import { BatchPlan, commitBatch, LEASE_MS, notice, OK, OUTCOME_CHANNEL, Statistics, type Claimed } from './writer.js';
+import { BatchPlan, batchLockWaitMs, commitBatch, LEASE_MS, notice, OK, OUTCOME_CHANNEL, Statistics, type Claimed } from './writer.js';
 
 /** Outcomes gather 20 ms (or 5,000 rows) before a commit; an intent waits only 1 ms. */
 const TIMING = { batchMs: 20, batchRows: 5_000, intentGatherMs: 1 };
@@ -23,12 +23,14 @@ const READ_CHUNK = 20_000;
  */
 export class PgWriteError extends EnrichError {
   override readonly name = 'PgWriteError';
-  constructor(where: string, cause: unknown, budgetMs: number) {
+  constructor(where: string, cause: unknown, budgetMs: number, lockWaitMs: number) {
     super(
       isConnectionLoss(cause)
         ? `lost the team store at ${where} (${describe(cause)}) and could not reach it again within ${budgetMs / 1000} s; no further paid call was made. Run the same command once it is back: what was sent resumes under the same keys, nothing is bought twice`
-        : `cannot write the team store at ${where} (${describe(cause)}); no further paid call was made. Fix that, then run the same command to resume`,
-      isConnectionLoss(cause) ? 'unavailable' : 'failure',
+        : isLockTimeout(cause)
+          ? `cannot write the team store at ${where}: another session has held companies this run writes for ${lockWaitMs / 1000} s (an open transaction); no further paid call was made. Run the same command once it is done: what was sent resumes under the same keys, nothing is bought twice`
+          : `cannot write the team store at ${where} (${describe(cause)}); no further paid call was made. Fix that, then run the same command to resume`,
+      isConnectionLoss(cause) || isLockTimeout(cause) ? 'unavailable' : 'failure',
       { cause },
     );
   }
@@ -95,7 +97,7 @@ export class PgRecords implements ServiceStore {
     private writer: pg.Client,
   ) {
     this.storeId = store.storeId;
-    this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs), TIMING);
+    this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs, batchLockWaitMs(store.queryTimeoutMs)), TIMING);
     // Nothing more is written once the lease cannot be renewed (no second wait for the store on
     // the way out): the run ends on that failure, as on a commit's.
     const beat = run === null ? null : () => this.store.db.query(`UPDATE runs SET heartbeat_at = ${NOW_MS} WHERE id = $1`, [run]);
@@ -306,7 +308,7 @@ export class PgRecords implements ServiceStore {
           this.writerLost = false;
         }
         try {
-          return await commitBatch(this.writer, plan);
+          return await commitBatch(this.writer, plan, batchLockWaitMs(this.store.queryTimeoutMs));
         } catch (error) {
           if (isConnectionLoss(error)) this.writerLost = true;
           // The session's prepared statements are not what this connection took them for (a

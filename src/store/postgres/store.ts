@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { EnrichError, UsageError } from '../../errors.js';
 import type { JournalEvents } from '../import-journal.js';
 import type { RunInfo } from '../types.js';
-import { client, connect, describe, inTransaction, placeOf, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
+import { client, connect, describe, inTransaction, isLockTimeout, placeOf, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
 import { cannotWrite, firstMissing, glance, grantsFor, readStoreId, schemaVersion } from './inspect.js';
 import { PgRecords } from './records.js';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from './schema.js';
@@ -275,9 +275,6 @@ export const tableWaitMs = (queryTimeoutMs: number): number => Math.min(TABLE_WA
  */
 export const MAINTENANCE_WAIT_MS = 30_000;
 export const maintenanceWaitMs = (queryTimeoutMs: number): number => Math.min(MAINTENANCE_WAIT_MS, Math.floor(queryTimeoutMs / 2));
-
-/** A lock waited for up to `lock_timeout` and not got (lock_not_available). */
-export const isLockTimeout = (error: unknown): boolean => (error as { code?: unknown } | null)?.code === '55P03';
 
 /** What held a wait for the maintenance lock up, for messages. */
 export const maintenanceHeld = (waitedMs: number): string =>

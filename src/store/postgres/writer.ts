@@ -361,13 +361,23 @@ export const HASHED = 'SET LOCAL enable_nestloop = off';
 const NESTED = 'SET LOCAL enable_nestloop = on';
 
 /**
- * Sends a batch's statements in one round trip (the client pipelines), inside one transaction,
- * and reads its claims. A deadlock or serialisation failure (another run's release, which locks
- * many rows at once) is retried; anything else rolls the batch back and throws.
+ * How long a batch waits for a company (its advisory lock, its rows) that another session holds:
+ * another run's batch or a chunk of a `ledger copy` holds one for milliseconds; longer is a
+ * session left open (a `psql` transaction). Then the run stops (exit 6) rather than wait out the
+ * query timeout, be taken for a lost connection, and leave its statement waiting on the server.
  */
-export async function commitBatch(client: pg.Client, plan: BatchPlan): Promise<Claimed[]> {
+export const BATCH_LOCK_WAIT_MS = 30_000;
+export const batchLockWaitMs = (queryTimeoutMs: number): number => Math.min(BATCH_LOCK_WAIT_MS, Math.floor(queryTimeoutMs / 2));
+
+/**
+ * Sends a batch's statements in one round trip (the client pipelines), inside one transaction
+ * that waits at most `lockWaitMs` for any lock, and reads its claims. A deadlock or serialisation
+ * failure (another run's release, which locks many rows at once) is retried; anything else rolls
+ * the batch back and throws.
+ */
+export async function commitBatch(client: pg.Client, plan: BatchPlan, lockWaitMs = BATCH_LOCK_WAIT_MS): Promise<Claimed[]> {
   for (let attempt = 1; ; attempt++) {
-    const sent = [client.query('BEGIN')];
+    const sent = [client.query('BEGIN'), client.query(`SET LOCAL lock_timeout = ${Math.floor(lockWaitMs)}`)];
     const at: number[] = [];
     let hashed = false;
     for (const s of plan.statements) {
