@@ -326,6 +326,48 @@ describe('enrich ledger copy', () => {
   });
 
   for (const kind of ['sqlite', 'postgres'] as const) {
+    it(`into ${kind}: a record bought later there is never replaced by an older one from a store further on in its own count of purchases, and none is copied while a run there is buying the company`, async () => {
+      await t.sandbox();
+      const laptop = t.dir.file('laptop.db');
+      const target = kind === 'sqlite' ? t.dir.file('team.db') : await freshDatabase();
+      const run = async (text: string, ...params: unknown[]): Promise<Record<string, unknown>[]> =>
+        kind === 'sqlite' ? sqlite(target, text.replace(/\$\d/g, '?'), ...params) : sql(target, text, params);
+      const [x, y] = domains(0, 2) as [string, string];
+      input('xy.csv', [x, y]);
+      await batch('xy.csv', laptop, 'laptop-a');
+      // The laptop bought x twice, the second time two hours ago (its generation 2).
+      const twoHours = Date.now() - 7_200_000;
+      sqlite(laptop, 'UPDATE companies SET generation = 2, bought_at = ? WHERE domain = ?', twoHours, x);
+      sqlite(laptop, 'UPDATE purchases SET closed_at = ? WHERE domain = ?', twoHours - 60_000, x);
+      sqlite(laptop, "INSERT INTO purchases (service, domain, generation, key_version, outcome, credits, opened_at, closed_at) VALUES (1, ?, 2, 1, 'hit', 1, ?, ?)", x, twoHours, twoHours);
+      // The target bought x just now (its generation 1); a run on another machine is buying y there.
+      input('x.csv', [x]);
+      await batch('x.csv', target, 'cron-b');
+      const record = (d: string): Promise<Record<string, unknown>[]> => run('SELECT idempotency_key AS k, generation AS g FROM companies WHERE domain = $1', d);
+      const before = await record(x);
+      await run("INSERT INTO runs (service, started_at, heartbeat_at, pid, host, tool, dry_run, status) VALUES (1, $1, $1, 1, 'elsewhere', 'test', 0, 'running')", Date.now());
+      const [buyer] = await run("SELECT id FROM runs WHERE host = 'elsewhere'");
+      const storeId = String((await run("SELECT value FROM meta WHERE key = 'store_id'"))[0]?.['value']);
+      const yKey = idempotencyKey(storeId, y, 1, 1);
+      await run("INSERT INTO purchases (service, domain, generation, key_version, intent_key, uncertain, outcome, owner_run, opened_at) VALUES (1, $1, 1, 1, $2, 0, 'open', $3, 1000)", y, yKey, buyer?.['id']);
+
+      const copied = await enrich(['ledger', 'copy', laptop, target, '--json']);
+      expect(copied.code, copied.stderr).toBe(0);
+      expect(json(copied.stdout)).toMatchObject({ companies: 0, busy: 1 });
+      // Before: the laptop's generation 2 replaced the target's newer record of x, and y's stood
+      // in the way of the record of the run buying it (of its generation 1: never written).
+      expect(await record(x)).toStrictEqual(before);
+      expect(await record(y)).toStrictEqual([]);
+      // An hour's freshness there buys x no more. The buyer gone, y's purchase is finished under its key, and its record kept.
+      await run("UPDATE runs SET status = 'failed' WHERE host = 'elsewhere'");
+      const charged = t.sb.ledger(KEY).length;
+      const after = await enrich(['xy.csv', '-o', t.dir.file('after.csv'), '--store', target, '--quiet', '--max-age', '1h'], 'cron-b');
+      expect(after.code, after.stderr).toBe(0);
+      expect(t.sb.chargesByDomain(KEY).get(x)).toBe(2);
+      expect(t.sb.ledger(KEY).length).toBe(charged + 1);
+      expect(await record(y)).toStrictEqual([{ k: yKey, g: 1 }]);
+    });
+
     it(`into ${kind}: an open purchase whose key may have been charged replaces the target's open one whose key cannot have been, so the target's next run replays it (one charge)`, async () => {
       await t.sandbox();
       const laptop = t.dir.file('laptop.db');

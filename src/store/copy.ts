@@ -10,11 +10,26 @@ import { mayBeCharged, type KeptPurchase } from './purchase.js';
 /** A lookup is taken when the target has none of the domain, or an older one. */
 export const lookupWins = (source: CopyLookup, target: CopyLookup | null): boolean => target === null || source.checkedAt > target.checkedAt;
 
-/** A record is taken when the target holds none, or one of an earlier purchase: never an older over a newer. */
-export function companyWins(source: Pick<CopyCompany, 'generation' | 'boughtAt'>, target: Pick<CopyCompany, 'generation' | 'boughtAt'> | null): boolean {
-  if (target === null) return true;
-  return source.generation > target.generation || (source.generation === target.generation && source.boughtAt > target.boughtAt);
+/**
+ * A record is taken when the target holds none, or one bought earlier: never an older over a
+ * newer. By when each was bought, never by generation: a generation is one store's own count of a
+ * company's purchases (a laptop that bought it twice is at 2, a team store that bought it once,
+ * later, at 1), so it orders purchases within a store and means nothing across two. Nor while a
+ * live run of the target holds a purchase of the company open (`buyingThere`): it may be buying it
+ * now, and its record, of its own generation, must not find a copied one in its way (the copy
+ * leaves that purchase to it too: purchaseMove's `busy`).
+ */
+export function companyWins(source: Pick<CopyCompany, 'boughtAt'>, target: Pick<CopyCompany, 'boughtAt'> | null, buyingThere: boolean): boolean {
+  if (buyingThere) return false;
+  return target === null || source.boughtAt > target.boughtAt;
 }
+
+/**
+ * The generation a record taken is kept at in the target: never below the target's own for the
+ * company (its runs order their purchases by it, and a run's record is written only over one of
+ * an earlier or the same generation).
+ */
+export const copiedGeneration = (source: Pick<CopyCompany, 'generation'>, target: Pick<CopyCompany, 'generation'> | null): number => Math.max(source.generation, target?.generation ?? 0);
 
 /**
  * What the copy does with one purchase (a company's generation), keyed by (service, domain,

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { companyWins, copiedPurchase, copiedRun, lookupWins, purchaseMove, COPIED_RUNNING } from '../../src/store/copy.js';
+import { companyWins, copiedGeneration, copiedPurchase, copiedRun, lookupWins, purchaseMove, COPIED_RUNNING } from '../../src/store/copy.js';
 import type { CopyRun } from '../../src/store/copy-types.js';
 import { libsql } from '../../src/store/sqlite/libsql.js';
 import { SqliteLedger } from '../../src/store/sqlite/ledger.js';
@@ -35,10 +35,19 @@ describe("ledger copy's rules", () => {
   });
 
   it('takes a newer record or lookup, never an older one; a run copied while running never looks alive', () => {
-    expect(companyWins({ generation: 2, boughtAt: 1 }, { generation: 1, boughtAt: 9 })).toBe(true);
-    expect(companyWins({ generation: 1, boughtAt: 9 }, { generation: 2, boughtAt: 1 })).toBe(false);
-    expect(companyWins({ generation: 1, boughtAt: 5 }, { generation: 1, boughtAt: 5 })).toBe(false);
-    expect(companyWins({ generation: 1, boughtAt: 6 }, { generation: 1, boughtAt: 5 })).toBe(true);
+    // Newer by when it was bought: each store counts its own generations (review: a laptop's second
+    // purchase, older, replaced the team's first, newer, and a run then bought it a third time).
+    expect(companyWins({ boughtAt: 1 }, { boughtAt: 9 }, false)).toBe(false);
+    expect(companyWins({ boughtAt: 9 }, { boughtAt: 1 }, false)).toBe(true);
+    expect(companyWins({ boughtAt: 5 }, { boughtAt: 5 }, false)).toBe(false);
+    expect(companyWins({ boughtAt: 5 }, null, false)).toBe(true);
+    // Never while a purchase of it is open there: its run's record comes.
+    expect(companyWins({ boughtAt: 9 }, { boughtAt: 1 }, true)).toBe(false);
+    expect(companyWins({ boughtAt: 9 }, null, true)).toBe(false);
+    // Kept at no lower a generation than the target's own.
+    expect(copiedGeneration({ generation: 1 }, { generation: 3 })).toBe(3);
+    expect(copiedGeneration({ generation: 2 }, { generation: 1 })).toBe(2);
+    expect(copiedGeneration({ generation: 2 }, null)).toBe(2);
     const lookup = { domain: 'a.com', status: 'hit' as const, company: 'a.com', name: 'A', checkedAt: 5 };
     expect(lookupWins(lookup, { ...lookup, checkedAt: 5 })).toBe(false);
     expect(lookupWins(lookup, { ...lookup, checkedAt: 4 })).toBe(true);

@@ -1,5 +1,5 @@
 import { EnrichError } from '../../errors.js';
-import { COPY_CHUNK, companyWins, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyCompany, toCopyLookup, toCopyRun, toKept } from '../copy.js';
+import { COPY_CHUNK, companyWins, copiedGeneration, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyCompany, toCopyLookup, toCopyRun, toKept } from '../copy.js';
 import type { CopyCompany, CopyLookup, CopyRun, CopySource, CopyTarget, PurchasesCopied, RunIds } from '../copy-types.js';
 import type { KeptPurchase } from '../purchase.js';
 import { RUN_ALIVE } from './claim-sql.js';
@@ -183,24 +183,40 @@ export class PgCopyTarget implements CopyTarget {
   }
 
   async companies(service: string, rows: readonly CopyCompany[], ids: RunIds): Promise<number> {
+    const dead = await this.help.deadHere();
     return this.help.transaction(async () => {
       const serviceId = await this.service(service);
       await this.lock(serviceId, rows.map((c) => c.domain));
-      const { rows: found } = await this.db.query<{ domain: string; generation: number; bought_at: number }>(
-        'SELECT domain, generation, bought_at FROM companies WHERE service = $1 AND domain = any($2::text[])',
-        [serviceId, rows.map((c) => c.domain)],
+      const { rows: found } = await this.db.query<{ domain: string; generation: number | null; bought_at: number | null; buying: boolean }>(
+        `SELECT d AS domain, c.generation, c.bought_at,
+                EXISTS (SELECT 1 FROM purchases p JOIN runs o ON o.id = p.owner_run
+                         WHERE p.service = $1 AND p.domain = d AND p.outcome = 'open' AND ${RUN_ALIVE('o', '$3', String(LEASE_MS))}) AS buying
+           FROM unnest($2::text[]) AS d LEFT JOIN companies c ON c.service = $1 AND c.domain = d`,
+        [serviceId, rows.map((c) => c.domain), dead],
       );
-      const there = new Map(found.map((r) => [r.domain, { generation: r.generation, boughtAt: Number(r.bought_at) }]));
-      const taken = rows.filter((c) => companyWins(c, there.get(c.domain) ?? null));
+      const there = new Map(found.map((r) => [r.domain, { held: r.generation === null ? null : { generation: Number(r.generation), boughtAt: Number(r.bought_at) }, buying: r.buying }]));
+      const taken = rows.filter((c) => companyWins(c, there.get(c.domain)?.held ?? null, there.get(c.domain)?.buying === true));
       if (taken.length === 0 || this.dryRun) return taken.length;
       const col = <K extends keyof CopyCompany>(k: K): CopyCompany[K][] => taken.map((c) => c[k]);
+      // The company locks are held: nothing has changed what was read since.
       const result = await this.db.query(
         `INSERT INTO companies AS c (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run)
          SELECT $1, u.* FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::int[], $9::int[], $10::bigint[]) AS u
          ON CONFLICT (service, domain) DO UPDATE SET name = excluded.name, record = excluded.record, bought_at = excluded.bought_at, last_updated = excluded.last_updated,
            idempotency_key = excluded.idempotency_key, credits = excluded.credits, generation = excluded.generation, run = excluded.run
-         WHERE (excluded.generation, excluded.bought_at) > (c.generation, c.bought_at)`,
-        [serviceId, col('domain'), col('name'), col('record'), col('boughtAt'), col('lastUpdated'), col('idempotencyKey'), col('credits'), col('generation'), taken.map((c) => mapRun(c.run, ids))],
+         WHERE excluded.bought_at > c.bought_at`,
+        [
+          serviceId,
+          col('domain'),
+          col('name'),
+          col('record'),
+          col('boughtAt'),
+          col('lastUpdated'),
+          col('idempotencyKey'),
+          col('credits'),
+          taken.map((c) => copiedGeneration(c, there.get(c.domain)?.held ?? null)),
+          taken.map((c) => mapRun(c.run, ids)),
+        ],
       );
       return result.rowCount ?? 0;
     });

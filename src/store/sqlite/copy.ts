@@ -1,4 +1,4 @@
-import { COPY_CHUNK, companyWins, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyCompany, toCopyLookup, toCopyRun, toKept } from '../copy.js';
+import { COPY_CHUNK, companyWins, copiedGeneration, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyCompany, toCopyLookup, toCopyRun, toKept } from '../copy.js';
 import type { CopyCompany, CopyLookup, CopyRun, CopySource, CopyTarget, PurchasesCopied, RunIds } from '../copy-types.js';
 import type { KeptPurchase } from '../purchase.js';
 import type { Store } from './store.js';
@@ -157,14 +157,17 @@ export class SqliteCopyTarget implements CopyTarget {
     return this.transaction(() => {
       const serviceId = this.service(service);
       const read = this.store.db.prepare('SELECT generation, bought_at FROM companies WHERE service = ? AND domain = ?');
+      const owners = this.store.db.prepare("SELECT owner_run FROM purchases WHERE service = ? AND domain = ? AND outcome = 'open' AND owner_run IS NOT NULL");
+      const buying = (domain: string): boolean => (owners.all(serviceId, domain) as { owner_run: number }[]).some((r) => this.store.runAlive(num(r.owner_run)));
       const write = this.store.db.prepare(
         `INSERT OR REPLACE INTO companies (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       );
       let written = 0;
       for (const c of rows) {
-        const there = read.get(serviceId, c.domain) as Record<string, unknown> | undefined;
-        if (!companyWins(c, there === undefined ? null : { generation: num(there['generation']), boughtAt: num(there['bought_at']) })) continue;
-        if (!this.dryRun) write.run(serviceId, c.domain, c.name, c.record, c.boughtAt, c.lastUpdated, c.idempotencyKey, c.credits, c.generation, mapRun(c.run, ids));
+        const found = read.get(serviceId, c.domain) as Record<string, unknown> | undefined;
+        const there = found === undefined ? null : { generation: num(found['generation']), boughtAt: num(found['bought_at']) };
+        if (!companyWins(c, there, buying(c.domain))) continue;
+        if (!this.dryRun) write.run(serviceId, c.domain, c.name, c.record, c.boughtAt, c.lastUpdated, c.idempotencyKey, c.credits, copiedGeneration(c, there), mapRun(c.run, ids));
         written++;
       }
       return written;
