@@ -340,6 +340,8 @@ describe('enrich ledger copy', () => {
       sqlite(laptop, 'UPDATE companies SET generation = 2, bought_at = ? WHERE domain = ?', twoHours, x);
       sqlite(laptop, 'UPDATE purchases SET closed_at = ? WHERE domain = ?', twoHours - 60_000, x);
       sqlite(laptop, "INSERT INTO purchases (service, domain, generation, key_version, outcome, credits, opened_at, closed_at) VALUES (1, ?, 2, 1, 'hit', 1, ?, ?)", x, twoHours, twoHours);
+      // And y twice as well: its generation 2, bought an hour ago.
+      sqlite(laptop, "INSERT INTO purchases (service, domain, generation, key_version, outcome, credits, opened_at, closed_at) VALUES (1, ?, 2, 1, 'hit', 1, ?, ?)", y, Math.round((twoHours + Date.now()) / 2), Math.round((twoHours + Date.now()) / 2));
       // The target bought x just now (its generation 1); a run on another machine is buying y there.
       input('x.csv', [x]);
       await batch('x.csv', target, 'cron-b');
@@ -353,11 +355,13 @@ describe('enrich ledger copy', () => {
 
       const copied = await enrich(['ledger', 'copy', laptop, target, '--json']);
       expect(copied.code, copied.stderr).toBe(0);
-      expect(json(copied.stdout)).toMatchObject({ companies: 0, busy: 1 });
+      expect(json(copied.stdout)).toMatchObject({ companies: 0, busy: 2 });
       // Before: the laptop's generation 2 replaced the target's newer record of x, and y's stood
-      // in the way of the record of the run buying it (of its generation 1: never written).
+      // in the way of the record of the run buying it (of its generation 1: never written); y's
+      // generation 2 was added above the one being bought, which a run then never resumed.
       expect(await record(x)).toStrictEqual(before);
       expect(await record(y)).toStrictEqual([]);
+      expect(await run('SELECT generation AS g, outcome AS o FROM purchases WHERE domain = $1', y)).toStrictEqual([{ g: 1, o: 'open' }]);
       // An hour's freshness there buys x no more. The buyer gone, y's purchase is finished under its key, and its record kept.
       await run("UPDATE runs SET status = 'failed' WHERE host = 'elsewhere'");
       const charged = t.sb.ledger(KEY).length;

@@ -37,10 +37,10 @@ export const copiedGeneration = (source: Pick<CopyCompany, 'generation'>, target
  * - add: the target has none: taken as it is, an open one with its key (intent_key, key_version,
  *   uncertain, unconfirmed, lost_at) and no owner, so the target's runs resume it under that key;
  * - close: it closed in the source (or its key may have been charged, and the target's cannot
- *   have been) while the target has it open and no live run holds it there:
- *   it finished elsewhere, and its credits count once, in the target now;
- * - keep: the target's is further on (closed, or open: its own runs act on its key state), or a
- *   live run of the target holds it (busy);
+ *   have been) while the target has it open: it finished elsewhere, and its credits count once,
+ *   in the target now;
+ * - keep: the target's is further on (closed, or open: its own runs act on its key state);
+ * - busy: a live run of the target is buying the company (any of its generations): left to it;
  * - same: the target has it as the source does (copied before);
  * - conflict: closed in both, differently: two stores bought one generation apart. The target's is
  *   kept; the source's credits are said, never added (the key of one purchase counts once);
@@ -51,17 +51,22 @@ export const copiedGeneration = (source: Pick<CopyCompany, 'generation'>, target
  */
 export type PurchaseMove = 'add' | 'close' | 'keep' | 'busy' | 'same' | 'conflict' | 'unsettled';
 
-export function purchaseMove(source: KeptPurchase, target: KeptPurchase | null, targetOwnerAlive: boolean): PurchaseMove {
+export function purchaseMove(source: KeptPurchase, target: KeptPurchase | null, buyingThere: boolean): PurchaseMove {
+  if (target !== null && samePurchase(source, target)) return 'same';
+  // A live run of the target holds a purchase of the company open (`buyingThere`, of any
+  // generation): nothing of the company is taken until it has finished. A generation added above
+  // the one it buys would make that one no longer the company's latest, and the latest purchase
+  // is the one a run resumes: were the run to die, its key, perhaps charged, would never be.
+  if (buyingThere) return 'busy';
   if (target === null) return 'add';
-  if (samePurchase(source, target)) return 'same';
   const sourceClosed = source.outcome !== 'open';
   const targetClosed = target.outcome !== 'open';
   if (sourceClosed && targetClosed) return 'conflict';
-  if (sourceClosed && !targetClosed) return targetOwnerAlive ? 'busy' : 'close';
+  if (sourceClosed && !targetClosed) return 'close';
   // Open in both: the source's key may have been charged and the target's cannot have been, so
   // the source's key is the one the service would replay free: the target takes it.
   if (!sourceClosed && !targetClosed && mayBeCharged(source)) {
-    if (!mayBeCharged(target)) return targetOwnerAlive ? 'busy' : 'close';
+    if (!mayBeCharged(target)) return 'close';
     if (source.intentKey !== target.intentKey) return 'unsettled';
   }
   return 'keep';

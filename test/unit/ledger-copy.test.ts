@@ -20,6 +20,9 @@ describe("ledger copy's rules", () => {
     const open = kept({ outcome: 'open', closedAt: null, credits: 0, intentKey: 'k', uncertain: true, ownerRun: 4 });
     expect(purchaseMove(kept(), open, false)).toBe('close');
     expect(purchaseMove(kept(), open, true)).toBe('busy');
+    // Nothing of a company a live run of the target is buying, whatever the generation; what is the same, said so.
+    expect(purchaseMove(kept({ generation: 2 }), null, true)).toBe('busy');
+    expect(purchaseMove(kept(), kept({ run: 3 }), true)).toBe('same');
     // Open in the source: the target's own state of the purchase is what its runs act on, unless
     // only the source's key may have been charged (then it is the one to resume under).
     expect(purchaseMove(open, kept(), false)).toBe('keep');

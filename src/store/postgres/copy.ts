@@ -187,15 +187,13 @@ export class PgCopyTarget implements CopyTarget {
     return this.help.transaction(async () => {
       const serviceId = await this.service(service);
       await this.lock(serviceId, rows.map((c) => c.domain));
-      const { rows: found } = await this.db.query<{ domain: string; generation: number | null; bought_at: number | null; buying: boolean }>(
-        `SELECT d AS domain, c.generation, c.bought_at,
-                EXISTS (SELECT 1 FROM purchases p JOIN runs o ON o.id = p.owner_run
-                         WHERE p.service = $1 AND p.domain = d AND p.outcome = 'open' AND ${RUN_ALIVE('o', '$3', String(LEASE_MS))}) AS buying
-           FROM unnest($2::text[]) AS d LEFT JOIN companies c ON c.service = $1 AND c.domain = d`,
-        [serviceId, rows.map((c) => c.domain), dead],
+      const { rows: found } = await this.db.query<{ domain: string; generation: number; bought_at: number }>(
+        'SELECT domain, generation, bought_at FROM companies WHERE service = $1 AND domain = any($2::text[])',
+        [serviceId, rows.map((c) => c.domain)],
       );
-      const there = new Map(found.map((r) => [r.domain, { held: r.generation === null ? null : { generation: Number(r.generation), boughtAt: Number(r.bought_at) }, buying: r.buying }]));
-      const taken = rows.filter((c) => companyWins(c, there.get(c.domain)?.held ?? null, there.get(c.domain)?.buying === true));
+      const there = new Map(found.map((r) => [r.domain, { generation: Number(r.generation), boughtAt: Number(r.bought_at) }]));
+      const buying = await this.buying(serviceId, rows.map((c) => c.domain), dead);
+      const taken = rows.filter((c) => companyWins(c, there.get(c.domain) ?? null, buying.has(c.domain)));
       if (taken.length === 0 || this.dryRun) return taken.length;
       const col = <K extends keyof CopyCompany>(k: K): CopyCompany[K][] => taken.map((c) => c[k]);
       // The company locks are held: nothing has changed what was read since.
@@ -214,12 +212,22 @@ export class PgCopyTarget implements CopyTarget {
           col('lastUpdated'),
           col('idempotencyKey'),
           col('credits'),
-          taken.map((c) => copiedGeneration(c, there.get(c.domain)?.held ?? null)),
+          taken.map((c) => copiedGeneration(c, there.get(c.domain) ?? null)),
           taken.map((c) => mapRun(c.run, ids)),
         ],
       );
       return result.rowCount ?? 0;
     });
+  }
+
+  /** The companies of `domains` that a live run of the target holds a purchase of open: it is buying them now. */
+  private async buying(serviceId: number, domains: readonly string[], dead: readonly number[]): Promise<Set<string>> {
+    const { rows } = await this.db.query<{ domain: string }>(
+      `SELECT DISTINCT p.domain FROM purchases p JOIN runs o ON o.id = p.owner_run
+        WHERE p.service = $1 AND p.domain = ANY($2::text[]) AND p.outcome = 'open' AND ${RUN_ALIVE('o', '$3', String(LEASE_MS))}`,
+      [serviceId, [...new Set(domains)], dead],
+    );
+    return new Set(rows.map((r) => r.domain));
   }
 
   async purchases(service: string, rows: readonly KeptPurchase[], ids: RunIds): Promise<PurchasesCopied> {
@@ -228,20 +236,20 @@ export class PgCopyTarget implements CopyTarget {
       const serviceId = await this.service(service);
       await this.lock(serviceId, rows.map((p) => p.domain));
       const { rows: found } = await this.db.query<Record<string, unknown>>(
-        `SELECT ${PURCHASE_COLUMNS.split(', ').map((c) => `p.${c}`).join(', ')},
-                (p.owner_run IS NOT NULL AND EXISTS (SELECT 1 FROM runs o WHERE o.id = p.owner_run AND ${RUN_ALIVE('o', '$4', String(LEASE_MS))})) AS owner_alive
+        `SELECT ${PURCHASE_COLUMNS.split(', ').map((c) => `p.${c}`).join(', ')}
            FROM purchases p JOIN unnest($2::text[], $3::int[]) AS u(domain, generation) ON p.domain = u.domain AND p.generation = u.generation
           WHERE p.service = $1 AND p.domain = ANY($2::text[])`,
-        [serviceId, rows.map((p) => p.domain), rows.map((p) => p.generation), dead],
+        [serviceId, rows.map((p) => p.domain), rows.map((p) => p.generation)],
       );
-      const there = new Map(found.map((r) => [`${String(r['domain'])} ${Number(r['generation'])}`, { kept: toKept(r), alive: r['owner_alive'] === true }]));
+      const there = new Map(found.map((r) => [`${String(r['domain'])} ${Number(r['generation'])}`, toKept(r)]));
+      const buying = await this.buying(serviceId, rows.map((p) => p.domain), dead);
       const counts = noPurchases();
       const taken: KeptPurchase[] = [];
       for (const source of rows) {
         const t = there.get(`${source.domain} ${source.generation}`) ?? null;
-        const move = purchaseMove(source, t?.kept ?? null, t?.alive ?? false);
-        tally(counts, move, source, t?.kept ?? null);
-        if (move === 'add' || move === 'close') taken.push(copiedPurchase(source, t?.kept ?? null, ids));
+        const move = purchaseMove(source, t, buying.has(source.domain));
+        tally(counts, move, source, t);
+        if (move === 'add' || move === 'close') taken.push(copiedPurchase(source, t, ids));
       }
       if (taken.length > 0 && !this.dryRun) await this.write(serviceId, taken);
       return counts;

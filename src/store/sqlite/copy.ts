@@ -157,8 +157,7 @@ export class SqliteCopyTarget implements CopyTarget {
     return this.transaction(() => {
       const serviceId = this.service(service);
       const read = this.store.db.prepare('SELECT generation, bought_at FROM companies WHERE service = ? AND domain = ?');
-      const owners = this.store.db.prepare("SELECT owner_run FROM purchases WHERE service = ? AND domain = ? AND outcome = 'open' AND owner_run IS NOT NULL");
-      const buying = (domain: string): boolean => (owners.all(serviceId, domain) as { owner_run: number }[]).some((r) => this.store.runAlive(num(r.owner_run)));
+      const buying = this.buying(serviceId);
       const write = this.store.db.prepare(
         `INSERT OR REPLACE INTO companies (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       );
@@ -174,17 +173,23 @@ export class SqliteCopyTarget implements CopyTarget {
     });
   }
 
+  /** Whether a live run of this store holds a purchase of the company open: it is buying it now. */
+  private buying(serviceId: number): (domain: string) => boolean {
+    const owners = this.store.db.prepare("SELECT owner_run FROM purchases WHERE service = ? AND domain = ? AND outcome = 'open' AND owner_run IS NOT NULL");
+    return (domain) => (owners.all(serviceId, domain) as { owner_run: number }[]).some((r) => this.store.runAlive(num(r.owner_run)));
+  }
+
   async purchases(service: string, rows: readonly KeptPurchase[], ids: RunIds): Promise<PurchasesCopied> {
     return this.transaction(() => {
       const serviceId = this.service(service);
       const read = this.store.db.prepare(`SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`);
       const write = this.store.db.prepare(`INSERT OR REPLACE INTO purchases (service, ${PURCHASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
       const counts = noPurchases();
+      const buying = this.buying(serviceId);
       for (const source of rows) {
         const found = read.get(serviceId, source.domain, source.generation) as Record<string, unknown> | undefined;
         const there = found === undefined ? null : toKept(found);
-        const alive = there?.ownerRun !== null && there?.ownerRun !== undefined && this.store.runAlive(there.ownerRun);
-        const move = purchaseMove(source, there, alive);
+        const move = purchaseMove(source, there, buying(source.domain));
         tally(counts, move, source, there);
         if ((move !== 'add' && move !== 'close') || this.dryRun) continue;
         const p = copiedPurchase(source, there, ids);
