@@ -49,3 +49,17 @@ export function processStartedAt(pid: number): number | null {
     return null;
   }
 }
+
+/**
+ * Whether a run of this host, in process `pid`, registered at `startedAt` (ms, this host's clock),
+ * is gone: its process is, or the pid now belongs to a program that started after the run did (a
+ * reused pid) and the run's heartbeat has stopped (`beating` false). A clock set forward since the
+ * run began (an NTP step, a VM resumed) also makes its own process look started after it: the
+ * heartbeat tells the two apart, so a live run is never taken for gone, and its purchases never
+ * bought again under new keys beside it (review: a 10 s step did, with `ledger release`).
+ */
+export function goneOnThisHost(pid: number, startedAt: number, beating: () => boolean): boolean {
+  if (!isProcessAlive(pid)) return true;
+  const started = processStartedAt(pid);
+  return started !== null && started > startedAt + 5_000 && !beating();
+}

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { connect as connectTcp, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import pg from 'pg';
 import { writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -158,6 +159,24 @@ describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
     await a.append(hit('acme.com'));
     await a.flush();
     expect(await b.append(intent('acme.com'), true)).toMatchObject({ kind: 'held', held: { domain: 'acme.com', generation: 1 } });
+  });
+
+  it("never takes a live run of this host for gone when its process looks started after it (the clock set forward since: an NTP step); a reused pid's run whose heartbeat stopped is", async () => {
+    const s = await open();
+    const a = await s.begin();
+    expect(await a.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
+    // The clock stepped forward since run a began: its process now looks started after it.
+    await s.raw('UPDATE runs SET started_at = ? WHERE id = ?', 1_000, a.runId);
+    const b = await s.begin();
+    // Before: taken for another program under a reused pid, its claim taken over, the company
+    // bought again under the next key while a still sent under its own.
+    expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'busy', pid: process.pid });
+    // A run of this host whose pid is another program's now (started after it), and whose heartbeat stopped a minute ago.
+    const [service] = await s.raw("SELECT id FROM services WHERE name = 'svc'");
+    await s.raw("INSERT INTO runs (service, started_at, heartbeat_at, pid, host, tool, dry_run, status) VALUES (?, 1000, ?, ?, ?, 'test', 0, 'running')", service?.['id'], Date.now() - 60_000, process.pid, hostname());
+    const [gone] = await s.raw('SELECT max(id) AS id FROM runs');
+    await s.raw("INSERT INTO purchases (service, domain, generation, key_version, intent_key, outcome, owner_run, opened_at) VALUES (?, 'bolt.com', 1, 1, 'k-bolt.com', 'open', ?, 1000)", service?.['id'], gone?.['id']);
+    expect(await b.append(intent('bolt.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
   });
 
   it('refuses a refresh of a record held fresh by the buyer\'s rule, and allows one held stale', async () => {

@@ -1,6 +1,6 @@
 import type { CompanyRecord } from '../../api/types.js';
 import { EnrichError, UsageError } from '../../errors.js';
-import { isProcessAlive, processStartedAt } from '../../process-alive.js';
+import { isProcessAlive } from '../../process-alive.js';
 import type { CopySource, CopyTarget } from '../copy-types.js';
 import type { JournalTarget } from '../import-journal.js';
 import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow, ServiceHoldings, Spend, SpendBy } from '../ledger-types.js';
@@ -310,16 +310,14 @@ export class PgLedger implements LedgerStore {
     return this.store.close();
   }
 
-  /** Runs of this host marked running whose process is gone (or is another program under its pid now). */
+  /**
+   * Runs of this host marked running whose process is gone. One whose pid is there, perhaps
+   * another program's now, is left to its lease (records.ts goneHere: a clock step makes a live
+   * run's own process look started after it).
+   */
   private async deadHere(): Promise<number[]> {
-    const { rows } = await this.db.query<{ id: number; pid: number; started_at: number }>("SELECT id, pid, started_at FROM runs WHERE status = 'running' AND host = $1", [this.store.host]);
-    return rows
-      .filter((r) => {
-        if (!isProcessAlive(r.pid)) return true;
-        const started = processStartedAt(r.pid);
-        return started !== null && started > num(r.started_at) + 5_000;
-      })
-      .map((r) => num(r.id));
+    const { rows } = await this.db.query<{ id: number; pid: number }>("SELECT id, pid FROM runs WHERE status = 'running' AND host = $1", [this.store.host]);
+    return rows.filter((r) => !isProcessAlive(r.pid)).map((r) => num(r.id));
   }
 
   /** The per-company locks every claim and outcome of a run takes (writer.ts), in one order. */

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { CompanyRecord } from '../../api/types.js';
 import { EnrichError } from '../../errors.js';
-import { isProcessAlive, processStartedAt } from '../../process-alive.js';
+import { isProcessAlive } from '../../process-alive.js';
 import type { Claim, CompanyState, Lookup, RunEnd, ServiceStore, StoreEvent } from '../types.js';
 import { client, connect, describe, isConnectionLoss, isLockTimeout, placeOf, reconnecting, type Session } from './connect.js';
 import { NOW_MS } from './schema.js';
@@ -329,12 +329,16 @@ export class PgRecords implements ServiceStore {
     return sent === 1 ? claimed : claimed.map((c) => (c.claim.kind === 'ok' ? { ...c, claim: { kind: 'ok', tookOver: true } } : c));
   }
 
-  /** A run of this host whose process is gone (or is another program under its pid now). */
+  /**
+   * A run of this host whose process is gone. One whose pid is there, but may be another
+   * program's now (it started after the run did), is left to its lease, judged by the server's
+   * clock: a clock set forward since the run began makes its own process look the same, and a
+   * live run must never be taken for gone (review: a 10 s step did, and its company was bought
+   * again under the next key).
+   */
   private goneHere(holder: NonNullable<Claimed['holder']>): boolean {
     if (holder.host !== this.store.host || this.dead.has(holder.run)) return false;
-    if (!isProcessAlive(holder.pid)) return true;
-    const started = processStartedAt(holder.pid);
-    return started !== null && started > holder.startedAt + 5_000;
+    return !isProcessAlive(holder.pid);
   }
 
   // ---- waiting on another run ----

@@ -2,7 +2,7 @@ import { statSync } from 'node:fs';
 import type { JournalEvents } from '../import-journal.js';
 import { hostname, userInfo } from 'node:os';
 import { dirname } from 'node:path';
-import { isProcessAlive, processStartedAt } from '../../process-alive.js';
+import { goneOnThisHost } from '../../process-alive.js';
 import { monotonicMs } from '../../pipeline/clock.js';
 import { EnrichError, errorMessage, UsageError } from '../../errors.js';
 import { expectedColumns, SCHEMA, SCHEMA_VERSION } from './schema.js';
@@ -237,18 +237,18 @@ export class Store implements Connection {
     const [pid, host, , beat, startedAt] = row;
     // Another host cannot be probed: its heartbeat is all there is to go by.
     if (host !== this.host) return this.beating(run, Number(beat), now);
-    if (!isProcessAlive(pid)) return false;
     // On this host a process that exists is alive even if it stopped beating (Ctrl-Z, a paused
-    // VM): only one that started after the run did is another program under a reused pid.
-    const started = processStartedAt(pid);
-    return started === null || started <= startedAt + 5_000;
+    // VM): only one that started after the run did, while the run's heartbeat has stopped too, is
+    // another program under a reused pid.
+    return !goneOnThisHost(pid, startedAt, () => this.beating(run, Number(beat), now));
   }
 
   /** The heartbeat each run on another host was last seen with, and when (this process's steady clock). */
   private readonly beats = new Map<number, { beat: number; seenAt: number }>();
 
   /**
-   * Whether a run on another host still beats. Its heartbeat is a time on that host's clock,
+   * Whether a run on another host (or one of this host whose pid may be another program's now)
+   * still beats. Its heartbeat is a time on that host's clock,
    * which may be skewed: one older than the lease by this host's clock is taken for dead at once
    * (a clock behind ours only makes a live run look dead, and its purchases are then taken over
    * under their own keys, which the service replays); any other is alive only while it changes,
