@@ -115,12 +115,9 @@ export class PgRecords implements ServiceStore {
     return records;
   }
 
-  /** The connection a run's records write on (pipelined); a caller that does not open the records with it must end it. */
+  /** The connection a run's records write on (openWriter); a caller that does not open the records with it must end it. */
   static connectWriter(store: RecordsHost): Promise<pg.Client> {
-    const writer = client(store.url, true, store.queryTimeoutMs);
-    // A connection dropped under a batch rejects its queries; this keeps the process up meanwhile.
-    writer.on('error', () => {});
-    const connecting = connect(writer);
+    const connecting = openWriter(store, connect);
     // Awaited by open; until then a failure must not go unhandled.
     connecting.catch(() => {});
     return connecting;
@@ -300,15 +297,14 @@ export class PgRecords implements ServiceStore {
       sent++;
       for (let renewed = false; ; renewed = true) {
         if (this.writerLost) {
-          const fresh = client(this.store.url, true, this.store.queryTimeoutMs);
-          fresh.on('error', () => {});
-          await fresh.connect();
+          // Connected as is: a failure is the server's own error, which `reconnecting` judges.
+          const fresh = await openWriter(this.store, (c) => c.connect());
           void this.writer.end().catch(() => {});
           this.writer = fresh;
           this.writerLost = false;
         }
         try {
-          return await commitBatch(this.writer, plan, batchLockWaitMs(this.store.queryTimeoutMs));
+          return await commitBatch(this.writer, plan);
         } catch (error) {
           if (isConnectionLoss(error)) this.writerLost = true;
           // The session's prepared statements are not what this connection took them for (a
@@ -450,6 +446,24 @@ export class PgRecords implements ServiceStore {
 }
 
 export { OK };
+
+/**
+ * A connection for a run's writes: pipelined, and waiting at most BATCH_LOCK_WAIT_MS (below half
+ * the query timeout) for any lock, set once for the session rather than in every batch.
+ */
+async function openWriter(store: RecordsHost, connectWith: (c: pg.Client) => Promise<unknown>): Promise<pg.Client> {
+  const writer = client(store.url, true, store.queryTimeoutMs);
+  // A connection dropped under a batch rejects its queries; this keeps the process up meanwhile.
+  writer.on('error', () => {});
+  await connectWith(writer);
+  try {
+    await writer.query(`SET lock_timeout = ${batchLockWaitMs(store.queryTimeoutMs)}`);
+  } catch (error) {
+    void writer.end().catch(() => {});
+    throw error;
+  }
+  return writer;
+}
 
 function stateOf(r: Record<string, unknown>): CompanyState {
   const n = (k: string): number | null => (r[k] === null || r[k] === undefined ? null : Number(r[k]));

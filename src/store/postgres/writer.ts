@@ -370,14 +370,14 @@ export const BATCH_LOCK_WAIT_MS = 30_000;
 export const batchLockWaitMs = (queryTimeoutMs: number): number => Math.min(BATCH_LOCK_WAIT_MS, Math.floor(queryTimeoutMs / 2));
 
 /**
- * Sends a batch's statements in one round trip (the client pipelines), inside one transaction
- * that waits at most `lockWaitMs` for any lock, and reads its claims. A deadlock or serialisation
- * failure (another run's release, which locks many rows at once) is retried; anything else rolls
- * the batch back and throws.
+ * Sends a batch's statements in one round trip (the client pipelines), inside one transaction,
+ * and reads its claims. A deadlock or serialisation failure (another run's release, which locks
+ * many rows at once) is retried; anything else rolls the batch back and throws. The writer's
+ * connection bounds every wait for a lock (records.ts openWriter: BATCH_LOCK_WAIT_MS).
  */
-export async function commitBatch(client: pg.Client, plan: BatchPlan, lockWaitMs = BATCH_LOCK_WAIT_MS): Promise<Claimed[]> {
+export async function commitBatch(client: pg.Client, plan: BatchPlan): Promise<Claimed[]> {
   for (let attempt = 1; ; attempt++) {
-    const sent = [client.query('BEGIN'), client.query(`SET LOCAL lock_timeout = ${Math.floor(lockWaitMs)}`)];
+    const sent = [client.query('BEGIN')];
     const at: number[] = [];
     let hashed = false;
     for (const s of plan.statements) {
