@@ -16,7 +16,7 @@ import { BatchPlan, commitBatch, HASHED, LEASE_MS } from '../src/store/postgres/
 import { Store } from '../src/store/sqlite/store.js';
 import type { Lookup, ServiceStore, StoreEvent } from '../src/store/types.js';
 import { tempDir } from './helpers/cli.js';
-import { freshDatabase, sql } from './helpers/postgres.js';
+import { freshDatabase, lockWaits, sql } from './helpers/postgres.js';
 import { companyRecord } from './helpers/records.js';
 
 /**
@@ -455,6 +455,7 @@ describe('the team store on PostgreSQL', () => {
     try {
       const run = await store.beginRun('svc', info);
       expect(await run.append(intent('free.com'), true)).toStrictEqual({ kind: 'ok' });
+      expect(await run.append(intent('other.com'), true)).toStrictEqual({ kind: 'ok' });
       await analyst.query('BEGIN');
       await analyst.query("UPDATE purchases SET uncertain = uncertain WHERE domain = 'free.com'");
       // Before: 60 s, taken for a lost connection and sent again (and waited again), then "lost
@@ -464,7 +465,16 @@ describe('the team store on PostgreSQL', () => {
         kind: 'unavailable',
         message: expect.stringMatching(/^cannot write the team store at 127\.0\.0\.1:\d+: another session has held companies this run writes for 1 s \(an open transaction\); no further paid call was made\. Run the same command once it is done: what was sent resumes under the same keys, nothing is bought twice$/),
       });
-      expect(await sql(url, 'SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted')).toStrictEqual([{ n: 0 }]);
+      expect(await lockWaits(url)).toBe(0);
+      // The store is there: the run's end is written, and its claims let go but the one held
+      // (left to the lease, not waited for). Before: the run's row stayed running, every claim held.
+      await run.releaseClaims();
+      await run.endRun({ status: 'failed', credits: 0, bought: 0, reused: 0 });
+      expect(await sql(url, 'SELECT domain, owner_run IS NOT NULL AS owned FROM purchases ORDER BY domain')).toStrictEqual([
+        { domain: 'free.com', owned: true },
+        { domain: 'other.com', owned: false },
+      ]);
+      expect(await sql(url, 'SELECT status FROM runs')).toStrictEqual([{ status: 'failed' }]);
       await analyst.query('ROLLBACK');
       expect(await sql(url, "SELECT outcome FROM purchases WHERE domain = 'free.com'")).toStrictEqual([{ outcome: 'open' }]);
     } finally {
@@ -486,7 +496,7 @@ describe('the team store on PostgreSQL', () => {
       const asked = store.serviceId('svc');
       // This statement waits on the other's row; once that commits, its insert does nothing and
       // its snapshot does not hold the row.
-      await expect.poll(async () => (await sql<{ n: number }>(url, 'SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted'))[0]?.n, { timeout: 20_000 }).toBe(1);
+      await expect.poll(() => lockWaits(url), { timeout: 20_000 }).toBe(1);
       await other.query('COMMIT');
       expect(await asked).toBe(Number(rows[0]?.id));
       expect(await sql(url, 'SELECT count(*)::int AS n FROM services')).toStrictEqual([{ n: 1 }]);

@@ -5,7 +5,7 @@ import { PgLedger } from '../src/store/postgres/ledger.js';
 import { PgStore, TABLE_WAIT_MS } from '../src/store/postgres/store.js';
 import { csvText, readCsvFile } from './helpers/cli.js';
 import { READ_ONLY, roleSuite } from './helpers/pg-roles.js';
-import { freshDatabase, sql } from './helpers/postgres.js';
+import { freshDatabase, lockWaits, sql } from './helpers/postgres.js';
 import { sandboxSuite } from './helpers/sandbox-suite.js';
 import { runProcess, spawnCli } from './helpers/spawn.js';
 
@@ -34,12 +34,6 @@ async function storeAtVersion1(): Promise<string> {
   await sql(url, MIGRATIONS[0] as string);
   await sql(url, "INSERT INTO meta (key, value) VALUES ('schema_version', '1'), ('store_id', '00112233aabbccdd'), ('created_at', '0')");
   return url;
-}
-
-/** How many sessions of the database at `url` wait on a lock now. */
-async function lockWaits(url: string): Promise<number> {
-  const rows = await sql<{ n: number }>(url, "SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())");
-  return rows[0]?.n ?? 0;
 }
 
 /** Every row of enrich's tables, to show that a refused run changed nothing. */

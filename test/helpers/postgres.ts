@@ -29,3 +29,10 @@ export async function sql<R extends pg.QueryResultRow = Record<string, unknown>>
     await c.end();
   }
 }
+
+/** How many sessions of the database at `url` wait on a lock now (other test files' databases share the server). */
+export async function lockWaits(url: string): Promise<number> {
+  // By session, not by lock: a wait on another transaction (a row it holds) names no database.
+  const rows = await sql<{ n: number }>(url, "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+  return rows[0]?.n ?? 0;
+}

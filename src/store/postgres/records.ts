@@ -23,6 +23,8 @@ const READ_CHUNK = 20_000;
  */
 export class PgWriteError extends EnrichError {
   override readonly name = 'PgWriteError';
+  /** The store went out of reach: nothing more is written on the way out (no second wait for it). */
+  readonly lost: boolean;
   constructor(where: string, cause: unknown, budgetMs: number, lockWaitMs: number) {
     super(
       isConnectionLoss(cause)
@@ -33,6 +35,7 @@ export class PgWriteError extends EnrichError {
       isConnectionLoss(cause) || isLockTimeout(cause) ? 'unavailable' : 'failure',
       { cause },
     );
+    this.lost = isConnectionLoss(cause);
   }
 }
 
@@ -401,11 +404,20 @@ export class PgRecords implements ServiceStore {
     return this.heartbeat.renew();
   }
 
+  /**
+   * Lets go of every claim this run still holds, for other runs to take over now rather than
+   * after the lease; one whose row another session holds (a `psql` transaction) is left to the
+   * lease rather than waited for. Not after a write failed, but for a company held elsewhere:
+   * the store is there, and its other claims need not wait.
+   */
   async releaseClaims(): Promise<void> {
     this.heartbeat.stop();
-    if (this.run === null || this.group.failure !== null) return;
+    const failure = this.group.failure;
+    if (this.run === null || (failure !== null && !(failure instanceof PgWriteError && isLockTimeout(failure.cause)))) return;
     await this.store.db.query(
-      `WITH freed AS (UPDATE purchases SET owner_run = NULL WHERE owner_run = $1 RETURNING service, domain)
+      `WITH mine AS (SELECT service, domain, generation FROM purchases WHERE owner_run = $1 FOR UPDATE SKIP LOCKED),
+       freed AS (UPDATE purchases p SET owner_run = NULL FROM mine m
+                  WHERE p.service = m.service AND p.domain = m.domain AND p.generation = m.generation RETURNING p.service, p.domain)
        SELECT count(pg_notify($2, service::text || ':' || domain)) FROM freed`,
       [this.run, OUTCOME_CHANNEL],
     );
@@ -416,7 +428,7 @@ export class PgRecords implements ServiceStore {
     if (this.run === null) return;
     // The store was out of reach past the budget: a second wait on the way out would only delay
     // the exit. The run's row is left to lapse, as a dead run's does.
-    if (this.group.failure instanceof EnrichError && this.group.failure.kind === 'unavailable') return;
+    if (this.group.failure instanceof PgWriteError && this.group.failure.lost) return;
     await this.store.db.query('UPDATE runs SET ended_at = $1, status = $2, credits = $3, bought = $4, reused = $5 WHERE id = $6', [this.store.now(), end.status, end.credits, end.bought, end.reused, this.run]);
   }
 
