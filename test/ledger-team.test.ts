@@ -3,6 +3,9 @@ import Database from 'libsql';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { idempotencyKey } from '../src/pipeline/idempotency-key.js';
+import { copyStore } from '../src/store/copy.js';
+import type { CopyTarget } from '../src/store/copy-types.js';
+import { openLedgerStore } from '../src/store/open.js';
 import { displayStore } from '../src/store/path.js';
 import { MAINTENANCE_LOCK } from '../src/store/postgres/schema.js';
 import { csvText } from './helpers/cli.js';
@@ -362,8 +365,33 @@ describe('enrich ledger copy', () => {
       expect(await record(x)).toStrictEqual(before);
       expect(await record(y)).toStrictEqual([]);
       expect(await run('SELECT generation AS g, outcome AS o FROM purchases WHERE domain = $1', y)).toStrictEqual([{ g: 1, o: 'open' }]);
+      // Copied again, the buyer ending between the copy's records and its purchases (each phase
+      // transactions of its own): y stays left to it. Before: y's open purchase was closed over by
+      // the laptop's, its record never taken, and the next run bought y again.
+      const how = { tool: 'test', now: () => Date.now(), env: { ENRICH_HOST: 'cron-b' } };
+      const [from, to] = [await openLedgerStore(laptop, { ...how, write: false, create: false }), await openLedgerStore(target, { ...how, write: true, create: false })];
+      try {
+        const into = await to.copyTarget(false);
+        const buyerEnds: CopyTarget = {
+          runs: (service, list) => into.runs(service, list),
+          lookups: (service, rows) => into.lookups(service, rows),
+          companies: (service, rows, ids) => into.companies(service, rows, ids),
+          purchases: async (service, rows, ids) => {
+            await run("UPDATE runs SET status = 'failed' WHERE host = 'elsewhere'");
+            return into.purchases(service, rows, ids);
+          },
+          end: () => into.end(),
+        };
+        const reading = await from.copySource();
+        expect(await copyStore(reading, buyerEnds)).toMatchObject({ companies: 0, busy: 2 });
+        await reading.end();
+        await into.end();
+      } finally {
+        await from.close();
+        await to.close();
+      }
+      expect(await run('SELECT generation AS g, outcome AS o FROM purchases WHERE domain = $1', y)).toStrictEqual([{ g: 1, o: 'open' }]);
       // An hour's freshness there buys x no more. The buyer gone, y's purchase is finished under its key, and its record kept.
-      await run("UPDATE runs SET status = 'failed' WHERE host = 'elsewhere'");
       const charged = t.sb.ledger(KEY).length;
       const after = await enrich(['xy.csv', '-o', t.dir.file('after.csv'), '--store', target, '--quiet', '--max-age', '1h'], 'cron-b');
       expect(after.code, after.stderr).toBe(0);

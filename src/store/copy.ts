@@ -25,6 +25,22 @@ export function companyWins(source: Pick<CopyCompany, 'boughtAt'>, target: Pick<
 }
 
 /**
+ * The companies a copy left to a live run of the target, by service: once a company's record is
+ * left so, its purchases are too, even if the run has ended by the time they are copied (each
+ * phase is transactions of its own). Otherwise a purchase would close over the target's open
+ * one, its record never taken, and the target's next run buy the company again.
+ */
+export class LeftBusy {
+  private readonly left = new Set<string>();
+  add(service: string, domain: string): void {
+    this.left.add(`${service}\n${domain}`);
+  }
+  has(service: string, domain: string): boolean {
+    return this.left.has(`${service}\n${domain}`);
+  }
+}
+
+/**
  * The generation a record taken is kept at in the target: never below the target's own for the
  * company (its runs order their purchases by it, and a run's record is written only over one of
  * an earlier or the same generation).

@@ -1,5 +1,5 @@
 import { EnrichError } from '../../errors.js';
-import { COPY_CHUNK, companyWins, copiedGeneration, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyCompany, toCopyLookup, toCopyRun, toKept } from '../copy.js';
+import { COPY_CHUNK, companyWins, copiedGeneration, LeftBusy, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyCompany, toCopyLookup, toCopyRun, toKept } from '../copy.js';
 import type { CopyCompany, CopyLookup, CopyRun, CopySource, CopyTarget, PurchasesCopied, RunIds } from '../copy-types.js';
 import type { KeptPurchase } from '../purchase.js';
 import { RUN_ALIVE } from './claim-sql.js';
@@ -88,6 +88,7 @@ export interface PgCopyHelp {
  */
 export class PgCopyTarget implements CopyTarget {
   private readonly db: Session;
+  private readonly leftBusy = new LeftBusy();
 
   constructor(
     private readonly store: PgStore,
@@ -193,6 +194,7 @@ export class PgCopyTarget implements CopyTarget {
       );
       const there = new Map(found.map((r) => [r.domain, { generation: Number(r.generation), boughtAt: Number(r.bought_at) }]));
       const buying = await this.buying(serviceId, rows.map((c) => c.domain), dead);
+      for (const d of buying) this.leftBusy.add(service, d);
       const taken = rows.filter((c) => companyWins(c, there.get(c.domain) ?? null, buying.has(c.domain)));
       if (taken.length === 0 || this.dryRun) return taken.length;
       const col = <K extends keyof CopyCompany>(k: K): CopyCompany[K][] => taken.map((c) => c[k]);
@@ -247,7 +249,7 @@ export class PgCopyTarget implements CopyTarget {
       const taken: KeptPurchase[] = [];
       for (const source of rows) {
         const t = there.get(`${source.domain} ${source.generation}`) ?? null;
-        const move = purchaseMove(source, t, buying.has(source.domain));
+        const move = purchaseMove(source, t, buying.has(source.domain) || this.leftBusy.has(service, source.domain));
         tally(counts, move, source, t);
         if (move === 'add' || move === 'close') taken.push(copiedPurchase(source, t, ids));
       }

@@ -1,4 +1,4 @@
-import { COPY_CHUNK, companyWins, copiedGeneration, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyCompany, toCopyLookup, toCopyRun, toKept } from '../copy.js';
+import { COPY_CHUNK, companyWins, copiedGeneration, LeftBusy, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyCompany, toCopyLookup, toCopyRun, toKept } from '../copy.js';
 import type { CopyCompany, CopyLookup, CopyRun, CopySource, CopyTarget, PurchasesCopied, RunIds } from '../copy-types.js';
 import type { KeptPurchase } from '../purchase.js';
 import type { Store } from './store.js';
@@ -79,6 +79,8 @@ export class SqliteCopySource implements CopySource {
  * decides as the copy would: nothing is written, no lock is held.
  */
 export class SqliteCopyTarget implements CopyTarget {
+  private readonly leftBusy = new LeftBusy();
+
   constructor(
     private readonly store: Store,
     private readonly dryRun: boolean,
@@ -165,7 +167,9 @@ export class SqliteCopyTarget implements CopyTarget {
       for (const c of rows) {
         const found = read.get(serviceId, c.domain) as Record<string, unknown> | undefined;
         const there = found === undefined ? null : { generation: num(found['generation']), boughtAt: num(found['bought_at']) };
-        if (!companyWins(c, there, buying(c.domain))) continue;
+        const busy = buying(c.domain);
+        if (busy) this.leftBusy.add(service, c.domain);
+        if (!companyWins(c, there, busy)) continue;
         if (!this.dryRun) write.run(serviceId, c.domain, c.name, c.record, c.boughtAt, c.lastUpdated, c.idempotencyKey, c.credits, copiedGeneration(c, there), mapRun(c.run, ids));
         written++;
       }
@@ -189,7 +193,7 @@ export class SqliteCopyTarget implements CopyTarget {
       for (const source of rows) {
         const found = read.get(serviceId, source.domain, source.generation) as Record<string, unknown> | undefined;
         const there = found === undefined ? null : toKept(found);
-        const move = purchaseMove(source, there, buying(source.domain));
+        const move = purchaseMove(source, there, buying(source.domain) || this.leftBusy.has(service, source.domain));
         tally(counts, move, source, there);
         if ((move !== 'add' && move !== 'close') || this.dryRun) continue;
         const p = copiedPurchase(source, there, ids);
