@@ -36,3 +36,13 @@ export async function lockWaits(url: string): Promise<number> {
   const rows = await sql<{ n: number }>(url, "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
   return rows[0]?.n ?? 0;
 }
+
+/** How many advisory locks the sessions of the database at `url` hold (`granted`) or wait for. */
+export async function advisoryLocks(url: string, granted: boolean): Promise<number> {
+  const rows = await sql<{ n: number }>(
+    url,
+    "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    [granted],
+  );
+  return rows[0]?.n ?? 0;
+}
