@@ -477,6 +477,21 @@ describe('the team store on PostgreSQL', () => {
       expect(await sql(url, 'SELECT status FROM runs')).toStrictEqual([{ status: 'failed' }]);
       await analyst.query('ROLLBACK');
       expect(await sql(url, "SELECT outcome FROM purchases WHERE domain = 'free.com'")).toStrictEqual([{ outcome: 'open' }]);
+      // The whole table held (a LOCK TABLE, an ALTER TABLE under way): the release waits a moment,
+      // and leaves its claims to the lease. Before: the query timeout, twice, the release thrown,
+      // its statements left queued on the server.
+      const second = await store.beginRun('svc', info);
+      expect(await second.append(intent('third.com'), true)).toStrictEqual({ kind: 'ok' });
+      await analyst.query('BEGIN');
+      await analyst.query('LOCK TABLE purchases IN SHARE MODE');
+      void second.append({ type: 'enrich', company: 'third.com', generation: 1, keyVersion: 1, status: 'miss', charged: 0 }).catch(() => {});
+      await expect(second.flush()).rejects.toMatchObject({ kind: 'unavailable' });
+      await second.releaseClaims();
+      await second.endRun({ status: 'failed', credits: 0, bought: 0, reused: 0 });
+      expect(await lockWaits(url)).toBe(0);
+      await analyst.query('ROLLBACK');
+      expect(await sql(url, "SELECT owner_run IS NOT NULL AS owned FROM purchases WHERE domain = 'third.com'")).toStrictEqual([{ owned: true }]);
+      expect(await sql(url, 'SELECT status FROM runs ORDER BY id')).toStrictEqual([{ status: 'failed' }, { status: 'failed' }]);
     } finally {
       await analyst.query('ROLLBACK').catch(() => {});
       await analyst.end();

@@ -3,11 +3,14 @@ import type { CompanyRecord } from '../../api/types.js';
 import { EnrichError } from '../../errors.js';
 import { isProcessAlive } from '../../process-alive.js';
 import type { Claim, CompanyState, Lookup, RunEnd, ServiceStore, StoreEvent } from '../types.js';
-import { client, connect, describe, isConnectionLoss, isLockTimeout, placeOf, reconnecting, type Session } from './connect.js';
+import { client, connect, describe, inTransaction, isConnectionLoss, isLockTimeout, placeOf, reconnecting, type Session } from './connect.js';
 import { NOW_MS } from './schema.js';
 import { AGAIN, GroupCommit, type Queued } from '../group-commit.js';
 import { Heartbeat } from '../heartbeat.js';
 import { BatchPlan, batchLockWaitMs, commitBatch, LEASE_MS, notice, OK, OUTCOME_CHANNEL, Statistics, type Claimed } from './writer.js';
+
+/** How long a run's release of its claims at the end waits for a table another session holds; then they are left to the lease. */
+const RELEASE_WAIT_MS = 1_000;
 
 /** Outcomes gather 20 ms (or 5,000 rows) before a commit; an intent waits only 1 ms. */
 const TIMING = { batchMs: 20, batchRows: 5_000, intentGatherMs: 1 };
@@ -414,13 +417,26 @@ export class PgRecords implements ServiceStore {
     this.heartbeat.stop();
     const failure = this.group.failure;
     if (this.run === null || (failure !== null && !(failure instanceof PgWriteError && isLockTimeout(failure.cause)))) return;
-    await this.store.db.query(
-      `WITH mine AS (SELECT service, domain, generation FROM purchases WHERE owner_run = $1 FOR UPDATE SKIP LOCKED),
-       freed AS (UPDATE purchases p SET owner_run = NULL FROM mine m
-                  WHERE p.service = m.service AND p.domain = m.domain AND p.generation = m.generation RETURNING p.service, p.domain)
-       SELECT count(pg_notify($2, service::text || ':' || domain)) FROM freed`,
-      [this.run, OUTCOME_CHANNEL],
-    );
+    const db = this.store.db;
+    try {
+      // SKIP LOCKED passes rows another session holds, not a lock on the whole table (a `LOCK
+      // TABLE`, an `ALTER TABLE` under way): that is waited for a moment only (review: at the
+      // query timeout, twice, with the statements left queued on the server).
+      await inTransaction(
+        db,
+        () =>
+          db.query(
+            `WITH mine AS (SELECT service, domain, generation FROM purchases WHERE owner_run = $1 FOR UPDATE SKIP LOCKED),
+             freed AS (UPDATE purchases p SET owner_run = NULL FROM mine m
+                        WHERE p.service = m.service AND p.domain = m.domain AND p.generation = m.generation RETURNING p.service, p.domain)
+             SELECT count(pg_notify($2, service::text || ':' || domain)) FROM freed`,
+            [this.run, OUTCOME_CHANNEL],
+          ),
+        RELEASE_WAIT_MS,
+      );
+    } catch (error) {
+      if (!isLockTimeout(error)) throw error;
+    }
   }
 
   async endRun(end: RunEnd): Promise<void> {
