@@ -99,6 +99,12 @@ export function isConnectionLoss(error: unknown): boolean {
   return /connection terminated|connection error|not queryable|timeout expired|query read timeout|connection.*(closed|ended)/i.test(message);
 }
 
+/**
+ * A wait for a lock of at most `ms`, and below half the query timeout, so that a lock held
+ * elsewhere is said as such (lock_not_available), never taken for a server that stopped answering.
+ */
+export const lockWait = (ms: number, queryTimeoutMs: number): number => Math.min(ms, Math.floor(queryTimeoutMs / 2));
+
 /** A lock waited for up to `lock_timeout` and not got (lock_not_available). */
 export const isLockTimeout = (error: unknown): boolean => (error as { code?: unknown } | null)?.code === '55P03';
 

@@ -6,11 +6,11 @@ import type { JournalTarget } from '../import-journal.js';
 import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow, ServiceHoldings, Spend, SpendBy } from '../ledger-types.js';
 import { hostIdentity } from '../host.js';
 import { displayStore } from '../path.js';
-import { client, connect, inTransaction, isLockTimeout, placeOf, type Place, type Session } from './connect.js';
+import { client, connect, inTransaction, isLockTimeout, lockWait, placeOf, type Place, type Session } from './connect.js';
 import { RUN_ALIVE } from './claim-sql.js';
 import { PgCopySource, PgCopyTarget } from './copy.js';
 import { MAINTENANCE_LOCK } from './schema.js';
-import { maintenanceHeld, maintenanceWaitMs, PgStore, tableWaitMs } from './store.js';
+import { MAINTENANCE_WAIT_MS, maintenanceHeld, PgStore, TABLE_WAIT_MS } from './store.js';
 import { HASHED, LEASE_MS, OUTCOME_CHANNEL } from './writer.js';
 
 const num = (v: unknown): number => Number(v ?? 0);
@@ -207,8 +207,8 @@ export class PgLedger implements LedgerStore {
     });
     if (dryRun) return counts();
     const dead = await this.deadHere();
-    const waitMs = maintenanceWaitMs(this.store.queryTimeoutMs);
-    const tableMs = tableWaitMs(this.store.queryTimeoutMs);
+    const waitMs = lockWait(MAINTENANCE_WAIT_MS, this.store.queryTimeoutMs);
+    const tableMs = lockWait(TABLE_WAIT_MS, this.store.queryTimeoutMs);
     let locked = false;
     const holder = (): string => (locked ? rowsHeld(tableMs) : maintenanceHeld(waitMs));
     return this.bounded('prune the team store', 'nothing was removed', holder, waitMs, async () => {
@@ -263,7 +263,7 @@ export class PgLedger implements LedgerStore {
   /** A copy into the team store holds the maintenance lock throughout: no prune runs beside it. A dry run writes nothing, and holds nothing. */
   async copyTarget(dryRun: boolean): Promise<CopyTarget> {
     if (!dryRun) {
-      const waitMs = maintenanceWaitMs(this.store.queryTimeoutMs);
+      const waitMs = lockWait(MAINTENANCE_WAIT_MS, this.store.queryTimeoutMs);
       try {
         await this.db.lock(MAINTENANCE_LOCK, waitMs);
       } catch (error) {
@@ -272,7 +272,7 @@ export class PgLedger implements LedgerStore {
       }
     }
     // Each chunk waits for rows a run's batch (or anyone) holds as long as a prune would.
-    const tableMs = tableWaitMs(this.store.queryTimeoutMs);
+    const tableMs = lockWait(TABLE_WAIT_MS, this.store.queryTimeoutMs);
     const chunk = <T>(work: () => Promise<T>): Promise<T> => this.bounded('copy into the team store', 'what was copied before that is kept', () => rowsHeld(tableMs), tableMs, work);
     return new PgCopyTarget(this.store, dryRun, {
       deadHere: () => this.deadHere(),

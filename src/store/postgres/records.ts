@@ -3,11 +3,11 @@ import type { CompanyRecord } from '../../api/types.js';
 import { EnrichError } from '../../errors.js';
 import { isProcessAlive } from '../../process-alive.js';
 import type { Claim, CompanyState, Lookup, RunEnd, ServiceStore, StoreEvent } from '../types.js';
-import { client, connect, describe, inTransaction, isConnectionLoss, isLockTimeout, placeOf, reconnecting, type Session } from './connect.js';
+import { client, connect, describe, inTransaction, isConnectionLoss, isLockTimeout, lockWait, placeOf, reconnecting, type Session } from './connect.js';
 import { NOW_MS } from './schema.js';
 import { AGAIN, GroupCommit, type Queued } from '../group-commit.js';
 import { Heartbeat } from '../heartbeat.js';
-import { BatchPlan, batchLockWaitMs, commitBatch, LEASE_MS, notice, OK, OUTCOME_CHANNEL, Statistics, type Claimed } from './writer.js';
+import { BATCH_LOCK_WAIT_MS, BatchPlan, commitBatch, LEASE_MS, notice, OK, OUTCOME_CHANNEL, Statistics, type Claimed } from './writer.js';
 
 /** How long a run's release of its claims at the end waits for a table another session holds; then they are left to the lease. */
 const RELEASE_WAIT_MS = 1_000;
@@ -103,7 +103,7 @@ export class PgRecords implements ServiceStore {
     private writer: pg.Client,
   ) {
     this.storeId = store.storeId;
-    this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs, batchLockWaitMs(store.queryTimeoutMs)), TIMING);
+    this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs, lockWait(BATCH_LOCK_WAIT_MS, store.queryTimeoutMs)), TIMING);
     // Nothing more is written once the lease cannot be renewed (no second wait for the store on
     // the way out): the run ends on that failure, as on a commit's.
     const beat = run === null ? null : () => this.store.db.query(`UPDATE runs SET heartbeat_at = ${NOW_MS} WHERE id = $1`, [run]);
@@ -485,7 +485,7 @@ async function openWriter(store: RecordsHost, connectWith: (c: pg.Client) => Pro
   writer.on('error', () => {});
   await connectWith(writer);
   try {
-    await writer.query(`SET lock_timeout = ${batchLockWaitMs(store.queryTimeoutMs)}`);
+    await writer.query(`SET lock_timeout = ${lockWait(BATCH_LOCK_WAIT_MS, store.queryTimeoutMs)}`);
   } catch (error) {
     void writer.end().catch(() => {});
     throw error;

@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { EnrichError, UsageError } from '../../errors.js';
 import type { JournalEvents } from '../import-journal.js';
 import type { RunInfo } from '../types.js';
-import { client, connect, describe, inTransaction, isLockTimeout, placeOf, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
+import { client, connect, describe, inTransaction, isLockTimeout, lockWait, placeOf, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
 import { cannotWrite, firstMissing, glance, grantsFor, readStoreId, schemaVersion } from './inspect.js';
 import { PgRecords } from './records.js';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from './schema.js';
@@ -213,7 +213,7 @@ async function migrate(db: pg.Client, timeoutMs: number, seen: number): Promise<
   if (seen === SCHEMA_VERSION) return;
   // Another machine's migration holds it for a second; a `ledger copy` or `ledger prune` for as
   // long as it runs. The session's lock outlives the transaction; the timeout (LOCAL) does not.
-  const maintenanceMs = maintenanceWaitMs(timeoutMs);
+  const maintenanceMs = lockWait(MAINTENANCE_WAIT_MS, timeoutMs);
   try {
     await inTransaction(db, () => db.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]), maintenanceMs);
   } catch (error) {
@@ -224,7 +224,7 @@ async function migrate(db: pg.Client, timeoutMs: number, seen: number): Promise<
     // Another machine may have migrated while this one waited for the lock.
     const current = await schemaVersion(db);
     refuseNewer(current);
-    for (let v = current + 1; v <= SCHEMA_VERSION; v++) await migrateTo(db, v, current, tableWaitMs(timeoutMs));
+    for (let v = current + 1; v <= SCHEMA_VERSION; v++) await migrateTo(db, v, current, lockWait(TABLE_WAIT_MS, timeoutMs));
   } finally {
     await db.query('SELECT pg_advisory_unlock($1)', [MAINTENANCE_LOCK]).catch(() => {});
   }
@@ -263,18 +263,13 @@ async function migrateTo(db: pg.Client, v: number, from: number, lockMs: number)
 
 /**
  * How long maintenance (an upgrade, a `ledger prune`, a chunk of a `ledger copy`) waits for a
- * table or rows another session holds, at most half the query timeout: queued behind it, every
- * run's statements on that table would wait too (a heartbeat held up long enough loses its lease).
+ * table or rows another session holds (connect.ts lockWait: below half the query timeout too):
+ * queued behind it, every run's statements on that table would wait too (a heartbeat held up long
+ * enough loses its lease).
  */
 export const TABLE_WAIT_MS = 5_000;
-export const tableWaitMs = (queryTimeoutMs: number): number => Math.min(TABLE_WAIT_MS, Math.floor(queryTimeoutMs / 2));
-/**
- * How long an upgrade, a `ledger prune` or a `ledger copy` waits for the maintenance lock that
- * another of them holds: at most half the query timeout, so a lock held elsewhere is said as
- * such (exit 6), not taken for a server that stopped answering.
- */
+/** How long an upgrade, a `ledger prune` or a `ledger copy` waits for the maintenance lock that another of them holds (lockWait). */
 export const MAINTENANCE_WAIT_MS = 30_000;
-export const maintenanceWaitMs = (queryTimeoutMs: number): number => Math.min(MAINTENANCE_WAIT_MS, Math.floor(queryTimeoutMs / 2));
 
 /** What held a wait for the maintenance lock up, for messages. */
 export const maintenanceHeld = (waitedMs: number): string =>

@@ -367,7 +367,6 @@ const NESTED = 'SET LOCAL enable_nestloop = on';
  * query timeout, be taken for a lost connection, and leave its statement waiting on the server.
  */
 export const BATCH_LOCK_WAIT_MS = 30_000;
-export const batchLockWaitMs = (queryTimeoutMs: number): number => Math.min(BATCH_LOCK_WAIT_MS, Math.floor(queryTimeoutMs / 2));
 
 /**
  * Sends a batch's statements in one round trip (the client pipelines), inside one transaction,
