@@ -139,5 +139,5 @@ describe('signals', () => {
     } finally {
       await slow.close();
     }
-  }, 120_000);
+  });
 });

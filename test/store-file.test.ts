@@ -83,7 +83,7 @@ describe('what is at the store path (item 6)', () => {
     for (const [domain, n] of t.sb.chargesByDomain(KEY)) expect(n, domain).toBe(1);
     // No half-made store left behind under its temporary name.
     expect(readdirSync(t.dir.path).filter((n) => n.includes('enrich-new'))).toStrictEqual([]);
-  }, 60_000);
+  });
 });
 
 /** Overwrites the root page of `table` with junk, once a checkpoint has put all of the store in its file. */

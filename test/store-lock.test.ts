@@ -92,5 +92,5 @@ describe('the store lock', () => {
     const charges = t.sb.chargesByDomain(KEY);
     expect(charges.size).toBe(list.length);
     for (const [domain, n] of charges) expect(n, domain).toBe(1);
-  }, 90_000);
+  });
 });

@@ -125,7 +125,7 @@ describe('the store remembers what was bought', () => {
       const rows = readCsvFile(t.dir.file(out));
       expect(rows.every((r) => r['enrich_status'] === 'matched' && r['company_name'] !== ''), out).toBe(true);
     }
-  }, 60_000);
+  });
 
   it('never refuses a changed input and keeps the key out of the store, which is owner-only', async () => {
     await t.sandbox();
@@ -207,7 +207,7 @@ describe('review findings', () => {
     for (const [domain, n] of t.sb.chargesByDomain(KEY)) expect(n, domain).toBe(2);
     // A later --fresh is a new job: it refreshes all again.
     expect(await summaryOf([input, '-o', t.dir.file('o.csv'), '--fresh'])).toMatchObject({ bought: 16 });
-  }, 60_000);
+  });
 
   it('a run stopped by --max-credits leaves nothing "at risk" for what it never sent', async () => {
     await t.sandbox();

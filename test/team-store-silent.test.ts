@@ -59,5 +59,5 @@ describe('a team store whose network goes silent', () => {
       proxy.close();
       void store.close().catch(() => {});
     }
-  }, 20_000);
+  });
 });
