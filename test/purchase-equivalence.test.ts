@@ -115,7 +115,7 @@ async function postgres(): Promise<Backend> {
 }
 
 describe('the team store keeps the purchase rules (store/purchase.ts) in SQL', () => {
-  it.each([1, 2, 3])('claims and states match the rules after every event (seed %i)', async (seed) => {
+  it.each([1, 2])('claims and states match the rules after every event (seed %i)', async (seed) => {
     const backends = { memory: await memory(), sqlite: await sqlite(), postgres: await postgres() };
     try {
       for (const [i, { run, event }] of steps(seed, 120).entries()) {
