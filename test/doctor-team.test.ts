@@ -181,7 +181,7 @@ describe("the clock check: the server's clock against this host's", () => {
     expect(clock(state(5_200))).toMatchObject({
       status: 'note',
       kind: null,
-      text: "this host's clock is 5.2s behind the server's (round trip 4 ms): leases are judged by the server's clock, so no purchase is at risk, but the times this host records in the ledger (runs, purchases) are off by as much; set up NTP here",
+      text: "this host's clock is 5.2s behind the server's (round trip 4 ms): runs on this store keep time by the server's clock, so no purchase is at risk here; a SQLite store this host keeps (and a ledger copy of it) is off by as much: set up NTP here",
     });
     expect(clock(state(-90_000))?.text).toMatch(/^this host's clock is 1m30s ahead of the server's/);
   });

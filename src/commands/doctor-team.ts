@@ -68,8 +68,8 @@ function schemaLines(s: TeamStoreState): Check[] {
 }
 
 /**
- * Leases and heartbeats are judged by the server's clock alone, so a host's skew never lets two
- * machines buy one company; but the times a run records (started, bought) are its host's.
+ * A run on the team store keeps every time by the server's clock (PgStore.now), so a host's skew
+ * puts no purchase at risk there; what this host records in a store of its own does carry it.
  */
 function clockCheck(s: TeamStoreState): Check {
   const { skewMs, roundTripMs } = s.clock;
@@ -80,7 +80,7 @@ function clockCheck(s: TeamStoreState): Check {
   const way = skewMs > 0 ? 'behind' : 'ahead of';
   return note(
     'clock',
-    `this host's clock is ${elapsed(Math.abs(skewMs))} ${way} the server's (${trip}): leases are judged by the server's clock, so no purchase is at risk, but the times this host records in the ledger (runs, purchases) are off by as much; set up NTP here`,
+    `this host's clock is ${elapsed(Math.abs(skewMs))} ${way} the server's (${trip}): runs on this store keep time by the server's clock, so no purchase is at risk here; a SQLite store this host keeps (and a ledger copy of it) is off by as much: set up NTP here`,
   );
 }
 

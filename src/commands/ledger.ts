@@ -54,9 +54,8 @@ function watchSkewed(store: LedgerStore, io: LedgerIO): Promise<void> {
 
 /** `enrich ledger ...`: what the store holds, its runs, every record, what was spent, and housekeeping. */
 export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void> {
-  const now = io.now ?? Date.now;
   const print = (text: string): void => void io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
-  const how = { tool: `enrich/${VERSION}`, now, env: io.env ?? process.env };
+  const how = { tool: `enrich/${VERSION}`, ...(io.now === undefined ? {} : { now: io.now }), env: io.env ?? process.env };
   if (options.action.kind === 'copy') return copyStores(options.action, options.json, how, print);
   // A file that is not there (or empty) is no store; a team store's database is checked when opened.
   if (!isTeamStore(options.store) && missingFile(options, io)) return;
@@ -72,7 +71,7 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
   }
   const store = await openLedgerStore(options.store, { ...how, write: !readsOnly(options.action), create: options.action.kind === 'import' });
   try {
-    return await act(store, options, print, io, now);
+    return await act(store, options, print, io);
   } catch (error) {
     throw store.explain(error);
   } finally {
@@ -123,7 +122,7 @@ function readsOnly(action: LedgerAction): boolean {
 }
 
 /** The subcommand itself, on the open store. */
-async function act(store: LedgerStore, options: LedgerOptions, print: (s: string) => void, io: LedgerIO, now: () => number): Promise<void> {
+async function act(store: LedgerStore, options: LedgerOptions, print: (s: string) => void, io: LedgerIO): Promise<void> {
   const action = options.action;
   switch (action.kind) {
     case 'show':
@@ -138,7 +137,7 @@ async function act(store: LedgerStore, options: LedgerOptions, print: (s: string
       return await exportRecords(store, action, io.stdout);
     case 'prune': {
       if (!action.dryRun) await watchSkewed(store, io);
-      const cutoff = now() - action.olderThanMs;
+      const cutoff = store.now() - action.olderThanMs;
       const pruned = await store.prune(cutoff, action.dryRun);
       if (options.json) return print(JSON.stringify({ cutoff: new Date(cutoff).toISOString(), dry_run: action.dryRun, ...pruned }));
       const verb = action.dryRun ? 'would forget' : 'forgot';

@@ -221,10 +221,9 @@ function recordWindow(
 async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSink, cleanups: Cleanups): Promise<RunResult> {
   const clock = ctx.clock ?? systemClock;
   const started = clock.now();
-  const now = ctx.now ?? (() => Date.now());
   const read = await readStage(options, ctx, progress, cleanups);
-  const plan = await planStage(options, ctx, read, cleanups, now);
-  const { stop, declined } = await askStage(options, ctx, progress, cleanups, read, plan, { clock, random: ctx.random ?? Math.random, now });
+  const plan = await planStage(options, ctx, read, cleanups);
+  const { stop, declined } = await askStage(options, ctx, progress, cleanups, read, plan, { clock, random: ctx.random ?? Math.random, now: plan.now });
   return writeStage(options, ctx, progress, read, plan, { stop, declined, elapsedMs: () => clock.now() - started });
 }
 
@@ -272,12 +271,15 @@ interface Planned {
   earlierCredits: number;
   /** The run's end, once it is written (else a cleanup writes it as failed). */
   end(end: RunEnd): Promise<void>;
+  /** The store's clock, which the run stamps and compares every time by. */
+  now: () => number;
 }
 
 /** 2. The store: what was bought and learned before, by any run, from any input, judged by the policy. */
-async function planStage(options: RunOptions, ctx: RunContext, read: Read, cleanups: Cleanups, now: () => number): Promise<Planned> {
+async function planStage(options: RunOptions, ctx: RunContext, read: Read, cleanups: Cleanups): Promise<Planned> {
   const { input, sha256, scan, state } = read;
-  const store = await openBatchStore(options.store, { tool: `enrich/${VERSION}`, now, env: ctx.env });
+  const store = await openBatchStore(options.store, { tool: `enrich/${VERSION}`, ...(ctx.now === undefined ? {} : { now: ctx.now }), env: ctx.env });
+  const now = store.now;
   cleanups.push(() => store.close());
   for (const path of legacyJournals(options, sha256, ctx.env)) reportImport(ctx.reporter, path, await importJournal(store, path));
   const service = options.service.kind === 'sandbox' ? EMBEDDED_SERVICE : serviceIdentity(options.service.baseUrl);
@@ -305,7 +307,7 @@ async function planStage(options: RunOptions, ctx: RunContext, read: Read, clean
     await records.endRun(e);
     ended = true;
   };
-  return { records, policy, heldAny: await records.holdsAny(), since, earlierCredits: await records.creditsSince(since), end };
+  return { records, policy, heldAny: await records.holdsAny(), since, earlierCredits: await records.creditsSince(since), end, now };
 }
 
 /** 3. Ask the service for what is still owed: free matches, then (unless a dry run) purchases. */

@@ -109,6 +109,8 @@ export interface LedgerStore extends JournalTarget {
   readonly sizeNote: string;
   /** The files a store is made of (an export must not overwrite them); none for the team's. */
   readonly files: readonly string[];
+  /** The store's clock (a team store's: its server's), which every age it keeps is measured by. */
+  readonly now: () => number;
   /** Bytes the store takes: the file and its WAL on disk, or the team's database on its server. */
   size(): Promise<number>;
   holdings(): Promise<ServiceHoldings[]>;
@@ -139,7 +141,8 @@ export interface LedgerStore extends JournalTarget {
 /** How a ledger opens a store: to read, to write, and whether it may make one (an import, a copy's target). */
 export interface LedgerOpen {
   tool: string;
-  now: () => number;
+  /** A clock for tests; by default the store's own. */
+  now?: () => number;
   env: NodeJS.ProcessEnv;
   write: boolean;
   create: boolean;

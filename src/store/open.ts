@@ -11,6 +11,8 @@ import type { RunInfo, ServiceStore } from './types.js';
  * named (a run on SQLite never loads the PostgreSQL driver, nor the other way round).
  */
 export interface BatchStore extends JournalTarget {
+  /** The store's clock (a team store's: its server's): every time a run stamps or compares. */
+  readonly now: () => number;
   /** Opens a run against one service: its records, and a row in `runs` saying who runs it. */
   beginRun(service: string, info: RunInfo): Promise<ServiceStore>;
   close(): Promise<void>;
@@ -18,7 +20,8 @@ export interface BatchStore extends JournalTarget {
 
 export interface OpenOptions {
   tool: string;
-  now: () => number;
+  /** A clock for tests; by default the store's own. */
+  now?: () => number;
   env: NodeJS.ProcessEnv;
 }
 
@@ -26,8 +29,9 @@ export async function openBatchStore(address: string, options: OpenOptions): Pro
   if (isTeamStore(address)) {
     const { PgStore } = await import('./postgres/store.js');
     const host = hostIdentity(options.env);
-    const store = await PgStore.open(address, { tool: options.tool, now: options.now, ...(host === undefined ? {} : { host }) });
+    const store = await PgStore.open(address, { tool: options.tool, ...(options.now === undefined ? {} : { now: options.now }), ...(host === undefined ? {} : { host }) });
     return {
+      now: store.now,
       importedBytes: (path) => store.importedBytes(path),
       importer: (service) => store.importer(service),
       markImported: (path, bytes, companies) => store.markImported(path, bytes, companies),
@@ -37,8 +41,9 @@ export async function openBatchStore(address: string, options: OpenOptions): Pro
   }
   const [{ Store }, { chooseWriter }] = await Promise.all([import('./sqlite/store.js'), import('./sqlite/write-channel.js')]);
   const host = hostIdentity(options.env);
-  const store = Store.open(address, { tool: options.tool, now: options.now, ...(host === undefined ? {} : { host }) });
+  const store = Store.open(address, { tool: options.tool, ...(options.now === undefined ? {} : { now: options.now }), ...(host === undefined ? {} : { host }) });
   return {
+    now: store.options.now,
     importedBytes: (path) => store.importedBytes(path),
     importer: (service) => store.importer(service),
     markImported: (path, bytes, companies) => store.markImported(path, bytes, companies),

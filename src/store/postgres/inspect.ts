@@ -131,10 +131,10 @@ export interface ClockReading {
   roundTripMs: number;
 }
 
-/** The server's clock against this host's: the best of three round trips, its middle taken as the moment read. */
-export async function clockSkew(db: pg.Client, now: () => number): Promise<ClockReading> {
+/** The server's clock against this host's: the best of `tries` round trips, its middle taken as the moment read. */
+export async function clockSkew(db: pg.Client, now: () => number, tries = 3): Promise<ClockReading> {
   let best: ClockReading | undefined;
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < tries; i++) {
     const sent = now();
     const { rows } = await db.query<{ now: number }>(`SELECT ${NOW_MS} AS now`);
     const back = now();

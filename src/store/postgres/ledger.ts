@@ -44,9 +44,11 @@ export class PgLedger implements LedgerStore {
   readonly shown: string;
   readonly sizeNote: string;
   readonly files: readonly string[] = [];
+  readonly now: () => number;
   private readonly db: Session;
 
   private constructor(readonly store: PgStore) {
+    this.now = store.now;
     this.db = store.db;
     this.shown = displayStore(store.url);
     this.sizeNote = `in database ${store.db.place.database}`;
@@ -60,7 +62,7 @@ export class PgLedger implements LedgerStore {
     if (!how.create) await refuseMissing(url);
     const host = hostIdentity(how.env);
     const timeout = how.queryTimeoutMs === undefined ? {} : { queryTimeoutMs: how.queryTimeoutMs };
-    return new PgLedger(await PgStore.open(url, { tool: how.tool, now: how.now, access: how.write ? 'write' : 'read', ...timeout, ...(host === undefined ? {} : { host }) }));
+    return new PgLedger(await PgStore.open(url, { tool: how.tool, ...(how.now === undefined ? {} : { now: how.now }), access: how.write ? 'write' : 'read', ...timeout, ...(host === undefined ? {} : { host }) }));
   }
 
   async size(): Promise<number> {

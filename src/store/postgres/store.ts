@@ -4,7 +4,7 @@ import { EnrichError, UsageError } from '../../errors.js';
 import type { JournalEvents } from '../import-journal.js';
 import type { RunInfo } from '../types.js';
 import { client, connect, describe, inTransaction, isLockTimeout, lockWait, placeOf, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
-import { cannotWrite, firstMissing, glance, grantsFor, readStoreId, schemaVersion } from './inspect.js';
+import { cannotWrite, clockSkew, firstMissing, glance, grantsFor, readStoreId, schemaVersion } from './inspect.js';
 import { PgRecords } from './records.js';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from './schema.js';
 import { LEASE_MS } from './writer.js';
@@ -14,6 +14,7 @@ const RESUME_WITHIN_MS = 24 * 3600_000;
 
 export interface PgStoreOptions {
   tool: string;
+  /** The store's clock, for tests; by default the server's, read once at open (see PgStore.now). */
   now?: () => number;
   /** Who this machine is in `runs` (a test plays several machines from one). */
   host?: string;
@@ -34,6 +35,11 @@ export interface PgStoreOptions {
 export class PgStore {
   readonly host: string;
   readonly user: string;
+  /**
+   * The store's clock: the server's, as this host's plus the difference read at open. Every time
+   * a run stamps or compares (bought, asked, lost, started, the month) is on it, so machines whose
+   * clocks disagree agree on every record's age; a host's own clock is for display only.
+   */
   readonly now: () => number;
   private readonly services = new Map<string, number>();
   private readonly opened: PgRecords[] = [];
@@ -45,10 +51,11 @@ export class PgStore {
     /** What every key derives from: the store's id, and the key epoch a prune bumps (read again as each run starts). */
     public storeId: string,
     readonly options: PgStoreOptions,
+    serverAhead: number,
   ) {
     this.host = options.host ?? hostname();
     this.user = options.user ?? safeUser();
-    this.now = options.now ?? (() => Date.now());
+    this.now = options.now ?? (() => Date.now() + serverAhead);
   }
 
   static async open(url: string, options: PgStoreOptions): Promise<PgStore> {
@@ -64,7 +71,8 @@ export class PgStore {
       }
       const missing = seen?.missing ?? [];
       if (missing.length > 0) throw new UsageError(`${cannotWrite(placeOf(db), db.user ?? '', firstMissing(missing))}; ${NOTHING_SENT}`);
-      return new PgStore(url, new Session(url, db, options.reconnectMs, options.queryTimeoutMs), knownStoreId(seen?.storeId ?? null), options);
+      const serverAhead = options.now === undefined ? Math.round((await clockSkew(db, () => Date.now(), 1)).skewMs) : 0;
+      return new PgStore(url, new Session(url, db, options.reconnectMs, options.queryTimeoutMs), knownStoreId(seen?.storeId ?? null), options, serverAhead);
     } catch (error) {
       await db.end().catch(() => {});
       if (error instanceof EnrichError) throw error;

@@ -235,15 +235,17 @@ export function spend(store: Store, by: SpendBy): Spend {
 export class SqliteLedger implements LedgerStore {
   readonly sizeNote = '';
   readonly files: readonly string[];
+  readonly now: () => number;
 
   constructor(readonly store: Store) {
+    this.now = store.options.now;
     this.files = ['', '-wal', '-shm'].map((suffix) => `${store.path}${suffix}`);
   }
 
   /** Opens the file read-only unless the action writes; only an import or a copy's target may make it. */
   static open(path: string, how: LedgerOpen): SqliteLedger {
     const host = hostIdentity(how.env);
-    return new SqliteLedger(Store.open(path, { tool: how.tool, now: how.now, access: how.write ? 'write' : 'read', create: how.create, ...(host === undefined ? {} : { host }) }));
+    return new SqliteLedger(Store.open(path, { tool: how.tool, ...(how.now === undefined ? {} : { now: how.now }), access: how.write ? 'write' : 'read', create: how.create, ...(host === undefined ? {} : { host }) }));
   }
 
   get shown(): string {
