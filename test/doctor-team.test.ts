@@ -6,6 +6,7 @@ import { MIGRATIONS, SCHEMA_VERSION } from '../src/store/postgres/schema.js';
 import { PgStore } from '../src/store/postgres/store.js';
 import { READ_ONLY, roleSuite } from './helpers/pg-roles.js';
 import { freshDatabase, sql } from './helpers/postgres.js';
+import { csvText, tempDir } from './helpers/cli.js';
 import { runProcess } from './helpers/spawn.js';
 
 /**
@@ -158,6 +159,31 @@ describe('enrich doctor on the team store (issue 21)', () => {
   });
 });
 
+describe('any PostgreSQL a team has', () => {
+  it('a direct connection keeps its session: doctor says so on its pool line', async () => {
+    const r = await doctor(await freshDatabase());
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(report(r.stdout).get('pool')).toStrictEqual(['ok', 'a session is kept from one transaction to the next (a direct connection, or a pooler in session mode)']);
+  });
+
+  it('a read-only database (a replica\'s address): a run refuses it in one line, exit 2, nothing sent; doctor names it', async () => {
+    const url = await freshDatabase();
+    const { at, database } = place(url);
+    await sql(url, `ALTER DATABASE ${database} SET default_transaction_read_only = on`);
+    const r = await doctor(url);
+    expect(r.code).toBe(2);
+    expect(report(r.stdout).get('writable')).toStrictEqual(['FIX', `${database} on ${at} is read-only (a replica, or default_transaction_read_only = on): a run refuses it; give the primary's address`]);
+    const dir = tempDir();
+    try {
+      const run = await runProcess([dir.file('in.csv', csvText([['domain'], ['acme.com']])), '--sandbox', '-o', dir.file('out.csv')], { env: { ENRICH_STORE: url } });
+      expect(run.code).toBe(2);
+      expect(run.stderr.trim().split('\n')).toStrictEqual([`enrich: the team store ${database} on 127.0.0.1:${new URL(url).port} is read-only (a replica, or default_transaction_read_only = on); give the primary's address; nothing was sent to the service`]);
+    } finally {
+      dir.cleanup();
+    }
+  });
+});
+
 describe("the clock check: the server's clock against this host's", () => {
   const state = (skewMs: number, roundTripMs = 4): TeamStoreState => ({
     place: { host: 'db.example.com', port: 5432, database: 'enrich' },
@@ -168,6 +194,8 @@ describe("the clock check: the server's clock against this host's", () => {
     missing: [],
     storeId: '00112233aabbccdd',
     clock: { skewMs, roundTripMs },
+    readOnly: false,
+    keepsSession: true,
   });
   const clock = (s: TeamStoreState) => teamStoreLines('postgres://enrich@db.example.com/enrich', { reached: true, ...s }).find((c) => c.label === 'clock');
 

@@ -46,7 +46,7 @@ describe('two runs at once on a large store', () => {
     expect(first.code, first.stderr).toBe(0);
     fillStore(store, serviceIdentity(t.sb.url), 100_000);
     const random = mulberry32(19);
-    const rounds = 5;
+    const rounds = 3;
     const per = 300;
     for (let round = 0; round < rounds; round++) {
       const fresh = all.slice(1 + round * per * 2, 1 + (round + 1) * per * 2);

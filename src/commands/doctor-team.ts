@@ -35,7 +35,16 @@ export function teamStoreLines(address: string, found: Inspection): Check[] {
     return [reached, fail('login', `refused (${found.detail}): check the user and password (PGPASSWORD or ~/.pgpass)`, 'usage')];
   }
   const reached = ok('store', `${where}: reachable at ${at}, database ${database} (PostgreSQL ${found.server})`);
-  return [reached, ok('login', `as ${found.role}`), ...schemaLines(found), clockCheck(found), identityCheck(found)];
+  if (found.readOnly) {
+    return [reached, ok('login', `as ${found.role}`), fail('writable', `${database} on ${at} is read-only (a replica, or default_transaction_read_only = on): a run refuses it; give the primary's address`, 'usage')];
+  }
+  return [reached, ok('login', `as ${found.role}`), poolCheck(found), ...schemaLines(found), clockCheck(found), identityCheck(found)];
+}
+
+/** How connections reach the server: a session each, or a pooler that hands sessions round between transactions. */
+function poolCheck(s: TeamStoreState): Check {
+  if (s.keepsSession) return ok('pool', 'a session is kept from one transaction to the next (a direct connection, or a pooler in session mode)');
+  return ok('pool', 'a pooler in transaction mode (a session is not kept between transactions): runs send no named statements and poll for each other rather than LISTEN');
 }
 
 /** The schema's version against this enrich's, and whether this role may do what a run will. */

@@ -83,6 +83,41 @@ export function describe(error: unknown): string {
   return message.split('\n')[0] ?? message;
 }
 
+/** A connection, or a Session. */
+export interface Queryable {
+  query<R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
+}
+
+/**
+ * Whether connection `c` keeps its session from one transaction to the next (a direct one, or a
+ * pooler in session mode), sure of it behind an idle pooler too, which hands the last session back
+ * to the same client: LISTEN, then look for it while a second connection holds a transaction open,
+ * so a pooler that hands sessions round must give `c` another (or none, with a pool of one: no
+ * answer within `waitMs` says the same).
+ */
+export async function keepsSessionSurely(c: Queryable, url: string, waitMs = 2_000): Promise<boolean> {
+  const channel = `enrich_probe_${process.pid}`;
+  const other = client(url);
+  try {
+    await c.query(`LISTEN ${channel}`);
+    await other.connect();
+    await other.query('BEGIN');
+    await other.query('SELECT 1');
+    const look = c.query<{ kept: boolean }>('SELECT $1::text IN (SELECT pg_listening_channels()) AS kept', [channel]).then((r) => r.rows[0]?.kept === true);
+    let timer: NodeJS.Timeout | undefined;
+    const kept = await Promise.race([look, new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), waitMs)))]);
+    clearTimeout(timer);
+    await other.query('ROLLBACK');
+    await look.catch(() => false);
+    return kept;
+  } catch {
+    return false;
+  } finally {
+    await other.end().catch(() => {});
+    await c.query(`UNLISTEN ${channel}`).catch(() => {});
+  }
+}
+
 /** How long a run keeps trying to reach the team store again after losing it, before it stops. */
 export const RECONNECT_MS = 30_000;
 

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { client, describe, type Session, failureClass, placeOf, type FailureClass, type Place } from './connect.js';
+import { client, describe, type Session, failureClass, keepsSessionSurely, placeOf, type FailureClass, type Place } from './connect.js';
 import { NOW_MS, SCHEMA_VERSION } from './schema.js';
 
 /**
@@ -65,6 +65,8 @@ export interface Glance {
   version: number;
   storeId: string | null;
   missing: string[];
+  /** A replica, or a database set to read-only. */
+  readOnly: boolean;
 }
 
 /**
@@ -79,7 +81,8 @@ export async function glance(db: pg.Client, rights: boolean): Promise<Glance | n
     ({ rows } = await db.query<{ key: string; value: string | null; priv: string | null }>(
       `WITH missing AS (${MISSING_RIGHTS})
        SELECT key, value, NULL::text AS priv FROM meta WHERE key IN ('schema_version', 'store_id', 'key_epoch')
-       UNION ALL SELECT rel::text, NULL, priv FROM missing WHERE $3`,
+       UNION ALL SELECT rel::text, NULL, priv FROM missing WHERE $3
+       UNION ALL SELECT 'read_only', (pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on')::text, NULL`,
       [WRITTEN_TABLES, SEQUENCED_TABLES, rights],
     ));
   } catch (error) {
@@ -92,7 +95,14 @@ export async function glance(db: pg.Client, rights: boolean): Promise<Glance | n
     version: Number(meta.find((r) => r.key === 'schema_version')?.value ?? 0),
     storeId: storeIdOf(meta),
     missing: rows.filter((r) => r.priv !== null).map((r) => rightOf({ rel: r.key, priv: r.priv as string })),
+    readOnly: meta.find((r) => r.key === 'read_only')?.value === 'true',
   };
+}
+
+/** Whether the database takes no writes: a replica, or `default_transaction_read_only` set. */
+export async function readOnly(db: pg.Client): Promise<boolean> {
+  const { rows } = await db.query<{ ro: boolean }>(`SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on' AS ro`);
+  return rows[0]?.ro === true;
 }
 
 /** Whether this role may create enrich's tables (an empty database) or alter them (an older schema): its owner may. */
@@ -131,10 +141,10 @@ export interface ClockReading {
   roundTripMs: number;
 }
 
-/** The server's clock against this host's: the best of `tries` round trips, its middle taken as the moment read. */
-export async function clockSkew(db: pg.Client, now: () => number, tries = 3): Promise<ClockReading> {
+/** The server's clock against this host's: the best of three round trips, its middle taken as the moment read. */
+export async function clockSkew(db: pg.Client, now: () => number): Promise<ClockReading> {
   let best: ClockReading | undefined;
-  for (let i = 0; i < tries; i++) {
+  for (let i = 0; i < 3; i++) {
     const sent = now();
     const { rows } = await db.query<{ now: number }>(`SELECT ${NOW_MS} AS now`);
     const back = now();
@@ -157,6 +167,10 @@ export interface TeamStoreState {
   missing: string[];
   storeId: string | null;
   clock: ClockReading;
+  /** A replica, or a database set to read-only: a run refuses it. */
+  readOnly: boolean;
+  /** Whether a connection keeps its session between transactions (no pooler in transaction mode). */
+  keepsSession: boolean;
 }
 
 export type Inspection = { reached: false; place: Place; failure: FailureClass; detail: string } | ({ reached: true } & TeamStoreState);
@@ -175,6 +189,8 @@ export async function inspectTeamStore(url: string, now: () => number = () => Da
     return { reached: false, place, failure: failureClass(error), detail: describe(error) };
   }
   try {
+    const kept = await keepsSessionSurely(c, url);
+    const readonly = await readOnly(c);
     await c.query('BEGIN READ ONLY');
     const head = await c.query<{ role: string; server: string }>(`SELECT current_user AS role, current_setting('server_version') AS server`);
     const missing = await missingRights(c);
@@ -184,7 +200,7 @@ export async function inspectTeamStore(url: string, now: () => number = () => Da
     const canMigrate = schema !== null && schema < SCHEMA_VERSION ? await mayMigrate(c) : true;
     const clock = await clockSkew(c, now);
     const { role = '', server = '' } = head.rows[0] ?? {};
-    return { reached: true, place, role, server: server.split(' ')[0] ?? server, schema, canMigrate, missing, storeId, clock };
+    return { reached: true, place, role, server: server.split(' ')[0] ?? server, schema, canMigrate, missing, storeId, clock, readOnly: readonly, keepsSession: kept };
   } finally {
     await c.query('ROLLBACK').catch(() => {});
     await c.end().catch(() => {});

@@ -70,6 +70,8 @@ export interface RecordsHost {
   readonly now: () => number;
   readonly reconnectMs: number;
   readonly queryTimeoutMs: number;
+  /** Whether a connection keeps its session between transactions (store.ts sessionAndClock). */
+  readonly keepsSession: boolean;
 }
 
 /** Prepared statement does not exist, already exists; cached plan must not change result type. */
@@ -103,6 +105,7 @@ export class PgRecords implements ServiceStore {
     private writer: pg.Client,
   ) {
     this.storeId = store.storeId;
+    this.named = store.keepsSession;
     this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs, lockWait(BATCH_LOCK_WAIT_MS, store.queryTimeoutMs)), TIMING);
     // Nothing more is written once the lease cannot be renewed (no second wait for the store on
     // the way out): the run ends on that failure, as on a commit's.
@@ -272,6 +275,8 @@ export class PgRecords implements ServiceStore {
   }
 
   private writerLost = false;
+  /** Whether batches prepare their alike statements by name: not behind a pooler that loses them. */
+  private named: boolean;
   private readonly statistics = new Statistics(
     (text) => this.store.db.query(text),
     async (text) => {
@@ -310,14 +315,15 @@ export class PgRecords implements ServiceStore {
           this.writerLost = false;
         }
         try {
-          return await commitBatch(this.writer, plan);
+          return await commitBatch(this.writer, plan, lockWait(BATCH_LOCK_WAIT_MS, this.store.queryTimeoutMs), this.named);
         } catch (error) {
           if (isConnectionLoss(error)) this.writerLost = true;
           // The session's prepared statements are not what this connection took them for (a
-          // pooler handed it a session another client had, a migration changed a cached plan's
-          // rows): the batch was rolled back, and a new connection prepares them again.
+          // pooler handed it another server session, a migration changed a cached plan's rows):
+          // the batch was rolled back, and is sent again on a new connection, unnamed from now on.
           else if (!renewed && PREPARED_GONE.has(String((error as { code?: unknown }).code))) {
             this.writerLost = true;
+            this.named = false;
             continue;
           }
           throw error;
@@ -350,7 +356,8 @@ export class PgRecords implements ServiceStore {
    * (polling is the fallback: a notification sent while the listener reconnects is lost).
    */
   async waitForOutcome(company: string, ms: number, signal?: AbortSignal): Promise<'notified' | 'timeout'> {
-    await this.listen().catch(() => {});
+    // Behind a pooler in transaction mode a LISTEN would stay on a session others are handed: polling alone.
+    if (this.store.keepsSession) await this.listen().catch(() => {});
     const key = notice(this.serviceId, company);
     return new Promise((resolve) => {
       const set = this.waiters.get(key) ?? new Set<() => void>();
@@ -475,21 +482,12 @@ export class PgRecords implements ServiceStore {
 
 export { OK };
 
-/**
- * A connection for a run's writes: pipelined, and waiting at most BATCH_LOCK_WAIT_MS (below half
- * the query timeout) for any lock, set once for the session rather than in every batch.
- */
+/** A connection for a run's writes: pipelined; each batch bounds its own lock waits (commitBatch). */
 async function openWriter(store: RecordsHost, connectWith: (c: pg.Client) => Promise<unknown>): Promise<pg.Client> {
   const writer = client(store.url, true, store.queryTimeoutMs);
   // A connection dropped under a batch rejects its queries; this keeps the process up meanwhile.
   writer.on('error', () => {});
   await connectWith(writer);
-  try {
-    await writer.query(`SET lock_timeout = ${lockWait(BATCH_LOCK_WAIT_MS, store.queryTimeoutMs)}`);
-  } catch (error) {
-    void writer.end().catch(() => {});
-    throw error;
-  }
   return writer;
 }
 

@@ -4,7 +4,7 @@ import { EnrichError, UsageError } from '../../errors.js';
 import type { JournalEvents } from '../import-journal.js';
 import type { RunInfo } from '../types.js';
 import { client, connect, describe, inTransaction, isLockTimeout, lockWait, placeOf, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
-import { cannotWrite, clockSkew, firstMissing, glance, grantsFor, readStoreId, schemaVersion } from './inspect.js';
+import { cannotWrite, firstMissing, glance, grantsFor, readStoreId, schemaVersion } from './inspect.js';
 import { PgRecords } from './records.js';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from './schema.js';
 import { LEASE_MS } from './writer.js';
@@ -52,6 +52,8 @@ export class PgStore {
     public storeId: string,
     readonly options: PgStoreOptions,
     serverAhead: number,
+    /** Whether a connection keeps its session between transactions (sessionAndClock). */
+    readonly keepsSession: boolean,
   ) {
     this.host = options.host ?? hostname();
     this.user = options.user ?? safeUser();
@@ -61,9 +63,11 @@ export class PgStore {
   static async open(url: string, options: PgStoreOptions): Promise<PgStore> {
     const db = await connect(client(url, false, options.queryTimeoutMs));
     try {
-      // Rights asked before the run begins: a role that may only read would otherwise fail at its first write.
       const rights = options.access !== 'read';
+      // Rights asked before the run begins: a role that may only read would otherwise fail at its first write.
       let seen = await glance(db, rights);
+      // A replica, or a database set to read-only, is refused before anything is tried on it.
+      if (rights && seen?.readOnly === true) throw readOnlyStore(db);
       if (seen?.version !== SCHEMA_VERSION) {
         await migrate(db, options.queryTimeoutMs ?? QUERY_TIMEOUT_MS, seen?.version ?? 0);
         // The tables made or altered: their rights, and the store id, asked again.
@@ -71,11 +75,13 @@ export class PgStore {
       }
       const missing = seen?.missing ?? [];
       if (missing.length > 0) throw new UsageError(`${cannotWrite(placeOf(db), db.user ?? '', firstMissing(missing))}; ${NOTHING_SENT}`);
-      const serverAhead = options.now === undefined ? Math.round((await clockSkew(db, () => Date.now(), 1)).skewMs) : 0;
-      return new PgStore(url, new Session(url, db, options.reconnectMs, options.queryTimeoutMs), knownStoreId(seen?.storeId ?? null), options, serverAhead);
+      const { kept, serverAhead } = await sessionAndClock(db);
+      return new PgStore(url, new Session(url, db, options.reconnectMs, options.queryTimeoutMs), knownStoreId(seen?.storeId ?? null), options, options.now === undefined ? serverAhead : 0, kept);
     } catch (error) {
       await db.end().catch(() => {});
       if (error instanceof EnrichError) throw error;
+      // read_only_sql_transaction: an empty read-only database, found by its first CREATE.
+      if ((error as { code?: unknown }).code === '25006') throw readOnlyStore(db);
       if (deniedTo(error)) throw new UsageError(`${cannotWrite(placeOf(db), db.user ?? '', describe(error))}; ${NOTHING_SENT}`, { cause: error });
       const { host, port } = placeOf(db);
       throw new EnrichError(`cannot use the team store at ${host}:${port}: ${describe(error)}`, 'failure', { cause: error });
@@ -195,6 +201,31 @@ export class PgStore {
 
 const NOTHING_SENT = 'nothing was sent to the service';
 
+function readOnlyStore(db: pg.Client): UsageError {
+  const { host, port, database } = placeOf(db);
+  return new UsageError(`the team store ${database} on ${host}:${port} is read-only (a replica, or default_transaction_read_only = on); give the primary's address; ${NOTHING_SENT}`);
+}
+
+/**
+ * Whether this connection keeps its session from one transaction to the next (a direct one, or a
+ * pooler in session mode) rather than being handed to others between them (a pooler in
+ * transaction mode): LISTEN in one transaction, looked for in the next. Named statements and
+ * LISTEN are used only where it does; nothing that must hold rests on it (an idle pooler may hand
+ * the same session back). The same look reads the server's clock against this host's.
+ */
+async function sessionAndClock(db: pg.Client): Promise<{ kept: boolean; serverAhead: number }> {
+  const channel = `enrich_probe_${process.pid}`;
+  try {
+    await db.query(`BEGIN; LISTEN ${channel}; COMMIT`);
+  } catch {
+    await db.query('ROLLBACK').catch(() => {});
+  }
+  const sent = Date.now();
+  const { rows } = await db.query<{ kept: boolean; now: number }>(`SELECT $1::text IN (SELECT pg_listening_channels()) AS kept, ${NOW_MS} AS now`, [channel]);
+  const back = Date.now();
+  return { kept: rows[0]?.kept === true, serverAhead: Math.round(Number(rows[0]?.now) - (sent + back) / 2) };
+}
+
 /** The server's "permission denied" (insufficient_privilege), or "must be owner". */
 const deniedTo = (error: unknown): boolean => (error as { code?: string }).code === '42501';
 
@@ -203,69 +234,6 @@ function safeUser(): string {
     return userInfo().username;
   } catch {
     return process.env['USER'] ?? '';
-  }
-}
-
-/**
- * Brings the schema up to date under the maintenance lock, one migration per transaction, each
- * recorded in meta.schema_version; a store a newer enrich wrote is refused, untouched. Every wait
- * on a lock is bounded below the query timeout (`timeoutMs`), so a lock held elsewhere is said as
- * such (exit 6), not taken for a server that stopped answering, and the server stops waiting too.
- */
-async function migrate(db: pg.Client, timeoutMs: number, seen: number): Promise<void> {
-  const refuseNewer = (v: number): void => {
-    const { host, database } = placeOf(db);
-    if (v > SCHEMA_VERSION) throw new UsageError(`the team store ${database} on ${host} was written by a newer enrich (schema ${v}); upgrade enrich to use it; ${NOTHING_SENT}`);
-  };
-  refuseNewer(seen);
-  if (seen === SCHEMA_VERSION) return;
-  // Another machine's migration holds it for a second; a `ledger copy` or `ledger prune` for as
-  // long as it runs. The session's lock outlives the transaction; the timeout (LOCAL) does not.
-  const maintenanceMs = lockWait(MAINTENANCE_WAIT_MS, timeoutMs);
-  try {
-    await inTransaction(db, () => db.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]), maintenanceMs);
-  } catch (error) {
-    if (isLockTimeout(error)) throw lockBusy(db, seen, seen, maintenanceHeld(maintenanceMs), error);
-    throw error;
-  }
-  try {
-    // Another machine may have migrated while this one waited for the lock.
-    const current = await schemaVersion(db);
-    refuseNewer(current);
-    for (let v = current + 1; v <= SCHEMA_VERSION; v++) await migrateTo(db, v, current, lockWait(TABLE_WAIT_MS, timeoutMs));
-  } finally {
-    await db.query('SELECT pg_advisory_unlock($1)', [MAINTENANCE_LOCK]).catch(() => {});
-  }
-}
-
-/** One migration, in a transaction of its own; `from` is the version the store was at, for messages. */
-async function migrateTo(db: pg.Client, v: number, from: number, lockMs: number): Promise<void> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      // An ALTER TABLE waits for every session using the table (an open psql transaction, a
-      // pg_dump), and every later statement on it queues behind the ALTER: unbounded, one
-      // machine's upgrade would hold the whole team's runs until that session ends.
-      await inTransaction(
-        db,
-        async () => {
-          await db.query(MIGRATIONS[v - 1] as string);
-          await db.query(`INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, [String(v)]);
-          if (v === 1) {
-            const id = Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(8))).toString('hex');
-            await db.query(`INSERT INTO meta (key, value) VALUES ('store_id', $1), ('created_at', $2) ON CONFLICT (key) DO NOTHING`, [id, String(Date.now())]);
-          }
-        },
-        lockMs,
-      );
-      return;
-    } catch (error) {
-      const code = (error as { code?: unknown }).code;
-      // Chosen as a deadlock's victim (a running batch held a table this step alters): again.
-      if (code === '40P01' && attempt < 3) continue;
-      if (deniedTo(error)) throw cannotMigrate(db, from, error);
-      if (isLockTimeout(error)) throw lockBusy(db, from, v - 1, tableHeld(lockMs), error);
-      throw error;
-    }
   }
 }
 
@@ -287,12 +255,61 @@ export const maintenanceHeld = (waitedMs: number): string =>
 const tableHeld = (waitedMs: number): string => `another session has held one of its tables for ${waitedMs / 1000} s (an open transaction, a dump)`;
 
 /**
- * A migration that waited out its lock timeout (exit 6): `from` the version the store was at,
- * `at` the version it is left at (a step before may have committed), `held` what held it.
+ * Brings the schema up to date in one transaction, under the maintenance lock taken for that
+ * transaction alone (a pooler in transaction mode can strand no lock on a session), recorded in
+ * meta.schema_version; a store a newer enrich wrote is refused, untouched. Every wait on a lock is
+ * bounded below the query timeout (`timeoutMs`), so a lock held elsewhere is said as such (exit
+ * 6), not taken for a server that stopped answering; the schema is then as it was.
  */
-function lockBusy(db: pg.Client, from: number, at: number, held: string, error: unknown): EnrichError {
+async function migrate(db: pg.Client, timeoutMs: number, seen: number): Promise<void> {
+  const refuseNewer = (v: number): void => {
+    const { host, database } = placeOf(db);
+    if (v > SCHEMA_VERSION) throw new UsageError(`the team store ${database} on ${host} was written by a newer enrich (schema ${v}); upgrade enrich to use it; ${NOTHING_SENT}`);
+  };
+  refuseNewer(seen);
+  if (seen === SCHEMA_VERSION) return;
+  // Another machine's migration holds it for a second; a `ledger copy` or `ledger prune` for as long as it runs.
+  const maintenanceMs = lockWait(MAINTENANCE_WAIT_MS, timeoutMs);
+  // An ALTER TABLE waits for every session using the table (an open psql transaction, a pg_dump),
+  // and every later statement on it queues behind the ALTER: unbounded, one machine's upgrade
+  // would hold the whole team's runs until that session ends.
+  const tableMs = lockWait(TABLE_WAIT_MS, timeoutMs);
+  for (let attempt = 1; ; attempt++) {
+    let locked = false;
+    let from = seen;
+    try {
+      await inTransaction(
+        db,
+        async () => {
+          await db.query('SELECT pg_advisory_xact_lock($1)', [MAINTENANCE_LOCK]);
+          locked = true;
+          await db.query(`SET LOCAL lock_timeout = ${tableMs}`);
+          // Another machine may have migrated while this one waited for the lock.
+          from = await schemaVersion(db);
+          refuseNewer(from);
+          for (let v = from + 1; v <= SCHEMA_VERSION; v++) await db.query(MIGRATIONS[v - 1] as string);
+          await db.query(`INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, [String(SCHEMA_VERSION)]);
+          const id = Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(8))).toString('hex');
+          await db.query(`INSERT INTO meta (key, value) VALUES ('store_id', $1), ('created_at', $2) ON CONFLICT (key) DO NOTHING`, [id, String(Date.now())]);
+        },
+        maintenanceMs,
+      );
+      return;
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      // Chosen as a deadlock's victim (a running batch held a table this upgrade alters): again.
+      if (code === '40P01' && attempt < 3) continue;
+      if (deniedTo(error)) throw cannotMigrate(db, from, error);
+      if (isLockTimeout(error)) throw lockBusy(db, from, locked ? tableHeld(tableMs) : maintenanceHeld(maintenanceMs), error);
+      throw error;
+    }
+  }
+}
+
+/** A migration that waited out its lock timeout (exit 6), the store left at `from`; `held`: what held it. */
+function lockBusy(db: pg.Client, from: number, held: string, error: unknown): EnrichError {
   const { host, port, database } = placeOf(db);
-  const left = at === from ? (from === 0 ? 'nothing was made' : 'the schema is as it was') : `the schema is at version ${at}`;
+  const left = from === 0 ? 'nothing was made' : 'the schema is as it was';
   return new EnrichError(`cannot ${migrating(from)} in ${database} on ${host}:${port}: ${held}, and ${left}; run the same command once it is done; ${NOTHING_SENT}`, 'unavailable', { cause: error });
 }
 

@@ -31,15 +31,17 @@ interface Statement {
  * purchases joined to a batch's arrays are planned for each batch instead (`custom`): a generic
  * plan takes the arrays for 10 elements, and for 2,000 outcomes rescanned the array once per
  * purchase read (1.3 s a batch; 5,000: 8 s), where a plan made for the batch hashes it (20 ms).
- * Named statements need the same session from one statement to the next, as LISTEN and the
- * maintenance lock already do: a pooler in front of the store must pool sessions, not
- * transactions (docs/team.md).
+ * Named statements need the same session from one transaction to the next: behind a pooler in
+ * transaction mode (or once one is found to lose them) a batch sends every statement unnamed.
+ * Names carry this process's own prefix, so two clients a pooler puts on one server session never
+ * take each other's statement.
  */
 const names = new Map<string, string>();
+const PREFIX = `enrich_${Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(4))).toString('hex')}_`;
 function statementName(text: string): string {
   let name = names.get(text);
   if (name === undefined) {
-    name = `enrich_${names.size}`;
+    name = `${PREFIX}${names.size}`;
     names.set(text, name);
   }
   return name;
@@ -371,12 +373,13 @@ export const BATCH_LOCK_WAIT_MS = 30_000;
 /**
  * Sends a batch's statements in one round trip (the client pipelines), inside one transaction,
  * and reads its claims. A deadlock or serialisation failure (another run's release, which locks
- * many rows at once) is retried; anything else rolls the batch back and throws. The writer's
- * connection bounds every wait for a lock (records.ts openWriter: BATCH_LOCK_WAIT_MS).
+ * many rows at once) is retried; anything else rolls the batch back and throws. No wait for a lock
+ * in it is longer than `lockWaitMs` (SET LOCAL: nothing is left on the session). `named`: the
+ * statements that are alike for every batch go prepared by name (see statementName).
  */
-export async function commitBatch(client: pg.Client, plan: BatchPlan): Promise<Claimed[]> {
+export async function commitBatch(client: pg.Client, plan: BatchPlan, lockWaitMs = BATCH_LOCK_WAIT_MS, named = true): Promise<Claimed[]> {
   for (let attempt = 1; ; attempt++) {
-    const sent = [client.query('BEGIN')];
+    const sent = [client.query('BEGIN'), client.query(`SET LOCAL lock_timeout = ${Math.round(lockWaitMs)}`)];
     const at: number[] = [];
     let hashed = false;
     for (const s of plan.statements) {
@@ -385,7 +388,7 @@ export async function commitBatch(client: pg.Client, plan: BatchPlan): Promise<C
         sent.push(client.query(hashed ? HASHED : NESTED));
       }
       at.push(sent.length);
-      sent.push(client.query(s.custom === true ? { text: s.text, values: s.values } : { name: statementName(s.text), text: s.text, values: s.values }));
+      sent.push(client.query(s.custom === true || !named ? { text: s.text, values: s.values } : { name: statementName(s.text), text: s.text, values: s.values }));
     }
     sent.push(client.query('COMMIT'));
     const results = await Promise.allSettled(sent);
