@@ -8,6 +8,7 @@ import type { CopyTarget } from '../src/store/copy-types.js';
 import { openLedgerStore } from '../src/store/open.js';
 import { displayStore } from '../src/store/path.js';
 import { MAINTENANCE_LOCK } from '../src/store/postgres/schema.js';
+import { PgStore } from '../src/store/postgres/store.js';
 import { csvText } from './helpers/cli.js';
 import { freshDatabase, sql } from './helpers/postgres.js';
 import { sandboxSuite } from './helpers/sandbox-suite.js';
@@ -201,6 +202,33 @@ describe('enrich ledger on the team store', () => {
     const after = await Promise.all([file, team].map(async (s) => (json(await ledger(s, '--json')) as { services: Record<string, unknown>[] }).services.map(({ runs: _r, ...rest }) => rest)));
     expect(after[1]).toStrictEqual(after[0]);
     expect(after[1]).toMatchObject([{ companies: 0, lookups: 0, credits: 0, at_risk: 0 }]);
+  });
+});
+
+describe('enrich ledger runs on the team store', () => {
+  it('tells a run under way from one that ended unrecorded (killed, or lost the store), by its heartbeat on the server clock', async () => {
+    await t.sandbox();
+    const store = await freshDatabase();
+    const live = await PgStore.open(store, { tool: 'test', host: 'cron-b' });
+    const lost = await PgStore.open(store, { tool: 'test', host: 'laptop-a' });
+    const info = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
+    const running = await live.beginRun('svc', info);
+    const gone = await lost.beginRun('svc', info);
+    // laptop-a lost the store and exited: its row stays 'running', its heartbeat stops.
+    await gone.disconnect();
+    await sql(store, `UPDATE runs SET heartbeat_at = heartbeat_at - 60000 WHERE host = 'laptop-a'`);
+    try {
+      const runs = json(await ledger(store, 'runs', '--json')) as { runs: { host: string; status: string }[] } | { host: string; status: string }[];
+      const list = Array.isArray(runs) ? runs : runs.runs;
+      expect(list.map((r) => [r.host, r.status])).toStrictEqual([
+        ['laptop-a', 'gone (killed, or lost the store)'],
+        ['cron-b', 'running'],
+      ]);
+    } finally {
+      await running.close();
+      await live.close();
+      await lost.close();
+    }
   });
 });
 

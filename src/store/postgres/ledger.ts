@@ -9,7 +9,7 @@ import { displayStore } from '../path.js';
 import { client, connect, inTransaction, isLockTimeout, keepsSessionSurely, lockWait, placeOf, type Place, type Session } from './connect.js';
 import { RUN_ALIVE } from './claim-sql.js';
 import { PgCopySource, PgCopyTarget } from './copy.js';
-import { MAINTENANCE_LOCK } from './schema.js';
+import { MAINTENANCE_LOCK, NOW_MS } from './schema.js';
 import { MAINTENANCE_WAIT_MS, maintenanceHeld, PgStore, TABLE_WAIT_MS } from './store.js';
 import { HASHED, LEASE_MS, OUTCOME_CHANNEL } from './writer.js';
 
@@ -102,9 +102,10 @@ export class PgLedger implements LedgerStore {
     const { rows } = await this.db.query<Record<string, unknown>>(
       `SELECT r.id, s.name, r.started_at, r.ended_at, r.input_name, r.rows, r.dry_run, r.status, r.host, r."user", r.reused,
          (SELECT coalesce(sum(credits), 0) FROM purchases p WHERE p.run = r.id) AS credits,
-         (SELECT count(*) FROM purchases p WHERE p.run = r.id AND p.outcome = 'hit') AS bought
+         (SELECT count(*) FROM purchases p WHERE p.run = r.id AND p.outcome = 'hit') AS bought,
+         coalesce(r.heartbeat_at, 0) >= ${NOW_MS} - $2::bigint AS beating
        FROM runs r JOIN services s ON s.id = r.service ORDER BY r.id DESC LIMIT $1`,
-      [limit],
+      [limit, LEASE_MS],
     );
     return rows.map((r) => ({
       id: num(r['id']),
@@ -114,8 +115,9 @@ export class PgLedger implements LedgerStore {
       input: (r['input_name'] as string | null) ?? null,
       rows: numOrNull(r['rows']),
       dryRun: num(r['dry_run']) === 1,
-      // As the SQLite store says it: a run marked running may have been killed.
-      status: r['status'] === 'running' && r['ended_at'] === null ? 'running or killed' : String(r['status']),
+      // Its heartbeat, by the server's clock, tells a run under way from one that ended unrecorded
+      // (killed, or stopped once the store was out of reach) and whose claims are free to take.
+      status: r['status'] === 'running' && r['ended_at'] === null ? (r['beating'] === true ? 'running' : 'gone (killed, or lost the store)') : String(r['status']),
       credits: num(r['credits']),
       bought: num(r['bought']),
       reused: num(r['reused']),
