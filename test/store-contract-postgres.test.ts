@@ -521,6 +521,25 @@ describe('the team store on PostgreSQL', () => {
     }
   });
 
+  it("two machines under one ENRICH_HOST never take each other's live claims: a pid is judged only by the boot that ran it", async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const [a, b, again] = await Promise.all(['boot-a', 'boot-b', 'boot-a'].map((boot) => PgStore.open(url, { tool: 'test', host: 'same-name', boot })));
+    try {
+      const ra = await (a as PgStore).beginRun('svc', info);
+      await ra.append(intent('acme.com'), true);
+      // a's process as any other machine sees it: a pid that is not running there.
+      await sql(url, "UPDATE runs SET pid = 2147483646 WHERE boot = 'boot-a'");
+      const rb = await (b as PgStore).beginRun('svc', info);
+      expect((await rb.append(intent('acme.com'), true)).kind).toBe('busy');
+      // The boot that ran it knows that process gone, and takes the claim over at once.
+      const rc = await (again as PgStore).beginRun('svc', info);
+      expect(await rc.append(intent('acme.com'), true)).toMatchObject({ kind: 'ok', tookOver: true });
+    } finally {
+      for (const s of [a, b, again]) await s?.close();
+    }
+  });
+
   it('wakes a run waiting on a company when the outcome commits (NOTIFY in its transaction)', async () => {
     const url = await freshDatabase();
     pgRan++;

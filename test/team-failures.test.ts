@@ -228,7 +228,8 @@ describe('two versions of enrich on one database (issue 21)', () => {
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
     const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
     expect(run.code, run.stderr).toBe(0);
-    expect(await sql(url, 'SELECT last_value::int AS n FROM alters')).toStrictEqual([{ n: 2 }]);
+    // The first ALTER failed, then the retry ran every step from version 1.
+    expect(await sql(url, 'SELECT last_value::int AS n FROM alters')).toStrictEqual([{ n: 1 + (SCHEMA_VERSION - 1) }]);
     expect(await sql(url, "SELECT value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ value: String(SCHEMA_VERSION) }]);
     await sql(url, 'DROP EVENT TRIGGER victim');
   });

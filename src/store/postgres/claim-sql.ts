@@ -34,7 +34,7 @@ found AS (
   SELECT i.*, h.name AS h_name, h.bought_at AS h_bought_at, h.last_updated AS h_last_updated, h.generation AS h_generation, h.credits AS h_credits,
     p.domain IS NOT NULL AS p_exists, p.key_version AS p_key_version, p.intent_key AS p_intent_key, p.uncertain AS p_uncertain, p.unconfirmed AS p_unconfirmed,
     p.error_code AS p_error_code, p.outcome AS p_outcome, p.closed_at AS p_closed_at, p.owner_run AS p_owner_run, p.lost_at AS p_lost_at,
-    o.pid AS o_pid, o.host AS o_host, o.started_at AS o_started_at,
+    o.pid AS o_pid, o.host AS o_host, o.boot AS o_boot, o.started_at AS o_started_at,
     (p.owner_run IS NOT NULL AND ${ALIVE('p.owner_run')}) AS o_alive
   FROM input i
   -- domain = ANY($4) as well: without it, on a store whose statistics are not yet gathered (a new
@@ -69,7 +69,7 @@ written AS (
 SELECT d.ord, d.domain, d.verdict, d.took_over, (w.domain IS NOT NULL) AS written,
   d.h_name, d.h_bought_at, d.h_last_updated, d.h_generation, d.h_credits,
   d.generation, d.p_key_version, d.p_intent_key, d.p_uncertain, d.p_unconfirmed, d.p_error_code, d.p_outcome, d.p_closed_at, d.p_lost_at,
-  d.p_owner_run, d.o_pid, d.o_host, d.o_started_at
+  d.p_owner_run, d.o_pid, d.o_host, d.o_boot, d.o_started_at
 FROM decided d LEFT JOIN written w ON w.domain = d.domain
 ORDER BY d.ord`;
 
@@ -96,5 +96,6 @@ export interface ClaimRow {
   p_owner_run: number | null;
   o_pid: number | null;
   o_host: string | null;
+  o_boot: string | null;
   o_started_at: number | null;
 }

@@ -327,7 +327,8 @@ export class PgLedger implements LedgerStore {
    * run's own process look started after it).
    */
   private async deadHere(): Promise<number[]> {
-    const { rows } = await this.db.query<{ id: number; pid: number }>("SELECT id, pid FROM runs WHERE status = 'running' AND host = $1", [this.store.host]);
+    if (this.store.boot === null) return [];
+    const { rows } = await this.db.query<{ id: number; pid: number }>("SELECT id, pid FROM runs WHERE status = 'running' AND host = $1 AND boot = $2", [this.store.host, this.store.boot]);
     return rows.filter((r) => !isProcessAlive(r.pid)).map((r) => num(r.id));
   }
 

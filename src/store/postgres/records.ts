@@ -67,6 +67,7 @@ export interface RecordsHost {
   readonly db: Session;
   readonly storeId: string;
   readonly host: string;
+  readonly boot: string | null;
   readonly now: () => number;
   readonly reconnectMs: number;
   readonly queryTimeoutMs: number;
@@ -338,14 +339,14 @@ export class PgRecords implements ServiceStore {
   }
 
   /**
-   * A run of this host whose process is gone. One whose pid is there, but may be another
+   * A run of this host and boot whose process is gone. One whose pid is there, but may be another
    * program's now (it started after the run did), is left to its lease, judged by the server's
    * clock: a clock set forward since the run began makes its own process look the same, and a
    * live run must never be taken for gone (review: a 10 s step did, and its company was bought
    * again under the next key).
    */
   private goneHere(holder: NonNullable<Claimed['holder']>): boolean {
-    if (holder.host !== this.store.host || this.dead.has(holder.run)) return false;
+    if (holder.host !== this.store.host || holder.boot === null || holder.boot !== this.store.boot || this.dead.has(holder.run)) return false;
     return !isProcessAlive(holder.pid);
   }
 

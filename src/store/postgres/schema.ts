@@ -90,6 +90,8 @@ CREATE INDEX IF NOT EXISTS purchases_run ON purchases (run);
 `,
   // 2: who ran it, for the team's "who spent what" (the host is already in runs).
   `ALTER TABLE runs ADD COLUMN IF NOT EXISTS "user" TEXT;`,
+  // 3: which boot of the host ran it: its pid is judged only by that boot (host.ts bootId).
+  `ALTER TABLE runs ADD COLUMN IF NOT EXISTS boot TEXT;`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -1,6 +1,7 @@
 import { hostname, userInfo } from 'node:os';
 import type pg from 'pg';
 import { EnrichError, UsageError } from '../../errors.js';
+import { bootId } from '../host.js';
 import type { JournalEvents } from '../import-journal.js';
 import type { RunInfo } from '../types.js';
 import { client, connect, describe, inTransaction, isLockTimeout, lockWait, placeOf, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
@@ -18,6 +19,8 @@ export interface PgStoreOptions {
   now?: () => number;
   /** Who this machine is in `runs` (a test plays several machines from one). */
   host?: string;
+  /** This boot of it (host.ts bootId; a test plays another). */
+  boot?: string | null;
   user?: string;
   /** How long a lost connection is tried again before the run stops (connect.ts RECONNECT_MS). */
   reconnectMs?: number;
@@ -34,6 +37,8 @@ export interface PgStoreOptions {
  */
 export class PgStore {
   readonly host: string;
+  /** The boot of this host: another's process ids are never judged here (null: none are). */
+  readonly boot: string | null;
   readonly user: string;
   /**
    * The store's clock: the server's, as this host's plus the difference read at open. Every time
@@ -56,6 +61,7 @@ export class PgStore {
     readonly keepsSession: boolean,
   ) {
     this.host = options.host ?? hostname();
+    this.boot = options.boot === undefined ? bootId() : options.boot;
     this.user = options.user ?? safeUser();
     this.now = options.now ?? (() => Date.now() + serverAhead);
   }
@@ -113,9 +119,9 @@ export class PgStore {
       const now = this.now();
       const policyNow = await this.policyNow(serviceId, info, now);
       const { rows } = await this.db.query<{ id: number }>(
-        `INSERT INTO runs (service, started_at, heartbeat_at, policy_now, pid, host, "user", tool, input_name, input_sha256, rows, dry_run, options, status)
-         VALUES ($1, $2, ${NOW_MS}, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'running') RETURNING id`,
-        [serviceId, now, policyNow, process.pid, this.host, this.user, this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options)],
+        `INSERT INTO runs (service, started_at, heartbeat_at, policy_now, pid, host, boot, "user", tool, input_name, input_sha256, rows, dry_run, options, status)
+         VALUES ($1, $2, ${NOW_MS}, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'running') RETURNING id`,
+        [serviceId, now, policyNow, process.pid, this.host, this.boot, this.user, this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options)],
       );
       // Read once the run is registered: a prune holds runs locked (SHARE) until it commits its new
       // key epoch, so this sees that epoch, or the prune saw this run alive and was refused.

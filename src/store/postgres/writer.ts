@@ -12,7 +12,7 @@ export const OK: Claim = { kind: 'ok' };
 /** A claim as the writer found it: for a busy one, the holder, so a dead process of this host can be told apart. */
 export interface Claimed {
   claim: Claim;
-  holder?: { run: number; pid: number; host: string; startedAt: number };
+  holder?: { run: number; pid: number; host: string; boot: string | null; startedAt: number };
 }
 
 interface Statement {
@@ -232,7 +232,7 @@ export class BatchPlan {
       const host = r.o_host ?? '';
       return {
         claim: host === this.host ? { kind: 'busy', pid } : { kind: 'busy', pid, host },
-        holder: { run: Number(r.p_owner_run), pid, host, startedAt: Number(r.o_started_at) },
+        holder: { run: Number(r.p_owner_run), pid, host, boot: r.o_boot, startedAt: Number(r.o_started_at) },
       };
     }
     return { claim: r.took_over ? { kind: 'ok', tookOver: true } : OK };
