@@ -67,6 +67,13 @@ describe("a dry run's results", () => {
     expect(refused.stderr).toBe(`enrich: ${out} exists, and a dry run would replace it with estimates; give another -o, or add --overwrite\n`);
     expect(readFileSync(out, 'utf8')).toBe('last night,s results\n');
 
+    // Nor the totals a real run wrote.
+    const totals = dir.file('run.json', '{"credits_charged":138}\n');
+    const kept = await runProcess([FIXTURE, '--sandbox', '--store', store, '--dry-run', '--summary-json', totals]);
+    expect(kept.code).toBe(2);
+    expect(kept.stderr).toBe(`enrich: ${totals} exists, and a dry run would replace it with estimates; give another --summary-json, or add --overwrite\n`);
+    expect(readFileSync(totals, 'utf8')).toBe('{"credits_charged":138}\n');
+
     const ok = await runProcess([FIXTURE, '--sandbox', '--store', store, '--dry-run', '-o', out, '--overwrite']);
     expect(ok.code, ok.stderr).toBe(0);
     const rows = readCsvFile(out);

@@ -149,8 +149,11 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
   const writesOutput = !flags.dryRun || flags.output !== undefined;
   // A dry run's rows say what would be bought, not records: over last night's results they would
   // destroy what was paid for, so that takes asking.
-  if (flags.dryRun && output !== '-' && !flags.overwrite && inheritedDescriptor(output) === null && statOrNull(output)?.isFile() === true) {
-    throw new UsageError(`${output} exists, and a dry run would replace it with estimates; give another -o, or add --overwrite`);
+  // Likewise the totals a real run wrote, which a cron job's check reads.
+  for (const [flag, path] of [['-o', output], ['--summary-json', flags.summaryJson ?? '-']] as const) {
+    if (flags.dryRun && path !== '-' && !flags.overwrite && inheritedDescriptor(path) === null && statOrNull(path)?.isFile() === true) {
+      throw new UsageError(`${path} exists, and a dry run would replace it with estimates; give another ${flag}, or add --overwrite`);
+    }
   }
   if (flags.summaryJson === '-' && output === '-' && writesOutput) {
     throw new UsageError('--summary-json - needs -o <file> (or --dry-run): stdout already carries the results');

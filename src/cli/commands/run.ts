@@ -83,7 +83,7 @@ export function defineRun(command: Command, done: (flags: RunFlags) => void): Co
     .option('--dry-run', 'run the free matches only and report the exact cost; spends nothing', false)
     .option('--max-credits <n>', 'never spend more than n credits in this invocation', integer(0, Number.MAX_SAFE_INTEGER, '--max-credits'))
     .option('-y, --yes', 'on a terminal, buy more than 100 credits without asking first', false)
-    .option('--overwrite', 'let a dry run replace an existing -o file', false)
+    .option('--overwrite', 'let a dry run replace an existing -o or --summary-json file', false)
     .option('--store <path>', 'the purchase store (env: ENRICH_STORE; default: $XDG_STATE_HOME/enrich/store.db)')
     .option('--max-age <duration>', 'buy again records bought longer ago than this, e.g. 30d (default: never)', duration('--max-age'))
     .option('--miss-max-age <duration>', 'ask again about domains that did not match longer ago than this (free; default 30d)', duration('--miss-max-age'))
