@@ -120,13 +120,19 @@ export async function createPostgres(settings: readonly string[] = []): Promise<
   }
   try {
     run(bin.initdb, [`--pgdata=${data}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${pwfile}`, '--no-sync', '--encoding=UTF8', '--locale=C'], user);
+  } catch (error) {
+    rmSync(home, { recursive: true, force: true });
+    throw error;
   } finally {
     rmSync(pwfile, { force: true });
   }
   const port = await freePort();
   let child: ChildProcess | undefined;
-  // Never leave a server behind when the process ends some other way (a crash, a kill of vitest).
-  const reap = (): void => void child?.kill('SIGQUIT');
+  // Never leave a server, or its data, behind when the process ends some other way (a crash).
+  const reap = (): void => {
+    child?.kill('SIGQUIT');
+    rmSync(home, { recursive: true, force: true });
+  };
   process.on('exit', reap);
   const stop = async (): Promise<void> => {
     const running = child;

@@ -96,11 +96,16 @@ export interface Queryable {
  * answer within `waitMs` says the same).
  */
 export async function keepsSessionSurely(c: Queryable, url: string, waitMs = 2_000): Promise<boolean> {
-  const channel = `enrich_probe_${process.pid}`;
+  const channel = probeChannel();
+  await c.query(`LISTEN ${channel}`);
   const other = client(url);
   try {
-    await c.query(`LISTEN ${channel}`);
-    await other.connect();
+    try {
+      await other.connect();
+    } catch {
+      // No second connection (a role limited to one, a full server): nothing says it is pooled.
+      return true;
+    }
     await other.query('BEGIN');
     await other.query('SELECT 1');
     const look = c.query<{ kept: boolean }>('SELECT $1::text IN (SELECT pg_listening_channels()) AS kept', [channel]).then((r) => r.rows[0]?.kept === true);
@@ -108,14 +113,17 @@ export async function keepsSessionSurely(c: Queryable, url: string, waitMs = 2_0
     const kept = await Promise.race([look, new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), waitMs)))]);
     clearTimeout(timer);
     await other.query('ROLLBACK');
-    await look.catch(() => false);
+    await look;
     return kept;
-  } catch {
-    return false;
   } finally {
     await other.end().catch(() => {});
     await c.query(`UNLISTEN ${channel}`).catch(() => {});
   }
+}
+
+/** A channel no other process listens on, even one whose pid repeats this one's (PID 1 in every container). */
+export function probeChannel(): string {
+  return `enrich_probe_${Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(6))).toString('hex')}`;
 }
 
 /** How long a run keeps trying to reach the team store again after losing it, before it stops. */

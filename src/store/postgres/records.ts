@@ -69,10 +69,14 @@ export interface RecordsHost {
   readonly host: string;
   readonly boot: string | null;
   readonly now: () => number;
+  /** This host's own clock, for what it measures against itself (the lease's lapse, heartbeat.ts). */
+  readonly hostNow: () => number;
   readonly reconnectMs: number;
   readonly queryTimeoutMs: number;
   /** Whether a connection keeps its session between transactions (store.ts sessionAndClock). */
   readonly keepsSession: boolean;
+  /** The server's clock, which each heartbeat's answer reads again (store.ts ServerClock). */
+  readonly clock?: { observe(serverMs: number, sentAt: number, backAt: number): void };
 }
 
 /** Prepared statement does not exist, already exists; cached plan must not change result type. */
@@ -110,8 +114,15 @@ export class PgRecords implements ServiceStore {
     this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs, lockWait(BATCH_LOCK_WAIT_MS, store.queryTimeoutMs)), TIMING);
     // Nothing more is written once the lease cannot be renewed (no second wait for the store on
     // the way out): the run ends on that failure, as on a commit's.
-    const beat = run === null ? null : () => this.store.db.query(`UPDATE runs SET heartbeat_at = ${NOW_MS} WHERE id = $1`, [run]);
-    this.heartbeat = new Heartbeat(beat, LEASE_MS, { now: store.now }, (error) => this.group.fail(error));
+    const beat =
+      run === null
+        ? null
+        : async () => {
+            const sent = Date.now();
+            const { rows } = await this.store.db.query<{ at: number }>(`UPDATE runs SET heartbeat_at = ${NOW_MS} WHERE id = $1 RETURNING heartbeat_at AS at`, [run]);
+            this.store.clock?.observe(Number(rows[0]?.at), sent, Date.now());
+          };
+    this.heartbeat = new Heartbeat(beat, LEASE_MS, { now: store.hostNow }, (error) => this.group.fail(error));
   }
 
   /**

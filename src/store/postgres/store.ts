@@ -4,7 +4,7 @@ import { EnrichError, UsageError } from '../../errors.js';
 import { bootId } from '../host.js';
 import type { JournalEvents } from '../import-journal.js';
 import type { RunInfo } from '../types.js';
-import { client, connect, describe, inTransaction, isLockTimeout, lockWait, placeOf, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
+import { client, connect, describe, inTransaction, isLockTimeout, lockWait, placeOf, probeChannel, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
 import { cannotWrite, firstMissing, glance, grantsFor, readStoreId, schemaVersion } from './inspect.js';
 import { PgRecords } from './records.js';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from './schema.js';
@@ -41,11 +41,13 @@ export class PgStore {
   readonly boot: string | null;
   readonly user: string;
   /**
-   * The store's clock: the server's, as this host's plus the difference read at open. Every time
-   * a run stamps or compares (bought, asked, lost, started, the month) is on it, so machines whose
-   * clocks disagree agree on every record's age; a host's own clock is for display only.
+   * The store's clock: the server's (ServerClock). Every time a run stamps or compares (bought,
+   * asked, lost, started, the month) is on it, so machines whose clocks disagree agree on every
+   * record's age; a host's own clock is for display only.
    */
   readonly now: () => number;
+  /** This host's own clock, for what it measures against itself (the lease's lapse). */
+  readonly hostNow: () => number;
   private readonly services = new Map<string, number>();
   private readonly opened: PgRecords[] = [];
 
@@ -56,14 +58,16 @@ export class PgStore {
     /** What every key derives from: the store's id, and the key epoch a prune bumps (read again as each run starts). */
     public storeId: string,
     readonly options: PgStoreOptions,
-    serverAhead: number,
+    /** The server's clock as read at open (sessionAndClock), and by every heartbeat since. */
+    readonly clock: ServerClock,
     /** Whether a connection keeps its session between transactions (sessionAndClock). */
     readonly keepsSession: boolean,
   ) {
     this.host = options.host ?? hostname();
     this.boot = options.boot === undefined ? bootId() : options.boot;
     this.user = options.user ?? safeUser();
-    this.now = options.now ?? (() => Date.now() + serverAhead);
+    this.now = options.now ?? (() => clock.now());
+    this.hostNow = options.now ?? (() => Date.now());
   }
 
   static async open(url: string, options: PgStoreOptions): Promise<PgStore> {
@@ -81,8 +85,9 @@ export class PgStore {
       }
       const missing = seen?.missing ?? [];
       if (missing.length > 0) throw new UsageError(`${cannotWrite(placeOf(db), db.user ?? '', firstMissing(missing))}; ${NOTHING_SENT}`);
-      const { kept, serverAhead } = await sessionAndClock(db);
-      return new PgStore(url, new Session(url, db, options.reconnectMs, options.queryTimeoutMs), knownStoreId(seen?.storeId ?? null), options, options.now === undefined ? serverAhead : 0, kept);
+      const clock = new ServerClock();
+      const kept = await sessionAndClock(db, clock);
+      return new PgStore(url, new Session(url, db, options.reconnectMs, options.queryTimeoutMs), knownStoreId(seen?.storeId ?? null), options, clock, kept);
     } catch (error) {
       await db.end().catch(() => {});
       if (error instanceof EnrichError) throw error;
@@ -215,12 +220,13 @@ function readOnlyStore(db: pg.Client): UsageError {
 /**
  * Whether this connection keeps its session from one transaction to the next (a direct one, or a
  * pooler in session mode) rather than being handed to others between them (a pooler in
- * transaction mode): LISTEN in one transaction, looked for in the next. Named statements and
- * LISTEN are used only where it does; nothing that must hold rests on it (an idle pooler may hand
- * the same session back). The same look reads the server's clock against this host's.
+ * transaction mode): LISTEN in one transaction, looked for in the next. An idle pooler may hand
+ * the same session back and look like a kept one, so nothing that must hold rests on the answer
+ * (records.ts: a write whose prepared statements are gone is sent again unnamed; a run waiting on
+ * another polls whether or not it is notified). The same look reads the server's clock.
  */
-async function sessionAndClock(db: pg.Client): Promise<{ kept: boolean; serverAhead: number }> {
-  const channel = `enrich_probe_${process.pid}`;
+async function sessionAndClock(db: pg.Client, clock: ServerClock): Promise<boolean> {
+  const channel = probeChannel();
   try {
     await db.query(`BEGIN; LISTEN ${channel}; COMMIT`);
   } catch {
@@ -228,9 +234,44 @@ async function sessionAndClock(db: pg.Client): Promise<{ kept: boolean; serverAh
   }
   const sent = Date.now();
   const { rows } = await db.query<{ kept: boolean; now: number }>(`SELECT $1::text IN (SELECT pg_listening_channels()) AS kept, ${NOW_MS} AS now`, [channel]);
-  const back = Date.now();
-  return { kept: rows[0]?.kept === true, serverAhead: Math.round(Number(rows[0]?.now) - (sent + back) / 2) };
+  clock.observe(Number(rows[0]?.now), sent, Date.now());
+  // A second reading, the first often paying for a connection's warm-up; heartbeats add more.
+  const again = Date.now();
+  const answers = (await db.query(`UNLISTEN ${channel}; SELECT ${NOW_MS} AS now`)) as unknown as pg.QueryResult<{ now: number }>[];
+  clock.observe(Number(answers[1]?.rows[0]?.now), again, Date.now());
+  return rows[0]?.kept === true;
 }
+
+/**
+ * The server's clock, as this process keeps it between readings: this host's wall clock plus the
+ * difference the reading with the shortest round trip found (its middle taken as the moment read).
+ * Each heartbeat's answer is a reading too, and one that disagrees by more than the round trips
+ * allow (the host's clock was stepped: NTP, a resumed machine) replaces it, so a run's stamps are
+ * the server's within a heartbeat of any step.
+ */
+export class ServerClock {
+  private offset = 0;
+  private roundTrip = Number.POSITIVE_INFINITY;
+
+  /** A reading: the server said `serverMs` between `sentAt` and `backAt` (this host's wall clock). */
+  observe(serverMs: number, sentAt: number, backAt: number): void {
+    if (!Number.isFinite(serverMs)) return;
+    const roundTrip = Math.max(0, backAt - sentAt);
+    const offset = serverMs - (sentAt + backAt) / 2;
+    const stepped = Math.abs(offset - this.offset) > (roundTrip + this.roundTrip) / 2 + STEP_MS;
+    if (roundTrip < this.roundTrip || stepped) {
+      this.offset = offset;
+      this.roundTrip = roundTrip;
+    }
+  }
+
+  now(): number {
+    return Math.round(Date.now() + this.offset);
+  }
+}
+
+/** A disagreement past the round trips by more than this is a step of the host's clock, not noise. */
+const STEP_MS = 1_000;
 
 /** The server's "permission denied" (insufficient_privilege), or "must be owner". */
 const deniedTo = (error: unknown): boolean => (error as { code?: string }).code === '42501';
@@ -295,8 +336,11 @@ async function migrate(db: pg.Client, timeoutMs: number, seen: number): Promise<
           refuseNewer(from);
           for (let v = from + 1; v <= SCHEMA_VERSION; v++) await db.query(MIGRATIONS[v - 1] as string);
           await db.query(`INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, [String(SCHEMA_VERSION)]);
-          const id = Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(8))).toString('hex');
-          await db.query(`INSERT INTO meta (key, value) VALUES ('store_id', $1), ('created_at', $2) ON CONFLICT (key) DO NOTHING`, [id, String(Date.now())]);
+          if (from === 0) {
+            // The store's identity, which every Idempotency-Key derives from: made once, with the schema.
+            const id = Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(8))).toString('hex');
+            await db.query(`INSERT INTO meta (key, value) VALUES ('store_id', $1), ('created_at', ${NOW_MS}::text) ON CONFLICT (key) DO NOTHING`, [id]);
+          }
         },
         maintenanceMs,
       );
