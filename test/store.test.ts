@@ -21,10 +21,13 @@ function expectEachChargedOnce(expected: readonly string[]): void {
   for (const [domain, n] of charged) expect(n, domain).toBe(1);
 }
 
+let summaries = 0;
 async function summaryOf(args: string[], extra: Record<string, string> = {}, stdin?: string): Promise<Record<string, unknown>> {
-  const run = await runCli([...args, '--summary-json', t.dir.file('summary.json'), '--quiet'], { env: t.env(extra), ...(stdin === undefined ? {} : { stdin }) });
+  // A file of its own each time: a dry run never replaces a summary a real run wrote.
+  const path = t.dir.file(`summary-${summaries++}.json`);
+  const run = await runCli([...args, '--summary-json', path, '--quiet'], { env: t.env(extra), ...(stdin === undefined ? {} : { stdin }) });
   expect(run.code, run.stderr).toBe(0);
-  return JSON.parse(readFileSync(t.dir.file('summary.json'), 'utf8')) as Record<string, unknown>;
+  return JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
 }
 
 describe('the store remembers what was bought', () => {
