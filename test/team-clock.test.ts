@@ -68,6 +68,17 @@ describe.skipIf(LIB === undefined)('a team whose clocks disagree by an hour', ()
     ran++;
   });
 
+  it('ledger prune on a host an hour fast measures ages by the store: what was just bought is not an hour old', async () => {
+    const store = await freshDatabase();
+    const domains = [...sb.directory].slice(0, 4).map((c) => c.domain);
+    const input = dir.file('in.csv', csvText([['domain'], ...domains.map((d) => [d])]));
+    expect(await run('+0', store, input, [])).toBe(0);
+    const p = spawnCli(['ledger', 'prune', '--older-than', '30m', '--dry-run', '--json', '--store', store], { env: { LD_PRELOAD: LIB, FAKETIME: '+1h', FAKETIME_DONT_FAKE_MONOTONIC: '1' } });
+    expect(await p.exited, p.stderr()).toBe(0);
+    expect(JSON.parse(p.stdout())).toMatchObject({ dry_run: true, companies: 0 });
+    ran++;
+  });
+
   it('the --fresh --max-credits 1 rerun loop, passed from host to host, buys each company once', async () => {
     const store = await freshDatabase();
     const domains = [...sb.directory].slice(0, 6).map((c) => c.domain);

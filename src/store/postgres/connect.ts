@@ -175,6 +175,14 @@ export async function reconnecting<T>(attempt: () => Promise<T>, budgetMs: numbe
 }
 
 /**
+ * How long the server lets a transaction of enrich's sit idle before it ends it, and its locks
+ * with it: a process stopped mid-transaction (a laptop's lid closed, SIGSTOP) must not hold the
+ * companies it locked from every other machine until its connection times out. enrich itself
+ * never waits between the statements of a transaction for anything but the server.
+ */
+export const IDLE_IN_TRANSACTION_MS = 10_000;
+
+/**
  * `work` in one transaction on `db` (a client, or a Session's own connection): committed, or
  * rolled back and its error thrown. With `lockTimeoutMs`, no lock in it is waited for longer
  * (`SET LOCAL`: the session's setting is back as it was once the transaction ends).
@@ -182,6 +190,7 @@ export async function reconnecting<T>(attempt: () => Promise<T>, budgetMs: numbe
 export async function inTransaction<T>(db: { query(text: string): Promise<unknown> }, work: () => Promise<T>, lockTimeoutMs?: number): Promise<T> {
   await db.query('BEGIN');
   try {
+    await db.query(`SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`);
     if (lockTimeoutMs !== undefined) await db.query(`SET LOCAL lock_timeout = ${lockTimeoutMs}`);
     const result = await work();
     await db.query('COMMIT');

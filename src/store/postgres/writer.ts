@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Claim, EnrichEvent, HeldCompany, IntentEvent, MatchEvent, Purchase, ReleaseEvent, StoreEvent, UnclaimEvent } from '../types.js';
 import { CLAIM_SQL, type ClaimRow } from './claim-sql.js';
+import { IDLE_IN_TRANSACTION_MS } from './connect.js';
 
 /** Outcomes, releases and unclaims are announced on this channel, in the transaction that writes them. */
 export const OUTCOME_CHANNEL = 'enrich_outcomes';
@@ -379,7 +380,12 @@ export const BATCH_LOCK_WAIT_MS = 30_000;
  */
 export async function commitBatch(client: pg.Client, plan: BatchPlan, lockWaitMs = BATCH_LOCK_WAIT_MS, named = true): Promise<Claimed[]> {
   for (let attempt = 1; ; attempt++) {
-    const sent = [client.query('BEGIN'), client.query(`SET LOCAL lock_timeout = ${Math.round(lockWaitMs)}`)];
+    const sent = [
+      client.query('BEGIN'),
+      client.query(`SET LOCAL lock_timeout = ${Math.round(lockWaitMs)}`),
+      // A process stopped mid-batch (a laptop's lid closed) must not hold its companies from the team.
+      client.query(`SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`),
+    ];
     const at: number[] = [];
     let hashed = false;
     for (const s of plan.statements) {
