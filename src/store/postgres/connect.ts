@@ -132,12 +132,13 @@ export const RECONNECT_MS = 30_000;
 /**
  * Whether an error says the connection (or the server) went away, rather than that a statement
  * was wrong: worth connecting again. 08: connection exceptions; 57P01-03: the server shutting
- * down, crashed, or still starting.
+ * down, crashed, or still starting; 25P03 below.
  */
 export function isConnectionLoss(error: unknown): boolean {
   const code = String((error as { code?: unknown } | null)?.code ?? '');
   if (/^(ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN)$/.test(code)) return true;
-  if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return true;
+  // 25P03: the server ended a transaction left idle (IDLE_IN_TRANSACTION_MS), and its connection with it.
+  if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === '25P03') return true;
   const message = error instanceof Error ? error.message : '';
   return /connection terminated|connection error|not queryable|timeout expired|query read timeout|connection.*(closed|ended)/i.test(message);
 }
