@@ -6,15 +6,15 @@ import { spawn } from 'node:child_process';
 
 const run = (script) =>
   new Promise((resolve) => {
-    const child = spawn(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['run', '--silent', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('npm', ['run', '--silent', script], { stdio: ['ignore', 'pipe', 'pipe'], shell: process.platform === 'win32' });
     let out = '';
     child.stdout.on('data', (c) => (out += c));
     child.stderr.on('data', (c) => (out += c));
-    child.on('close', (code) => resolve({ script, code: code ?? 1, out }));
+    child.on('close', (code, signal) => resolve({ script, code: code ?? `signal ${signal}`, out }));
   });
 
 const results = await Promise.all([run('lint'), run('typecheck')]);
 for (const { script, code, out } of results) {
-  process.stdout.write(`${script}: ${code === 0 ? 'ok' : `failed (exit ${code})`}\n${out}`);
+  process.stdout.write(`${script}: ${code === 0 ? 'ok' : `failed (${typeof code === 'number' ? `exit ${code}` : code})`}\n${out}`);
 }
 process.exitCode = results.some((r) => r.code !== 0) ? 1 : 0;

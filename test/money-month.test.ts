@@ -73,6 +73,13 @@ describe("a dry run's results", () => {
     expect(kept.code).toBe(2);
     expect(kept.stderr).toBe(`enrich: ${totals} exists, and a dry run would replace it with estimates; give another --summary-json, or add --overwrite\n`);
     expect(readFileSync(totals, 'utf8')).toBe('{"credits_charged":138}\n');
+    // A nightly estimate replaces its own estimate of the night before.
+    const estimate = dir.file('estimate.json');
+    for (let night = 0; night < 2; night++) {
+      const r = await runProcess([FIXTURE, '--sandbox', '--store', store, '--dry-run', '--summary-json', estimate]);
+      expect(r.code, r.stderr).toBe(0);
+    }
+    expect(JSON.parse(readFileSync(estimate, 'utf8'))).toMatchObject({ dry_run: true });
 
     const ok = await runProcess([FIXTURE, '--sandbox', '--store', store, '--dry-run', '-o', out, '--overwrite']);
     expect(ok.code, ok.stderr).toBe(0);

@@ -41,7 +41,10 @@ it('a run paused past its lease and resumed writes nothing over the run that too
   laptop.child.kill('SIGSTOP');
   await sql(store, "UPDATE runs SET heartbeat_at = heartbeat_at - 120000 WHERE host = 'laptop-a'");
   const cron = machine('cron-b');
-  expect(await cron.exited, cron.stderr()).toBe(0);
+  const code = await cron.exited;
+  // Should a company be held from it, say by what: the sessions of the store and what each is doing.
+  const sessions = code === 0 ? [] : await sql(store, "SELECT application_name, state, wait_event_type, left(query, 120) AS query FROM pg_stat_activity WHERE datname = current_database()");
+  expect(code, `${cron.stderr()}\n${JSON.stringify(sessions)}`).toBe(0);
   laptop.child.kill('SIGCONT');
   expect([0, 3], laptop.stderr()).toContain(await laptop.exited);
   expect([...sb.chargesByDomain(KEY).values()].every((n) => n === 1)).toBe(true);

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { fileIdentity, inheritedDescriptor, statOrNull } from '../io/paths.js';
 import { outputTarget, unwritableReason } from '../io/sink.js';
@@ -149,8 +150,9 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
   const writesOutput = !flags.dryRun || flags.output !== undefined;
   // A dry run's rows say what would be bought, not records: over last night's results they would
   // destroy what was paid for, so that takes asking.
-  // Likewise the totals a real run wrote, which a cron job's check reads.
+  // Likewise the totals a real run wrote, which a cron job's check reads (a dry run's own are estimates already).
   for (const [flag, path] of [['-o', output], ['--summary-json', flags.summaryJson ?? '-']] as const) {
+    if (flag === '--summary-json' && dryRunTotals(path)) continue;
     if (flags.dryRun && path !== '-' && !flags.overwrite && inheritedDescriptor(path) === null && statOrNull(path)?.isFile() === true) {
       throw new UsageError(`${path} exists, and a dry run would replace it with estimates; give another ${flag}, or add --overwrite`);
     }
@@ -214,4 +216,15 @@ export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.Proce
     (error: unknown) => ({ ok: false as const, problem: problemOf(error) }),
   );
   return { ...common, service: { kind: 'remote', address, key } };
+}
+
+/** Whether `path` holds the summary JSON of a dry run (which another dry run may replace). */
+function dryRunTotals(path: string): boolean {
+  const found = path === '-' ? null : statOrNull(path);
+  if (found === null || !found.isFile() || found.size > 1_000_000) return false;
+  try {
+    return (JSON.parse(readFileSync(path, 'utf8')) as { dry_run?: unknown }).dry_run === true;
+  } catch {
+    return false;
+  }
 }

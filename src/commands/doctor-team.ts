@@ -43,6 +43,7 @@ export function teamStoreLines(address: string, found: Inspection): Check[] {
 
 /** How connections reach the server: a session each, or a pooler that hands sessions round between transactions. */
 function poolCheck(s: TeamStoreState): Check {
+  if (s.keepsSession === null) return note('pool', 'not checked: a second connection was refused (a role limited to one, or a full server); a run works either way');
   if (s.keepsSession) return ok('pool', 'a session is kept from one transaction to the next (a direct connection, or a pooler in session mode)');
   return ok('pool', 'a pooler in transaction mode (a session is not kept between transactions): runs send no named statements and poll for each other rather than LISTEN');
 }

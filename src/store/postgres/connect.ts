@@ -93,19 +93,15 @@ export interface Queryable {
  * pooler in session mode), sure of it behind an idle pooler too, which hands the last session back
  * to the same client: LISTEN, then look for it while a second connection holds a transaction open,
  * so a pooler that hands sessions round must give `c` another (or none, with a pool of one: no
- * answer within `waitMs` says the same).
+ * answer within `waitMs` says the same). Without a second connection (a role limited to one, a
+ * full server or pooler) it cannot tell: that error is thrown.
  */
 export async function keepsSessionSurely(c: Queryable, url: string, waitMs = 2_000): Promise<boolean> {
   const channel = probeChannel();
   await c.query(`LISTEN ${channel}`);
   const other = client(url);
   try {
-    try {
-      await other.connect();
-    } catch {
-      // No second connection (a role limited to one, a full server): nothing says it is pooled.
-      return true;
-    }
+    await other.connect();
     await other.query('BEGIN');
     await other.query('SELECT 1');
     const look = c.query<{ kept: boolean }>('SELECT $1::text IN (SELECT pg_listening_channels()) AS kept', [channel]).then((r) => r.rows[0]?.kept === true);

@@ -169,8 +169,8 @@ export interface TeamStoreState {
   clock: ClockReading;
   /** A replica, or a database set to read-only: a run refuses it. */
   readOnly: boolean;
-  /** Whether a connection keeps its session between transactions (no pooler in transaction mode). */
-  keepsSession: boolean;
+  /** Whether a connection keeps its session between transactions (no pooler in transaction mode); null: could not tell. */
+  keepsSession: boolean | null;
 }
 
 export type Inspection = { reached: false; place: Place; failure: FailureClass; detail: string } | ({ reached: true } & TeamStoreState);
@@ -189,8 +189,9 @@ export async function inspectTeamStore(url: string, now: () => number = () => Da
     return { reached: false, place, failure: failureClass(error), detail: describe(error) };
   }
   try {
-    const kept = await keepsSessionSurely(c, url);
+    // A standby refuses LISTEN: the pool is looked at only where a run could write.
     const readonly = await readOnly(c);
+    const kept = readonly || (await keepsSessionSurely(c, url).catch(() => null));
     await c.query('BEGIN READ ONLY');
     const head = await c.query<{ role: string; server: string }>(`SELECT current_user AS role, current_setting('server_version') AS server`);
     const missing = await missingRights(c);

@@ -6,7 +6,7 @@ import type { JournalTarget } from '../import-journal.js';
 import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow, ServiceHoldings, Spend, SpendBy } from '../ledger-types.js';
 import { hostIdentity } from '../host.js';
 import { displayStore } from '../path.js';
-import { client, connect, inTransaction, isLockTimeout, keepsSessionSurely, lockWait, placeOf, type Place, type Session } from './connect.js';
+import { client, connect, describe, inTransaction, isLockTimeout, keepsSessionSurely, lockWait, placeOf, type Place, type Session } from './connect.js';
 import { RUN_ALIVE } from './claim-sql.js';
 import { PgCopySource, PgCopyTarget } from './copy.js';
 import { MAINTENANCE_LOCK, NOW_MS } from './schema.js';
@@ -268,8 +268,11 @@ export class PgLedger implements LedgerStore {
   async copyTarget(dryRun: boolean): Promise<CopyTarget> {
     if (!dryRun) {
       // The lock lives on a session, which a pooler in transaction mode hands to others between transactions.
-      if (!(await keepsSessionSurely(this.db, this.store.url))) {
-        const { host, port, database } = this.db.place;
+      const { host, port, database } = this.db.place;
+      const kept = await keepsSessionSurely(this.db, this.store.url).catch((error: unknown) => {
+        throw new EnrichError(`a copy into the team store holds its maintenance lock throughout, and whether ${host}:${port} keeps a session could not be told (a second connection: ${describe(error)}); nothing was copied`, 'unavailable', { cause: error });
+      });
+      if (!kept) {
         throw new UsageError(
           `a copy into the team store holds its maintenance lock throughout, and ${host}:${port} pools in transaction mode (a session is not kept); give the address of ${database} that keeps one (direct, or a pooler in session mode); nothing was copied`,
         );

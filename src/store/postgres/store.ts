@@ -255,8 +255,9 @@ export class ServerClock {
 
   /** A reading: the server said `serverMs` between `sentAt` and `backAt` (this host's wall clock). */
   observe(serverMs: number, sentAt: number, backAt: number): void {
-    if (!Number.isFinite(serverMs)) return;
-    const roundTrip = Math.max(0, backAt - sentAt);
+    // A reading across a step of the host's clock (its answer before its question) says nothing.
+    if (!Number.isFinite(serverMs) || backAt < sentAt) return;
+    const roundTrip = backAt - sentAt;
     const offset = serverMs - (sentAt + backAt) / 2;
     const stepped = Math.abs(offset - this.offset) > (roundTrip + this.roundTrip) / 2 + STEP_MS;
     if (roundTrip < this.roundTrip || stepped) {
