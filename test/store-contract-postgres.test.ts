@@ -653,6 +653,41 @@ describe('the team store on PostgreSQL', () => {
     }
   }
 
+  it('a batch whose sending stopped midway (its process stopped between statements) frees its companies once the server ends it idle', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const store = await PgStore.open(url, { tool: 'test' });
+    const writer = new pg.Client({ connectionString: url, pipeline: true } as pg.ClientConfig);
+    const other = new pg.Client({ connectionString: url, pipeline: true } as pg.ClientConfig);
+    try {
+      const run = await store.beginRun('svc', info);
+      const [{ id }] = (await sql<{ id: number }>(url, 'SELECT id FROM services')) as [{ id: number }];
+      await Promise.all([writer.connect(), other.connect()]);
+      writer.on('error', () => {});
+      // The process stops once its first statements went out: the rest, COMMIT with them, never do.
+      let sent = 0;
+      const cut = new Proxy(writer, {
+        get(target, key) {
+          if (key === 'query') return (...args: unknown[]) => (sent++ < 4 ? (target.query as (...a: unknown[]) => Promise<unknown>)(...args) : new Promise(() => {}));
+          const value: unknown = Reflect.get(target, key);
+          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      void commitBatch(cut, new BatchPlan(id, run.runId, store.host, [intent('held.com')], 1_700_000_000_000, [])).catch(() => {});
+      // Its claim went out: the company's lock is held by a transaction that waits for the rest.
+      const heldIdle = async (): Promise<number> =>
+        (await sql<{ n: number }>(url, "SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE a.datname = current_database() AND a.state = 'idle in transaction' AND l.locktype = 'advisory' AND l.granted"))[0]?.n ?? 0;
+      await expect.poll(heldIdle, { timeout: 20_000 }).toBeGreaterThan(0);
+      // Another machine's batch for the same company waits only until the server ends that one
+      // (10 s), not its own lock wait (30 s, then a stop).
+      expect(await commitBatch(other, new BatchPlan(id, run.runId, store.host, [intent('held.com')], 1_700_000_000_000, []))).toHaveLength(1);
+    } finally {
+      void writer.end().catch(() => {});
+      await other.end();
+      await store.close();
+    }
+  });
+
   it('writes batches of 2,000 of every kind in rows that grow with the batch alone, on a store of 100,000 purchases never analyzed', async () => {
     // A role that may not analyze, and autovacuum not come (or off): no statistics, ever.
     await withoutAutovacuum(async (c, run, id, host) => {
