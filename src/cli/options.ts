@@ -152,8 +152,8 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
   // destroy what was paid for, so that takes asking.
   // Likewise the totals a real run wrote, which a cron job's check reads (a dry run's own are estimates already).
   for (const [flag, path] of [['-o', output], ['--summary-json', flags.summaryJson ?? '-']] as const) {
-    if (flag === '--summary-json' && dryRunTotals(path)) continue;
     if (flags.dryRun && path !== '-' && !flags.overwrite && inheritedDescriptor(path) === null && statOrNull(path)?.isFile() === true) {
+      if (flag === '--summary-json' && dryRunTotals(path)) continue;
       throw new UsageError(`${path} exists, and a dry run would replace it with estimates; give another ${flag}, or add --overwrite`);
     }
   }
@@ -218,10 +218,9 @@ export async function resolveDoctorOptions(flags: DoctorFlags, env: NodeJS.Proce
   return { ...common, service: { kind: 'remote', address, key } };
 }
 
-/** Whether `path` holds the summary JSON of a dry run (which another dry run may replace). */
+/** Whether the file at `path` holds the summary JSON of a dry run (which another dry run may replace). */
 function dryRunTotals(path: string): boolean {
-  const found = path === '-' ? null : statOrNull(path);
-  if (found === null || !found.isFile() || found.size > 1_000_000) return false;
+  if ((statOrNull(path)?.size ?? Infinity) > 1_000_000) return false;
   try {
     return (JSON.parse(readFileSync(path, 'utf8')) as { dry_run?: unknown }).dry_run === true;
   } catch {

@@ -1,5 +1,5 @@
 import { afterEach, expect, it, vi } from 'vitest';
-import { ServerClock } from '../../src/store/postgres/store.js';
+import { ServerClock } from '../../src/store/postgres/server-clock.js';
 
 afterEach(() => vi.useRealTimers());
 

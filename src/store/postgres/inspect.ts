@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { type ClockReading, ServerClock } from './server-clock.js';
 import { client, describe, type Session, failureClass, keepsSessionSurely, placeOf, type FailureClass, type Place } from './connect.js';
 import { NOW_MS, SCHEMA_VERSION } from './schema.js';
 
@@ -61,6 +62,9 @@ export async function missingRights(db: pg.Client): Promise<string[]> {
 }
 
 /** What opening a store reads of it: the schema's version, the store id, and the rights a run lacks. */
+/** True where the database takes no writes: a replica, or `default_transaction_read_only` set. */
+const READ_ONLY = "pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'";
+
 export interface Glance {
   version: number;
   storeId: string | null;
@@ -82,7 +86,7 @@ export async function glance(db: pg.Client, rights: boolean): Promise<Glance | n
       `WITH missing AS (${MISSING_RIGHTS})
        SELECT key, value, NULL::text AS priv FROM meta WHERE key IN ('schema_version', 'store_id', 'key_epoch')
        UNION ALL SELECT rel::text, NULL, priv FROM missing WHERE $3
-       UNION ALL SELECT 'read_only', (pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on')::text, NULL`,
+       UNION ALL SELECT 'read_only', (${READ_ONLY})::text, NULL`,
       [WRITTEN_TABLES, SEQUENCED_TABLES, rights],
     ));
   } catch (error) {
@@ -101,7 +105,7 @@ export async function glance(db: pg.Client, rights: boolean): Promise<Glance | n
 
 /** Whether the database takes no writes: a replica, or `default_transaction_read_only` set. */
 export async function readOnly(db: pg.Client): Promise<boolean> {
-  const { rows } = await db.query<{ ro: boolean }>(`SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on' AS ro`);
+  const { rows } = await db.query<{ ro: boolean }>(`SELECT ${READ_ONLY} AS ro`);
   return rows[0]?.ro === true;
 }
 
@@ -135,23 +139,15 @@ export function firstMissing(missing: readonly string[]): string {
   return missing.length === 1 ? `no ${missing[0]}` : `no ${missing[0]}, and ${missing.length - 1} more`;
 }
 
-export interface ClockReading {
-  /** The server's clock minus this host's, at the middle of the round trip (positive: the server is ahead). */
-  skewMs: number;
-  roundTripMs: number;
-}
-
-/** The server's clock against this host's: the best of three round trips, its middle taken as the moment read. */
+/** The server's clock against this host's: the best of three round trips (ServerClock). */
 export async function clockSkew(db: pg.Client, now: () => number): Promise<ClockReading> {
-  let best: ClockReading | undefined;
+  const clock = new ServerClock(now);
   for (let i = 0; i < 3; i++) {
     const sent = now();
     const { rows } = await db.query<{ now: number }>(`SELECT ${NOW_MS} AS now`);
-    const back = now();
-    const reading = { skewMs: Number(rows[0]?.now) - (sent + back) / 2, roundTripMs: back - sent };
-    if (best === undefined || reading.roundTripMs < best.roundTripMs) best = reading;
+    clock.observe(Number(rows[0]?.now), sent, now());
   }
-  return best as ClockReading;
+  return clock.reading();
 }
 
 export interface TeamStoreState {

@@ -7,6 +7,7 @@ import type { RunInfo } from '../types.js';
 import { client, connect, describe, inTransaction, isLockTimeout, lockWait, placeOf, probeChannel, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
 import { cannotWrite, firstMissing, glance, grantsFor, readStoreId, schemaVersion } from './inspect.js';
 import { PgRecords } from './records.js';
+import { ServerClock } from './server-clock.js';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from './schema.js';
 import { LEASE_MS } from './writer.js';
 
@@ -241,38 +242,6 @@ async function sessionAndClock(db: pg.Client, clock: ServerClock): Promise<boole
   clock.observe(Number(answers[1]?.rows[0]?.now), again, Date.now());
   return rows[0]?.kept === true;
 }
-
-/**
- * The server's clock, as this process keeps it between readings: this host's wall clock plus the
- * difference the reading with the shortest round trip found (its middle taken as the moment read).
- * Each heartbeat's answer is a reading too, and one that disagrees by more than the round trips
- * allow (the host's clock was stepped: NTP, a resumed machine) replaces it, so a run's stamps are
- * the server's within a heartbeat of any step.
- */
-export class ServerClock {
-  private offset = 0;
-  private roundTrip = Number.POSITIVE_INFINITY;
-
-  /** A reading: the server said `serverMs` between `sentAt` and `backAt` (this host's wall clock). */
-  observe(serverMs: number, sentAt: number, backAt: number): void {
-    // A reading across a step of the host's clock (its answer before its question) says nothing.
-    if (!Number.isFinite(serverMs) || backAt < sentAt) return;
-    const roundTrip = backAt - sentAt;
-    const offset = serverMs - (sentAt + backAt) / 2;
-    const stepped = Math.abs(offset - this.offset) > (roundTrip + this.roundTrip) / 2 + STEP_MS;
-    if (roundTrip < this.roundTrip || stepped) {
-      this.offset = offset;
-      this.roundTrip = roundTrip;
-    }
-  }
-
-  now(): number {
-    return Math.round(Date.now() + this.offset);
-  }
-}
-
-/** A disagreement past the round trips by more than this is a step of the host's clock, not noise. */
-const STEP_MS = 1_000;
 
 /** The server's "permission denied" (insufficient_privilege), or "must be owner". */
 const deniedTo = (error: unknown): boolean => (error as { code?: string }).code === '42501';
