@@ -289,6 +289,7 @@ function troubleOf(stop: Stop | null, summary: Summary): ErrorKind | null {
       return 'unavailable';
     case 'credits':
     case 'budget':
+    case 'monthly':
       return 'credits';
     case undefined:
       return summary.errors > 0 ? 'partial' : null;

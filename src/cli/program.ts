@@ -2,7 +2,7 @@ import { Command, CommanderError } from 'commander';
 import { VERSION } from '../version.js';
 import type { SandboxCommandOptions } from '../commands/sandbox.js';
 import { defineDoctor, type DoctorFlags } from './commands/doctor.js';
-import { defineLedger, type LedgerFlags } from './commands/ledger.js';
+import { defineBudget, defineLedger, type LedgerFlags } from './commands/ledger.js';
 import { defineRun, type RunFlags } from './commands/run.js';
 import { defineSandbox } from './commands/sandbox.js';
 
@@ -46,7 +46,7 @@ function refusal(message: string, path: string): string {
 }
 
 /** The subcommands, for "did you mean" when an input file is not found. */
-export const SUBCOMMANDS = ['sandbox', 'doctor', 'ledger'] as const;
+export const SUBCOMMANDS = ['sandbox', 'doctor', 'ledger', 'budget'] as const;
 
 export type ParsedCommand =
   | { kind: 'run'; flags: RunFlags }
@@ -89,6 +89,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
 
   defineSandbox(program, env, (options) => (parsed = { kind: 'sandbox', options }));
   defineLedger(program, (options) => (parsed = { kind: 'ledger', options }));
+  defineBudget(program, (options) => (parsed = { kind: 'ledger', options }));
   defineDoctor(program, (flags) => (parsed = { kind: 'doctor', flags }));
 
   // Subcommands inherit these only if set before they are created: set them on each, so that

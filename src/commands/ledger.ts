@@ -12,6 +12,7 @@ import { formatBytes } from './doctor-checks.js';
 import { day, formatTable, iso, stamp } from './ledger-format.js';
 import { copyStores } from './ledger-copy.js';
 import { showSpend } from './ledger-spend.js';
+import { budgetCommand, type BudgetAction } from './budget.js';
 import { VERSION } from '../version.js';
 
 export type LedgerAction =
@@ -23,7 +24,9 @@ export type LedgerAction =
   | { kind: 'release'; domains: string[]; all: boolean }
   | { kind: 'spend'; by: SpendBy }
   /** `from` and `to` are store addresses, checked as --store's are. */
-  | { kind: 'copy'; from: string; to: string; dryRun: boolean };
+  | { kind: 'copy'; from: string; to: string; dryRun: boolean }
+  /** `enrich budget`: the monthly caps (commands/budget.ts). */
+  | BudgetAction;
 
 export interface LedgerOptions {
   store: string;
@@ -69,7 +72,7 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
       if (!(await looksLikeJournal(path))) throw new UsageError(notJournal(path));
     }
   }
-  const store = await openLedgerStore(options.store, { ...how, write: !readsOnly(options.action), create: options.action.kind === 'import' });
+  const store = await openLedgerStore(options.store, { ...how, write: !readsOnly(options.action), create: options.action.kind === 'import' || setsBudget(options.action) });
   try {
     return await act(store, options, print, io);
   } catch (error) {
@@ -94,7 +97,12 @@ function missingFile(options: LedgerOptions, io: LedgerIO): boolean {
     else io.stdout.write(`store      ${options.store} (none yet: the first batch run creates it)\n`);
     return true;
   }
-  if (options.action.kind !== 'import' && (found === null || (found.isFile() && found.size === 0))) {
+  if (options.action.kind === 'budget' && !setsBudget(options.action) && found === null && options.isDefault === true) {
+    if (options.json) io.stdout.write(`${JSON.stringify({ store: options.store, cap: null, spent: 0, held: 0, left: null, services: [], people: [] }, null, 2)}\n`);
+    else io.stdout.write(`no monthly budget is set (no store at ${options.store} yet); set one with \`enrich budget set <credits>\`\n`);
+    return true;
+  }
+  if (options.action.kind !== 'import' && !setsBudget(options.action) && (found === null || (found.isFile() && found.size === 0))) {
     throw new UsageError(`no store at ${options.store}: a batch run creates it with its first purchase or lookup; give --store <path> (or ENRICH_STORE) to read another`);
   }
   return false;
@@ -115,11 +123,16 @@ function readsOnly(action: LedgerAction): boolean {
       return action.dryRun;
     case 'release':
       return !action.all && action.domains.length === 0;
+    case 'budget':
+      return !setsBudget(action);
     case 'import':
     case 'copy':
       return false;
   }
 }
+
+/** `enrich budget set` and `clear` write (and may make a store, so a cap can come before the first run). */
+const setsBudget = (action: LedgerAction): boolean => action.kind === 'budget' && action.change !== undefined;
 
 /** The subcommand itself, on the open store. */
 async function act(store: LedgerStore, options: LedgerOptions, print: (s: string) => void, io: LedgerIO): Promise<void> {
@@ -133,6 +146,8 @@ async function act(store: LedgerStore, options: LedgerOptions, print: (s: string
       return showSpend(await store.spend(action.by), action.by, store.shown, options.json, print);
     case 'copy':
       return;
+    case 'budget':
+      return budgetCommand(store, action, isTeamStore(options.store), options.json, io.env ?? process.env, print);
     case 'export':
       return await exportRecords(store, action, io.stdout);
     case 'prune': {

@@ -30,7 +30,9 @@ import { explainDamage } from '../store/sqlite/errors.js';
 import { monthBill, monthStart, type MonthBill } from '../pipeline/plans.js';
 import type { RunEnd, ServiceStore } from '../store/types.js';
 import type { Reporter } from '../ui/reporter.js';
-import { count } from '../ui/format.js';
+import { count, num } from '../ui/format.js';
+import { capName, monthOf, type BudgetLine } from '../store/budget.js';
+import { isTeamStore } from '../store/path.js';
 import { VERSION } from '../version.js';
 
 export type ServiceTarget = { kind: 'remote'; baseUrl: string; apiKey: string } | { kind: 'sandbox'; options: SandboxOptions };
@@ -269,6 +271,8 @@ interface Planned {
   heldAny: boolean;
   since: number;
   earlierCredits: number;
+  /** The monthly caps that apply to this run as it starts (store/budget.ts); empty: none. */
+  budget: BudgetLine[];
   /** The run's end, once it is written (else a cleanup writes it as failed). */
   end(end: RunEnd): Promise<void>;
   /** The store's clock, which the run stamps and compares every time by. */
@@ -307,7 +311,7 @@ async function planStage(options: RunOptions, ctx: RunContext, read: Read, clean
     await records.endRun(e);
     ended = true;
   };
-  return { records, policy, heldAny: await records.holdsAny(), since, earlierCredits: await records.creditsSince(since), end, now };
+  return { records, policy, heldAny: await records.holdsAny(), since, earlierCredits: await records.creditsSince(since), budget: await records.budget(), end, now };
 }
 
 /** 3. Ask the service for what is still owed: free matches, then (unless a dry run) purchases. */
@@ -340,7 +344,7 @@ async function askStage(
       stop = await pass(true);
       const buy = state.owed().buy;
       if (stop === null && buy > CONFIRM_ABOVE) {
-        declined = !(await ctx.ask!(confirmQuestion(buy, monthBill(plan.earlierCredits, buy, plan.since))));
+        declined = !(await ctx.ask!(confirmQuestion(buy, monthBill(plan.earlierCredits, buy, plan.since), await plan.records.budget(), isTeamStore(options.store))));
         if (ctx.interrupt.aborted) stop = { reason: 'interrupted' };
         else if (declined) stop = { reason: 'budget', limit: 0, declined: true };
       }
@@ -382,6 +386,7 @@ async function writeStage(
     elapsedMs: elapsedMs(),
     saved: await plan.records.savedAmong(reused),
     maxCredits: options.maxCredits,
+    budget: { month: monthOf(plan.now()).name, team: isTeamStore(options.store), lines: await plan.records.budget(), leftBefore: tightest(plan.budget) },
     month: { since: plan.since, earlierCredits: plan.earlierCredits },
   });
   await plan.end({ status: summary.status, credits: summary.credits_charged, bought: summary.bought, reused: summary.reused });
@@ -391,10 +396,15 @@ async function writeStage(
 /** Above this many credits, a person at a terminal is asked first (docs/money.md). */
 export const CONFIRM_ABOVE = 100;
 
-function confirmQuestion(buy: number, bill: MonthBill): string {
+function confirmQuestion(buy: number, bill: MonthBill, budget: readonly BudgetLine[], team: boolean): string {
   const month = bill.earlierCredits > 0 ? `, on top of ${count(bill.earlierCredits, 'credit')} this service's runs spent this month` : '';
-  return `buy ${count(buy, 'company', 'companies')} for ${count(buy, 'credit')}${month}? This month's bill becomes ${usd(bill.after.total)} on ${bill.after.plan.name} (adds ${usd(bill.addsUsd)}). [y/N] `;
+  const caps = budget.map((l) => `${capName(l.person, team)} has ${count(l.left ?? 0, 'credit')} left of ${num(l.cap ?? 0)}`);
+  const stops = caps.length === 0 ? '' : ` ${caps.join('; ')}${(tightest(budget) ?? Infinity) < buy ? ', and the run stops there' : ''}.`;
+  return `buy ${count(buy, 'company', 'companies')} for ${count(buy, 'credit')}${month}? This month's bill becomes ${usd(bill.after.total)} on ${bill.after.plan.name} (adds ${usd(bill.addsUsd)}).${stops} [y/N] `;
 }
+
+/** What the tightest of a run's caps has left; null: none applies. */
+const tightest = (lines: readonly BudgetLine[]): number | null => (lines.length === 0 ? null : Math.min(...lines.map((l) => l.left ?? 0)));
 
 const usd = (n: number): string => `$${Number.isInteger(n) ? String(n) : n.toFixed(2)}`;
 

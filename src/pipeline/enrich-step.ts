@@ -84,6 +84,39 @@ class EnrichStep {
     this.record = this.deps.record;
   }
 
+  /**
+   * Companies whose claim is out or whose claimed purchase is not settled yet: each holds (or may
+   * hold) a reservation under the monthly budgets. A claim the budgets turn away waits while any
+   * is left, since one that costs nothing (a miss) gives its room back; once none is, the run stops.
+   */
+  private readonly reserving = new Set<number>();
+  private settled: (() => void)[] = [];
+
+  /**
+   * `wake`: waiters ask again. Not after a claim turned away itself: two turned away at once would
+   * wake each other for ever, and it frees no room.
+   */
+  private letGo(c: Company, wake = true): void {
+    if (!this.reserving.delete(c.index) || !wake) return;
+    const waiters = this.settled;
+    this.settled = [];
+    for (const wake of waiters) wake();
+  }
+
+  /** Resolves when another of this run's reservations settles, or the run stops buying. */
+  private nextSettle(): Promise<void> {
+    const signal = this.stops.paid.signal;
+    return new Promise<void>((resolve) => {
+      if (signal.aborted) return resolve();
+      const done = (): void => {
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      this.settled.push(done);
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
   // The key an attempt goes under: the open intent's as written (a resume must not recompute it,
   // in case the derivation ever changes), else a new one for the generation and version.
   private keyOf(c: Company): string {
@@ -102,13 +135,25 @@ class EnrichStep {
       for (;;) {
         if (this.stops.paid.signal.aborted || !this.state.needsEnrich(c)) return false;
         const intent: TimedIntent = { type: 'intent', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, key: this.keyOf(c), at: this.deps.now(), freshSince: this.deps.freshSince };
+        this.reserving.add(c.index);
         const claim = await this.deps.claim(intent);
+        if (claim.kind !== 'ok') this.letGo(c, claim.kind !== 'capped');
         // Claimed (a takeover leaves the key uncertain), reused, adopted where it stands, or held by another run.
         this.state.claimAnswered(c, intent, claim);
         switch (claim.kind) {
           case 'ok':
             return true;
           case 'held':
+            return false;
+          case 'capped':
+            // No room under a monthly budget: nothing was written, nothing sent. While this run has
+            // purchases unsettled, one may cost nothing and give its room back: ask again then.
+            // With none, the run stops buying (exit 4), leaving no reservation behind.
+            if (this.reserving.size > 0) {
+              await this.nextSettle();
+              continue;
+            }
+            this.stops.stopPaid({ reason: 'monthly', person: claim.person, cap: claim.cap });
             return false;
           case 'moved':
             continue;
@@ -371,6 +416,7 @@ class EnrichStep {
         const uncertain = chargeMayBeUnseen(c.purchase) ? Math.max(outcome.charged, 1) : outcome.charged;
         if (place.held) this.deps.budget.settle(uncertain + c.unconfirmed - place.counted);
         this.unclaim(c, sentKeys);
+        this.letGo(c);
       }
       if (sentKeys.size === 0 && !this.state.needsEnrich(c)) break;
       if (round === 1 || !(await this.settleWait(c, outcome.answered))) break;

@@ -36,6 +36,8 @@ function stopCode(stop: Stop | null): string | null {
       return 'insufficient_credits';
     case 'budget':
       return 'max_credits';
+    case 'monthly':
+      return 'monthly_budget';
     case 'auth':
       return stop.code;
     case 'interrupted':

@@ -123,6 +123,7 @@ export function onClaim(k: KnownPurchase, intent: TimedIntent, claim: Claim): Mo
     case 'moved':
       return adopted(k, claim.purchase);
     case 'busy':
+    case 'capped':
       return {};
   }
 }

@@ -8,6 +8,8 @@ export type Stop =
   | { reason: 'credits'; balance: number | null; required: number | null; free: boolean }
   /** `declined`: a person at a terminal answered no before the spend (cli asks; limit is 0). */
   | { reason: 'budget'; limit: number; declined?: boolean }
+  /** A monthly budget (store/budget.ts) had no room for the next purchase: the store's (person null) or a person's. */
+  | { reason: 'monthly'; person: string | null; cap: number }
   | { reason: 'auth'; code: string; message: string }
   /** The service cannot be reached, is not the service API, or asks to wait too long. */
   | { reason: 'unavailable'; message: string; worked: boolean }
@@ -21,7 +23,7 @@ export function sharedController(): AbortController {
 }
 
 /** When several reasons stop a run, the exit code reports the one that needs acting on first. */
-const PRECEDENCE: Record<Stop['reason'], number> = { interrupted: 5, auth: 4, unavailable: 3, credits: 2, budget: 1 };
+const PRECEDENCE: Record<Stop['reason'], number> = { interrupted: 5, auth: 4, unavailable: 3, credits: 2, budget: 1, monthly: 1 };
 
 /**
  * The run's two brakes: `paid` stops new paid calls (a 402, --max-credits), `all` stops every

@@ -3,6 +3,7 @@ import type { Stop } from './stops.js';
 import type { RowStatus } from './results.js';
 import type { RunState } from './state.js';
 import { monthBill, type MonthBill } from './plans.js';
+import type { BudgetLine } from '../store/budget.js';
 
 /** Per-credit rates of the plans in spec 2.6; a credit's worth never changes across plans (8.5). */
 export const PLAN_RATES = { starter: 0.05, growth: 0.042, scale: 0.033 } as const;
@@ -55,8 +56,10 @@ export interface Summary {
   /** Companies still to buy to finish (a dry run's estimate), and how many refresh a stale record. */
   estimated_credits: number;
   stale: number;
-  /** A dry run under --max-credits: the companies the cap leaves for a later run (else 0). */
+  /** A dry run under --max-credits or a monthly budget: the companies the cap leaves for a later run (else 0). */
   left_by_cap: number;
+  /** The monthly budgets that apply to this run (docs/budgets.md), as the store counts them when the summary is made; null: none. */
+  budget: BudgetJson | null;
   /** estimated_credits at each plan's overage rate: a marginal price, not a bill. */
   estimated_cost_usd: Record<Plan, number>;
   /** The calendar month (UTC) this run's credits fall in, priced on the cheapest plan; null if unknown. */
@@ -66,6 +69,17 @@ export interface Summary {
   output: string | null;
   /** Wall time of this invocation, from start to the summary. */
   elapsed_ms: number;
+}
+
+/** The monthly caps of a run: the store's (the team's, on a team store) and its person's. */
+export interface BudgetJson {
+  /** The calendar month (UTC, by the store's clock), YYYY-MM. */
+  month: string;
+  /** Whose the store's cap is: one person's file, or a team's database. */
+  store_kind: 'store' | 'team';
+  caps: { person: string | null; cap: number; spent: number; held: number; left: number }[];
+  /** A dry run's estimate was cut to what the tightest cap has left. */
+  limits_estimate: boolean;
 }
 
 /** What the store cannot see, said wherever a month is priced. */
@@ -127,6 +141,8 @@ export function summarise(input: {
   /** Reused companies this account would otherwise have paid for again (see credits_saved). */
   saved: number;
   maxCredits: number | null;
+  /** The monthly caps that apply (read as the summary is made), and what the tightest left before this run (a dry run's cap). */
+  budget: { month: string; team: boolean; lines: readonly BudgetLine[]; leftBefore: number | null } | null;
   /** Credits this service's runs spent this month before this run; null: the month is not priced. */
   month: { since: number; earlierCredits: number } | null;
 }): Summary {
@@ -140,7 +156,18 @@ export function summarise(input: {
     else reused++;
   }
   // A dry run under a cap estimates what the command would spend, as the real run would stop there.
-  const estimated = input.dryRun && input.maxCredits !== null ? Math.min(owed.buy, input.maxCredits) : owed.buy;
+  const budgetLeft = input.budget?.leftBefore ?? null;
+  const cap = input.maxCredits === null ? budgetLeft : budgetLeft === null ? input.maxCredits : Math.min(input.maxCredits, budgetLeft);
+  const estimated = input.dryRun && cap !== null ? Math.min(owed.buy, cap) : owed.buy;
+  const budget: BudgetJson | null =
+    input.budget === null || input.budget.lines.length === 0
+      ? null
+      : {
+          month: input.budget.month,
+          store_kind: input.budget.team ? 'team' : 'store',
+          caps: input.budget.lines.map((l) => ({ person: l.person, cap: l.cap ?? 0, spent: l.spent, held: l.held, left: l.left ?? 0 })),
+          limits_estimate: input.dryRun && budgetLeft !== null && budgetLeft < owed.buy && (input.maxCredits === null || budgetLeft < input.maxCredits),
+        };
   const runCredits = input.dryRun ? estimated : state.creditsThisSession + state.unconfirmedThisSession;
   const month = input.month === null ? null : monthJson(monthBill(input.month.earlierCredits, runCredits, input.month.since));
   const status: Summary['status'] =
@@ -169,6 +196,7 @@ export function summarise(input: {
     estimated_credits: estimated,
     stale: owed.refresh,
     left_by_cap: owed.buy - estimated,
+    budget,
     estimated_cost_usd: costAt(estimated),
     month,
     stopped: stop?.reason ?? null,

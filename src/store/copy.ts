@@ -211,6 +211,8 @@ export function toKept(r: Record<string, unknown>): KeptPurchase {
     run: numOrNull(r['run']),
     openedAt: num(r['opened_at']),
     closedAt: numOrNull(r['closed_at']),
+    person: (r['person'] as string | null | undefined) ?? null,
+    reserved: num(r['reserved']),
   };
 }
 

@@ -1,4 +1,5 @@
 import type { CompanyRecord } from '../api/types.js';
+import type { BudgetView } from './budget.js';
 import type { JournalTarget } from './import-journal.js';
 import type { CopySource, CopyTarget } from './copy-types.js';
 
@@ -125,6 +126,10 @@ export interface LedgerStore extends JournalTarget {
   /** Forgets records bought, lookups made and purchases closed before `cutoff`; open purchases are kept. */
   prune(cutoff: number, dryRun: boolean): Promise<Pruned>;
   spend(by: SpendBy): Promise<Spend>;
+  /** This month's caps, and what is spent and held under each (store/budget.ts). */
+  budget(): Promise<BudgetView>;
+  /** Sets a monthly cap (person null: the store's), or removes it (credits null); `by` who set it. */
+  setBudget(person: string | null, credits: number | null, by: string): Promise<void>;
   /** Before runs are judged alive (release, prune): waits out what this host's clock cannot judge. */
   settleClocks(watch: Watch): Promise<void>;
   /** The store read whole, for `ledger copy`, as of one moment. */

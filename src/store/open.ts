@@ -2,6 +2,7 @@ import type { JournalTarget } from './import-journal.js';
 import type { LedgerOpen, LedgerStore } from './ledger-types.js';
 import { statOrNull } from '../io/paths.js';
 import { hostIdentity } from './host.js';
+import { personName } from './budget.js';
 import { isTeamStore } from './path.js';
 import type { RunInfo, ServiceStore } from './types.js';
 
@@ -29,7 +30,7 @@ export async function openBatchStore(address: string, options: OpenOptions): Pro
   if (isTeamStore(address)) {
     const { PgStore } = await import('./postgres/store.js');
     const host = hostIdentity(options.env);
-    const store = await PgStore.open(address, { tool: options.tool, ...(options.now === undefined ? {} : { now: options.now }), ...(host === undefined ? {} : { host }) });
+    const store = await PgStore.open(address, { tool: options.tool, user: personName(options.env), ...(options.now === undefined ? {} : { now: options.now }), ...(host === undefined ? {} : { host }) });
     return {
       now: store.now,
       importedBytes: (path) => store.importedBytes(path),
@@ -41,7 +42,7 @@ export async function openBatchStore(address: string, options: OpenOptions): Pro
   }
   const [{ Store }, { chooseWriter }] = await Promise.all([import('./sqlite/store.js'), import('./sqlite/write-channel.js')]);
   const host = hostIdentity(options.env);
-  const store = Store.open(address, { tool: options.tool, ...(options.now === undefined ? {} : { now: options.now }), ...(host === undefined ? {} : { host }) });
+  const store = Store.open(address, { tool: options.tool, user: personName(options.env), ...(options.now === undefined ? {} : { now: options.now }), ...(host === undefined ? {} : { host }) });
   return {
     now: store.options.now,
     importedBytes: (path) => store.importedBytes(path),

@@ -1,3 +1,4 @@
+import { ENRICH_PRICE, type Room } from './budget.js';
 import type { Claim, EnrichEvent, HeldCompany, IntentEvent, Purchase, ReleaseEvent, UnclaimEvent } from './types.js';
 
 /**
@@ -22,6 +23,9 @@ export interface KeptPurchase extends Purchase {
   /** The run that closed it (or last moved it). */
   run: number | null;
   openedAt: number;
+  /** Who reserved it under a monthly budget (store/budget.ts), and the price it holds while an attempt may be charged. */
+  person: string | null;
+  reserved: number;
 }
 
 export function stateOf(p: Purchase): PurchaseState {
@@ -51,10 +55,14 @@ export interface ClaimInput {
   now: number;
   /** Whether another run may still be sending under the intents it owns. */
   alive(run: number): boolean;
+  /** Who the run is, whose reservation a new one is. */
+  person: string | null;
+  /** What the tightest monthly cap has left, read in this transaction (store/budget.ts); null: no cap applies. */
+  room: Room | null;
 }
 
 /** An intent's outcome: a claim to answer (and the purchase to write), or another live run holds it. */
-export type ClaimDecision = { claim: Exclude<Claim, { kind: 'busy' }>; write: KeptPurchase | null } | { busy: number };
+export type ClaimDecision = { claim: Exclude<Claim, { kind: 'busy' }>; write: KeptPurchase | null; /** Credits newly reserved under the monthly caps. */ reserved?: number } | { busy: number };
 
 /**
  * The intent is written only if this run may buy: no other live run holds the purchase open, no
@@ -63,7 +71,7 @@ export type ClaimDecision = { claim: Exclude<Claim, { kind: 'busy' }>; write: Ke
  * back for the caller to adopt. A company held fresh is never bought again, whatever the plan
  * believed, unless its open purchase's key may have been charged: only that key recovers it free.
  */
-export function decideClaim({ held, kept, event, run, now, alive }: ClaimInput): ClaimDecision {
+export function decideClaim({ held, kept, event, run, now, alive, person, room }: ClaimInput): ClaimDecision {
   if (held !== null && held.generation >= event.generation) return { claim: { kind: 'held', held }, write: null };
   if (held !== null && heldFresh(held, event) && (kept === null || !mayBeCharged(kept))) return { claim: { kind: 'held', held }, write: null };
   let tookOver = false;
@@ -75,9 +83,15 @@ export function decideClaim({ held, kept, event, run, now, alive }: ClaimInput):
       return { claim: { kind: 'moved', purchase: publicPart(kept) }, write: null };
     }
   }
+  // A purchase an attempt may already have gone under holds its reservation still (its price is
+  // counted until settled); any other needs room for its price under every cap.
+  const reserves = kept === null || !mayBeCharged(kept);
+  const price = event.price ?? ENRICH_PRICE;
+  if (reserves && room !== null && room.left < price) return { claim: { kind: 'capped', person: room.person, cap: room.cap }, write: null };
   const at = event.at ?? now;
   const write: KeptPurchase = {
-    ...(kept ?? { domain: event.company, uncertain: false, unconfirmed: 0, errorCode: null, closedAt: null, credits: 0, run: null, openedAt: now }),
+    ...(kept ?? { domain: event.company, uncertain: false, unconfirmed: 0, errorCode: null, closedAt: null, credits: 0, run: null, openedAt: now, person: null, reserved: 0 }),
+    ...(reserves ? { person, reserved: price } : {}),
     generation: event.generation,
     keyVersion: event.keyVersion,
     intentKey: event.key,
@@ -86,7 +100,7 @@ export function decideClaim({ held, kept, event, run, now, alive }: ClaimInput):
     // From then the request may be in flight: a later settle counts from the latest such moment.
     lostAt: Math.max(kept?.lostAt ?? 0, at),
   };
-  return { claim: tookOver ? { kind: 'ok', tookOver } : { kind: 'ok' }, write };
+  return { claim: tookOver ? { kind: 'ok', tookOver } : { kind: 'ok' }, write, reserved: reserves ? price : 0 };
 }
 
 /** The purchase as the pipeline sees it. */
@@ -96,7 +110,7 @@ export function publicPart(k: KeptPurchase): Purchase {
 
 /** A purchase an imported journal names without an intent (0.1 wrote none): opened as it was then. */
 export function importedPurchase(e: EnrichEvent, at: number): KeptPurchase {
-  return { domain: e.company, generation: e.generation, keyVersion: e.keyVersion, intentKey: null, uncertain: false, unconfirmed: 0, lostAt: null, errorCode: null, outcome: 'open', closedAt: null, ownerRun: null, credits: 0, run: null, openedAt: at };
+  return { domain: e.company, generation: e.generation, keyVersion: e.keyVersion, intentKey: null, uncertain: false, unconfirmed: 0, lostAt: null, errorCode: null, outcome: 'open', closedAt: null, ownerRun: null, credits: 0, run: null, openedAt: at, person: null, reserved: 0 };
 }
 
 /**

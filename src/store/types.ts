@@ -1,4 +1,5 @@
 import type { CompanyRecord } from '../api/types.js';
+import type { BudgetLine } from './budget.js';
 
 /**
  * The store's vocabulary: what the pipeline tells it (events) and what it answers (lookups,
@@ -39,6 +40,8 @@ export interface IntentEvent {
    * refused as held. Unset: only a purchase of this generation or later counts as held.
    */
   freshSince?: number | null;
+  /** Credits the call costs (store/budget.ts ENRICH_PRICE by default): what its reservation holds under a monthly cap. */
+  price?: number;
 }
 
 export interface EnrichEvent {
@@ -111,7 +114,9 @@ export type Claim =
   /** Another run has bought this company (this generation or later) since the plan was made. */
   | { kind: 'held'; held: HeldCompany }
   /** Another run moved this purchase on (a new key version, or an outcome) since it was read. */
-  | { kind: 'moved'; purchase: Purchase };
+  | { kind: 'moved'; purchase: Purchase }
+  /** A monthly budget (store/budget.ts) has no room for this call's price: nothing was written, nothing may be sent. */
+  | { kind: 'capped'; person: string | null; cap: number };
 
 export interface Lookup {
   status: 'hit' | 'miss';
@@ -199,6 +204,8 @@ export interface ServiceStore {
   holdsAny(): Promise<boolean>;
   /** Credits this service's purchases closed since `since` cost, possibly charged ones included (the month so far). */
   creditsSince(since: number): Promise<number>;
+  /** This month's budget lines that apply to this run (the store's, this run's person's); none without a cap. */
+  budget(): Promise<BudgetLine[]>;
   /** Of these companies this run reused, how many the account would otherwise have paid for again (docs/money.md). */
   savedAmong(companies: readonly string[]): Promise<number>;
   /** This run's hold on its claims may have lapsed (it was paused): claim again before sending. */

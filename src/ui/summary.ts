@@ -2,6 +2,7 @@ import type { Stop } from '../pipeline/stops.js';
 import type { Summary } from '../pipeline/summary.js';
 import { count, elapsed, num, wrapWords } from './format.js';
 import { describeCheapest, dollars, moneyRows } from './plans.js';
+import { capName } from '../store/budget.js';
 
 /** The totals as a small aligned table for stderr, in the vocabulary of the summary JSON. */
 export function formatSummary(s: Summary): string {
@@ -19,7 +20,7 @@ export function formatSummary(s: Summary): string {
     if (s.reused > 0) rows.push(['reused', `${num(s.reused)}   ${s.reused === 1 ? 'company' : 'companies'} held in the store, free (${count(s.credits_saved, 'credit')} saved)`]);
     const stale = s.stale > 0 ? `   (${num(s.stale)} to refresh stale records)` : '';
     rows.push(['to buy', `${count(s.estimated_credits, 'company', 'companies')}${stale}`]);
-    if (s.left_by_cap > 0) rows.push(['left by cap', `${count(s.left_by_cap, 'company', 'companies')}   past --max-credits, for a later run`]);
+    if (s.left_by_cap > 0) rows.push(['left by cap', `${count(s.left_by_cap, 'company', 'companies')}   past ${s.budget?.limits_estimate === true ? "the monthly budget's room" : '--max-credits'}, for a later run`]);
     rows.push(...moneyRows(s));
   } else {
     rows.push(['bought', `${num(s.bought)}${s.bought > 0 ? `   ${s.bought === 1 ? 'company' : 'companies'}, by this run` : ''}`]);
@@ -31,6 +32,7 @@ export function formatSummary(s: Summary): string {
       rows.push(['maybe charged', `${num(s.credits_unconfirmed)}   more: ${s.credits_unconfirmed === 1 ? 'an answer' : 'answers'} lost, then only errors under ${s.credits_unconfirmed === 1 ? 'its key' : 'their keys'} (enrich ledger show counts them)`]);
     }
   }
+  rows.push(...budgetRows(s));
   // Figures are right-aligned in a column; the trailing text rows are not figures.
   const text: [string, string][] = [];
   if (s.output !== null) text.push(['output', s.output === '-' ? 'stdout' : s.output]);
@@ -96,6 +98,22 @@ function authStep(code: string, message: string): string {
   return `the service refused the API key: ${message}; sort it out with the service, then run the same command`;
 }
 
+/** Each monthly cap that applies: what it has left, of what, spent and held (store/budget.ts). */
+function budgetRows(s: Summary): [string, string][] {
+  const b = s.budget;
+  if (b === null) return [];
+  return b.caps.map((c) => [
+    c.person === null ? 'budget' : `budget (${c.person})`,
+    `${num(c.left)}   left of ${capName(c.person, b.store_kind === 'team').replace(/ monthly budget$/, '')} ${num(c.cap)} for ${b.month} UTC (${num(c.spent)} spent${c.held > 0 ? `, ${num(c.held)} held by calls not yet settled` : ''})`,
+  ]);
+}
+
+/** `enrich budget set` as a person would type it for a cap. */
+export function raiseCommand(person: string | null): string {
+  if (person === null) return 'enrich budget set <credits>';
+  return `enrich budget set <credits> --person ${/^[\w.@+-]+$/.test(person) ? person : JSON.stringify(person)}`;
+}
+
 /** Said beside a count of credits still needed, when some of those companies may already have been paid for. */
 function maybePaid(s: Summary): string {
   if (s.credits_unconfirmed === 0) return '';
@@ -119,6 +137,15 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
     case 'budget':
       if (stop.declined === true) return `nothing bought: you answered no; the matches are kept. Run it again with --yes, or with --max-credits <n> to cap it`;
       return `stopped at --max-credits ${num(stop.limit)} (the cap on this invocation): ${count(s.estimated_credits, 'more credit', 'more credits')} would finish the job; what was bought is kept, and the next run buys only the rest`;
+    case 'monthly': {
+      const line = s.budget?.caps.find((c) => c.person === stop.person);
+      const figures =
+        line === undefined || s.budget === null
+          ? `${count(stop.cap, 'credit')} a month`
+          : `${count(line.cap, 'credit')} for ${s.budget.month}, ${num(line.spent)} spent${line.held > 0 ? `, ${num(line.held)} held by calls not yet settled (counted as spent)` : ''}, ${num(line.left)} left`;
+      const more = s.estimated_credits > 0 ? `${count(s.estimated_credits, 'more credit', 'more credits')} would finish the job; ` : '';
+      return `stopped at ${capName(stop.person, s.budget?.store_kind === 'team')}: ${figures}; ${more}raise it with \`${raiseCommand(stop.person)}\`, or wait for next month, then run the same command to finish (what was bought is kept)`;
+    }
     case 'unavailable':
       return stop.message;
     case 'auth':
@@ -130,10 +157,14 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
     if (s.unanswered_domains > 0) {
       return `a real run would spend at least ${count(s.estimated_credits, 'credit')}: ${count(s.unanswered_domains, 'domain')} got no answer from the free match (see enrich_error), so the rest is unknown; run the dry run again`;
     }
-    if (s.estimated_credits === 0) return null;
+    if (s.estimated_credits === 0 && s.left_by_cap === 0) return null;
     const stale = s.stale > 0 ? ` (${num(s.stale)} of them refresh stale records)` : '';
     if (s.left_by_cap > 0) {
-      return `a real run would spend ${count(s.estimated_credits, 'credit')}${stale}, the --max-credits cap, and leave ${count(s.left_by_cap, 'company', 'companies')} for a later run; drop --dry-run to go ahead`;
+      const cap = s.budget?.limits_estimate === true ? 'all the monthly budget has left (enrich budget)' : 'the --max-credits cap';
+      if (s.estimated_credits === 0) {
+        return `a real run would buy nothing: ${s.budget?.limits_estimate === true ? 'the monthly budget has no room left (enrich budget shows it)' : '--max-credits is 0'}; ${count(s.left_by_cap, 'company waits', 'companies wait')} for a later run`;
+      }
+      return `a real run would spend ${count(s.estimated_credits, 'credit')}${stale}, ${cap}, and leave ${count(s.left_by_cap, 'company', 'companies')} for a later run; drop --dry-run to go ahead`;
     }
     return `a real run would spend exactly ${count(s.estimated_credits, 'credit')}${stale}; drop --dry-run to go ahead`;
   }

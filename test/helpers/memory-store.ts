@@ -1,4 +1,5 @@
 import type { CompanyRecord } from '../../src/api/types.js';
+import type { BudgetLine } from '../../src/store/budget.js';
 import { applyOutcome, applyRelease, applyUnclaim, decideClaim, publicPart, type KeptPurchase } from '../../src/store/purchase.js';
 import type { Claim, CompanyState, HeldCompany, Lookup, RunEnd, ServiceStore, StoreEvent } from '../../src/store/types.js';
 
@@ -63,6 +64,11 @@ export class MemoryRun implements ServiceStore {
   ) {
     this.storeId = store.storeId;
     this.policyNow = store.now();
+  }
+
+  /** The memory store keeps no budgets: the pipeline tests' runs are never capped. */
+  async budget(): Promise<BudgetLine[]> {
+    return [];
   }
 
   async loadLookups(domains: readonly string[], indexOf: (domain: string) => number | undefined, visit: (index: number, lookup: Lookup) => void): Promise<void> {
@@ -143,7 +149,7 @@ export class MemoryRun implements ServiceStore {
         if (event.status !== 'error') this.tables.lookups.set(event.domain, { status: event.status, company: event.company ?? null, name: event.name ?? null, checkedAt: now });
         return { kind: 'ok' };
       case 'intent': {
-        const decision = decideClaim({ held: this.tables.companies.get(event.company)?.held ?? null, kept: kept(event.company, event.generation), event, run, now, alive: (r) => r === run || this.store.alive(r) });
+        const decision = decideClaim({ held: this.tables.companies.get(event.company)?.held ?? null, kept: kept(event.company, event.generation), event, run, now, alive: (r) => r === run || this.store.alive(r), person: null, room: null });
         if ('busy' in decision) return { kind: 'busy' };
         save(decision.write);
         return decision.claim;

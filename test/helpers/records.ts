@@ -50,5 +50,7 @@ export const keptPurchase = (over: Partial<KeptPurchase> = {}): KeptPurchase => 
   credits: 1,
   run: 7,
   openedAt: 900,
+  person: null,
+  reserved: 0,
   ...over,
 });

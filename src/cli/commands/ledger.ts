@@ -2,6 +2,7 @@ import { Option, type Command } from 'commander';
 import type { LedgerAction } from '../../commands/ledger.js';
 import type { SpendBy } from '../../store/ledger-types.js';
 import { suggestCommand } from '../suggest.js';
+import { MAX_CAP } from '../../store/budget.js';
 import { duration, integer, stdoutAlias } from './values.js';
 
 /** `enrich ledger ...`: the store is resolved from --store / ENRICH_STORE in cli/main.ts. */
@@ -45,6 +46,34 @@ function notShow(word: string, namedShow: boolean): string {
   if ((LEDGER_COMMANDS as readonly string[]).includes(word)) return `give the command before its options: \`enrich ledger ${word} ...\``;
   const near = suggestCommand(word, LEDGER_COMMANDS);
   return `unknown ledger command '${word}'${near === null ? `: give ${LEDGER_COMMANDS.join(', ')}` : `; did you mean \`enrich ledger ${near}\`?`}`;
+}
+
+const BUDGET_EXAMPLES = `
+Examples:
+  This month's caps, spent and held:    $ enrich budget
+  Cap the store (a team store: the team) at 5,000 credits a month:
+    $ enrich budget set 5000
+  Cap one person at 500 (ENRICH_USER, else the login name):
+    $ enrich budget set 500 --person alice
+  Remove a cap:                         $ enrich budget clear --person alice
+
+A month is the calendar month in UTC, by the store's clock. A run that meets a cap
+stops (exit 4) and resumes once there is room. See docs/budgets.md.
+`;
+
+/** `enrich budget [set <credits> | clear] [--person <name>]`: monthly caps, kept in the store. */
+export function defineBudget(program: Command, done: (options: LedgerFlags) => void): void {
+  const budget = program.command('budget').description('monthly caps on credits: the store\'s (the team\'s) and each person\'s').addHelpText('after', BUDGET_EXAMPLES);
+  const common = (c: Command): Command => c.option('--store <path>', 'the purchase store (env: ENRICH_STORE)').option('--json', 'machine-readable output', false);
+  const finish = (opts: Record<string, unknown>, action: LedgerAction): void => done({ store: opts['store'] as string | undefined, json: opts['json'] as boolean, action });
+  common(budget.command('show', { isDefault: true }).description("this month's caps: spent, held by calls in flight, left")).action((opts: Record<string, unknown>) => finish(opts, { kind: 'budget' }));
+  common(budget.command('set').description("set the store's monthly cap, or a person's"))
+    .argument('<credits>', 'credits a month', integer(0, MAX_CAP, '<credits>'))
+    .option('--person <name>', "a person's cap (as ENRICH_USER, else the login name, names them)")
+    .action((credits: number, opts: Record<string, unknown>) => finish(opts, { kind: 'budget', change: { person: (opts['person'] as string | undefined) ?? null, credits } }));
+  common(budget.command('clear').description("remove the store's monthly cap, or a person's"))
+    .option('--person <name>', "a person's cap")
+    .action((opts: Record<string, unknown>) => finish(opts, { kind: 'budget', change: { person: (opts['person'] as string | undefined) ?? null, credits: null } }));
 }
 
 /** `enrich ledger [show|runs|export|prune|release|import|spend|copy]`: inspect and own what the store holds. */

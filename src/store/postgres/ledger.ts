@@ -7,7 +7,8 @@ import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow, Servi
 import { hostIdentity } from '../host.js';
 import { displayStore } from '../path.js';
 import { client, connect, describe, inTransaction, isLockTimeout, keepsSessionSurely, lockWait, placeOf, type Place, type Session } from './connect.js';
-import { RUN_ALIVE } from './claim-sql.js';
+import { BUDGETS_LOCK, RUN_ALIVE } from './claim-sql.js';
+import { budgetLinesSql, budgetView, monthOf, serviceMonthSql, type BudgetView } from '../budget.js';
 import { PgCopySource, PgCopyTarget } from './copy.js';
 import { MAINTENANCE_LOCK, NOW_MS } from './schema.js';
 import { MAINTENANCE_WAIT_MS, maintenanceHeld, PgStore, TABLE_WAIT_MS } from './store.js';
@@ -239,6 +240,33 @@ export class PgLedger implements LedgerStore {
       }
       return result;
     });
+  }
+
+  async budget(): Promise<BudgetView> {
+    const now = this.now();
+    const { since, until } = monthOf(now);
+    const read = async (text: string): Promise<unknown[][]> => (await this.db.query(text, [since, until])).rows.map((r) => Object.values(r));
+    return budgetView(now, await read(budgetLinesSql((n) => `$${n}::bigint`)), await read(serviceMonthSql((n) => `$${n}::bigint`)));
+  }
+
+  async setBudget(person: string | null, credits: number | null, by: string): Promise<void> {
+    try {
+      if (credits === null) await this.db.query('DELETE FROM budgets WHERE person = $1', [person ?? '']);
+      else {
+        // Under the budgets' lock (claim-sql.ts BUDGET_LOCKS): no claim is in flight while the cap changes, and every claim after it reads the new one.
+        await this.db.query(
+          `WITH l AS (SELECT pg_advisory_xact_lock(${BUDGETS_LOCK}))
+           INSERT INTO budgets (person, credits, set_at, set_by) SELECT $1, $2, ${NOW_MS}, $3 FROM l
+           ON CONFLICT (person) DO UPDATE SET credits = excluded.credits, set_at = excluded.set_at, set_by = excluded.set_by`,
+          [person ?? '', credits, by],
+        );
+      }
+    } catch (error) {
+      if ((error as { code?: string }).code === '42501') {
+        throw new UsageError(`the role this store is opened as may not change this team store's budgets (PostgreSQL: ${(error as Error).message}); ask whoever administers it (docs/budgets.md)`, { cause: error });
+      }
+      throw error;
+    }
   }
 
   async spend(by: SpendBy): Promise<Spend> {

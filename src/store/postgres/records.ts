@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { capRow, lineOf, monthOf, runBudgetSql, type BudgetLine } from '../budget.js';
 import type { CompanyRecord } from '../../api/types.js';
 import { EnrichError } from '../../errors.js';
 import { isProcessAlive } from '../../process-alive.js';
@@ -170,6 +171,13 @@ export class PgRecords implements ServiceStore {
       [this.serviceId, since],
     );
     return Number(rows[0]?.credits ?? 0);
+  }
+
+  async budget(): Promise<BudgetLine[]> {
+    if (this.run === null) return [];
+    const { since, until } = monthOf(this.store.now());
+    const { rows } = await this.store.db.query(runBudgetSql((n) => `$${n}`), [since, until, this.run]);
+    return rows.map((r) => capRow([r['person'], r['credits'], r['spent'], r['held']])).map(lineOf);
   }
 
   /** As the SQLite store's (store/sqlite/money.ts savedAmong): each reuse claimed once per input. */

@@ -92,6 +92,19 @@ CREATE INDEX IF NOT EXISTS purchases_run ON purchases (run);
   `ALTER TABLE runs ADD COLUMN IF NOT EXISTS "user" TEXT;`,
   // 3: which boot of the host ran it: its pid is judged only by that boot (host.ts bootId).
   `ALTER TABLE runs ADD COLUMN IF NOT EXISTS boot TEXT;`,
+  // 4: monthly budgets (store/budget.ts): the caps, who reserved each purchase, and the price it holds while open.
+  `
+CREATE TABLE IF NOT EXISTS budgets (
+  person  TEXT PRIMARY KEY,
+  credits INTEGER NOT NULL,
+  set_at  BIGINT NOT NULL,
+  set_by  TEXT
+);
+ALTER TABLE purchases ADD COLUMN IF NOT EXISTS person TEXT;
+ALTER TABLE purchases ADD COLUMN IF NOT EXISTS reserved INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS purchases_closed ON purchases (closed_at) WHERE closed_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS purchases_held ON purchases (person) WHERE outcome = 'open' AND (intent_key IS NOT NULL OR uncertain = 1 OR unconfirmed > 0);
+`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

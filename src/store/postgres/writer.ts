@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Claim, EnrichEvent, HeldCompany, IntentEvent, MatchEvent, Purchase, ReleaseEvent, StoreEvent, UnclaimEvent } from '../types.js';
-import { CLAIM_SQL, type ClaimRow } from './claim-sql.js';
+import { ENRICH_PRICE, monthOf } from '../budget.js';
+import { BUDGET_LOCKS, CLAIM_SQL, type ClaimRow } from './claim-sql.js';
 import { IDLE_IN_TRANSACTION_MS } from './connect.js';
 
 /** Outcomes, releases and unclaims are announced on this channel, in the transaction that writes them. */
@@ -122,6 +123,8 @@ export const notice = (serviceId: number, domain: string): string => `${serviceI
  */
 export class BatchPlan {
   readonly statements: Statement[] = [];
+  /** Whether the batch has taken the budgets' locks (BUDGET_LOCKS): once, before its first claim. */
+  private budgetLocked = false;
   readonly claims: Claimed[];
 
   constructor(
@@ -186,6 +189,11 @@ export class BatchPlan {
 
   private intents(at: number[], events: readonly IntentEvent[], now: number, dead: readonly number[]): void {
     const list = at.map((i) => events[i] as IntentEvent);
+    if (this.run !== null && !this.budgetLocked) {
+      this.budgetLocked = true;
+      this.statements.push({ text: BUDGET_LOCKS[0] as string, values: [] }, { text: BUDGET_LOCKS[1] as string, values: [this.run] });
+    }
+    const { since, until } = monthOf(now);
     this.statements.push({
       text: CLAIM_SQL,
       values: [
@@ -201,6 +209,9 @@ export class BatchPlan {
         list.map((e) => e.freshSince ?? null),
         dead,
         LEASE_MS,
+        since,
+        until,
+        list.map((e) => e.price ?? ENRICH_PRICE),
       ],
       read: (rows) => {
         // One row per intent, or the batch is not what was sent: an intent left unread would
@@ -226,6 +237,7 @@ export class BatchPlan {
       return { claim: { kind: 'held', held } };
     }
     if (r.verdict === 'moved') return { claim: { kind: 'moved', purchase: purchaseOf(r) } };
+    if (r.verdict === 'capped') return { claim: { kind: 'capped', person: r.cap_person === null || r.cap_person === '' ? null : r.cap_person, cap: Number(r.cap_credits) } };
     if (r.verdict === 'busy' || !r.written) {
       // Not written although found free: taken by another run between the read and the write.
       if (r.o_pid === null || r.p_owner_run === null) return { claim: { kind: 'busy' } };

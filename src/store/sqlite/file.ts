@@ -3,7 +3,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import type Database from 'libsql';
 import { landsAt, lstatOrNull, statOrNull } from '../../io/paths.js';
 import { libsql } from './libsql.js';
-import { SCHEMA, SCHEMA_VERSION } from './schema.js';
+import { LATE_INDEXES, SCHEMA, SCHEMA_VERSION } from './schema.js';
 import { sqliteCode } from './errors.js';
 
 type Db = InstanceType<typeof Database>;
@@ -52,7 +52,7 @@ function buildStore(temp: string, now: number): void {
     // exec() only: a prepared statement would keep libsql's connection open past close(). Built
     // in one rollback-journal transaction, so the file holds all of it when closed; WAL is set
     // last (a flag in the header), for every connection to the store from then on.
-    db.exec(`BEGIN; ${SCHEMA}
+    db.exec(`BEGIN; ${SCHEMA} ${LATE_INDEXES}
       INSERT INTO meta (key, value) VALUES ('store_id', '${id}'), ('created_at', '${Math.trunc(now)}');
       PRAGMA user_version = ${SCHEMA_VERSION};
       COMMIT;

@@ -9,6 +9,7 @@ import { LEASE_MS } from './connection.js';
 import { SqliteCopySource, SqliteCopyTarget } from './copy.js';
 import { explainDamage } from './errors.js';
 import { Store } from './store.js';
+import { budgetLinesSql, budgetView, monthOf, serviceMonthSql, type BudgetView } from '../budget.js';
 
 export type { AtRisk, HeldRecord, Pruned, RunRow, ServiceHoldings } from '../ledger-types.js';
 
@@ -282,6 +283,22 @@ export class SqliteLedger implements LedgerStore {
 
   async spend(by: SpendBy): Promise<Spend> {
     return spend(this.store, by);
+  }
+
+  async budget(): Promise<BudgetView> {
+    const now = this.now();
+    const { since, until } = monthOf(now);
+    const read = (text: string): unknown[][] => this.store.db.prepare(text).raw(true).all(since, until) as unknown[][];
+    return budgetView(now, read(budgetLinesSql(() => '?')), read(serviceMonthSql(() => '?')));
+  }
+
+  async setBudget(person: string | null, credits: number | null, by: string): Promise<void> {
+    if (credits === null) this.store.db.prepare('DELETE FROM budgets WHERE person = ?').run(person ?? '');
+    else {
+      this.store.db
+        .prepare('INSERT INTO budgets (person, credits, set_at, set_by) VALUES (?, ?, ?, ?) ON CONFLICT (person) DO UPDATE SET credits = excluded.credits, set_at = excluded.set_at, set_by = excluded.set_by')
+        .run(person ?? '', credits, this.now(), by);
+    }
   }
 
   settleClocks(watch: Watch): Promise<void> {

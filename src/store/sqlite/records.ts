@@ -1,6 +1,7 @@
 import type { CompanyRecord } from '../../api/types.js';
 import { GroupCommit } from '../group-commit.js';
 import { Heartbeat } from '../heartbeat.js';
+import { capRow, lineOf, monthOf, runBudgetSql, type BudgetLine } from '../budget.js';
 import { LEASE_MS, StoreWriteError, type Connection } from './connection.js';
 import { creditsSince, savedAmong } from './money.js';
 import type { Claim, CompanyState, HeldCompany, Lookup, Purchase, RunEnd, ServiceStore, StoreEvent } from '../types.js';
@@ -78,6 +79,12 @@ export class ServiceRecords implements ServiceStore {
 
   async creditsSince(since: number): Promise<number> {
     return creditsSince(this.store, this.service, since);
+  }
+
+  async budget(): Promise<BudgetLine[]> {
+    if (this.run === null) return [];
+    const { since, until } = monthOf(this.now());
+    return (this.store.sql(runBudgetSql(() => '?')).raw(true).all([since, until, this.run]) as unknown[][]).map(capRow).map(lineOf);
   }
 
   async savedAmong(companies: readonly string[]): Promise<number> {

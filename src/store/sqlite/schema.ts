@@ -3,7 +3,7 @@
  * the epoch; every table but meta and runs is keyed by service, so one store serves any number
  * of services (a base URL's origin and prefix, or the embedded sandbox) without mixing them.
  */
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 /**
  * Every table's columns as SCHEMA creates them, name -> definition: a store made by an earlier
@@ -73,6 +73,8 @@ CREATE TABLE IF NOT EXISTS purchases (
   run         INTEGER,
   opened_at   INTEGER NOT NULL,
   closed_at   INTEGER,
+  person      TEXT,
+  reserved    INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (service, domain, generation)
 ) WITHOUT ROWID;
 -- Every invocation: when, who (user and host), which input, the options that matter, how it ended.
@@ -98,6 +100,14 @@ CREATE TABLE IF NOT EXISTS runs (
   bought       INTEGER NOT NULL DEFAULT 0,
   reused       INTEGER NOT NULL DEFAULT 0
 );
+-- Monthly caps (store/budget.ts): the store's (person '') and each person's. (schema 4, with
+-- purchases.person, who reserved it, and purchases.reserved, the price it holds while open.)
+CREATE TABLE IF NOT EXISTS budgets (
+  person  TEXT PRIMARY KEY,
+  credits INTEGER NOT NULL,
+  set_at  INTEGER NOT NULL,
+  set_by  TEXT
+);
 -- Journals of enrich 0.1 imported, so none is imported twice.
 CREATE TABLE IF NOT EXISTS imports (
   path        TEXT PRIMARY KEY,
@@ -107,4 +117,10 @@ CREATE TABLE IF NOT EXISTS imports (
 );
 CREATE INDEX IF NOT EXISTS purchases_owner ON purchases (owner_run) WHERE owner_run IS NOT NULL;
 CREATE INDEX IF NOT EXISTS purchases_run ON purchases (run);
+`;
+
+/** Indexes on columns a store of an earlier layout gains only once SCHEMA has run (store.ts checkColumns). */
+export const LATE_INDEXES = `
+CREATE INDEX IF NOT EXISTS purchases_closed ON purchases (closed_at) WHERE closed_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS purchases_held ON purchases (person) WHERE outcome = 'open' AND (intent_key IS NOT NULL OR uncertain = 1 OR unconfirmed > 0);
 `;

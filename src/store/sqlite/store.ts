@@ -5,7 +5,7 @@ import { dirname } from 'node:path';
 import { goneOnThisHost } from '../../process-alive.js';
 import { monotonicMs } from '../../pipeline/clock.js';
 import { EnrichError, errorMessage, UsageError } from '../../errors.js';
-import { expectedColumns, SCHEMA, SCHEMA_VERSION } from './schema.js';
+import { expectedColumns, LATE_INDEXES, SCHEMA, SCHEMA_VERSION } from './schema.js';
 import { LEASE_MS, StoreWriteError, type Connection, type Db, type Statement } from './connection.js';
 import { connectStore, createStoreFile, type StoreAccess } from './file.js';
 import { ServiceRecords } from './records.js';
@@ -361,8 +361,9 @@ function prepareConnection(db: Db, path: string, access: StoreAccess): string {
   enableWal(db);
   db.pragma('synchronous = FULL');
   db.exec(SCHEMA);
-  if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
   checkColumns(db, path);
+  db.exec(LATE_INDEXES);
+  if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
   return id;
 }
 

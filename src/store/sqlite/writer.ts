@@ -1,6 +1,10 @@
 import type { Connection } from './connection.js';
+import { capRow, monthOf, roomOf, runBudgetSql, type Room } from '../budget.js';
 import { applyOutcome, applyRelease, applyUnclaim, decideClaim, type KeptPurchase } from '../purchase.js';
 import type { Claim, EnrichEvent, HeldCompany, IntentEvent, MatchEvent, Purchase, StoreEvent } from '../types.js';
+
+/** The caps that apply to a run (the store's, its person's) with what each has spent and held: since, until, run. */
+const BUDGET_ROOM = runBudgetSql(() => '?');
 
 /** One queued write, and whether the caller needs it on disk before going on (an intent). */
 export interface WriteItem {
@@ -16,8 +20,8 @@ const lookupInsert = (n: number): string =>
   `INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES ${'(?, ?, ?, ?, ?, ?), '.repeat(n - 1)}(?, ?, ?, ?, ?, ?)`;
 
 /** A purchase row with who holds it and what it cost (store/purchase.ts KeptPurchase). */
-type KeptRow = [...PurchaseRow, number, number | null, number];
-const KEPT_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, outcome, closed_at, owner_run, lost_at, credits, run, opened_at';
+type KeptRow = [...PurchaseRow, number, number | null, number, string | null, number];
+const KEPT_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, outcome, closed_at, owner_run, lost_at, credits, run, opened_at, person, reserved';
 
 function toKept(r: KeptRow): KeptPurchase {
   const p = toPurchase(r.slice(0, 11) as PurchaseRow);
@@ -37,6 +41,8 @@ function toKept(r: KeptRow): KeptPurchase {
     credits: Number(r[11]),
     run: r[12] === null ? null : Number(r[12]),
     openedAt: Number(r[13]),
+    person: r[14],
+    reserved: Number(r[15] ?? 0),
   };
 }
 
@@ -88,6 +94,8 @@ const purchaseKey = (domain: string, generation: number): string => `${generatio
  * processes out of it). A key not read ahead (an import's events) is read on first use.
  */
 class BatchView {
+  /** What the tightest monthly cap has left for this batch's reservations (read once, in its transaction); null: none applies. */
+  room: Room | null = null;
   private readonly kept = new Map<string, KeptPurchase | null>();
   private readonly held = new Map<string, HeldCompany | null>();
 
@@ -193,6 +201,7 @@ export class RecordWriter {
       this.insertLookups(batch, now);
       const view = new BatchView(this.store, this.serviceId);
       view.readAhead(batch.map((p) => p.event));
+      if (this.run !== null && batch.some((p) => p.event.type === 'intent')) view.room = this.budgetRoom(now);
       const claims = batch.map((p) => (p.event.type === 'match' ? OK : this.apply(p.event, now, view)));
       db.exec('COMMIT');
       return claims;
@@ -267,14 +276,31 @@ export class RecordWriter {
     view.wrote(p);
     this.store
       .sql(
-        `INSERT INTO purchases (service, domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, outcome, credits, owner_run, run, opened_at, closed_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        `INSERT INTO purchases (service, domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, outcome, credits, owner_run, run, opened_at, closed_at, person, reserved)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (service, domain, generation) DO UPDATE SET
            key_version = excluded.key_version, intent_key = excluded.intent_key, uncertain = excluded.uncertain, unconfirmed = excluded.unconfirmed,
            error_code = excluded.error_code, lost_at = excluded.lost_at, outcome = excluded.outcome, credits = excluded.credits,
-           owner_run = excluded.owner_run, run = excluded.run, closed_at = excluded.closed_at`,
+           owner_run = excluded.owner_run, run = excluded.run, closed_at = excluded.closed_at, person = excluded.person, reserved = excluded.reserved`,
       )
-      .run([this.serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt]);
+      .run([this.serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt, p.person, p.reserved]);
+  }
+
+  private runPerson: string | null | undefined;
+
+  /** Who this run is counted under (runs.user), read once. */
+  private person(): string | null {
+    if (this.runPerson === undefined) {
+      const row = this.run === null ? undefined : (this.store.sql('SELECT user FROM runs WHERE id = ?').raw(true).get([this.run]) as [string | null] | undefined);
+      this.runPerson = row?.[0] ?? null;
+    }
+    return this.runPerson;
+  }
+
+  /** The room the caps that apply to this run have this month (store/budget.ts), read inside the batch's transaction. */
+  private budgetRoom(now: number): Room | null {
+    const { since, until } = monthOf(now);
+    return roomOf((this.store.sql(BUDGET_ROOM).raw(true).all([since, until, this.run]) as unknown[][]).map(capRow));
   }
 
   /** The intent, written only if this run may buy (store/purchase.ts decideClaim). */
@@ -286,6 +312,8 @@ export class RecordWriter {
       run: this.run,
       now,
       alive: (run) => run === this.run || this.store.runAlive(run, now),
+      person: this.person(),
+      room: view.room,
     });
     if ('busy' in decision) {
       const run = this.store.sql('SELECT pid, host FROM runs WHERE id = ?').raw(true).get([decision.busy]) as [number, string] | undefined;
@@ -293,6 +321,8 @@ export class RecordWriter {
       // The host only when it is another machine's (a store on a share).
       return run[1] === this.store.host ? { kind: 'busy', pid: run[0] } : { kind: 'busy', pid: run[0], host: run[1] };
     }
+    // A new reservation takes its price from the room the rest of the batch has.
+    if (view.room !== null && decision.reserved !== undefined) view.room = { ...view.room, left: view.room.left - decision.reserved };
     this.save(decision.write, view);
     return decision.claim;
   }
