@@ -150,6 +150,59 @@ describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
     expect((await a.records(['acme.com', 'other.com'])).has('other.com')).toBe(false);
   });
 
+  it('reserves each new purchase under the monthly caps in the claim: a miss gives its room back, a charge spends it, a call not sent frees it, and a lost answer keeps it held', async () => {
+    const s = await open();
+    const a = await s.begin();
+    const [me] = await s.raw('SELECT "user" AS person FROM runs WHERE id = ?', a.runId);
+    await s.raw("INSERT INTO budgets (person, credits, set_at) VALUES ('', 3, 0)");
+    const line = async (): Promise<unknown> => (await a.budget()).map((l) => [l.person, l.cap, l.spent, l.held, l.left]);
+    for (const c of ['a.com', 'b.com', 'c.com']) expect(await a.append(intent(c), true)).toStrictEqual({ kind: 'ok' });
+    expect(await line()).toStrictEqual([[null, 3, 0, 3, 0]]);
+    // No room: nothing written, nothing to send.
+    expect(await a.append(intent('d.com'), true)).toStrictEqual({ kind: 'capped', person: null, cap: 3 });
+    expect((await a.companyState('d.com')).purchase).toBeNull();
+    // a.com: a miss costs nothing and gives its room back; b.com is charged; c.com was never sent.
+    await a.append({ type: 'enrich', company: 'a.com', generation: 1, keyVersion: 1, status: 'miss', charged: 0, keyUsed: 'k-a.com' });
+    await a.append(hit('b.com'));
+    await a.append({ type: 'unclaim', company: 'c.com', generation: 1, keyVersion: 1, key: 'k-c.com' });
+    await a.flush();
+    expect(await line()).toStrictEqual([[null, 3, 1, 0, 2]]);
+    // A lost answer keeps its reservation (it may have been charged), and its key is claimed again without new room.
+    expect(await a.append(intent('d.com'), true)).toStrictEqual({ kind: 'ok' });
+    await a.append({ type: 'enrich', company: 'd.com', generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true });
+    expect(await a.append(intent('e.com'), true)).toStrictEqual({ kind: 'ok' });
+    await a.flush();
+    expect(await line()).toStrictEqual([[null, 3, 1, 2, 0]]);
+    expect(await a.append(intent('f.com'), true)).toMatchObject({ kind: 'capped' });
+    expect(await a.append(intent('d.com'), true)).toStrictEqual({ kind: 'ok' });
+    // A person's cap binds when it is the tighter one, and names the person.
+    await s.raw("UPDATE budgets SET credits = 100 WHERE person = ''");
+    await s.raw('INSERT INTO budgets (person, credits, set_at) VALUES (?, 3, 0)', me?.['person']);
+    expect(await a.append(intent('f.com'), true)).toStrictEqual({ kind: 'capped', person: me?.['person'], cap: 3 });
+    await s.raw('DELETE FROM budgets WHERE person = ?', me?.['person']);
+    expect(await a.append(intent('f.com'), true)).toStrictEqual({ kind: 'ok' });
+  });
+
+  it("keeps a dead run's reservations held until a run takes its purchases over and settles them, and counts a cap's spend by the month it closed in", async () => {
+    const s = await open();
+    const a = await s.begin();
+    await s.raw("INSERT INTO budgets (person, credits, set_at) VALUES ('', 2, 0)");
+    expect(await a.append(intent('a.com'), true)).toStrictEqual({ kind: 'ok' });
+    expect(await a.append(intent('b.com'), true)).toStrictEqual({ kind: 'ok' });
+    // Last month's purchases are not this month's spend.
+    const [service] = await s.raw("SELECT id FROM services WHERE name = 'svc'");
+    await s.raw("INSERT INTO purchases (service, domain, generation, key_version, outcome, opened_at, closed_at, credits) VALUES (?, 'old.com', 1, 1, 'hit', 1, 1000, 1)", service?.['id']);
+    // a dies (kill -9): its intents may have been sent, so they stay held.
+    await s.raw("UPDATE runs SET status = 'interrupted' WHERE id = ?", a.runId);
+    const b = await s.begin();
+    expect(await b.append(intent('c.com'), true)).toMatchObject({ kind: 'capped' });
+    expect(await b.append(intent('a.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
+    await b.append({ type: 'enrich', company: 'a.com', generation: 1, keyVersion: 1, status: 'miss', charged: 0, keyUsed: 'k-a.com' });
+    await b.flush();
+    expect((await b.budget()).map((l) => [l.spent, l.held, l.left])).toStrictEqual([[0, 1, 1]]);
+    expect(await b.append(intent('c.com'), true)).toStrictEqual({ kind: 'ok' });
+  });
+
   it('tells a second run busy while a live run holds the claim, then held once it bought', async () => {
     const s = await open();
     const a = await s.begin();

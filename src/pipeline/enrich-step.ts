@@ -91,16 +91,25 @@ class EnrichStep {
    */
   private readonly reserving = new Set<number>();
   private settled: (() => void)[] = [];
+  /**
+   * Set once a monthly budget turned a claim away with nothing of this run's left to settle: no new
+   * purchase starts. One that already holds its reservation (a resumed key, a lost answer) still
+   * finishes: its price is counted already, and stopping it would leave it held.
+   */
+  private capped = false;
+
+  private wakeAll(): void {
+    const waiters = this.settled;
+    this.settled = [];
+    for (const wake of waiters) wake();
+  }
 
   /**
    * `wake`: waiters ask again. Not after a claim turned away itself: two turned away at once would
    * wake each other for ever, and it frees no room.
    */
   private letGo(c: Company, wake = true): void {
-    if (!this.reserving.delete(c.index) || !wake) return;
-    const waiters = this.settled;
-    this.settled = [];
-    for (const wake of waiters) wake();
+    if (this.reserving.delete(c.index) && wake) this.wakeAll();
   }
 
   /** Resolves when another of this run's reservations settles, or the run stops buying. */
@@ -134,6 +143,7 @@ class EnrichStep {
     try {
       for (;;) {
         if (this.stops.paid.signal.aborted || !this.state.needsEnrich(c)) return false;
+        if (this.capped && c.purchase.state !== 'claimed' && c.purchase.state !== 'uncertain' && c.purchase.state !== 'released') return false;
         const intent: TimedIntent = { type: 'intent', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, key: this.keyOf(c), at: this.deps.now(), freshSince: this.deps.freshSince };
         this.reserving.add(c.index);
         const claim = await this.deps.claim(intent);
@@ -153,7 +163,9 @@ class EnrichStep {
               await this.nextSettle();
               continue;
             }
-            this.stops.stopPaid({ reason: 'monthly', person: claim.person, cap: claim.cap });
+            this.stops.note({ reason: 'monthly', person: claim.person, cap: claim.cap });
+            this.capped = true;
+            this.wakeAll();
             return false;
           case 'moved':
             continue;

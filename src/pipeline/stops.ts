@@ -39,6 +39,11 @@ export class Stops {
     this.paid.abort(new StoppedError(stop.reason));
   }
 
+  /** Records a reason the run ends early without stopping a call (a monthly budget: purchases already reserved still finish). */
+  note(stop: Stop): void {
+    if (this.first === null || PRECEDENCE[stop.reason] > PRECEDENCE[this.first.reason]) this.first = stop;
+  }
+
   stopAll(stop: Stop): void {
     this.stopPaid(stop);
     this.all.abort(new StoppedError(stop.reason));
