@@ -103,7 +103,7 @@ describe('enrich doctor on the team store (issue 21)', () => {
     expect(report(r.stdout).get('writable')).toStrictEqual([
       'FIX',
       `the role ${reader.name} cannot write the team store ${place(url).database} on ${place(url).at} (no INSERT on services, and 12 more); the tables' owner can grant what a run needs: ` +
-        `GRANT SELECT, INSERT, UPDATE ON services, lookups, companies, purchases, runs, imports TO ${reader.name}; GRANT SELECT ON meta TO ${reader.name}; GRANT USAGE ON SEQUENCE services_id_seq, runs_id_seq TO ${reader.name}`,
+        `GRANT SELECT, INSERT, UPDATE ON services, lookups, companies, purchases, runs, imports TO ${reader.name}; GRANT SELECT ON meta, budgets TO ${reader.name}; GRANT USAGE ON SEQUENCE services_id_seq, runs_id_seq TO ${reader.name}`,
     ]);
     expect(r.stdout).not.toContain('role-s3cret-pw');
 
@@ -127,6 +127,16 @@ describe('enrich doctor on the team store (issue 21)', () => {
       `version 1, behind this enrich's (${SCHEMA_VERSION}): the next run must upgrade it, and ${writer.name} may not (it does not own the tables); run the next batch as their owner`,
     ]);
     expect(report(behind.stdout).get('writable')?.[0]).toBe('ok');
+
+    // Who may change the team's budgets: the owner may; a role granted only SELECT on budgets runs, and may not (docs/budgets.md).
+    expect(report((await doctor(url)).stdout).get('budgets')?.[1]).toMatch(/may set and clear the team's monthly budgets/);
+    const runner = await roles.role(url, [...READ_ONLY(url), 'GRANT INSERT, UPDATE ON services, lookups, companies, purchases, runs, imports TO ROLE', 'GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO ROLE']);
+    const restricted = await doctor(runner.url);
+    expect(report(restricted.stdout).get('writable')?.[0], restricted.stdout).toBe('ok');
+    expect(report(restricted.stdout).get('budgets')).toStrictEqual(['ok', `${runner.name} may not change the team's monthly budgets (only SELECT on budgets): its runs meet them, and their owner sets them`]);
+    const refused = await runProcess(['budget', 'set', '10', '--store', runner.url]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/^enrich: the role this store is opened as may not change this team store's budgets \(PostgreSQL: permission denied for table budgets\)/);
   });
 
   it('a server nobody answers is exit 6; a wrong password or a database that is not there is exit 2; no password shown', async () => {
@@ -196,6 +206,7 @@ describe("the clock check: the server's clock against this host's", () => {
     clock: { skewMs, roundTripMs },
     readOnly: false,
     keepsSession: true,
+    mayChangeBudgets: null,
   });
   const clock = (s: TeamStoreState) => teamStoreLines('postgres://enrich@db.example.com/enrich', { reached: true, ...s }).find((c) => c.label === 'clock');
 

@@ -60,7 +60,7 @@ describe('a batch on the team store that cannot go ahead (issue 21)', () => {
       stderr:
         `enrich: the role ${r} cannot write the team store ${pathname.slice(1)} on 127.0.0.1:${port} (no INSERT on services, and 12 more); ` +
         `the tables' owner can grant what a run needs: GRANT SELECT, INSERT, UPDATE ON services, lookups, companies, purchases, runs, imports TO ${r}; ` +
-        `GRANT SELECT ON meta TO ${r}; GRANT USAGE ON SEQUENCE services_id_seq, runs_id_seq TO ${r}; nothing was sent to the service\n`,
+        `GRANT SELECT ON meta, budgets TO ${r}; GRANT USAGE ON SEQUENCE services_id_seq, runs_id_seq TO ${r}; nothing was sent to the service\n`,
     });
     expect(run.stderr).not.toContain('role-s3cret-pw');
     expect(t.sb.stats.requests).toBe(requests);
@@ -228,8 +228,9 @@ describe('two versions of enrich on one database (issue 21)', () => {
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
     const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
     expect(run.code, run.stderr).toBe(0);
-    // The first ALTER failed, then the retry ran every step from version 1.
-    expect(await sql(url, 'SELECT last_value::int AS n FROM alters')).toStrictEqual([{ n: 1 + (SCHEMA_VERSION - 1) }]);
+    // The first ALTER failed, then the retry ran every step from version 1 (each ALTER TABLE of migrations 2 on).
+    const alters = MIGRATIONS.slice(1).join('\n').match(/ALTER TABLE/g)?.length ?? 0;
+    expect(await sql(url, 'SELECT last_value::int AS n FROM alters')).toStrictEqual([{ n: 1 + alters }]);
     expect(await sql(url, "SELECT value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ value: String(SCHEMA_VERSION) }]);
     await sql(url, 'DROP EVENT TRIGGER victim');
   });

@@ -13,9 +13,9 @@ export interface BudgetAction {
 
 /** `enrich budget`: shows this month's caps, or sets or clears one, then shows where it stands. */
 export async function budgetCommand(store: LedgerStore, action: BudgetAction, team: boolean, json: boolean, env: NodeJS.ProcessEnv, print: (s: string) => void): Promise<void> {
-  const change = action.change;
+  const change = action.change === undefined ? undefined : { ...action.change, person: action.change.person?.trim() ?? null };
   if (change !== undefined) {
-    if (change.person !== null && change.person.trim() === '') throw new UsageError('--person needs a name (as ENRICH_USER or the login name gives it)');
+    if (change.person === '') throw new UsageError('--person needs a name (as ENRICH_USER or the login name gives it)');
     if (change.credits !== null && (!Number.isInteger(change.credits) || change.credits < 0 || change.credits > MAX_CAP)) throw new UsageError(`a budget is a whole number of credits from 0 to ${num(MAX_CAP)}`);
     await store.setBudget(change.person, change.credits, personName(env));
   }
@@ -27,7 +27,7 @@ export async function budgetCommand(store: LedgerStore, action: BudgetAction, te
 
 const lineJson = (l: BudgetLine): Record<string, unknown> => ({ person: l.person, cap: l.cap, spent: l.spent, held: l.held, left: l.left });
 
-function budgetJson(view: BudgetView, shown: string, team: boolean): Record<string, unknown> {
+export function budgetJson(view: BudgetView, shown: string, team: boolean): Record<string, unknown> {
   return {
     store: shown,
     store_kind: team ? 'team' : 'store',

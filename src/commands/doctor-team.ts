@@ -38,7 +38,7 @@ export function teamStoreLines(address: string, found: Inspection): Check[] {
   if (found.readOnly) {
     return [reached, ok('login', `as ${found.role}`), fail('writable', `${database} on ${at} is read-only (a replica, or default_transaction_read_only = on): a run refuses it; give the primary's address`, 'usage')];
   }
-  return [reached, ok('login', `as ${found.role}`), poolCheck(found), ...schemaLines(found), clockCheck(found), identityCheck(found)];
+  return [reached, ok('login', `as ${found.role}`), poolCheck(found), ...schemaLines(found), clockCheck(found), identityCheck(found), ...budgetCheck(found)];
 }
 
 /** How connections reach the server: a session each, or a pooler that hands sessions round between transactions. */
@@ -92,6 +92,16 @@ function clockCheck(s: TeamStoreState): Check {
     'clock',
     `this host's clock is ${elapsed(Math.abs(skewMs))} ${way} the server's (${trip}): runs on this store keep time by the server's clock, so no purchase is at risk here; a SQLite store this host keeps (and a ledger copy of it) is off by as much: set up NTP here`,
   );
+}
+
+/** Whether this role may change the team's monthly budgets: a note either way (a team restricts it with grants). */
+function budgetCheck(s: TeamStoreState): Check[] {
+  if (s.mayChangeBudgets === null) return [];
+  return [
+    s.mayChangeBudgets
+      ? ok('budgets', `${s.role} may set and clear the team's monthly budgets (enrich budget set); to keep that to the owner, grant others only SELECT on budgets (docs/budgets.md)`)
+      : ok('budgets', `${s.role} may not change the team's monthly budgets (only SELECT on budgets): its runs meet them, and their owner sets them`),
+  ];
 }
 
 function identityCheck(s: TeamStoreState): Check {

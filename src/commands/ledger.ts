@@ -12,7 +12,8 @@ import { formatBytes } from './doctor-checks.js';
 import { day, formatTable, iso, stamp } from './ledger-format.js';
 import { copyStores } from './ledger-copy.js';
 import { showSpend } from './ledger-spend.js';
-import { budgetCommand, type BudgetAction } from './budget.js';
+import { budgetCommand, budgetJson, type BudgetAction } from './budget.js';
+import { budgetView } from '../store/budget.js';
 import { VERSION } from '../version.js';
 
 export type LedgerAction =
@@ -98,7 +99,7 @@ function missingFile(options: LedgerOptions, io: LedgerIO): boolean {
     return true;
   }
   if (options.action.kind === 'budget' && !setsBudget(options.action) && found === null && options.isDefault === true) {
-    if (options.json) io.stdout.write(`${JSON.stringify({ store: options.store, cap: null, spent: 0, held: 0, left: null, services: [], people: [] }, null, 2)}\n`);
+    if (options.json) io.stdout.write(`${JSON.stringify(budgetJson(budgetView(io.now?.() ?? Date.now(), [], []), options.store, false), null, 2)}\n`);
     else io.stdout.write(`no monthly budget is set (no store at ${options.store} yet); set one with \`enrich budget set <credits>\`\n`);
     return true;
   }

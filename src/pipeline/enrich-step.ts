@@ -137,7 +137,7 @@ class EnrichStep {
    * for its outcome), may have bought the company since the plan (reuse that), or may have moved
    * its key on (adopt where it stands). False when there is nothing left to buy.
    */
-  private async claimPurchase(c: Company): Promise<boolean> {
+  private async claimPurchase(c: Company, place: Place): Promise<boolean> {
     // Said once per company while it waits, so a wait on another run is never silent.
     let waiting = false;
     try {
@@ -160,7 +160,14 @@ class EnrichStep {
             // purchases unsettled, one may cost nothing and give its room back: ask again then.
             // With none, the run stops buying (exit 4), leaving no reservation behind.
             if (this.reserving.size > 0) {
+              // Its --max-credits place is given up meanwhile: the purchase waited on may need one.
+              if (place.held) {
+                this.deps.budget.settle(0);
+                place.held = false;
+              }
               await this.nextSettle();
+              place.held = await this.acquire();
+              if (!place.held) return false;
               continue;
             }
             this.stops.note({ reason: 'monthly', person: claim.person, cap: claim.cap });
@@ -297,7 +304,7 @@ class EnrichStep {
         // stale again in its slot, and the company never sent.
         if (lapsed && !(await this.renewLease())) return false;
         claimedIn = this.deps.leaseEpoch();
-        return this.claimPurchase(c);
+        return this.claimPurchase(c, place);
       },
       // Asked again as the request leaves: queued behind others or out a pause, it may have waited
       // past the lease, and a run elsewhere may have taken the purchase over and moved its key on.
@@ -418,7 +425,7 @@ class EnrichStep {
       try {
         // Read before the claim: a lapse while it is written makes it one to make again.
         const claimedIn = this.deps.leaseEpoch();
-        if (await this.claimPurchase(c)) {
+        if (await this.claimPurchase(c, place)) {
           heldByUs = true;
           outcome = await this.buy(c, sentKeys, place, arrived, claimedIn);
         }

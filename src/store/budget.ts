@@ -82,12 +82,19 @@ export interface BudgetView {
 /** The open purchases that may hold credits (an index, purchases_held, covers exactly these). */
 const HELD = `p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain = 1 OR p.unconfirmed > 0)`;
 
+/**
+ * What an open purchase holds: its reservation while an attempt may be under its key. One with
+ * none recorded (left open before budgets came, copied from another store, imported from 0.1)
+ * holds the price of an enrich all the same: it may be charged.
+ */
+const HOLDS = `CASE WHEN p.intent_key IS NOT NULL OR p.uncertain = 1 THEN (CASE WHEN p.reserved > 0 THEN p.reserved ELSE ${ENRICH_PRICE} END) ELSE 0 END`;
+
 export function budgetUsedSql(ph: (n: number) => string): string {
   const whose = `(b.person = '' OR p.person = b.person)`;
   return `
   (SELECT coalesce(sum(p.credits + p.unconfirmed), 0) FROM purchases p
      WHERE p.closed_at >= ${ph(1)} AND p.closed_at < ${ph(2)} AND p.outcome <> 'open' AND ${whose}) AS spent,
-  (SELECT coalesce(sum(CASE WHEN p.intent_key IS NOT NULL OR p.uncertain = 1 THEN p.reserved ELSE 0 END + p.unconfirmed), 0) FROM purchases p
+  (SELECT coalesce(sum(${HOLDS} + p.unconfirmed), 0) FROM purchases p
      WHERE ${HELD} AND ${whose}) AS held`;
 }
 
@@ -143,7 +150,7 @@ export const budgetLinesSql = (ph: (n: number) => string): string =>
 export const serviceMonthSql = (ph: (n: number) => string): string =>
   `SELECT s.name,
      coalesce(sum(CASE WHEN p.outcome <> 'open' THEN p.credits + p.unconfirmed ELSE 0 END), 0) AS spent,
-     coalesce(sum(CASE WHEN p.outcome = 'open' THEN (CASE WHEN p.intent_key IS NOT NULL OR p.uncertain = 1 THEN p.reserved ELSE 0 END) + p.unconfirmed ELSE 0 END), 0) AS held
+     coalesce(sum(CASE WHEN p.outcome = 'open' THEN ${HOLDS} + p.unconfirmed ELSE 0 END), 0) AS held
    FROM purchases p JOIN services s ON s.id = p.service
    WHERE (p.outcome <> 'open' AND p.closed_at >= ${ph(1)} AND p.closed_at < ${ph(2)}) OR (${HELD})
    GROUP BY s.name ORDER BY s.name`;

@@ -5,6 +5,7 @@ import type { CopyRun } from '../../src/store/copy-types.js';
 import { libsql } from '../../src/store/sqlite/libsql.js';
 import { SqliteLedger } from '../../src/store/sqlite/ledger.js';
 import { Store } from '../../src/store/sqlite/store.js';
+import { SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
 import { tempDir } from '../helpers/cli.js';
 import { keptPurchase, runInfo } from '../helpers/records.js';
 
@@ -73,7 +74,7 @@ describe('who ran it, on the SQLite store', () => {
     raw.exec("INSERT INTO services (name) VALUES ('svc'); INSERT INTO runs (service, started_at, pid, host, tool, dry_run, status) VALUES (1, 1, 1, 'old-host', 'test', 0, 'done')");
     raw.close();
     const store = Store.open(path, { tool: 'test', host: 'laptop-a', user: 'ana' });
-    expect(store.db.pragma('user_version', { simple: true })).toBe(3);
+    expect(store.db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
     const run = store.beginRun('svc', runInfo);
     await run.close();
     const ledger = new SqliteLedger(store);

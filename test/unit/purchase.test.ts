@@ -49,6 +49,24 @@ describe('the purchase state machine', () => {
     });
   });
 
+  describe('an intent under a monthly budget', () => {
+    const budgeted = (k: KeptPurchase | null, left: number, e: IntentEvent = intent()): ClaimDecision =>
+      decideClaim({ held: null, kept: k, event: e, run: ME, now: NOW, alive: () => false, person: 'ana', room: { person: null, cap: 10, left } });
+    it('reserves its price where it fits, naming who reserved it', () => {
+      expect(budgeted(null, 1)).toMatchObject({ claim: { kind: 'ok' }, reserved: 1, write: { person: 'ana', reserved: 1 } });
+      expect(budgeted(null, 3, intent({ price: 3 }))).toMatchObject({ reserved: 3, write: { reserved: 3 } });
+    });
+    it('is turned away, nothing written, where it does not', () => {
+      expect(budgeted(null, 0)).toStrictEqual({ claim: { kind: 'capped', person: null, cap: 10 }, write: null });
+      expect(budgeted(kept(), 2, intent({ price: 3 }))).toMatchObject({ claim: { kind: 'capped' }, write: null });
+    });
+    it('needs no room for a purchase an attempt may already have gone under: its reservation stands', () => {
+      for (const k of [kept({ intentKey: 'k1', ownerRun: OTHER, person: 'bo', reserved: 1 }), kept({ intentKey: 'k1', uncertain: true, person: 'bo', reserved: 1 })]) {
+        expect(budgeted(k, 0)).toMatchObject({ claim: { kind: 'ok' }, reserved: 0, write: { person: 'bo', reserved: 1 } });
+      }
+    });
+  });
+
   describe('an answer', () => {
     const claimed = kept({ intentKey: 'k1', ownerRun: ME, lostAt: NOW - 5 });
     const cases: [string, KeptPurchase | null, Partial<EnrichEvent>, Partial<KeptPurchase> | null][] = [

@@ -47,6 +47,7 @@ function storeIdOf(rows: readonly { key: string; value: string | null }[]): stri
 const MISSING_RIGHTS = `WITH needed (rel, kind, privs) AS (
        SELECT t, 'table', CASE t WHEN 'services' THEN ARRAY['SELECT', 'INSERT'] ELSE ARRAY['SELECT', 'INSERT', 'UPDATE'] END FROM unnest($1::text[]) AS t
        UNION ALL SELECT 'meta', 'table', ARRAY['SELECT']
+       UNION ALL SELECT 'budgets', 'table', ARRAY['SELECT']
        UNION ALL SELECT pg_get_serial_sequence(t, 'id'), 'sequence', ARRAY['USAGE'] FROM unnest($2::text[]) AS t WHERE to_regclass(t) IS NOT NULL
      )
      SELECT rel, p AS priv FROM needed, unnest(privs) AS p
@@ -126,7 +127,7 @@ const ident = (name: string): string => (/^[a-z_][a-z0-9_$]*$/.test(name) ? name
 export function grantsFor(role: string): string {
   const r = ident(role);
   const sequences = SEQUENCED_TABLES.map((t) => `${t}_id_seq`).join(', ');
-  return `GRANT SELECT, INSERT, UPDATE ON ${WRITTEN_TABLES.join(', ')} TO ${r}; GRANT SELECT ON meta TO ${r}; GRANT USAGE ON SEQUENCE ${sequences} TO ${r}`;
+  return `GRANT SELECT, INSERT, UPDATE ON ${WRITTEN_TABLES.join(', ')} TO ${r}; GRANT SELECT ON meta, budgets TO ${r}; GRANT USAGE ON SEQUENCE ${sequences} TO ${r}`;
 }
 
 /** One line: this role may not write the team store, and the grant that fixes it. */
@@ -167,6 +168,8 @@ export interface TeamStoreState {
   readOnly: boolean;
   /** Whether a connection keeps its session between transactions (no pooler in transaction mode); null: could not tell. */
   keepsSession: boolean | null;
+  /** Whether this role may set and clear the monthly budgets (docs/budgets.md); null: no budgets table yet. */
+  mayChangeBudgets: boolean | null;
 }
 
 export type Inspection = { reached: false; place: Place; failure: FailureClass; detail: string } | ({ reached: true } & TeamStoreState);
@@ -197,7 +200,11 @@ export async function inspectTeamStore(url: string, now: () => number = () => Da
     const canMigrate = schema !== null && schema < SCHEMA_VERSION ? await mayMigrate(c) : true;
     const clock = await clockSkew(c, now);
     const { role = '', server = '' } = head.rows[0] ?? {};
-    return { reached: true, place, role, server: server.split(' ')[0] ?? server, schema, canMigrate, missing, storeId, clock, readOnly: readonly, keepsSession: kept };
+    const budgets = await c.query<{ may: boolean | null }>(
+      `SELECT CASE WHEN to_regclass('budgets') IS NULL THEN NULL ELSE has_table_privilege('budgets', 'INSERT') AND has_table_privilege('budgets', 'UPDATE') AND has_table_privilege('budgets', 'DELETE') END AS may`,
+    );
+    const mayChangeBudgets = budgets.rows[0]?.may ?? null;
+    return { reached: true, place, role, server: server.split(' ')[0] ?? server, schema, canMigrate, missing, storeId, clock, readOnly: readonly, keepsSession: kept, mayChangeBudgets };
   } finally {
     await c.query('ROLLBACK').catch(() => {});
     await c.end().catch(() => {});

@@ -361,9 +361,19 @@ function prepareConnection(db: Db, path: string, access: StoreAccess): string {
   enableWal(db);
   db.pragma('synchronous = FULL');
   db.exec(SCHEMA);
-  checkColumns(db, path);
-  db.exec(LATE_INDEXES);
-  if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+  // An upgrade in one write transaction, its columns looked for again inside it: two processes
+  // opening an older store at once would otherwise both add a column, and the second fail.
+  const upgrading = version < SCHEMA_VERSION || missingColumns(db).length > 0;
+  if (upgrading) db.exec('BEGIN IMMEDIATE');
+  try {
+    checkColumns(db, path);
+    db.exec(LATE_INDEXES);
+    if (version < SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    if (upgrading) db.exec('COMMIT');
+  } catch (error) {
+    if (db.inTransaction) db.exec('ROLLBACK');
+    throw error;
+  }
   return id;
 }
 

@@ -94,8 +94,14 @@ const purchaseKey = (domain: string, generation: number): string => `${generatio
  * processes out of it). A key not read ahead (an import's events) is read on first use.
  */
 class BatchView {
-  /** What the tightest monthly cap has left for this batch's reservations (read once, in its transaction); null: none applies. */
+  /**
+   * What the tightest monthly cap has left for this batch's next reservation, read in its
+   * transaction when an intent first needs it, and again after an outcome of the batch may have
+   * given room back (as the team store's statements, each in turn, see the ones before); null:
+   * none applies.
+   */
   room: Room | null = null;
+  roomRead = false;
   private readonly kept = new Map<string, KeptPurchase | null>();
   private readonly held = new Map<string, HeldCompany | null>();
 
@@ -201,7 +207,6 @@ export class RecordWriter {
       this.insertLookups(batch, now);
       const view = new BatchView(this.store, this.serviceId);
       view.readAhead(batch.map((p) => p.event));
-      if (this.run !== null && batch.some((p) => p.event.type === 'intent')) view.room = this.budgetRoom(now);
       const claims = batch.map((p) => (p.event.type === 'match' ? OK : this.apply(p.event, now, view)));
       db.exec('COMMIT');
       return claims;
@@ -255,6 +260,10 @@ export class RecordWriter {
         return OK;
       case 'intent':
         return this.claim(event, now, view);
+    }
+    // An outcome, a release or an unclaim may give room back under the caps.
+    view.roomRead = false;
+    switch (event.type) {
       case 'enrich': {
         const at = event.at ?? now;
         if (event.status === 'hit') this.storeRecord(event, at, view);
@@ -305,6 +314,10 @@ export class RecordWriter {
 
   /** The intent, written only if this run may buy (store/purchase.ts decideClaim). */
   private claim(event: IntentEvent, now: number, view: BatchView): Claim {
+    if (this.run !== null && !view.roomRead) {
+      view.room = this.budgetRoom(now);
+      view.roomRead = true;
+    }
     const decision = decideClaim({
       held: view.holding(event.company),
       kept: view.purchase(event.company, event.generation),
