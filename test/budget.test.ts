@@ -126,6 +126,27 @@ describe('a monthly budget', () => {
     expect(await budgetJson(ana)).toMatchObject({ cap: 45, spent: 45, held: 0, left: 0 });
   });
 
+  it('kill -9, then ledger release gives up the keys it left: each counts as possibly spent, so the calls bought again under new keys stay within the cap at the service', async () => {
+    const store = join(dir.path, 'store.db');
+    const ana = machine('laptop', store, 'ana', null);
+    expect((await done(ana(['budget', 'set', '30']))).code).toBe(0);
+    const file = input('all.csv', 0, 60);
+    const p = ana([file, '-o', dir.file('out.csv'), '--quiet', '--concurrency', '8']);
+    await until(() => p.child.exitCode !== null || charges().credits >= 10);
+    p.child.kill('SIGKILL');
+    expect(await p.exited).toBe(137);
+    const released = await done(ana(['ledger', 'release', '--all']));
+    expect(released.code, released.stderr).toBe(0);
+    const last = await done(ana([file, '-o', dir.file('out.csv'), '--quiet']));
+    expect(last.code, last.stderr).toBe(4);
+    // The service charged at most the cap, though some companies were charged under two keys.
+    expect(charges().credits).toBeLessThanOrEqual(30);
+    // Counted: every charge the service may have made, each key given up among them.
+    const view = await budgetJson(ana);
+    expect(view).toMatchObject({ cap: 30, left: 0 });
+    expect(Number(view['spent']) + Number(view['held'])).toBe(30);
+  });
+
   it('on a team store: two machines at once under 150 buy exactly 150 and both exit 4; raised to 400 with a person capped at 30, that person buys exactly 30 more; enrich budget shows both', async () => {
     const url = await freshDatabase();
     pgRan++;

@@ -183,6 +183,20 @@ describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
     expect(await a.append(intent('f.com'), true)).toStrictEqual({ kind: 'ok' });
   });
 
+  it('counts an open purchase with no reservation recorded (left open before budgets, copied, imported) as holding the price; a batch sees the room its own outcomes gave back', async () => {
+    const s = await open();
+    const a = await s.begin();
+    await s.raw("INSERT INTO budgets (person, credits, set_at) VALUES ('', 2, 0)");
+    const [service] = await s.raw("SELECT id FROM services WHERE name = 'svc'");
+    await s.raw("INSERT INTO purchases (service, domain, generation, key_version, intent_key, outcome, opened_at) VALUES (?, 'before.com', 1, 1, 'k-before.com', 'open', 1)", service?.['id']);
+    expect((await a.budget()).map((l) => [l.spent, l.held, l.left])).toStrictEqual([[0, 1, 1]]);
+    expect(await a.append(intent('a.com'), true)).toStrictEqual({ kind: 'ok' });
+    expect(await a.append(intent('b.com'), true)).toMatchObject({ kind: 'capped' });
+    // A miss and the next claim in one batch: the claim has the room the miss gave back.
+    const [, claim] = await Promise.all([a.append({ type: 'enrich', company: 'a.com', generation: 1, keyVersion: 1, status: 'miss', charged: 0, keyUsed: 'k-a.com' }), a.append(intent('b.com'), true)]);
+    expect(claim).toStrictEqual({ kind: 'ok' });
+  });
+
   it("keeps a dead run's reservations held until a run takes its purchases over and settles them, and counts a cap's spend by the month it closed in", async () => {
     const s = await open();
     const a = await s.begin();
