@@ -148,6 +148,17 @@ describe('a question before a large spend, on a terminal only', () => {
     expect(live.output()).toContain('enrich: done');
   });
 
+  it('names the monthly budget and what it leaves, and that the run stops there', async () => {
+    const store = freshStore();
+    expect((await runProcess(['budget', 'set', '120', '--store', store])).code).toBe(0);
+    live = liveTerminal([FIXTURE, '--sandbox', '--store', store, '-o', dir.file('capped.csv')], {}, 260, dir.file('tty-cap'));
+    await live.waitForScreen((s) => s.some((l) => l.includes('[y/N]')));
+    // The bill is of what the run can buy: 120 credits on Starter (2,000 included) is its $99.
+    expect(live.output()).toContain("enrich: buy 120 of 138 companies for 120 credits? This month's bill becomes $99 on Starter (adds $99). The store's monthly budget has 120 credits left of 120, so 18 companies wait for more room. [y/N]");
+    live.type('n\r');
+    expect(await live.exited).toBe(4);
+  });
+
   it('answered yes, buys; without a terminal never asks', async () => {
     const store = freshStore();
     live = liveTerminal([FIXTURE, '--sandbox', '--store', store, '-o', dir.file('yes.csv')], {}, 200, dir.file('tty-y'));

@@ -344,7 +344,10 @@ async function askStage(
       stop = await pass(true);
       const buy = state.owed().buy;
       if (stop === null && buy > CONFIRM_ABOVE) {
-        declined = !(await ctx.ask!(confirmQuestion(buy, monthBill(plan.earlierCredits, buy, plan.since), await plan.records.budget(), isTeamStore(options.store))));
+        const budget = await plan.records.budget();
+        // What the run can buy before the tightest monthly cap stops it: the figure the bill is of.
+        const buyNow = Math.min(buy, tightest(budget) ?? buy);
+        declined = !(await ctx.ask!(confirmQuestion(buy, buyNow, monthBill(plan.earlierCredits, buyNow, plan.since), budget, isTeamStore(options.store))));
         if (ctx.interrupt.aborted) stop = { reason: 'interrupted' };
         else if (declined) stop = { reason: 'budget', limit: 0, declined: true };
       }
@@ -396,11 +399,13 @@ async function writeStage(
 /** Above this many credits, a person at a terminal is asked first (docs/money.md). */
 export const CONFIRM_ABOVE = 100;
 
-function confirmQuestion(buy: number, bill: MonthBill, budget: readonly BudgetLine[], team: boolean): string {
+function confirmQuestion(buy: number, buyNow: number, bill: MonthBill, budget: readonly BudgetLine[], team: boolean): string {
   const month = bill.earlierCredits > 0 ? `, on top of ${count(bill.earlierCredits, 'credit')} this service's runs spent this month` : '';
-  const caps = budget.map((l) => `${capName(l.person, team)} has ${count(l.left ?? 0, 'credit')} left of ${num(l.cap ?? 0)}`);
-  const stops = caps.length === 0 ? '' : ` ${caps.join('; ')}${(tightest(budget) ?? Infinity) < buy ? ', and the run stops there' : ''}.`;
-  return `buy ${count(buy, 'company', 'companies')} for ${count(buy, 'credit')}${month}? This month's bill becomes ${usd(bill.after.total)} on ${bill.after.plan.name} (adds ${usd(bill.addsUsd)}).${stops} [y/N] `;
+  const caps = budget.map((l) => `${capName(l.person, team).replace(/^the/, 'The')} has ${count(l.left ?? 0, 'credit')} left of ${num(l.cap ?? 0)}`);
+  const what = buyNow < buy ? `${num(buyNow)} of ${count(buy, 'company', 'companies')}` : count(buy, 'company', 'companies');
+  const rest = buyNow < buy ? `, so ${count(buy - buyNow, 'company waits', 'companies wait')} for more room` : '';
+  const stops = caps.length === 0 ? '' : ` ${caps.join('; ')}${rest}.`;
+  return `buy ${what} for ${count(buyNow, 'credit')}${month}? This month's bill becomes ${usd(bill.after.total)} on ${bill.after.plan.name} (adds ${usd(bill.addsUsd)}).${stops} [y/N] `;
 }
 
 /** What the tightest of a run's caps has left; null: none applies. */
