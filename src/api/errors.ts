@@ -211,7 +211,15 @@ export interface ErrorResponse {
  * service that did run the call: its outcome is unknown.
  */
 const isDefinitive = (status: number, contentType: string): boolean =>
-  /^application\/problem\+json\b/i.test(contentType) && (status < 500 || status === 500);
+  /^application\/problem\+json\b/i.test(contentType) && (status < 500 || status === 500) && status !== IN_PROGRESS;
+
+/**
+ * 409 to a paid call: what an idempotency layer says while a request under the same key is still
+ * running (Stripe's, and those built like it). Not the service's verdict on this call: the one
+ * running may yet be charged, so the key is kept (pipeline/keys.ts), and the call is asked again
+ * later under it (api/retry.ts).
+ */
+export const IN_PROGRESS = 409;
 
 export function apiErrorFromResponse(res: ErrorResponse): ApiError {
   const problem = parseProblem(res.contentType, res.body);

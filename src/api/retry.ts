@@ -2,6 +2,7 @@ import {
   ApiError,
   ConnectionError,
   InternalServerError,
+  IN_PROGRESS,
   NotServiceApiError,
   RateLimitedError,
   UnexpectedResponseError,
@@ -79,7 +80,7 @@ const isRetryable = (error: unknown): boolean =>
   // A broken 2xx or a proxy's 5xx page: the call may have run, so it is retried under the same key.
   // An answer from something that is not the service will be the same next time.
   (error instanceof UnexpectedResponseError && !(error instanceof NotServiceApiError) && !(error.status >= 400 && error.status < 500 && error.status !== 408)) ||
-  (error instanceof ApiError && error.status >= 500);
+  (error instanceof ApiError && (error.status >= 500 || error.status === IN_PROGRESS));
 
 /**
  * Whether and when to try a failed call again: a pure decision, unit-tested on its own.

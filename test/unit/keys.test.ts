@@ -8,6 +8,7 @@ import { systemClock } from '../../src/pipeline/clock.js';
 import { execute } from '../../src/pipeline/execute.js';
 import { idempotencyKey } from '../../src/pipeline/idempotency-key.js';
 import { keyVerdict } from '../../src/pipeline/keys.js';
+import { decideRetry, DEFAULT_RETRY_POLICY } from '../../src/api/retry.js';
 import { AdaptiveLimiter } from '../../src/pipeline/limiter.js';
 import { Progress } from '../../src/pipeline/progress.js';
 import { Scheduler } from '../../src/pipeline/scheduler.js';
@@ -47,6 +48,14 @@ describe('keyVerdict', () => {
     const outage = { now: 9e12, afterMs: 60_000, answeredSince: (at: number) => at < 1_000_000 };
     expect(keyVerdict(uncertain, problem(500, 'internal', 'x'), outage)).toBe('kept');
     expect(keyVerdict(uncertain, problem(500, 'internal', 'x'), { ...outage, answeredSince: (at: number) => at <= 1_000_000 })).toBe('settled');
+  });
+  it("keeps a key answered 409 (an idempotency layer's \"a request under this key is still running\"), past the settle time too, and asks again under it", () => {
+    const settle = { now: 1_000_000 + 3_600_000, afterMs: 60_000, answeredSince: () => true };
+    for (const conflict of [problem(409, 'idempotency_key_in_use', 'req_4'), apiErrorFromResponse({ status: 409, contentType: 'text/plain', retryAfter: undefined, requestId: undefined, body: 'in progress' })]) {
+      expect(keyVerdict(fresh, conflict)).toBe('kept');
+      expect(keyVerdict(uncertain, conflict, settle)).toBe('kept');
+      expect(decideRetry(conflict, { failures: 1, rateLimited: 0 }, DEFAULT_RETRY_POLICY, () => 0.5)).toMatchObject({ retry: true });
+    }
   });
   it('records nothing for a 429, which proves nothing about the key', () => {
     expect(keyVerdict(uncertain, problem(429, 'rate_limited', 'req_1'))).toBeNull();
