@@ -4,6 +4,9 @@ import type { Summary } from '../src/pipeline/summary.js';
 import { csvText, readCsvFile, readCsvRows, tempDir } from './helpers/cli.js';
 import { liveTerminal, type LiveTerminal } from './helpers/pty.js';
 import { runProcess } from './helpers/spawn.js';
+import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+
+const ASK_KEY = 'sk_test_question_0123456789';
 
 /**
  * Issue 22, money as finance reads it: a month priced with what this service's runs already spent,
@@ -129,12 +132,27 @@ describe('spend and savings are counted by company', () => {
 
 describe('a question before a large spend, on a terminal only', () => {
   let live: LiveTerminal | undefined;
+  let sb: Sandbox;
+  // A service of real credits: against the embedded sandbox's play credits, nothing is asked.
+  let service: Record<string, string>;
+  beforeAll(async () => {
+    sb = await startSandbox({ keys: [{ key: ASK_KEY }] });
+    service = { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: ASK_KEY };
+  });
+  afterAll(() => sb.close());
   afterEach(() => live?.kill());
+
+  it('never asks against the embedded sandbox: the demo just runs', async () => {
+    live = liveTerminal([FIXTURE, '--sandbox', '--store', freshStore(), '-o', dir.file('demo.csv')], {}, 200, dir.file('tty-demo'));
+    expect(await live.exited).toBe(0);
+    expect(live.output()).not.toContain('[y/N]');
+    expect(live.output()).toMatch(/bought +138/);
+  });
 
   it('asks with the exact count and the month, buys nothing on no, and --yes skips it', async () => {
     const store = freshStore();
     const out = dir.file('asked.csv');
-    live = liveTerminal([FIXTURE, '--sandbox', '--store', store, '-o', out], {}, 200, dir.file('tty-ask'));
+    live = liveTerminal([FIXTURE, '--store', store, '-o', out], service, 200, dir.file('tty-ask'));
     await live.waitForScreen((s) => s.some((l) => l.includes('[y/N]')));
     expect(live.output()).toContain("enrich: buy 138 companies for 138 credits? This month's bill becomes $99 on Starter (adds $99). [y/N]");
     live.type('n\r');
@@ -142,7 +160,7 @@ describe('a question before a large spend, on a terminal only', () => {
     expect(live.output()).toContain('nothing bought: you answered no');
     expect(existsSync(out)).toBe(false);
 
-    live = liveTerminal([FIXTURE, '--sandbox', '--store', store, '-o', out, '--yes'], {}, 200, dir.file('tty-yes'));
+    live = liveTerminal([FIXTURE, '--store', store, '-o', out, '--yes'], service, 200, dir.file('tty-yes'));
     expect(await live.exited).toBe(0);
     expect(live.output()).not.toContain('[y/N]');
     expect(live.output()).toContain('enrich: done');
@@ -151,7 +169,7 @@ describe('a question before a large spend, on a terminal only', () => {
   it('names the monthly budget and what it leaves, and that the run stops there', async () => {
     const store = freshStore();
     expect((await runProcess(['budget', 'set', '120', '--store', store])).code).toBe(0);
-    live = liveTerminal([FIXTURE, '--sandbox', '--store', store, '-o', dir.file('capped.csv')], {}, 260, dir.file('tty-cap'));
+    live = liveTerminal([FIXTURE, '--store', store, '-o', dir.file('capped.csv')], service, 260, dir.file('tty-cap'));
     await live.waitForScreen((s) => s.some((l) => l.includes('[y/N]')));
     // The bill is of what the run can buy: 120 credits on Starter (2,000 included) is its $99.
     expect(live.output()).toContain("enrich: buy 120 of 138 companies for 120 credits? This month's bill becomes $99 on Starter (adds $99). The store's monthly budget has 120 credits left of 120, so 18 companies wait for more room. [y/N]");
@@ -161,7 +179,7 @@ describe('a question before a large spend, on a terminal only', () => {
 
   it('answered yes, buys; without a terminal never asks', async () => {
     const store = freshStore();
-    live = liveTerminal([FIXTURE, '--sandbox', '--store', store, '-o', dir.file('yes.csv')], {}, 200, dir.file('tty-y'));
+    live = liveTerminal([FIXTURE, '--store', store, '-o', dir.file('yes.csv')], service, 200, dir.file('tty-y'));
     await live.waitForScreen((s) => s.some((l) => l.includes('[y/N]')));
     live.type('y\r');
     expect(await live.exited).toBe(0);

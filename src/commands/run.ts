@@ -339,7 +339,8 @@ async function askStage(
     // Only when the run could buy that many (each domain still to match may be a new company):
     // a smaller run keeps matching and buying overlapped.
     const mostToBuy = state.owed().buy + matchesOwed;
-    const asking = !options.dryRun && options.maxCredits === null && options.confirm === true && ctx.ask !== undefined && mostToBuy > CONFIRM_ABOVE;
+    // Not against the embedded sandbox: its credits are play money, and its demo should just run.
+    const asking = !options.dryRun && options.maxCredits === null && options.confirm === true && ctx.ask !== undefined && options.service.kind !== 'sandbox' && mostToBuy > CONFIRM_ABOVE;
     if (asking) {
       stop = await pass(true);
       const buy = state.owed().buy;
