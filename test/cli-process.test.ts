@@ -86,6 +86,14 @@ describe('the built CLI', () => {
     }
   });
 
+  it('an unknown word is neither a file nor a command, said before any setting is asked for; --json on a batch points at --summary-json', async () => {
+    const word = await runProcess(['status'], { env: { ENRICH_BASE_URL: '', ENRICH_API_KEY: '' } });
+    expect(word).toMatchObject({ code: 2, stderr: 'enrich: no such file or command: status; the commands are sandbox, doctor, ledger, budget (enrich --help), and an input is a CSV file or - for stdin\n' });
+    const json = await runProcess(['in.csv', '--json']);
+    expect(json.code).toBe(2);
+    expect(json.stderr).toBe("enrich: unknown option '--json': a batch writes its totals as JSON with --summary-json <path|-> and its rows as JSON lines with --format jsonl (see enrich --help)\n");
+  });
+
   it('suggests the subcommand for a mistyped one, unless a file of that name exists', async () => {
     const typo = await runProcess(['sandox'], { env: { ENRICH_BASE_URL: 'https://data.example.invalid', ENRICH_API_KEY: 'k' } });
     expect(typo).toMatchObject({ code: 2, stderr: 'enrich: no such file or command: sandox; did you mean `enrich sandbox`?\n' });

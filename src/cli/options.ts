@@ -111,9 +111,11 @@ function checkPaths(flags: RunFlags, store: string, env: NodeJS.ProcessEnv): voi
 
 /** `enrich sandox`: a mistyped subcommand reads as an input file; a file that exists wins. */
 function checkNotACommand(input: string): void {
+  if (statOrNull(input) !== null) return;
   const command = suggestCommand(input, SUBCOMMANDS);
-  if (command === null || statOrNull(input) !== null) return;
-  throw new UsageError(`no such file or command: ${input}; did you mean \`enrich ${command}\`?`);
+  if (command !== null) throw new UsageError(`no such file or command: ${input}; did you mean \`enrich ${command}\`?`);
+  // A bare word (`enrich status`) is neither a file nor a command: said before any setting is asked for.
+  if (/^[A-Za-z][A-Za-z0-9_-]*$/.test(input)) throw new UsageError(`no such file or command: ${input}; the commands are ${SUBCOMMANDS.join(', ')} (enrich --help), and an input is a CSV file or - for stdin`);
 }
 
 const WORKBOOK = /\.(xlsx|xlsm|xlsb|xls|ods|numbers)$/i;

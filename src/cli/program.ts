@@ -35,6 +35,9 @@ function helpAsFlag(argv: readonly string[]): string[] {
 function refusal(message: string, path: string): string {
   let text = message.trim().replace(/^error: /, '');
   text = text.replace(/unknown option '(--[^=']+)=[^']*'/, "unknown option '$1=…'");
+  if (path === 'enrich' && /^unknown option '--json\b/.test(text)) {
+    return "unknown option '--json': a batch writes its totals as JSON with --summary-json <path|-> and its rows as JSON lines with --format jsonl";
+  }
   if (/unknown option '--(no-)?colou?r\b/.test(text)) {
     return `${text.replace(/\s*\(Did you mean [^)]*\)/, '')}: enrich prints no colour; --no-progress (or ENRICH_PROGRESS=0) turns off the live display`;
   }
