@@ -344,10 +344,12 @@ async function askStage(
     if (asking) {
       stop = await pass(true);
       const buy = state.owed().buy;
-      if (stop === null && buy > CONFIRM_ABOVE) {
-        const budget = await plan.records.budget();
-        // What the run can buy before the tightest monthly cap stops it: the figure the bill is of.
-        const buyNow = Math.min(buy, tightest(budget) ?? buy);
+      // What the run can buy before the tightest monthly cap stops it: the figure the bill is of,
+      // and what is asked about (a cap that leaves 100 credits or fewer is not asked over).
+      const budget = stop === null && buy > CONFIRM_ABOVE ? await plan.records.budget() : [];
+      const left = tightest(budget);
+      const buyNow = left === null ? buy : Math.min(buy, state.owed().reserved + left);
+      if (stop === null && buyNow > CONFIRM_ABOVE) {
         declined = !(await ctx.ask!(confirmQuestion(buy, buyNow, monthBill(plan.earlierCredits, buyNow, plan.since), budget, isTeamStore(options.store))));
         if (ctx.interrupt.aborted) stop = { reason: 'interrupted' };
         else if (declined) stop = { reason: 'budget', limit: 0, declined: true };

@@ -105,11 +105,18 @@ class EnrichStep {
   }
 
   /**
-   * `wake`: waiters ask again. Not after a claim turned away itself: two turned away at once would
-   * wake each other for ever, and it frees no room.
+   * `wake`: waiters ask again, when `freed` (a purchase that charged nothing gave its room back) or
+   * none of this run's is left to settle (they then stop). Not after a claim turned away itself:
+   * two turned away at once would wake each other for ever, and it frees no room. `settles` counts
+   * the wakes, so a claim that was out when one came (and was turned away on a room read before
+   * it) asks again rather than wait for a wake already gone.
    */
-  private letGo(c: Company, wake = true): void {
-    if (this.reserving.delete(c.index) && wake) this.wakeAll();
+  private settles = 0;
+  private letGo(c: Company, wake = true, freed = false): void {
+    if (this.reserving.delete(c.index) && wake && (freed || this.reserving.size === 0)) {
+      this.settles++;
+      this.wakeAll();
+    }
   }
 
   /** Resolves when another of this run's reservations settles, or the run stops buying. */
@@ -146,6 +153,7 @@ class EnrichStep {
         if (this.capped && c.purchase.state !== 'claimed' && c.purchase.state !== 'uncertain' && c.purchase.state !== 'released') return false;
         const intent: TimedIntent = { type: 'intent', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, key: this.keyOf(c), at: this.deps.now(), freshSince: this.deps.freshSince };
         this.reserving.add(c.index);
+        const seen = this.settles;
         const claim = await this.deps.claim(intent);
         if (claim.kind !== 'ok') this.letGo(c, claim.kind !== 'capped');
         // Claimed (a takeover leaves the key uncertain), reused, adopted where it stands, or held by another run.
@@ -159,6 +167,7 @@ class EnrichStep {
             // No room under a monthly budget: nothing was written, nothing sent. While this run has
             // purchases unsettled, one may cost nothing and give its room back: ask again then.
             // With none, the run stops buying (exit 4), leaving no reservation behind.
+            if (this.settles !== seen) continue;
             if (this.reserving.size > 0) {
               // Its --max-credits place is given up meanwhile: the purchase waited on may need one.
               if (place.held) {
@@ -435,7 +444,7 @@ class EnrichStep {
         const uncertain = chargeMayBeUnseen(c.purchase) ? Math.max(outcome.charged, 1) : outcome.charged;
         if (place.held) this.deps.budget.settle(uncertain + c.unconfirmed - place.counted);
         this.unclaim(c, sentKeys);
-        this.letGo(c);
+        this.letGo(c, true, !(outcome.charged > 0));
       }
       if (sentKeys.size === 0 && !this.state.needsEnrich(c)) break;
       if (round === 1 || !(await this.settleWait(c, outcome.answered))) break;

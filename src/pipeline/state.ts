@@ -227,15 +227,23 @@ export class RunState {
   }
 
   /** Companies this run still owes a purchase, and how many of those refresh a held record. */
-  owed(): { buy: number; refresh: number } {
+  /**
+   * Companies still to buy, how many refresh a stale record, and how many of them hold a
+   * reservation under the monthly budgets already (an open purchase an attempt may be under: a
+   * real run finishes them without new room).
+   */
+  owed(): { buy: number; refresh: number; reserved: number } {
     let buy = 0;
     let refresh = 0;
+    let reserved = 0;
     for (const c of this.companies) {
       if (!this.needsEnrich(c)) continue;
       buy++;
       if (c.refresh) refresh++;
+      const s = c.purchase.state;
+      if (s === 'claimed' || s === 'uncertain' || s === 'released') reserved++;
     }
-    return { buy, refresh };
+    return { buy, refresh, reserved };
   }
 }
 

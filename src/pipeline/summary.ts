@@ -156,7 +156,8 @@ export function summarise(input: {
     else reused++;
   }
   // A dry run under a cap estimates what the command would spend, as the real run would stop there.
-  const budgetLeft = input.budget?.leftBefore ?? null;
+  // Purchases that hold their reservation already are finished whatever room is left.
+  const budgetLeft = input.budget?.leftBefore === null || input.budget === null ? null : Math.min(owed.buy, owed.reserved + input.budget.leftBefore);
   const cap = input.maxCredits === null ? budgetLeft : budgetLeft === null ? input.maxCredits : Math.min(input.maxCredits, budgetLeft);
   const estimated = input.dryRun && cap !== null ? Math.min(owed.buy, cap) : owed.buy;
   const budget: BudgetJson | null =

@@ -128,8 +128,8 @@ export interface LedgerStore extends JournalTarget {
   spend(by: SpendBy): Promise<Spend>;
   /** This month's caps, and what is spent and held under each (store/budget.ts). */
   budget(): Promise<BudgetView>;
-  /** Sets a monthly cap (person null: the store's), or removes it (credits null); `by` who set it. */
-  setBudget(person: string | null, credits: number | null, by: string): Promise<void>;
+  /** Sets a monthly cap (person null: the store's), or removes it (credits null); `by` who set it. False: there was none to remove. */
+  setBudget(person: string | null, credits: number | null, by: string): Promise<boolean>;
   /** Before runs are judged alive (release, prune): waits out what this host's clock cannot judge. */
   settleClocks(watch: Watch): Promise<void>;
   /** The store read whole, for `ledger copy`, as of one moment. */

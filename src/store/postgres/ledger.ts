@@ -246,12 +246,19 @@ export class PgLedger implements LedgerStore {
     const now = this.now();
     const { since, until } = monthOf(now);
     const read = async (text: string): Promise<unknown[][]> => (await this.db.query(text, [since, until])).rows.map((r) => Object.values(r));
-    return budgetView(now, await read(budgetLinesSql((n) => `$${n}::bigint`)), await read(serviceMonthSql((n) => `$${n}::bigint`)));
+    try {
+      return budgetView(now, await read(budgetLinesSql((n) => `$${n}::bigint`)), await read(serviceMonthSql((n) => `$${n}::bigint`)));
+    } catch (error) {
+      if ((error as { code?: string }).code === '42501') {
+        throw new UsageError(`the role this store is opened as may not read this team store's budgets (PostgreSQL: ${(error as Error).message}); its owner can GRANT SELECT ON budgets to it (docs/budgets.md)`, { cause: error });
+      }
+      throw error;
+    }
   }
 
-  async setBudget(person: string | null, credits: number | null, by: string): Promise<void> {
+  async setBudget(person: string | null, credits: number | null, by: string): Promise<boolean> {
     try {
-      if (credits === null) await this.db.query('DELETE FROM budgets WHERE person = $1', [person ?? '']);
+      if (credits === null) return ((await this.db.query('DELETE FROM budgets WHERE person = $1', [person ?? ''])).rowCount ?? 0) > 0;
       else {
         // Under the budgets' lock (claim-sql.ts BUDGET_LOCKS): no claim is in flight while the cap changes, and every claim after it reads the new one.
         await this.db.query(
@@ -260,6 +267,7 @@ export class PgLedger implements LedgerStore {
            ON CONFLICT (person) DO UPDATE SET credits = excluded.credits, set_at = excluded.set_at, set_by = excluded.set_by`,
           [person ?? '', credits, by],
         );
+        return true;
       }
     } catch (error) {
       if ((error as { code?: string }).code === '42501') {

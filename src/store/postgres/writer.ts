@@ -393,7 +393,9 @@ export const BATCH_LOCK_WAIT_MS = 30_000;
 export async function commitBatch(client: pg.Client, plan: BatchPlan, lockWaitMs = BATCH_LOCK_WAIT_MS, named = true): Promise<Claimed[]> {
   for (let attempt = 1; ; attempt++) {
     const sent = [
-      client.query('BEGIN'),
+      // READ COMMITTED whatever the database's default: each statement sees what committed before
+      // it, so the claim reads the caps' spend only after it holds their locks (claim-sql.ts).
+      client.query('BEGIN ISOLATION LEVEL READ COMMITTED'),
       client.query(`SET LOCAL lock_timeout = ${Math.round(lockWaitMs)}`),
       // A process stopped mid-batch (a laptop's lid closed) must not hold its companies from the team.
       client.query(`SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`),

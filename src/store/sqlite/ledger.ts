@@ -292,12 +292,13 @@ export class SqliteLedger implements LedgerStore {
     return budgetView(now, read(budgetLinesSql(() => '?')), read(serviceMonthSql(() => '?')));
   }
 
-  async setBudget(person: string | null, credits: number | null, by: string): Promise<void> {
-    if (credits === null) this.store.db.prepare('DELETE FROM budgets WHERE person = ?').run(person ?? '');
+  async setBudget(person: string | null, credits: number | null, by: string): Promise<boolean> {
+    if (credits === null) return this.store.db.prepare('DELETE FROM budgets WHERE person = ?').run(person ?? '').changes > 0;
     else {
       this.store.db
         .prepare('INSERT INTO budgets (person, credits, set_at, set_by) VALUES (?, ?, ?, ?) ON CONFLICT (person) DO UPDATE SET credits = excluded.credits, set_at = excluded.set_at, set_by = excluded.set_by')
         .run(person ?? '', credits, this.now(), by);
+      return true;
     }
   }
 
