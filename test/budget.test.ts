@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { csvText, tempDir } from './helpers/cli.js';
-import { freshDatabase } from './helpers/postgres.js';
+import { freshDatabase, sql } from './helpers/postgres.js';
 import { spawnCli, type Spawned } from './helpers/spawn.js';
 
 /**
@@ -150,6 +150,9 @@ describe('a monthly budget', () => {
   it('on a team store: two machines at once under 150 buy exactly 150 and both exit 4; raised to 400 with a person capped at 30, that person buys exactly 30 more; enrich budget shows both', async () => {
     const url = await freshDatabase();
     pgRan++;
+    // A database whose default isolation is REPEATABLE READ: a batch's snapshot would predate the
+    // caps' locks, and the claim read a stale spend (helper-4 measured 1,014 bought under 1,000).
+    await sql(url, `ALTER DATABASE ${new URL(url).pathname.slice(1)} SET default_transaction_isolation = 'repeatable read'`);
     const laptop = machine('laptop', url, 'ana');
     const server = machine('server', url, 'cron');
     expect((await done(laptop(['budget', 'set', '150']))).code).toBe(0);
