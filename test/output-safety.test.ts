@@ -66,6 +66,28 @@ describe("the service's text is made safe for spreadsheets and terminals", () =>
     });
   });
 
+  it('ledger export makes the records it hands to a spreadsheet or a terminal safe the same way: CSV quoted, JSONL without controls', async () => {
+    const store = dir.file('export.db');
+    await enrich('domain\nacme.com\n', 'for-export.csv', ['--store', store]);
+    const csv = await runCli(['ledger', 'export', '--store', store, '-o', dir.file('export.csv')]);
+    expect(csv.code, csv.stderr).toBe(0);
+    const text = readFileSync(dir.file('export.csv'), 'utf8');
+    expect(text).not.toContain(ESC);
+    expect(readCsvFile(dir.file('export.csv'))[0]).toMatchObject({
+      company_domain: 'acme.com',
+      company_name: `'${RECORD.name}`,
+      company_description: `'${RECORD.description}`,
+      company_industry: "'@SUM(1+1)",
+      company_specialties: "'=1+1; widgets",
+      company_hq_city: 'Paris[31m red]0;title',
+      company_employee_count: '-5',
+    });
+    const jsonl = await runCli(['ledger', 'export', '--store', store, '--format', 'jsonl']);
+    expect(jsonl.code, jsonl.stderr).toBe(0);
+    expect(jsonl.stdout).not.toContain(ESC);
+    expect(JSON.parse(jsonl.stdout)).toMatchObject({ company_name: RECORD.name, company_hq_city: 'Paris[31m red]0;title', company_specialties: ['=1+1', 'widgets'], company_employee_count: -5 });
+  });
+
   it('JSONL: controls are dropped, values keep their JSON types and are not quoted', async () => {
     const text = await enrich('domain\nacme.com\n', 'safe.jsonl');
     const row = JSON.parse(text) as Record<string, unknown>;

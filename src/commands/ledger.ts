@@ -3,6 +3,7 @@ import { serviceIdentity } from '../api/endpoint.js';
 import { UsageError } from '../errors.js';
 import { fileIdentity, statOrNull } from '../io/paths.js';
 import { openSink, unwritableReason } from '../io/sink.js';
+import { neutraliseCell, stripControls } from '../io/service-text.js';
 import { importJournal, looksLikeJournal, notJournal } from '../store/import-journal.js';
 import type { HeldRecord, LedgerStore, SpendBy } from '../store/ledger-types.js';
 import { openLedgerStore } from '../store/open.js';
@@ -273,12 +274,19 @@ function exportValues(h: HeldRecord): unknown[] {
   return [h.service, new Date(h.boughtAt).toISOString(), h.credits, h.generation, r.domain, v(r.name), v(r.website_url), v(r.description), v(r.industry), v(r.employee_count), v(r.revenue_range), v(r.ownership_type), v(r.year_founded), r.specialties ?? [], v(r.hq_country), v(r.hq_city), v(r.last_updated)];
 }
 
+/** The service's text starts at company_domain: made safe as a run's output makes it (io/service-text.ts). */
+const SERVICE_TEXT_FROM = 4;
+
 function csvRow(h: HeldRecord): unknown[] {
-  return exportValues(h).map((x) => (Array.isArray(x) ? x.join('; ') : x));
+  return exportValues(h).map((x, i) => {
+    const cell = Array.isArray(x) ? x.join('; ') : x;
+    return i >= SERVICE_TEXT_FROM && typeof cell === 'string' ? neutraliseCell(cell) : cell;
+  });
 }
 
 function jsonLine(h: HeldRecord): string {
-  const values = exportValues(h);
+  const clean = (x: unknown): unknown => (typeof x === 'string' ? stripControls(x) : Array.isArray(x) ? x.map(clean) : x);
+  const values = exportValues(h).map((x, i) => (i >= SERVICE_TEXT_FROM ? clean(x) : x));
   return `${JSON.stringify(Object.fromEntries(EXPORT_COLUMNS.map((k, i) => [k, values[i]])))}\n`;
 }
 
