@@ -35,8 +35,10 @@ describe('every JSON the CLI writes', () => {
     expect(show.services[0]).toMatchObject({ companies: 4, at_risk: 0 });
     expect(show.services[0]?.['oldest_bought_at']).toMatch(ISO);
 
-    const runs = JSON.parse((await runCli(['ledger', 'runs', '--json'])).stdout) as Record<string, unknown>[];
-    expectStyle(runs);
+    const runsJson = JSON.parse((await runCli(['ledger', 'runs', '--json'])).stdout) as { store: string; runs: Record<string, unknown>[] };
+    expectStyle(runsJson);
+    expect(typeof runsJson.store).toBe('string');
+    const runs = runsJson.runs;
     expect(runs[0]).toMatchObject({ service: `${t.sb.url}/api/v1/public`, dry_run: false, status: 'done', credits: 4 });
     expect(runs[0]?.['started_at']).toMatch(ISO);
     expectStyle(JSON.parse((await runCli(['ledger', 'release', '--json'])).stdout));

@@ -81,7 +81,7 @@ describe('enrich ledger on the team store', () => {
         show: await ledger(store),
         showJson: json(await ledger(store, '--json')) as Record<string, unknown>,
         runs: await ledger(store, 'runs'),
-        runsJson: json(await ledger(store, 'runs', '--json')) as Record<string, unknown>[],
+        runsJson: (json(await ledger(store, 'runs', '--json')) as { runs: Record<string, unknown>[] }).runs,
         exported: await ledger(store, 'export'),
         month: json(await ledger(store, 'spend', '--json')) as { store: string },
         person: json(await ledger(store, 'spend', '--by', 'person', '--json')) as { store: string },
@@ -218,8 +218,7 @@ describe('enrich ledger runs on the team store', () => {
     await gone.disconnect();
     await sql(store, `UPDATE runs SET heartbeat_at = heartbeat_at - 60000 WHERE host = 'laptop-a'`);
     try {
-      const runs = json(await ledger(store, 'runs', '--json')) as { runs: { host: string; status: string }[] } | { host: string; status: string }[];
-      const list = Array.isArray(runs) ? runs : runs.runs;
+      const list = (json(await ledger(store, 'runs', '--json')) as { runs: { host: string; status: string }[] }).runs;
       expect(list.map((r) => [r.host, r.status])).toStrictEqual([
         ['laptop-a', 'gone (killed, or lost the store)'],
         ['cron-b', 'running'],
@@ -276,7 +275,7 @@ describe('enrich ledger copy', () => {
       ],
       total: { credits: t.sb.ledger(KEY).length, bought: 7, unconfirmed: 0 },
     });
-    const runs = json(await ledger(team, 'runs', '--json')) as Record<string, unknown>[];
+    const { runs } = json(await ledger(team, 'runs', '--json')) as { runs: Record<string, unknown>[] };
     expect(runs.map((r) => [r['host'], r['input'], r['status']])).toStrictEqual([
       ['cron-b', 'a2.csv', 'done'],
       ['cron-b', 'a.csv', 'done'],

@@ -152,7 +152,7 @@ describe('enrich ledger', () => {
     const show = await runCli(['ledger', '--json']);
     const held = JSON.parse(show.stdout) as { services: { service: string; companies: number; credits: number; runs: number; misses: number }[] };
     expect(held.services).toMatchObject([{ service: `${t.sb.url}/api/v1/public`, companies: 5, credits: 5, runs: 2, misses: 1 }]);
-    const runs = JSON.parse((await runCli(['ledger', 'runs', '--json'])).stdout) as { credits: number; bought: number; reused: number }[];
+    const { runs } = JSON.parse((await runCli(['ledger', 'runs', '--json'])).stdout) as { runs: { credits: number; bought: number; reused: number }[] };
     expect(runs.map((r) => [r.credits, r.bought, r.reused])).toStrictEqual([
       [0, 0, 5],
       [5, 5, 0],

@@ -251,7 +251,7 @@ async function listRuns(store: LedgerStore, limit: number, json: boolean, print:
       user: r.user,
       host: r.host,
     }));
-    print(JSON.stringify(rows, null, 2));
+    print(JSON.stringify({ store: store.shown, runs: rows }, null, 2));
     return;
   }
   const header = ['run', 'started', 'by', 'service', 'input', 'rows', 'status', 'credits', 'bought', 'reused'];
