@@ -267,6 +267,31 @@ describe('enrich ledger release', () => {
   });
 });
 
+describe('enrich ledger release --all', () => {
+  it('leaves a key no run has resumed yet (its run killed before any answer, or copied in): the next run resumes it under that key, charged once', async () => {
+    await t.sandbox();
+    const [killed] = domains(1) as [string];
+    const { Store } = await import('../src/store/sqlite/store.js');
+    const store = Store.open(storePath(), { tool: 'test' });
+    const records = store.beginRun(`${t.sb.url}/api/v1/public`, { inputName: 'x', inputSha256: 'x', rows: 1, dryRun: false, options: {} });
+    await records.append({ type: 'intent', company: killed, generation: 1, keyVersion: 1, key: 'killed-key-1' }, true);
+    await records.flush();
+    store.db.prepare("UPDATE runs SET status = 'killed'").run();
+    store.close();
+
+    const list = await runCli(['ledger', 'release']);
+    expect(list.stdout).toContain(`${killed}  (`);
+    expect(list.stdout).toContain('never resumed here');
+    expect(list.stdout).toContain('1 of them was never resumed here (its run ended first, or it was copied in): the next run resumes it under the same key, a charged one replayed for free, so --all leaves it');
+    const all = await runCli(['ledger', 'release', '--all']);
+    expect(all.stdout).toContain('released 0 companies');
+    expect(all.stdout).toContain('1 company was never resumed here and is left for the next run to resume under its key');
+    const input = t.dir.file('in.csv', csvText([['domain'], [killed]]));
+    expect((await runCli([input, '-o', t.dir.file('o.csv')], { env: t.env() })).code).toBe(0);
+    expect(t.sb.ledger(KEY).map((e) => e.idempotencyKey)).toStrictEqual(['killed-key-1']);
+  });
+});
+
 describe('a journal written by enrich 0.1', () => {
   it('is told from a file that is not one: ledger import refuses it (exit 2), a batch warns and goes on', async () => {
     await t.sandbox();

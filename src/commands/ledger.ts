@@ -178,22 +178,28 @@ async function releaseHeld(store: LedgerStore, action: Extract<LedgerAction, { k
   if (!action.all && action.domains.length === 0) {
     const held = await store.atRisk([]);
     if (json) {
-      const rows = held.map((p) => ({ service: p.service, domain: p.domain, generation: p.generation, key_version: p.keyVersion, error_code: p.errorCode, lost_at: iso(p.lostAt) }));
+      const rows = held.map((p) => ({ service: p.service, domain: p.domain, generation: p.generation, key_version: p.keyVersion, error_code: p.errorCode, lost_at: iso(p.lostAt), resumed: p.tried }));
       return print(JSON.stringify(rows, null, 2));
     }
     if (held.length === 0) return print('no purchase is waiting on an unanswered paid call');
-    print(held.map((p) => `${p.domain}  (${p.service}; last error ${p.errorCode ?? 'none'}${p.lostAt === null ? '' : `; unanswered since ${stamp(p.lostAt)}`})`).join('\n'));
-    return print(`${count(held.length, 'company waits', 'companies wait')} on a paid call whose answer never came: at most ${count(held.length, 'credit')} at risk. Rerun first; if the service never answers for them, release them with --all or by name (each may then be charged twice)`);
+    print(held.map((p) => `${p.domain}  (${p.service}; ${p.tried ? `last error ${p.errorCode ?? 'none'}` : 'never resumed here'}${p.lostAt === null ? '' : `; unanswered since ${stamp(p.lostAt)}`})`).join('\n'));
+    const untried = held.filter((p) => !p.tried).length;
+    const note = untried === 0 ? '' : `; ${count(untried, 'of them was', 'of them were')} never resumed here (its run ended first, or it was copied in): the next run resumes ${untried === 1 ? 'it' : 'them'} under the same key, a charged one replayed for free, so --all leaves ${untried === 1 ? 'it' : 'them'}`;
+    return print(`${count(held.length, 'company waits', 'companies wait')} on a paid call whose answer never came: at most ${count(held.length, 'credit')} at risk${note}. Rerun first; if the service never answers for them, release them with --all or by name (each may then be charged twice)`);
   }
-  const held = await store.atRisk(action.all ? [] : action.domains);
+  // --all: only keys a run here tried to resume and got no answer for; one never resumed is released only by name.
+  const listed = await store.atRisk(action.all ? [] : action.domains);
+  const held = action.all ? listed.filter((p) => p.tried) : listed;
   const unknown = action.domains.filter((d) => !held.some((p) => p.domain === d));
   if (unknown.length > 0) throw new UsageError(`nothing to release for ${unknown.join(', ')}: no unanswered paid call is held for it (see \`enrich ledger release\`)`);
   // What was released, not what was listed: a run may have claimed some of them meanwhile.
   const released = await store.release(held);
-  if (json) return print(JSON.stringify({ released: released.map((p) => p.domain) }));
+  const untried = listed.length - held.length;
+  if (json) return print(JSON.stringify({ released: released.map((p) => p.domain), ...(untried > 0 ? { left_to_resume: listed.filter((p) => !p.tried).map((p) => p.domain) } : {}) }));
   const left = held.length - released.length;
   const claimed = left === 0 ? '' : `; ${count(left, 'other was', 'others were')} claimed by a run meanwhile, and left to it`;
-  print(`released ${count(released.length, 'company', 'companies')}: the next run buys ${released.length === 1 ? 'it under a new key' : 'them under new keys'}; if a lost call was charged after all, that company is charged twice (at most ${count(released.length, 'credit')})${claimed}`);
+  const resume = untried === 0 ? '' : `; ${count(untried, 'company was', 'companies were')} never resumed here and ${untried === 1 ? 'is' : 'are'} left for the next run to resume under ${untried === 1 ? 'its key' : 'their keys'} (name ${untried === 1 ? 'it' : 'one'} to release it anyway)`;
+  print(`released ${count(released.length, 'company', 'companies')}: the next run buys ${released.length === 1 ? 'it under a new key' : 'them under new keys'}; if a lost call was charged after all, that company is charged twice (at most ${count(released.length, 'credit')})${claimed}${resume}`);
 }
 
 async function show(store: LedgerStore, json: boolean, print: (s: string) => void): Promise<void> {

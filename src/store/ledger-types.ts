@@ -58,6 +58,12 @@ export interface AtRisk {
   keyVersion: number;
   errorCode: string | null;
   lostAt: number | null;
+  /**
+   * A run here sent under the key and got no answer (or only errors that could not retire it):
+   * stuck. False: an intent whose run ended before any answer (killed, or copied in from another
+   * store), which the next run resumes under its key, a charged one replayed for free.
+   */
+  tried: boolean;
 }
 
 export interface Pruned {

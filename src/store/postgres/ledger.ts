@@ -156,7 +156,7 @@ export class PgLedger implements LedgerStore {
   async atRisk(domains: readonly string[]): Promise<AtRisk[]> {
     const dead = await this.deadHere();
     const { rows } = await this.db.query<Record<string, unknown>>(
-      `SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at FROM purchases p JOIN services s ON s.id = p.service
+      `SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at, p.uncertain FROM purchases p JOIN services s ON s.id = p.service
         LEFT JOIN runs o ON o.id = p.owner_run
         WHERE ${AT_RISK} AND (p.owner_run IS NULL OR o.id IS NULL OR NOT ${ALIVE('o', '$1')}) AND (cardinality($2::text[]) = 0 OR p.domain = any($2::text[]))
         ORDER BY s.id, p.domain COLLATE "C"`,
@@ -169,6 +169,7 @@ export class PgLedger implements LedgerStore {
       keyVersion: num(r['key_version']),
       errorCode: (r['error_code'] as string | null) ?? null,
       lostAt: numOrNull(r['lost_at']),
+      tried: num(r['uncertain']) === 1,
     }));
   }
 

@@ -103,15 +103,15 @@ const AT_RISK = "p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain
 /** Purchases whose paid call may have been charged without an answer seen: a credit each at most. */
 export function atRisk(store: Store, domains: readonly string[]): AtRisk[] {
   const rows = store.db
-    .prepare(`SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at, p.owner_run FROM purchases p JOIN services s ON s.id = p.service WHERE ${AT_RISK} ORDER BY s.id, p.domain`)
+    .prepare(`SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at, p.owner_run, p.uncertain FROM purchases p JOIN services s ON s.id = p.service WHERE ${AT_RISK} ORDER BY s.id, p.domain`)
     .raw(true)
-    .all() as [string, string, number, number, string | null, number | null, number | null][];
+    .all() as [string, string, number, number, string | null, number | null, number | null, number][];
   const wanted = new Set(domains);
   // A purchase a live run is buying right now is in flight, not lost: never listed, never released.
   return rows
     .filter((r) => r[6] === null || !store.runAlive(r[6]))
     .filter((r) => wanted.size === 0 || wanted.has(r[1]))
-    .map(([service, domain, generation, keyVersion, errorCode, lostAt]) => ({ service, domain, generation: num(generation), keyVersion: num(keyVersion), errorCode, lostAt: lostAt === null ? null : num(lostAt) }));
+    .map(([service, domain, generation, keyVersion, errorCode, lostAt, , uncertain]) => ({ service, domain, generation: num(generation), keyVersion: num(keyVersion), errorCode, lostAt: lostAt === null ? null : num(lostAt), tried: num(uncertain) === 1 }));
 }
 
 /** How often a watched heartbeat is read again. */
