@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { parse } from 'csv-parse/sync';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mulberry32 } from '../src/sandbox/random.js';
@@ -222,7 +222,7 @@ describe('resume', () => {
     expect(second).toMatchObject({ credits_charged: 6, bought: 6, reused: 4, estimated_credits: 0 });
   });
 
-  it('keeps the key out of the store, the output and every message; both files owner-only', async () => {
+  it("keeps the key out of the store, the output and every message; the store owner-only, the output as the umask makes a new file, and a replaced one's mode kept", async () => {
     const sb = await sandbox({ keys: [{ key: KEY, balance: 2 }] });
     const inputPath = input(sb, 6);
     const out = dir.file('out.csv');
@@ -231,6 +231,17 @@ describe('resume', () => {
     expect(run.code).toBe(4);
     for (const text of [readFileSync(store, 'latin1'), readFileSync(out, 'utf8'), run.stderr, run.stdout]) expect(text).not.toContain(KEY);
     expect(statSync(store).mode & 0o777).toBe(0o600);
-    expect(statSync(out).mode & 0o777).toBe(0o600);
+    // Results a teammate or a BI tool reads from a shared folder: not forced private (issue 36).
+    const umask = process.umask(0o027);
+    try {
+      const fresh = dir.file('fresh.csv');
+      expect((await runCli([inputPath, '-o', fresh, '--store', store], { env: { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY } })).code).toBe(4);
+      expect(statSync(fresh).mode & 0o777).toBe(0o640);
+      chmodSync(out, 0o664);
+      expect((await runCli([inputPath, '-o', out, '--store', store], { env: { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY } })).code).toBe(4);
+      expect(statSync(out).mode & 0o777).toBe(0o664);
+    } finally {
+      process.umask(umask);
+    }
   });
 });

@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import { accessSync, constants, createWriteStream, openSync, readdirSync, type WriteStream } from 'node:fs';
-import { rename, rm } from 'node:fs/promises';
+import { chmod, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { EnrichError, UsageError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
@@ -136,14 +136,14 @@ export function outputTarget(destination: string): { target: string; viaLink: bo
 
 /**
  * A new file named `prefix` + a random suffix, created exclusively (O_EXCL: never an existing file,
- * nor a link planted at a guessed name, so the suffix need not be unguessable), readable only by
- * the owner.
+ * nor a link planted at a guessed name, so the suffix need not be unguessable), with `mode` (the
+ * umask applies).
  */
-function createTemp(prefix: string, where: string): { path: string; fd: number } {
+function createTemp(prefix: string, where: string, mode: number): { path: string; fd: number } {
   for (let attempt = 0; ; attempt++) {
     const path = `${prefix}${Math.floor(Math.random() * 2 ** 32).toString(16).padStart(8, '0')}`;
     try {
-      return { path, fd: openSync(path, 'wx', 0o600) };
+      return { path, fd: openSync(path, 'wx', mode) };
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 16) throw writeFailure(where, error);
     }
@@ -183,7 +183,8 @@ async function streamSink(
 }
 
 /**
- * A file is written to a private (0600) temp file beside it and renamed into place at the end,
+ * A file is written to a temp file beside it and renamed into place at the end (with the mode of
+ * the file it replaces, else the umask's),
  * so a crash never leaves a half-written output that looks finished. A symlink is followed (the
  * link stays a link); a device or pipe (`-o /dev/null`, a FIFO) is written in place, since
  * renaming over it would replace it; `-o /dev/stdout` or `/dev/stderr` is written through the
@@ -206,12 +207,16 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
   if (unusable !== null) throw new UsageError(unusable);
   const existing = statOrNull(target);
   if (existing !== null && !existing.isFile()) return streamSink(target, destination, { flags: 'w' });
-  const { path: tempPath, fd } = createTemp(join(dirname(target), `${tempPrefix(target)}${process.pid}-`), destination);
+  // A file replaced keeps its mode (a results file a teammate or a BI tool reads from a shared
+  // folder stays readable), taken on as it is renamed into place; a new one gets what the umask
+  // gives any new file.
+  const { path: tempPath, fd } = createTemp(join(dirname(target), `${tempPrefix(target)}${process.pid}-`), destination, existing === null ? 0o666 : 0o600);
   return streamSink(
     tempPath,
     destination,
     { fd },
     async () => {
+      if (existing !== null) await chmod(tempPath, existing.mode & 0o7777);
       await rename(tempPath, target);
       await removeOrphans(target);
     },
