@@ -43,6 +43,30 @@ async function contents(url: string): Promise<unknown> {
 }
 
 describe('a batch on the team store that cannot go ahead (issue 21)', () => {
+  it('sslmode as psql reads it: require against a server without TLS is one line and exit 2 (a setting, not an outage), with no driver warning; disable works', async () => {
+    await t.sandbox();
+    const url = await freshDatabase();
+    const input = t.dir.file('ssl.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
+    const requests = t.sb.stats.requests;
+    const { port } = new URL(url);
+    for (const mode of ['require', 'prefer', 'verify-full']) {
+      const address = new URL(url);
+      address.searchParams.set('sslmode', mode);
+      const run = await runProcess([input, '-o', t.dir.file('ssl-out.csv'), '--store', address.toString()], { env: t.env() });
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stderr).toBe(`enrich: the team store at 127.0.0.1:${port} takes no TLS connections and the address asks for them (sslmode): enable TLS on the server, or drop sslmode from the address where the network is trusted; nothing was sent to the service\n`);
+      const doctor = await runProcess(['doctor', '--sandbox', '--store', address.toString()]);
+      expect(doctor.code).toBe(2);
+      expect(doctor.stdout).toContain('takes no TLS connections');
+    }
+    expect(t.sb.stats.requests).toBe(requests);
+    const plain = new URL(url);
+    plain.searchParams.set('sslmode', 'disable');
+    const ok = await runProcess([input, '-o', t.dir.file('ssl-out.csv'), '--store', plain.toString(), '--quiet'], { env: t.env() });
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stderr).toBe('');
+  });
+
   it('a role that cannot write: one line naming the grant it needs, exit 2, nothing sent', async () => {
     await t.sandbox();
     const url = await freshDatabase();

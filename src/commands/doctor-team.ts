@@ -1,4 +1,5 @@
 import { errorMessage } from '../errors.js';
+import { tlsAdvice } from '../store/postgres/connect.js';
 import { cannotWrite, firstMissing, type Inspection, type TeamStoreState } from '../store/postgres/inspect.js';
 import { SCHEMA_VERSION } from '../store/postgres/schema.js';
 import { displayStore } from '../store/path.js';
@@ -26,6 +27,7 @@ export function teamStoreLines(address: string, found: Inspection): Check[] {
   const { host, port, database } = found.place;
   const at = `${host}:${port}`;
   const where = `${displayStore(address)} (the team store)`;
+  if (!found.reached && found.failure === 'tls') return [fail('store', `${where}: ${tlsAdvice(at, new Error(found.detail))}`, 'usage')];
   if (!found.reached && found.failure === 'unreachable') {
     return [fail('store', `${where}: cannot reach ${at}: ${found.detail}; check the address, the network or a firewall`, 'unavailable')];
   }

@@ -21,9 +21,26 @@ export const QUERY_TIMEOUT_MS = 60_000;
  * A client for `url` (PG* variables and ~/.pgpass fill what it leaves out, as for psql), on the
  * extended protocol; `pipeline` sends each query without waiting for the one before.
  */
+/**
+ * An address's sslmode means what it means to psql and every libpq client (require: encrypted, the
+ * certificate not checked; verify-full: checked), not node-pg's own reading (require taken for
+ * verify-full, with a twelve-line warning on stderr): the address a managed PostgreSQL hands out
+ * works as it does in psql.
+ */
+export function libpqAddress(url: string): string {
+  try {
+    const u = new URL(url);
+    if (!u.searchParams.has('sslmode') || u.searchParams.has('uselibpqcompat')) return url;
+    u.searchParams.set('uselibpqcompat', 'true');
+    return u.toString();
+  } catch {
+    return url;
+  }
+}
+
 export function client(url: string, pipeline = false, timeoutMs = QUERY_TIMEOUT_MS): pg.Client {
   return new pg.Client({
-    connectionString: url,
+    connectionString: libpqAddress(url),
     types,
     pipeline,
     connectionTimeoutMillis: Math.min(CONNECT_TIMEOUT_MS, timeoutMs),
@@ -52,12 +69,16 @@ export async function connect(c: pg.Client): Promise<pg.Client> {
 }
 
 /** Why a connection failed: the login refused, no such database, or the server not reached at all. */
-export type FailureClass = 'login' | 'database' | 'unreachable';
+export type FailureClass = 'login' | 'database' | 'tls' | 'unreachable';
+
+/** A TLS setting that will never work as given: the server takes no TLS, or its certificate fails the check asked for. */
+const TLS_REFUSED = /does not support SSL connections|self[- ]signed certificate|unable to (verify|get local issuer)|certificate has expired|Hostname\/IP does not match/i;
 
 export function failureClass(error: unknown): FailureClass {
   const code = (error as { code?: string }).code ?? '';
   if (code === '28P01' || code === '28000') return 'login';
   if (code === '3D000') return 'database';
+  if (TLS_REFUSED.test((error as Error).message ?? '')) return 'tls';
   return 'unreachable';
 }
 
@@ -68,8 +89,18 @@ export function connectFailure(place: Place, error: unknown): EnrichError {
   const then = 'nothing was sent to the service';
   if (failure === 'login') return new UsageError(`the team store at ${at} refused the login (${describe(error)}); check the user and password (PGPASSWORD or ~/.pgpass); ${then}`, { cause: error });
   if (failure === 'database') return new UsageError(`the team store at ${at} has no database ${place.database}; create it (createdb ${place.database}) or fix the address; ${then}`, { cause: error });
+  if (failure === 'tls') return new UsageError(`${tlsAdvice(at, error)}; ${then}`, { cause: error });
   return new EnrichError(`cannot reach the team store at ${at}: ${describe(error)}; ${then}, rerun the same command later`, 'unavailable', { cause: error });
 }
+
+/** What to change when TLS cannot work as the address asks (sslmode, as psql reads it). */
+export function tlsAdvice(at: string, error: unknown): string {
+  const message = printableMessage(error);
+  if (/does not support SSL/i.test(message)) return `the team store at ${at} takes no TLS connections and the address asks for them (sslmode): enable TLS on the server, or drop sslmode from the address where the network is trusted`;
+  return `the team store at ${at} presented a certificate that fails the check the address asks for (${message}): give sslmode=require (encrypted, not checked) or add the server's CA (sslrootcert=<file>) for verify-full`;
+}
+
+const printableMessage = (error: unknown): string => String((error as Error).message ?? error).replace(/\s+/g, ' ').slice(0, 200);
 
 /** A cause as a person reads it. */
 export function describe(error: unknown): string {
