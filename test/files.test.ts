@@ -1,5 +1,5 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, createWriteStream, existsSync, lchownSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -74,5 +74,32 @@ describe.skipIf(!existsSync('/dev/full'))('a full disk', () => {
     const run = await runCli([input, '-o', '/dev/full', '--quiet'], { env: env() });
     expect(run.code).toBe(1);
     expect(run.stderr).toBe('enrich: cannot write /dev/full: the disk is full (ENOSPC); everything bought is kept in the store: free some space and run the same command to write them again\n');
+  });
+});
+
+// Root plays the other user: only it can make a link owned by someone else.
+describe.skipIf(process.getuid?.() !== 0)('a link planted in a folder anyone may write to', () => {
+  it('-o (and --summary-json, and an export) through a link another user made in a sticky world-writable folder is refused, and its target left as it was', async () => {
+    const shared = join(dir.path, 'shared');
+    mkdirSync(shared);
+    chmodSync(shared, 0o1777);
+    const victim = join(dir.path, 'precious.txt');
+    writeFileSync(victim, 'mine\n');
+    const link = join(shared, 'out.csv');
+    symlinkSync(victim, link);
+    lchownSync(link, 4242, 4242);
+    const input = dir.file('planted.csv', 'domain\nnobody-here.com\n');
+    const store = dir.file('planted.db');
+    expect((await runCli([input, '--sandbox', '-o', dir.file('fine.csv'), '--store', store])).code).toBe(0);
+    for (const args of [[input, '--sandbox', '-o', link], [input, '--sandbox', '-o', dir.file('fine.csv'), '--summary-json', link], ['ledger', 'export', '-o', link, '--store', store]]) {
+      const run = await runCli(args);
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stderr).toContain(`${link} is a link another user made in ${shared}, a folder anyone may write to: enrich does not follow it`);
+    }
+    expect(readFileSync(victim, 'utf8')).toBe('mine\n');
+    // A link of one's own there is followed as any other.
+    lchownSync(link, 0, 0);
+    expect((await runCli([input, '--sandbox', '-o', link, '--store', dir.file('own.db')])).code).toBe(0);
+    expect(readFileSync(victim, 'utf8')).toContain('enrich_status');
   });
 });

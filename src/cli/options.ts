@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { fileIdentity, inheritedDescriptor, statOrNull } from '../io/paths.js';
+import { fileIdentity, inheritedDescriptor, plantedLink, statOrNull } from '../io/paths.js';
 import { outputTarget, unwritableReason } from '../io/sink.js';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
@@ -102,6 +102,8 @@ function checkPaths(flags: RunFlags, store: string, env: NodeJS.ProcessEnv): voi
   for (const [flag, path] of [['-o', output], ['--summary-json', flags.summaryJson]] as const) {
     if (path === undefined || path === '-') continue;
     if (inheritedDescriptor(path) !== null) continue;
+    const planted = plantedLink(path);
+    if (planted !== null) throw new UsageError(`${flag} ${planted}`);
     // Where the results will land (a symlink's target): checked now, before anything is bought.
     const { target, viaLink } = outputTarget(path);
     const reason = unwritableReason(target);

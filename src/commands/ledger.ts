@@ -1,7 +1,7 @@
 import { stringify } from 'csv-stringify/sync';
 import { serviceIdentity } from '../api/endpoint.js';
 import { UsageError } from '../errors.js';
-import { fileIdentity, statOrNull } from '../io/paths.js';
+import { fileIdentity, plantedLink, statOrNull } from '../io/paths.js';
 import { openSink, unwritableReason } from '../io/sink.js';
 import { neutraliseCell, stripControls } from '../io/service-text.js';
 import { importJournal, looksLikeJournal, notJournal } from '../store/import-journal.js';
@@ -303,7 +303,7 @@ async function exportRecords(store: LedgerStore, action: Extract<LedgerAction, {
     for (const file of store.files) {
       if (target === fileIdentity(file)) throw new UsageError(`-o ${action.output} is the store itself; give the export another path`);
     }
-    const reason = unwritableReason(action.output);
+    const reason = plantedLink(action.output) ?? unwritableReason(action.output);
     if (reason !== null) throw new UsageError(`-o ${reason}`);
   }
   const sink = await openSink(action.output, stdout);

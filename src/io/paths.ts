@@ -114,3 +114,20 @@ function attempt<T>(f: () => T): T | null {
     return null;
   }
 }
+
+/**
+ * Why a path must not be followed: a symbolic link in a sticky folder anyone may write to (/tmp),
+ * owned by neither this user nor the folder's owner, which anyone could have planted to make a
+ * write land on a file of this user's (Linux's fs.protected_symlinks rule, for the same reason);
+ * null when it may be.
+ */
+export function plantedLink(path: string): string | null {
+  const uid = process.getuid?.();
+  if (uid === undefined) return null;
+  const link = lstatOrNull(path);
+  if (link?.isSymbolicLink() !== true || link.uid === uid) return null;
+  const folder = dirname(resolve(path));
+  const dir = statOrNull(folder);
+  if (dir === null || (dir.mode & 0o1002) !== 0o1002 || link.uid === dir.uid) return null;
+  return `${path} is a link another user made in ${folder}, a folder anyone may write to: enrich does not follow it (it would replace whatever the link points at); give a path of your own`;
+}
