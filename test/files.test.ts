@@ -66,6 +66,14 @@ describe('the stdin spool', () => {
     expect(readdirSync(spools).filter((n) => n.startsWith(`spool-${process.pid}-`))).toStrictEqual([]);
     expect(statSync(spools).mode & 0o777).toBe(0o700);
   });
+
+  it('stops a piped input past its limit in one line, exit 2, and leaves no spool behind', async () => {
+    const big = `domain\n${`${'x'.repeat(60)}.com\n`.repeat(40_000)}`;
+    const run = await runCli(['-', '-o', dir.file('big.csv')], { env: { ...env(), ENRICH_STDIN_LIMIT_MIB: '1' }, stdin: big });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe('enrich: stopped reading stdin at 1 MiB: more than a CSV piped to enrich is taken to be; give the input as a file (no limit), or raise it with ENRICH_STDIN_LIMIT_MIB\n');
+    expect(readdirSync(spoolDir()).filter((n) => n.startsWith(`spool-${process.pid}-`))).toStrictEqual([]);
+  });
 });
 
 describe.skipIf(!existsSync('/dev/full'))('a full disk', () => {

@@ -8,6 +8,7 @@ import { detectFormat, type CsvFormat } from '../io/csv-format.js';
 import type { CsvBatch } from '../io/csv-reader.js';
 import { tuneHeap } from '../heap.js';
 import { resolveInput, type InputSource } from '../io/input.js';
+import { stdinLimit } from '../io/spool-guard.js';
 import { inputSha256, watchInput, type InputWatch } from '../io/input-identity.js';
 import { loadScan, saveScan, type ScanKey } from '../io/scan-cache.js';
 import { copyCsvWithResults, csvResultSuffix, jsonlResultFormatter, ROW_WINDOW, writeJsonlResults, type OutputFormat } from '../io/output.js';
@@ -244,7 +245,7 @@ async function readStage(options: RunOptions, ctx: RunContext, progress: Progres
   if (options.input === '-' && (ctx.stdin as { isTTY?: boolean }).isTTY === true) {
     ctx.reporter.note('reading CSV from the terminal: paste or type it, then press Ctrl-D');
   }
-  const input = await resolveInput(options.input, () => ctx.stdin, ctx.interrupt);
+  const input = await resolveInput(options.input, () => ctx.stdin, ctx.interrupt, stdinLimit(ctx.env));
   cleanups.push(() => input.cleanup());
   const watch = watchInput(input);
   tuneHeap(input.bytes, ctx.env);

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { addAbortSignal, Readable } from 'node:stream';
 import { EnrichError, InputError, InterruptedError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
-import { SpoolGuard } from './spool-guard.js';
+import { SPOOL_LIMITS, SpoolGuard } from './spool-guard.js';
 
 export interface InputSource {
   /** A seekable file: the input itself, or stdin (or a pipe) spooled to a private temp file. */
@@ -85,7 +85,7 @@ function spoolFailure(error: unknown, displayName: string, dir: string): Error {
  * no CSV does (SpoolGuard), goes at once on Ctrl-C or SIGTERM, and on any exit of the process,
  * a second Ctrl-C's included (only kill -9 leaves one, for the next run to remove).
  */
-async function spool(source: NodeJS.ReadableStream, displayName: string, signal: AbortSignal): Promise<InputSource> {
+async function spool(source: NodeJS.ReadableStream, displayName: string, signal: AbortSignal, limit: number): Promise<InputSource> {
   const dir = await spoolFolder();
   await removeDeadSpools(dir);
   const path = join(dir, `spool-${process.pid}-${randomBytes(6).toString('hex')}.csv`);
@@ -96,7 +96,7 @@ async function spool(source: NodeJS.ReadableStream, displayName: string, signal:
     await rm(path, { force: true });
   };
   try {
-    await copyChecked(source, path, new SpoolGuard(displayName, dir), signal);
+    await copyChecked(source, path, new SpoolGuard(displayName, dir, undefined, limit), signal);
   } catch (error) {
     await cleanup();
     throw spoolFailure(error, displayName, dir);
@@ -106,8 +106,8 @@ async function spool(source: NodeJS.ReadableStream, displayName: string, signal:
 }
 
 /** `stdin` is asked for only when the input is `-` (opening it costs a little). */
-export async function resolveInput(spec: string, stdin: () => NodeJS.ReadableStream, signal: AbortSignal = new AbortController().signal): Promise<InputSource> {
-  if (spec === '-') return spool(stdin(), 'stdin', signal);
+export async function resolveInput(spec: string, stdin: () => NodeJS.ReadableStream, signal: AbortSignal = new AbortController().signal, limit = SPOOL_LIMITS.maxBytes): Promise<InputSource> {
+  if (spec === '-') return spool(stdin(), 'stdin', signal, limit);
   let info;
   try {
     info = statSync(spec);
@@ -117,7 +117,7 @@ export async function resolveInput(spec: string, stdin: () => NodeJS.ReadableStr
   }
   if (info.isDirectory()) throw new InputError(`${spec} is a directory, not a CSV file`);
   // A FIFO, `<(...)` (/dev/fd/N) or a device can be read once only, and has no size.
-  if (!info.isFile()) return spool(createReadStream(spec), spec, signal);
+  if (!info.isFile()) return spool(createReadStream(spec), spec, signal, limit);
   return { path: spec, displayName: spec, fromStdin: false, bytes: info.size, cleanup: async () => {} };
 }
 

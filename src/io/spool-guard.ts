@@ -10,6 +10,12 @@ export const SPOOL_LIMITS = {
   maxLineBytes: 8 * 1024 * 1024,
   /** statfs costs a system call: once per this much spooled is plenty. */
   freeCheckBytes: 8 * 1024 * 1024,
+  /**
+   * The most a piped input may be: several times a million-row export (about 200 MiB), far short of
+   * a disk filled by a stream that never ends. A file given by path has no such limit;
+   * ENRICH_STDIN_LIMIT_MIB raises it.
+   */
+  maxBytes: 4 * 1024 ** 3,
   /** The spool stops while this much of its disk is still free: 5% of it, at most 1 GiB. */
   freeFloor: (diskBytes: number): number => Math.min(1024 ** 3, diskBytes * 0.05),
 };
@@ -17,6 +23,14 @@ export const SPOOL_LIMITS = {
 export interface DiskSpace {
   free: number;
   size: number;
+}
+
+/** The limit on a piped input: ENRICH_STDIN_LIMIT_MIB (a whole number of MiB), else SPOOL_LIMITS.maxBytes. */
+export function stdinLimit(env: NodeJS.ProcessEnv): number {
+  const raw = env['ENRICH_STDIN_LIMIT_MIB']?.trim();
+  if (raw === undefined || raw === '') return SPOOL_LIMITS.maxBytes;
+  if (!/^\d+$/.test(raw) || Number(raw) < 1) throw new InputError(`ENRICH_STDIN_LIMIT_MIB must be a whole number of MiB, 1 or more ('${raw}' given)`);
+  return Number(raw) * 1024 * 1024;
 }
 
 /** Free space for an unprivileged user (bavail, not bfree); null where statfs cannot say. */
@@ -49,6 +63,7 @@ export class SpoolGuard {
     private readonly displayName: string,
     private readonly dir: string,
     private readonly space: () => DiskSpace | null = () => diskSpace(dir),
+    private readonly maxBytes: number = SPOOL_LIMITS.maxBytes,
   ) {}
 
   check(chunk: Buffer): void {
@@ -67,6 +82,11 @@ export class SpoolGuard {
     }
     this.line = first === -1 ? longest : chunk.length - 1 - lineBreakAt(chunk, true);
     this.written += chunk.length;
+    if (this.written > this.maxBytes) {
+      throw new InputError(
+        `stopped reading ${name} at ${MiB(this.maxBytes)}: more than a CSV piped to enrich is taken to be; give the input as a file (no limit), or raise it with ENRICH_STDIN_LIMIT_MIB`,
+      );
+    }
     if (this.written >= this.nextFreeCheck) {
       this.nextFreeCheck = this.written + SPOOL_LIMITS.freeCheckBytes;
       this.checkFreeSpace();

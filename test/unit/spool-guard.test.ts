@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InputError } from '../../src/errors.js';
-import { SPOOL_LIMITS, SpoolGuard, type DiskSpace } from '../../src/io/spool-guard.js';
+import { SPOOL_LIMITS, SpoolGuard, stdinLimit, type DiskSpace } from '../../src/io/spool-guard.js';
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
@@ -71,5 +71,17 @@ describe('SpoolGuard: what no real CSV does', () => {
     const guard = new SpoolGuard('stdin', '/tmp', () => (asked++, { free: 0, size: GiB }));
     expect(feed(guard, lines(64 * 1024), 4 * MiB)).toBeNull();
     expect(asked).toBe(0);
+  });
+
+  it('stops a piped input past its limit (4 GiB, or ENRICH_STDIN_LIMIT_MIB), pointing at a file, which has none', () => {
+    const roomy = (): DiskSpace => ({ free: 100 * GiB, size: 200 * GiB });
+    expect(SPOOL_LIMITS.maxBytes).toBe(4 * GiB);
+    expect(feed(new SpoolGuard('stdin', '/tmp', roomy, 2 * MiB), lines(64 * 1024), 2 * MiB)).toBeNull();
+    expect(feed(new SpoolGuard('stdin', '/tmp', roomy, 2 * MiB), lines(64 * 1024), 3 * MiB)).toStrictEqual(
+      new InputError('stopped reading stdin at 2 MiB: more than a CSV piped to enrich is taken to be; give the input as a file (no limit), or raise it with ENRICH_STDIN_LIMIT_MIB'),
+    );
+    expect(stdinLimit({ ENRICH_STDIN_LIMIT_MIB: '8192' })).toBe(8 * GiB);
+    expect(stdinLimit({})).toBe(4 * GiB);
+    expect(() => stdinLimit({ ENRICH_STDIN_LIMIT_MIB: '2GB' })).toThrow("ENRICH_STDIN_LIMIT_MIB must be a whole number of MiB, 1 or more ('2GB' given)");
   });
 });
