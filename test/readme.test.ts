@@ -134,7 +134,7 @@ describe("the README's commands", () => {
 
   it('is short: at most about 12 KB, and links every doc', () => {
     expect(Buffer.byteLength(README)).toBeLessThanOrEqual(12 * 1024);
-    for (const doc of ['money', 'input-and-display', 'output', 'failures', 'doctor', 'store-and-resume', 'team', 'rate-limits-and-performance', 'sandbox', 'layout']) {
+    for (const doc of ['money', 'input-and-display', 'output', 'failures', 'doctor', 'store-and-resume', 'team', 'rate-limits-and-performance', 'sandbox', 'layout', 'budgets']) {
       expect(README).toContain(`(docs/${doc}.md`);
       expect(readFileSync(join(ROOT, 'docs', `${doc}.md`), 'utf8')).toContain('../README.md');
     }
