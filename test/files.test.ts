@@ -71,7 +71,7 @@ describe('the stdin spool', () => {
     const big = `domain\n${`${'x'.repeat(60)}.com\n`.repeat(40_000)}`;
     const run = await runCli(['-', '-o', dir.file('big.csv')], { env: { ...env(), ENRICH_STDIN_LIMIT_MIB: '1' }, stdin: big });
     expect(run.code).toBe(2);
-    expect(run.stderr).toBe('enrich: stopped reading stdin at 1 MiB: more than a CSV piped to enrich is taken to be; give the input as a file (no limit), or raise it with ENRICH_STDIN_LIMIT_MIB\n');
+    expect(run.stderr).toBe('enrich: stopped reading stdin at 1 MiB: more than a CSV piped to enrich is taken to be; save it to a regular file and give that (no limit), or raise it with ENRICH_STDIN_LIMIT_MIB\n');
     expect(readdirSync(spoolDir()).filter((n) => n.startsWith(`spool-${process.pid}-`))).toStrictEqual([]);
   });
 });
@@ -104,6 +104,23 @@ describe.skipIf(process.getuid?.() !== 0)('a link planted in a folder anyone may
       expect(run.code, run.stderr).toBe(2);
       expect(run.stderr).toContain(`${link} is a link another user made in ${shared}, a folder anyone may write to: enrich does not follow it`);
     }
+    expect(readFileSync(victim, 'utf8')).toBe('mine\n');
+    // Planted once the run has started (its paths were looked at then): looked at again as the results are written.
+    const late = join(shared, 'late.csv');
+    const child = spawn(process.execPath, [BIN, '-', '--sandbox', '-o', late, '--summary-json', join(shared, 'late.json'), '--store', store], { env: { ...baseEnv(), HOME: dir.path }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    // Its spool appears once its paths were checked: only then is the link planted.
+    child.stdin.write('domain\n');
+    const spooling = (): boolean => existsSync(spoolDir()) && readdirSync(spoolDir()).some((n) => n.startsWith(`spool-${child.pid}-`));
+    while (!spooling() && child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
+    expect(child.exitCode).toBeNull();
+    symlinkSync(victim, late);
+    lchownSync(late, 4242, 4242);
+    child.stdin.end('nobody-here.com\n');
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code, stderr).toBe(2);
+    expect(stderr).toContain(`${late} is a link another user made in ${shared}`);
     expect(readFileSync(victim, 'utf8')).toBe('mine\n');
     // A link of one's own there is followed as any other.
     lchownSync(link, 0, 0);

@@ -49,16 +49,26 @@ describe('a batch on the team store that cannot go ahead (issue 21)', () => {
     const input = t.dir.file('ssl.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
     const requests = t.sb.stats.requests;
     const { port } = new URL(url);
-    for (const mode of ['require', 'prefer', 'verify-full']) {
+    // In the address, or in PGSSLMODE (as psql reads it) for an address without one.
+    const tries: [string, Record<string, string>][] = ['require', 'prefer', 'verify-full', 'no-verify'].map((mode) => {
       const address = new URL(url);
       address.searchParams.set('sslmode', mode);
-      const run = await runProcess([input, '-o', t.dir.file('ssl-out.csv'), '--store', address.toString()], { env: t.env() });
+      return [address.toString(), {}];
+    });
+    tries.push([url, { PGSSLMODE: 'require' }]);
+    for (const [address, env] of tries) {
+      const run = await runProcess([input, '-o', t.dir.file('ssl-out.csv'), '--store', address], { env: { ...t.env(), ...env } });
       expect(run.code, run.stderr).toBe(2);
-      expect(run.stderr).toBe(`enrich: the team store at 127.0.0.1:${port} takes no TLS connections and the address asks for them (sslmode): enable TLS on the server, or drop sslmode from the address where the network is trusted; nothing was sent to the service\n`);
-      const doctor = await runProcess(['doctor', '--sandbox', '--store', address.toString()]);
+      expect(run.stderr).toMatch(new RegExp(`^enrich: the team store at 127\\.0\\.0\\.1:${port} (takes no TLS connections and the address asks for them|.*does not support SSL)`));
+      expect(run.stderr.trimEnd().split('\n')).toHaveLength(1);
+      const doctor = await runProcess(['doctor', '--sandbox', '--store', address], { env });
       expect(doctor.code).toBe(2);
-      expect(doctor.stdout).toContain('takes no TLS connections');
     }
+    const ca = new URL(url);
+    ca.searchParams.set('sslmode', 'verify-ca');
+    const verifyCa = await runProcess([input, '-o', t.dir.file('ssl-out.csv'), '--store', ca.toString()], { env: t.env() });
+    expect(verifyCa).toMatchObject({ code: 2, stderr: 'enrich: sslmode=verify-ca checks the server against a CA of your own: add sslrootcert=<file> to the address (or use verify-full, against the system CAs)\n' });
+    expect((await runProcess(['doctor', '--sandbox', '--store', ca.toString()])).stdout).toContain('sslmode=verify-ca checks the server against a CA of your own');
     expect(t.sb.stats.requests).toBe(requests);
     const plain = new URL(url);
     plain.searchParams.set('sslmode', 'disable');

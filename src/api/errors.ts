@@ -211,13 +211,13 @@ export interface ErrorResponse {
  * service that did run the call: its outcome is unknown.
  */
 const isDefinitive = (status: number, contentType: string): boolean =>
-  /^application\/problem\+json\b/i.test(contentType) && (status < 500 || status === 500) && status !== IN_PROGRESS;
+  /^application\/problem\+json\b/i.test(contentType) && (status < 500 || status === 500);
 
 /**
  * 409 to a paid call: what an idempotency layer says while a request under the same key is still
- * running (Stripe's, and those built like it). Not the service's verdict on this call: the one
- * running may yet be charged, so the key is kept (pipeline/keys.ts), and the call is asked again
- * later under it (api/retry.ts).
+ * running (Stripe's, and those built like it). Under a key whose earlier attempt lost its answer,
+ * that one may yet be charged: the key is kept (pipeline/keys.ts) and asked again later under it
+ * (api/retry.ts). Under a key never sent unanswered it proves nothing runs: an error as any other.
  */
 export const IN_PROGRESS = 409;
 

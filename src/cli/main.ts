@@ -1,13 +1,13 @@
 import { lstat, rm, writeFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import type { RunOptions, RunResult } from '../commands/run.js';
-import { EnrichError, ExitCode, errorMessage, type ErrorKind } from '../errors.js';
+import { EnrichError, ExitCode, errorMessage, UsageError, type ErrorKind } from '../errors.js';
 import type { Stop } from '../pipeline/stops.js';
 import type { Summary } from '../pipeline/summary.js';
 import type { Reporter } from '../ui/reporter.js';
 import { parseCommandLine, type RunFlags } from './program.js';
 import { monotonicMs } from '../pipeline/clock.js';
-import { inheritedDescriptor } from '../io/paths.js';
+import { inheritedDescriptor, plantedLink } from '../io/paths.js';
 
 // Only parsing is loaded up front: --version and --help must start as fast as node itself, so
 // the batch, the sandbox and the live display (ora, cli-progress, csv, undici) load when asked.
@@ -214,7 +214,13 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
     if (flags.summaryJson === '-') io.stdout.write(json);
     // Through the descriptor, as results are (see inheritedDescriptor): `--summary-json /dev/stderr`.
     else if (inheritedDescriptor(flags.summaryJson) === 2) io.stderr.write(json);
-    else await writeFile(flags.summaryJson, json, { mode: 0o600 });
+    else {
+      // Looked at again as it is written: a link planted since the start is not followed either.
+      const planted = plantedLink(flags.summaryJson);
+      if (planted !== null) throw new UsageError(`--summary-json ${planted}`);
+      // A file there keeps its mode and group; a new one gets the umask's.
+      await writeFile(flags.summaryJson, json, { mode: 0o666 });
+    }
   }
   return exitCode(troubleOf(stop, summary));
 }

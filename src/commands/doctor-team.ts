@@ -27,7 +27,7 @@ export function teamStoreLines(address: string, found: Inspection): Check[] {
   const { host, port, database } = found.place;
   const at = `${host}:${port}`;
   const where = `${displayStore(address)} (the team store)`;
-  if (!found.reached && found.failure === 'tls') return [fail('store', `${where}: ${tlsAdvice(at, new Error(found.detail))}`, 'usage')];
+  if (!found.reached && found.failure === 'tls') return [fail('store', `${where}: ${/^sslmode=/.test(found.detail) ? found.detail : tlsAdvice(at, new Error(found.detail))}`, 'usage')];
   if (!found.reached && found.failure === 'unreachable') {
     return [fail('store', `${where}: cannot reach ${at}: ${found.detail}; check the address, the network or a firewall`, 'unavailable')];
   }

@@ -245,7 +245,7 @@ async function readStage(options: RunOptions, ctx: RunContext, progress: Progres
   if (options.input === '-' && (ctx.stdin as { isTTY?: boolean }).isTTY === true) {
     ctx.reporter.note('reading CSV from the terminal: paste or type it, then press Ctrl-D');
   }
-  const input = await resolveInput(options.input, () => ctx.stdin, ctx.interrupt, stdinLimit(ctx.env));
+  const input = await resolveInput(options.input, () => ctx.stdin, ctx.interrupt, () => stdinLimit(ctx.env));
   cleanups.push(() => input.cleanup());
   const watch = watchInput(input);
   tuneHeap(input.bytes, ctx.env);
@@ -407,8 +407,11 @@ function confirmQuestion(buy: number, buyNow: number, bill: MonthBill, budget: r
   const month = bill.earlierCredits > 0 ? `, on top of ${count(bill.earlierCredits, 'credit')} this service's runs spent this month` : '';
   const caps = budget.map((l) => `${capName(l.person, team).replace(/^the/, 'The')} has ${count(l.left ?? 0, 'credit')} left of ${num(l.cap ?? 0)}`);
   const what = buyNow < buy ? `${num(buyNow)} of ${count(buy, 'company', 'companies')}` : count(buy, 'company', 'companies');
+  // Resumed purchases hold their reservation already: counted in what the caps have spent or held.
+  const resumed = buyNow - Math.min(buyNow, tightest(budget) ?? buyNow);
   const rest = buyNow < buy ? `, so ${count(buy - buyNow, 'company waits', 'companies wait')} for more room` : '';
-  const stops = caps.length === 0 ? '' : ` ${caps.join('; ')}${rest}.`;
+  const already = resumed > 0 ? ` (${count(resumed, 'resumed purchase', 'resumed purchases')} counted there already)` : '';
+  const stops = caps.length === 0 ? '' : ` ${caps.join('; ')}${already}${rest}.`;
   return `buy ${what} for ${count(buyNow, 'credit')}${month}? This month's bill becomes ${usd(bill.after.total)} on ${bill.after.plan.name} (adds ${usd(bill.addsUsd)}).${stops} [y/N] `;
 }
 

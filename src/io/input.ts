@@ -106,8 +106,8 @@ async function spool(source: NodeJS.ReadableStream, displayName: string, signal:
 }
 
 /** `stdin` is asked for only when the input is `-` (opening it costs a little). */
-export async function resolveInput(spec: string, stdin: () => NodeJS.ReadableStream, signal: AbortSignal = new AbortController().signal, limit = SPOOL_LIMITS.maxBytes): Promise<InputSource> {
-  if (spec === '-') return spool(stdin(), 'stdin', signal, limit);
+export async function resolveInput(spec: string, stdin: () => NodeJS.ReadableStream, signal: AbortSignal = new AbortController().signal, limit: () => number = () => SPOOL_LIMITS.maxBytes): Promise<InputSource> {
+  if (spec === '-') return spool(stdin(), 'stdin', signal, limit());
   let info;
   try {
     info = statSync(spec);
@@ -117,7 +117,7 @@ export async function resolveInput(spec: string, stdin: () => NodeJS.ReadableStr
   }
   if (info.isDirectory()) throw new InputError(`${spec} is a directory, not a CSV file`);
   // A FIFO, `<(...)` (/dev/fd/N) or a device can be read once only, and has no size.
-  if (!info.isFile()) return spool(createReadStream(spec), spec, signal, limit);
+  if (!info.isFile()) return spool(createReadStream(spec), spec, signal, limit());
   return { path: spec, displayName: spec, fromStdin: false, bytes: info.size, cleanup: async () => {} };
 }
 

@@ -1,10 +1,10 @@
 import { once } from 'node:events';
 import { accessSync, constants, createWriteStream, openSync, readdirSync, type WriteStream } from 'node:fs';
-import { chmod, rename, rm } from 'node:fs/promises';
+import { chmod, chown, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { EnrichError, UsageError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
-import { descriptorNumber, inheritedDescriptor, landsAt, lstatOrNull, ownDescriptor, statOrNull } from './paths.js';
+import { descriptorNumber, inheritedDescriptor, landsAt, lstatOrNull, ownDescriptor, plantedLink, statOrNull } from './paths.js';
 
 /**
  * Whoever read our stdout stopped reading (`| head`): the store holds everything bought, so
@@ -202,6 +202,9 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
   // Through the descriptor, left open for the messages after it.
   if (inherited === 2) return streamSink(destination, destination, { fd: 2, autoClose: false });
   // The checks are synchronous: a few metadata calls, each a thread-pool round trip as promises.
+  // A link planted since the run started (it was looked at then too) is not followed either.
+  const planted = plantedLink(destination);
+  if (planted !== null) throw new UsageError(planted);
   const { target } = outputTarget(destination);
   const unusable = unwritableReason(target);
   if (unusable !== null) throw new UsageError(unusable);
@@ -216,7 +219,11 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
     destination,
     { fd },
     async () => {
-      if (existing !== null) await chmod(tempPath, existing.mode & 0o7777);
+      if (existing !== null) {
+        await chmod(tempPath, existing.mode & 0o7777);
+        // Its group too, where this user may give it (a member of it): teammates keep reading it.
+        await chown(tempPath, -1, existing.gid).catch(() => {});
+      }
       await rename(tempPath, target);
       await removeOrphans(target);
     },

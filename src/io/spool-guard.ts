@@ -84,7 +84,7 @@ export class SpoolGuard {
     this.written += chunk.length;
     if (this.written > this.maxBytes) {
       throw new InputError(
-        `stopped reading ${name} at ${MiB(this.maxBytes)}: more than a CSV piped to enrich is taken to be; give the input as a file (no limit), or raise it with ENRICH_STDIN_LIMIT_MIB`,
+        `stopped reading ${name} at ${MiB(this.maxBytes)}: more than a CSV piped to enrich is taken to be; save it to a regular file and give that (no limit), or raise it with ENRICH_STDIN_LIMIT_MIB`,
       );
     }
     if (this.written >= this.nextFreeCheck) {

@@ -1,4 +1,4 @@
-import { ApiError, ConnectionError, NotServiceApiError, RateLimitedError, UnusablePaidAnswerError } from '../api/errors.js';
+import { ApiError, ConnectionError, IN_PROGRESS, NotServiceApiError, RateLimitedError, UnusablePaidAnswerError } from '../api/errors.js';
 
 /** Why the service is taken to be down: one line, naming the host and the cause. */
 export interface Outage {
@@ -70,6 +70,8 @@ export class Health {
     // behind it (pipeline/keys.ts), up or down, so it neither counts nor clears a failure, and is
     // never fresh evidence; the limiter deals with it.
     if (error instanceof RateLimitedError) return null;
+    // A 409 ("a request under this key is still running") says as little of the service's health.
+    if (error instanceof ApiError && error.status === IN_PROGRESS) return null;
     if (lostKey !== undefined && error instanceof ApiError && error.definitive) {
       const since = lostKey.lostAt !== null && this.answeredSince(lostKey.lostAt);
       if (error.status < 500 || since) {

@@ -1,4 +1,4 @@
-import { ApiError, RateLimitedError } from '../api/errors.js';
+import { ApiError, IN_PROGRESS, RateLimitedError } from '../api/errors.js';
 import type { Company } from './state.js';
 
 /**
@@ -28,8 +28,10 @@ export type KeyVerdict = 'retired' | 'settled' | 'kept' | null;
 
 export function keyVerdict(company: Pick<Company, 'purchase'>, error: unknown, settle: Settle = NEVER): KeyVerdict {
   if (error instanceof RateLimitedError) return null;
-  if (!(error instanceof ApiError) || !error.definitive) return 'kept';
   const p = company.purchase;
+  // "Still running" under a key lost before: that attempt may yet be charged, whatever the settle time says.
+  if (error instanceof ApiError && error.status === IN_PROGRESS && p.state === 'uncertain') return 'kept';
+  if (!(error instanceof ApiError) || !error.definitive) return 'kept';
   if (p.state !== 'uncertain') return 'retired';
   return settled(p.lostAt, settle) ? 'settled' : 'kept';
 }

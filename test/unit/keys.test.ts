@@ -49,10 +49,11 @@ describe('keyVerdict', () => {
     expect(keyVerdict(uncertain, problem(500, 'internal', 'x'), outage)).toBe('kept');
     expect(keyVerdict(uncertain, problem(500, 'internal', 'x'), { ...outage, answeredSince: (at: number) => at <= 1_000_000 })).toBe('settled');
   });
-  it("keeps a key answered 409 (an idempotency layer's \"a request under this key is still running\"), past the settle time too, and asks again under it", () => {
+  it("keeps a key lost before and answered 409 (an idempotency layer's \"a request under this key is still running\"), past the settle time too, and asks again under it", () => {
     const settle = { now: 1_000_000 + 3_600_000, afterMs: 60_000, answeredSince: () => true };
     for (const conflict of [problem(409, 'idempotency_key_in_use', 'req_4'), apiErrorFromResponse({ status: 409, contentType: 'text/plain', retryAfter: undefined, requestId: undefined, body: 'in progress' })]) {
-      expect(keyVerdict(fresh, conflict)).toBe('kept');
+      // Under a key never sent unanswered, nothing can be running: an error as any other.
+      expect(keyVerdict(fresh, conflict)).toBe(conflict.definitive ? 'retired' : 'kept');
       expect(keyVerdict(uncertain, conflict, settle)).toBe('kept');
       expect(decideRetry(conflict, { failures: 1, rateLimited: 0 }, DEFAULT_RETRY_POLICY, () => 0.5)).toMatchObject({ retry: true });
     }

@@ -78,7 +78,7 @@ describe('SpoolGuard: what no real CSV does', () => {
     expect(SPOOL_LIMITS.maxBytes).toBe(4 * GiB);
     expect(feed(new SpoolGuard('stdin', '/tmp', roomy, 2 * MiB), lines(64 * 1024), 2 * MiB)).toBeNull();
     expect(feed(new SpoolGuard('stdin', '/tmp', roomy, 2 * MiB), lines(64 * 1024), 3 * MiB)).toStrictEqual(
-      new InputError('stopped reading stdin at 2 MiB: more than a CSV piped to enrich is taken to be; give the input as a file (no limit), or raise it with ENRICH_STDIN_LIMIT_MIB'),
+      new InputError('stopped reading stdin at 2 MiB: more than a CSV piped to enrich is taken to be; save it to a regular file and give that (no limit), or raise it with ENRICH_STDIN_LIMIT_MIB'),
     );
     expect(stdinLimit({ ENRICH_STDIN_LIMIT_MIB: '8192' })).toBe(8 * GiB);
     expect(stdinLimit({})).toBe(4 * GiB);

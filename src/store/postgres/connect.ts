@@ -27,15 +27,24 @@ export const QUERY_TIMEOUT_MS = 60_000;
  * verify-full, with a twelve-line warning on stderr): the address a managed PostgreSQL hands out
  * works as it does in psql.
  */
-export function libpqAddress(url: string): string {
+export function libpqAddress(url: string, env: NodeJS.ProcessEnv = process.env): string {
+  let u: URL;
   try {
-    const u = new URL(url);
-    if (!u.searchParams.has('sslmode') || u.searchParams.has('uselibpqcompat')) return url;
-    u.searchParams.set('uselibpqcompat', 'true');
-    return u.toString();
+    u = new URL(url);
   } catch {
     return url;
   }
+  if (u.searchParams.has('uselibpqcompat')) return url;
+  // PGSSLMODE stands for an sslmode the address leaves out, as in psql (node-pg reads it its own way).
+  const mode = u.searchParams.get('sslmode') ?? env['PGSSLMODE']?.trim() ?? '';
+  if (mode === 'verify-ca' && !u.searchParams.has('sslrootcert')) {
+    throw new UsageError('sslmode=verify-ca checks the server against a CA of your own: add sslrootcert=<file> to the address (or use verify-full, against the system CAs)');
+  }
+  // no-verify is node-pg's own word (encrypted, not checked): left to it. allow is not supported by node-pg: left to it too.
+  if (!['disable', 'prefer', 'require', 'verify-ca', 'verify-full'].includes(mode)) return url;
+  u.searchParams.set('sslmode', mode);
+  u.searchParams.set('uselibpqcompat', 'true');
+  return u.toString();
 }
 
 export function client(url: string, pipeline = false, timeoutMs = QUERY_TIMEOUT_MS): pg.Client {
@@ -96,8 +105,8 @@ export function connectFailure(place: Place, error: unknown): EnrichError {
 /** What to change when TLS cannot work as the address asks (sslmode, as psql reads it). */
 export function tlsAdvice(at: string, error: unknown): string {
   const message = printableMessage(error);
-  if (/does not support SSL/i.test(message)) return `the team store at ${at} takes no TLS connections and the address asks for them (sslmode): enable TLS on the server, or drop sslmode from the address where the network is trusted`;
-  return `the team store at ${at} presented a certificate that fails the check the address asks for (${message}): give sslmode=require (encrypted, not checked) or add the server's CA (sslrootcert=<file>) for verify-full`;
+  if (/does not support SSL/i.test(message)) return `the team store at ${at} takes no TLS connections and the address asks for them (sslmode, or PGSSLMODE; prefer too, which this client does not fall back from): enable TLS on the server, or give sslmode=disable where the network is trusted`;
+  return `the team store at ${at} presented a certificate that fails the check the address asks for (${message}): give the CA that signed it (sslrootcert=<file>); only on a network you trust, sslmode=require encrypts without checking`;
 }
 
 const printableMessage = (error: unknown): string => String((error as Error).message ?? error).replace(/\s+/g, ' ').slice(0, 200);

@@ -179,7 +179,14 @@ export type Inspection = { reached: false; place: Place; failure: FailureClass; 
  * store is left as it was (no schema made on an empty database, no run recorded).
  */
 export async function inspectTeamStore(url: string, now: () => number = () => Date.now()): Promise<Inspection> {
-  const c = client(url);
+  let c: pg.Client;
+  try {
+    c = client(url);
+  } catch (error) {
+    // An address whose TLS settings cannot work (sslmode=verify-ca without its CA): nothing was tried.
+    const u = new URL(url);
+    return { reached: false, place: { host: u.hostname, port: Number(u.port || 5432), database: u.pathname.slice(1) }, failure: 'tls', detail: (error as Error).message };
+  }
   const place = placeOf(c);
   try {
     await c.connect();
