@@ -41,7 +41,9 @@ describe('every JSON the CLI writes', () => {
     const runs = runsJson.runs;
     expect(runs[0]).toMatchObject({ service: `${t.sb.url}/api/v1/public`, dry_run: false, status: 'done', credits: 4 });
     expect(runs[0]?.['started_at']).toMatch(ISO);
-    expectStyle(JSON.parse((await runCli(['ledger', 'release', '--json'])).stdout));
+    const release = JSON.parse((await runCli(['ledger', 'release', '--json'])).stdout) as { store: string; at_risk: unknown[] };
+    expectStyle(release);
+    expect(release).toMatchObject({ store: expect.any(String), at_risk: expect.any(Array) });
 
     // The export's JSONL: one flat object a record, under the names a run's JSONL uses.
     const exported = (await runCli(['ledger', 'export', '--format', 'jsonl'])).stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);

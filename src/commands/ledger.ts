@@ -179,7 +179,7 @@ async function releaseHeld(store: LedgerStore, action: Extract<LedgerAction, { k
     const held = await store.atRisk([]);
     if (json) {
       const rows = held.map((p) => ({ service: p.service, domain: p.domain, generation: p.generation, key_version: p.keyVersion, error_code: p.errorCode, lost_at: iso(p.lostAt), resumed: p.tried }));
-      return print(JSON.stringify(rows, null, 2));
+      return print(JSON.stringify({ store: store.shown, at_risk: rows }, null, 2));
     }
     if (held.length === 0) return print('no purchase is waiting on an unanswered paid call');
     print(held.map((p) => `${p.domain}  (${p.service}; ${p.tried ? `last error ${p.errorCode ?? 'none'}` : 'never resumed here'}${p.lostAt === null ? '' : `; unanswered since ${stamp(p.lostAt)}`})`).join('\n'));
