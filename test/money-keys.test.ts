@@ -152,6 +152,8 @@ describe('a paid endpoint that goes down after answers were lost', () => {
     const svc = await service((_d, _k) => (phase === 'lose' ? 'lose' : phase === 'down' ? internal : 'replay'));
     const first = await enrich(domains, ['--settle', '1s']);
     expect(first.totals['at_risk']).toBe(10);
+    // Beside what was spent, on the screen: what may yet be (issue 36).
+    expect(first.run.stderr).toMatch(/\n {2}at risk +10 +companies wait on a paid call whose answer never came: at most 10 credits more\n/);
     const keysBefore = new Set(svc.keys);
     phase = 'down';
     const down = await enrich(domains, ['--settle', '1s']);

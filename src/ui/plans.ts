@@ -32,8 +32,9 @@ export function moneyRows(s: Summary): [string, string][] {
     rows.push(['this month', `${num(m.credits)}   credits since ${m.since.slice(0, 10)} UTC (${earlier})`]);
     rows.push(["month's bill", `${dollars(m.bill_usd)}   on ${describeCheapest(m)}`]);
   }
+  // Per-plan overage figures no plan would bill for this run: only where the month cannot be priced (they stay in the JSON).
   const c = s.estimated_cost_usd;
-  rows.push(["at plan rates", `${usd(c.starter)}   Starter · ${usd(c.growth)} Growth · ${usd(c.scale)} Scale: ${count(s.estimated_credits, 'credit')} at each plan's overage rate, not a bill`]);
+  if (m === null) rows.push(["at plan rates", `${usd(c.starter)}   Starter · ${usd(c.growth)} Growth · ${usd(c.scale)} Scale: ${count(s.estimated_credits, 'credit')} at each plan's overage rate, not a bill`]);
   if (m !== null) rows.push(['not counted', m.not_counted]);
   return rows;
 }

@@ -17,15 +17,17 @@ export function formatSummary(s: Summary): string {
   if (s.errors > 0 || !s.dry_run) rows.push(['rows errored', num(s.errors)]);
   if (s.skipped > 0 || !s.dry_run) rows.push(['rows skipped', num(s.skipped)]);
   if (s.dry_run) {
-    if (s.reused > 0) rows.push(['reused', `${num(s.reused)}   ${s.reused === 1 ? 'company' : 'companies'} held in the store, free (${count(s.credits_saved, 'credit')} saved)`]);
+    if (s.reused > 0) rows.push(['reused', `${num(s.reused)}   ${s.reused === 1 ? 'company' : 'companies'} held in the store, free${saved(s)}`]);
     const stale = s.stale > 0 ? `   (${num(s.stale)} to refresh stale records)` : '';
     rows.push(['to buy', `${count(s.estimated_credits, 'company', 'companies')}${stale}`]);
     if (s.left_by_cap > 0) rows.push(['left by cap', `${count(s.left_by_cap, 'company', 'companies')}   past ${s.budget?.limits_estimate === true ? "the monthly budget's room" : '--max-credits'}, for a later run`]);
     rows.push(...moneyRows(s));
   } else {
     rows.push(['bought', `${num(s.bought)}${s.bought > 0 ? `   ${s.bought === 1 ? 'company' : 'companies'}, by this run` : ''}`]);
-    rows.push(['reused', `${num(s.reused)}${s.reused > 0 ? `   ${s.reused === 1 ? 'company' : 'companies'} from the store (${count(s.credits_saved, 'credit')} saved)` : ''}`]);
+    rows.push(['reused', `${num(s.reused)}${s.reused > 0 ? `   ${s.reused === 1 ? 'company' : 'companies'} from the store${saved(s)}` : ''}`]);
     rows.push(['credits spent', `${num(s.credits_charged)}${s.credits_remaining !== null ? `   (${num(s.credits_remaining)} left)` : ''}`]);
+    // Beside what was spent, what may yet be: so the figures on the screen add up on their face.
+    if (s.at_risk > 0) rows.push(['at risk', `${num(s.at_risk)}   ${s.at_risk === 1 ? 'company waits' : 'companies wait'} on a paid call whose answer never came: at most ${count(s.at_risk, 'credit')} more`]);
     const m = s.month;
     if (m !== null && m.run_credits > 0) rows.push(['this month', `${num(m.credits)}   credits by this service's runs since ${m.since.slice(0, 10)} UTC; ${dollars(m.bill_usd)} on ${describeCheapest(m)} (not counted: other tools, rolled-over credits)`]);
     if (s.credits_unconfirmed > 0) {
@@ -97,6 +99,9 @@ function authStep(code: string, message: string): string {
   if (code === 'invalid_token') return 'the service refused the API key (invalid_token); check ENRICH_API_KEY or --api-key-file, then run the same command';
   return `the service refused the API key: ${message}; sort it out with the service, then run the same command`;
 }
+
+/** " (N credits saved)" where the store saved any: a rerun of the same input saves nothing, and says nothing of it. */
+const saved = (s: Summary): string => (s.credits_saved > 0 ? ` (${count(s.credits_saved, 'credit')} saved)` : '');
 
 /** Each monthly cap that applies: what it has left, of what, spent and held (store/budget.ts). */
 function budgetRows(s: Summary): [string, string][] {
