@@ -160,6 +160,9 @@ describe('a question before a large spend, on a terminal only', () => {
     live.type('n\r');
     expect(await live.exited).toBe(4);
     expect(live.output()).toContain('nothing bought: you answered no');
+    // Every row was matched and would be bought: said so, not "skipped" (issue 36).
+    expect(live.output()).toMatch(/rows found +152 +\(would be bought\)/);
+    expect(live.output()).toMatch(/rows skipped +0\b/);
     expect(existsSync(out)).toBe(false);
 
     live = liveTerminal([FIXTURE, '--store', store, '-o', out, '--yes'], service, 200, dir.file('tty-yes'));

@@ -378,7 +378,8 @@ async function writeStage(
   // A run stopped for the service writes what it has (from this run or the store), as any other.
   const silent = declined || stop?.reason === 'interrupted' || stop?.reason === 'auth' || (stop?.reason === 'unavailable' && !stop.worked && !state.knowsAny());
   const writeOutput = options.writesOutput && !silent;
-  const tally = writeOutput ? await writeResults({ options, ...read, records: plan.records, stop, ctx }) : countResults(scan, state, options.dryRun, stop);
+  // Answered no: every match is in, nothing bought, as in a dry run: its rows are "found", not "skipped".
+  const tally = writeOutput ? await writeResults({ options, ...read, records: plan.records, stop, ctx }) : countResults(scan, state, options.dryRun || declined, stop);
   progress({ type: 'phase', phase: 'done' });
   ctx.reporter.refresh();
   const reused = state.companies.filter((c) => c.status === 'hit' && c.source !== 'bought').map((c) => c.domain);

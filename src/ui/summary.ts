@@ -11,7 +11,7 @@ export function formatSummary(s: Summary): string {
     ['unique domains', num(s.unique_domains)],
     ['companies', num(s.companies)],
     ['rows matched', num(s.matched)],
-    ...(s.dry_run ? ([['rows found', `${num(s.found)}   (would be bought)`]] as [string, string][]) : []),
+    ...(s.dry_run || s.found > 0 ? ([['rows found', `${num(s.found)}   (would be bought)`]] as [string, string][]) : []),
     ['rows no match', num(s.no_match)],
   ];
   if (s.errors > 0 || !s.dry_run) rows.push(['rows errored', num(s.errors)]);
