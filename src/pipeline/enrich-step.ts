@@ -8,7 +8,7 @@ import type { Health } from './health.js';
 import { keyVerdict, type Settle } from './keys.js';
 import type { ProgressSink } from './progress.js';
 import type { ResumeGate } from './resume-gate.js';
-import { chargeMayBeUnseen, keyOf, type TimedIntent } from './run-purchase.js';
+import { chargeMayBeUnseen, holdsReservation, keyOf, type TimedIntent } from './run-purchase.js';
 import type { Company, RunState } from './state.js';
 import type { Stops } from './stops.js';
 
@@ -150,7 +150,7 @@ class EnrichStep {
     try {
       for (;;) {
         if (this.stops.paid.signal.aborted || !this.state.needsEnrich(c)) return false;
-        if (this.capped && c.purchase.state !== 'claimed' && c.purchase.state !== 'uncertain' && c.purchase.state !== 'released') return false;
+        if (this.capped && !holdsReservation(c.purchase)) return false;
         const intent: TimedIntent = { type: 'intent', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, key: this.keyOf(c), at: this.deps.now(), freshSince: this.deps.freshSince };
         this.reserving.add(c.index);
         const seen = this.settles;

@@ -1,3 +1,4 @@
+import { monthOf } from '../store/budget.js';
 /**
  * The service's plans (spec 2.6) and what a month of credits costs on them. A per-credit rate alone
  * misleads finance: a plan is a monthly fee that includes credits, and usage beyond them is billed
@@ -75,10 +76,7 @@ export interface MonthBill {
 }
 
 /** Midnight UTC on the first of `now`'s month: plans bill by calendar month. */
-export function monthStart(now: number): number {
-  const d = new Date(now);
-  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
-}
+export const monthStart = (now: number): number => monthOf(now).since;
 
 export function monthBill(earlierCredits: number, runCredits: number, since: number, plans: readonly PlanTerms[] = PLANS): MonthBill {
   const before = cheapestMonth(earlierCredits, plans);

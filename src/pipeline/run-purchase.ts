@@ -128,6 +128,12 @@ export function onClaim(k: KnownPurchase, intent: TimedIntent, claim: Claim): Mo
   }
 }
 
+/**
+ * An open purchase an attempt may already be under (claimed, released by its run, or its key
+ * uncertain): it holds its reservation under the monthly budgets, and finishes without new room.
+ */
+export const holdsReservation = (p: RunPurchase): boolean => p.state === 'claimed' || p.state === 'uncertain' || p.state === 'released';
+
 /** This run's intent is durable, and its own: claimed, or still uncertain if its key was. */
 export function onIntent(p: RunPurchase, intent: IntentEvent): Move {
   if (!isOpen(p)) return {};

@@ -1,6 +1,6 @@
 import type { Claim, EnrichEvent, MatchEvent, StoreEvent } from '../store/types.js';
 import type { CompanyPlan, DomainPlan } from './plan.js';
-import { errorOf, FIRST_PURCHASE, isOpen, onClaim, onEnrich, onIntent, onPlan, onRelease, onUnclaim, rowStatus, sourceOf, type KnownPurchase, type Move, type RunPurchase, type TimedIntent } from './run-purchase.js';
+import { errorOf, FIRST_PURCHASE, holdsReservation, isOpen, onClaim, onEnrich, onIntent, onPlan, onRelease, onUnclaim, rowStatus, sourceOf, type KnownPurchase, type Move, type RunPurchase, type TimedIntent } from './run-purchase.js';
 import { IntVector } from './vector.js';
 
 /** Where a domain's free match stands. */
@@ -240,8 +240,7 @@ export class RunState {
       if (!this.needsEnrich(c)) continue;
       buy++;
       if (c.refresh) refresh++;
-      const s = c.purchase.state;
-      if (s === 'claimed' || s === 'uncertain' || s === 'released') reserved++;
+      if (holdsReservation(c.purchase)) reserved++;
     }
     return { buy, refresh, reserved };
   }

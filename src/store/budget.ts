@@ -16,15 +16,19 @@ import { userInfo } from 'node:os';
 /** Credits a company enrich costs (spec 8.4: 1 per match): the price every intent reserves. */
 export const ENRICH_PRICE = 1;
 
-/** The person a store's runs are counted under: ENRICH_USER, else the login name, else ''. */
-export function personName(env: NodeJS.ProcessEnv): string {
-  const named = env['ENRICH_USER']?.trim();
-  if (named !== undefined && named !== '') return named;
+/** The login name, else $USER (a container's uid may have no passwd entry), else empty. */
+export function loginName(env: NodeJS.ProcessEnv = process.env): string {
   try {
     return userInfo().username;
   } catch {
     return env['USER'] ?? '';
   }
+}
+
+/** The person a store's runs are counted under: ENRICH_USER, else the login name, else ''. */
+export function personName(env: NodeJS.ProcessEnv): string {
+  const named = env['ENRICH_USER']?.trim();
+  return named !== undefined && named !== '' ? named : loginName(env);
 }
 
 /** The calendar month (UTC) `now` falls in: [since, until) in ms, and its name (YYYY-MM). */
@@ -74,11 +78,6 @@ export interface BudgetView {
   people: BudgetLine[];
 }
 
-/**
- * Spent and held under each cap row `b` (columns person, credits) names: the store's ('' person)
- * counts every purchase, a person's those reserved by that person. `ph` writes the dialect's
- * placeholder for parameter n: 1 since (ms), 2 until (ms).
- */
 /** The open purchases that may hold credits (an index, purchases_held, covers exactly these). */
 const HELD = `p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain = 1 OR p.unconfirmed > 0)`;
 
@@ -89,6 +88,11 @@ const HELD = `p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain = 
  */
 const HOLDS = `CASE WHEN p.intent_key IS NOT NULL OR p.uncertain = 1 THEN (CASE WHEN p.reserved > 0 THEN p.reserved ELSE ${ENRICH_PRICE} END) ELSE 0 END`;
 
+/**
+ * Spent and held under each cap row `b` (columns person, credits) names: the store's ('' person)
+ * counts every purchase, a person's those reserved by that person. `ph` writes the dialect's
+ * placeholder for parameter n: 1 since (ms), 2 until (ms).
+ */
 export function budgetUsedSql(ph: (n: number) => string): string {
   const whose = `(b.person = '' OR p.person = b.person)`;
   return `

@@ -1,6 +1,7 @@
-import { hostname, userInfo } from 'node:os';
+import { hostname } from 'node:os';
 import type pg from 'pg';
 import { EnrichError, UsageError } from '../../errors.js';
+import { loginName } from '../budget.js';
 import { bootId } from '../host.js';
 import type { JournalEvents } from '../import-journal.js';
 import type { RunInfo } from '../types.js';
@@ -66,7 +67,7 @@ export class PgStore {
   ) {
     this.host = options.host ?? hostname();
     this.boot = options.boot === undefined ? bootId() : options.boot;
-    this.user = options.user ?? safeUser();
+    this.user = options.user ?? loginName();
     this.now = options.now ?? (() => clock.now());
     this.hostNow = options.now ?? (() => Date.now());
   }
@@ -245,14 +246,6 @@ async function sessionAndClock(db: pg.Client, clock: ServerClock): Promise<boole
 
 /** The server's "permission denied" (insufficient_privilege), or "must be owner". */
 const deniedTo = (error: unknown): boolean => (error as { code?: string }).code === '42501';
-
-function safeUser(): string {
-  try {
-    return userInfo().username;
-  } catch {
-    return process.env['USER'] ?? '';
-  }
-}
 
 /**
  * How long maintenance (an upgrade, a `ledger prune`, a chunk of a `ledger copy`) waits for a

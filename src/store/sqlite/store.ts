@@ -1,6 +1,7 @@
 import { statSync } from 'node:fs';
 import type { JournalEvents } from '../import-journal.js';
-import { hostname, userInfo } from 'node:os';
+import { hostname } from 'node:os';
+import { loginName } from '../budget.js';
 import { dirname } from 'node:path';
 import { goneOnThisHost } from '../../process-alive.js';
 import { monotonicMs } from '../../pipeline/clock.js';
@@ -319,14 +320,6 @@ export class Store implements Connection {
   }
 }
 
-/** Who runs: the login name, else $USER (a container's uid may have no passwd entry), else empty. */
-function loginName(): string {
-  try {
-    return userInfo().username;
-  } catch {
-    return process.env['USER'] ?? '';
-  }
-}
 
 /**
  * Whether a file is at `path` (not: nothing there, or a link to nothing). What is there but
