@@ -17,14 +17,14 @@
  * Type-checking is `npm run typecheck`; this only transpiles.
  */
 import { build } from 'esbuild';
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 rmSync(`${root}/dist`, { recursive: true, force: true });
 await build({
   absWorkingDir: root,
-  entryPoints: { enrich: 'src/cli/main.ts', version: 'src/version.ts', 'store-writer': 'src/store/sqlite/writer-thread.ts', 'code-cache': 'src/cli/code-cache.ts' },
+  entryPoints: { enrich: 'src/cli/main.ts', version: 'src/version.ts', 'store-writer': 'src/store/sqlite/writer-thread.ts' },
   outdir: 'dist',
   outExtension: { '.js': '.cjs' },
   bundle: true,
@@ -43,7 +43,3 @@ await build({
   inject: ['scripts/import-meta-url.js'],
   define: { 'import.meta.url': 'importMetaUrl' },
 });
-// The bundle runs from V8's code cache through node:vm (src/cli/code-cache.ts), with no ES module
-// loader behind it: an import() left in it would fail at run time, so the build fails instead
-// (load a built-in with src/builtin.ts).
-if (/\bimport\(/.test(readFileSync(`${root}/dist/enrich.cjs`, 'utf8'))) throw new Error('dist/enrich.cjs calls import(): see src/builtin.ts');

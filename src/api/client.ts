@@ -1,6 +1,5 @@
 import { createRequire } from 'node:module';
 import type { Dispatcher, Pool } from 'undici';
-import { baselineWasm } from '../heap.js';
 import { apiErrorFromResponse, connectionError, NotServiceApiError, UnexpectedResponseError, UnusablePaidAnswerError } from './errors.js';
 import { serviceEndpoint } from './endpoint.js';
 import { CallerAborted, exchange, type Answer, type ExchangeLimits } from './exchange.js';
@@ -41,29 +40,11 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 export const DEFAULT_DEADLINE_MS = 60_000;
 export const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
 
-/**
- * undici's Pool on its own: the package's entry also loads fetch, WebSocket, the cache and the
- * cookie code, which nothing here uses and which cost a run some 35 ms before its first request
- * (measured). undici has no `exports` map, so its files are reachable by path; should a later
- * version move this one, the entry is used instead.
- */
-function loadPool(): typeof Pool {
-  const require = createRequire(import.meta.url);
-  try {
-    const pool = require('undici/lib/dispatcher/pool.js') as unknown;
-    if (typeof pool === 'function' && pool.name === 'Pool') return pool as typeof Pool;
-  } catch {
-    // moved or renamed: the entry below has it
-  }
-  return (require('undici') as { Pool: typeof Pool }).Pool;
-}
-
 /** A keep-alive pool sized to the concurrency the batch may use. */
 export function createDispatcher(baseUrl: string, connections: number): Pool {
-  // Before undici's HTTP parser (WebAssembly) is compiled: see heap.ts.
-  baselineWasm();
-  const Pool = loadPool();
-  return new Pool(serviceEndpoint(baseUrl).origin, {
+  // Loaded here, not at start: nothing before the first call needs the network.
+  const undici = createRequire(import.meta.url)('undici') as { Pool: typeof Pool };
+  return new undici.Pool(serviceEndpoint(baseUrl).origin, {
     connections,
     pipelining: 1,
     keepAliveTimeout: 30_000,

@@ -54,19 +54,6 @@ function redactor(secrets: readonly string[]): (text: string) => string {
   return (text) => real.reduce((t, s) => t.split(s).join('[redacted]'), text);
 }
 
-export { restoreV8Flags } from '../heap.js';
-
-/** A batch ran in this process (whatever its outcome): its compiled code is the one worth keeping. */
-let ranBatch = false;
-
-/**
- * Whether the launcher should keep V8's code cache after this process (cli/code-cache.ts): a
- * batch ran, the command whose start-up counts (cron, a rerun that finds everything done).
- */
-export function codeCacheWanted(): boolean {
-  return ranBatch;
-}
-
 /** The one place where outcomes and errors become exit codes and messages. */
 export async function main(argv: readonly string[], io: CliIO): Promise<number> {
   const parsed = parseCommandLine(argv, { writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) }, io.env);
@@ -114,7 +101,6 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         const { resolveRunOptions } = await import('./options.js');
         const options = await resolveRunOptions(parsed.flags, io.env);
         if (options.service.kind === 'remote') redact = redactor([options.service.apiKey]);
-        ranBatch = true;
         return await runCommand(parsed.flags, options, io, redact);
       }
     }

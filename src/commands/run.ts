@@ -248,7 +248,7 @@ async function readStage(options: RunOptions, ctx: RunContext, progress: Progres
   const input = await resolveInput(options.input, () => ctx.stdin, ctx.interrupt, () => stdinLimit(ctx.env));
   cleanups.push(() => input.cleanup());
   const watch = watchInput(input);
-  tuneHeap(input.bytes, ctx.env);
+  tuneHeap(input.bytes);
   const detected = await detectFormat(input.path, input.displayName);
   const sha256 = await inputSha256(input);
   const state = new RunState();

@@ -2,10 +2,11 @@
  * 9. What each kept speed mechanism buys (issue 20: each shows at least 10% on a figure the project
  * tracks beside its removal, or it goes), every pair measured interleaved in the same run:
  *
- *   - V8's code cache (src/cli/code-cache.ts): a rerun with nothing to do, beside ENRICH_CODE_CACHE=0;
  *   - the scan cache (src/io/scan-cache.ts): a rerun of a large input, beside the same rerun with
  *     the cache file removed first (so that run also writes it again: a few per cent of its time);
  *   - the writer thread (src/store/sqlite/write-channel.ts): a full run, beside ENRICH_STORE_WRITER=inline;
+ *   - the heap tuning (src/heap.ts): the same full run's peak, beside Node started with V8's own
+ *     heap growth and young generation (the flags a user's own choice would give; tuneHeap then stands back);
  *   - the undici dispatch handler (src/api/exchange.ts): the client's CPU for the same requests,
  *     beside undici's request() doing the same job (test/bench/exchange-request.ts).
  */
@@ -45,20 +46,12 @@ function ratio(without: Measured[], kept: Measured[], of: (m: Measured) => numbe
 export async function mechanisms(say: Say, work: string, quick: boolean): Promise<void> {
   const server = await sandboxServer();
   const env = { ENRICH_BASE_URL: server.url, ENRICH_API_KEY: 'sk_bench', XDG_CACHE_HOME: join(work, 'cache') };
-  const run = (input: string, store: string, extra: Record<string, string> = {}, before?: () => void) => (): Promise<Measured> => {
+  const run = (input: string, store: string, extra: Record<string, string> = {}, before?: () => void, nodeFlags: string[] = []) => (): Promise<Measured> => {
     before?.();
-    return runMeasured(process.execPath, [BIN, input, '-o', join(work, 'mechanisms.out.csv'), '--quiet', '--store', store], { ...env, ...extra });
+    return runMeasured(process.execPath, [...nodeFlags, BIN, input, '-o', join(work, 'mechanisms.out.csv'), '--quiet', '--store', store], { ...env, ...extra });
   };
   try {
     say('9. speed mechanisms, each beside its removal (interleaved pairs; without / with, so above 1.10 pays its way):');
-
-    // The code cache: a rerun with nothing to do is mostly start-up.
-    const small = join(work, 'mechanisms-small.csv');
-    await writeInput(small, 200, 200);
-    const smallStore = join(work, 'mechanisms-small.db');
-    await run(small, smallStore)(); // buys everything, and keeps the code cache
-    const [cached, uncached] = await pairs(quick ? 10 : 30, run(small, smallStore), run(small, smallStore, { ENRICH_CODE_CACHE: '0' }));
-    say(`   V8 code cache, a 200-row rerun with nothing to do: ${fmt(wall(cached), 1)} ms with, ${fmt(wall(uncached), 1)} ms without: ${ratio(uncached, cached)}`);
 
     // The scan cache: a rerun of a large input reads the cache instead of parsing the input again.
     const rows = quick ? 100_000 : 1_000_000;
@@ -81,6 +74,12 @@ export async function mechanisms(say: Say, work: string, quick: boolean): Promis
     const fresh = (extra: Record<string, string>) => (): Promise<Measured> => run(full, join(work, `mechanisms-full-${stores++}.db`), extra)();
     const [thread, inline] = await pairs(quick ? 2 : 3, fresh({}), fresh({ ENRICH_STORE_WRITER: 'inline' }));
     say(`   writer thread, a full run of ${fmt(domains)} rows: ${fmt(wall(thread) / 1000, 2)} s, ${fmt(peak(thread), 0)} MiB with; ${fmt(wall(inline) / 1000, 2)} s, ${fmt(peak(inline), 0)} MiB inline: wall ${ratio(inline, thread)}, peak ${ratio(inline, thread, (m) => m.peakMiB)}`);
+
+    // The heap tuning: the same full run started with V8's own growth and young generation.
+    const v8Own = ['--heap-growing-percent=0', '--max-semi-space-size=16'];
+    const freshFlags = (flags: string[]) => (): Promise<Measured> => run(full, join(work, `mechanisms-full-${stores++}.db`), {}, undefined, flags)();
+    const [tuned, untuned] = await pairs(quick ? 2 : 3, freshFlags([]), freshFlags(v8Own));
+    say(`   heap tuning, the same run: ${fmt(peak(tuned), 0)} MiB, ${fmt(wall(tuned) / 1000, 2)} s with; ${fmt(peak(untuned), 0)} MiB, ${fmt(wall(untuned) / 1000, 2)} s without: peak ${ratio(untuned, tuned, (m) => m.peakMiB)}, wall ${ratio(untuned, tuned)}`);
 
     // The dispatch handler: the client's own CPU for the same requests, in this process.
     const requests = quick ? 5_000 : 20_000;

@@ -6,8 +6,7 @@ import { afterEach, beforeEach } from 'vitest';
 /**
  * Every test gets a state directory of its own, so its purchase store starts empty and no test
  * sees (or leaves) another's purchases, nor the user's own store. A test that needs one store
- * across several runs simply runs them inside one test; the CLI helpers pass this on. The V8 code
- * cache the CLI keeps (cli/code-cache.ts) goes in a cache directory of the test's own too.
+ * across several runs simply runs them inside one test; the CLI helpers pass this on.
  */
 let dir: string | undefined;
 beforeEach(() => {

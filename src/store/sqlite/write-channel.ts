@@ -1,8 +1,6 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type * as WorkerThreads from 'node:worker_threads';
-import type { Worker } from 'node:worker_threads';
-import { builtin } from '../../builtin.js';
+import { Worker } from 'node:worker_threads';
 import { holdYoungGeneration } from '../../heap.js';
 import { UsageError } from '../../errors.js';
 import { PACKAGE_ROOT } from '../../package-root.js';
@@ -100,7 +98,6 @@ export function threadChannel(file: string, data: WriterThreadData): WriteChanne
   };
 
   const start = async (): Promise<Worker> => {
-    const { Worker } = builtin<typeof WorkerThreads>('node:worker_threads');
     // A small young generation: the thread's garbage is short-lived rows and purchases, and V8's
     // default lets it grow by tens of MiB (a 1M-row run peaked 25 MiB higher with it, no faster).
     const w = new Worker(file, { workerData: data, resourceLimits: { maxYoungGenerationSizeMb: WRITER_YOUNG_MB } });
