@@ -89,6 +89,28 @@ describe('a service that cannot be reached stops the run with one line and exit 
   });
 });
 
+describe('a service that answers 429 for ever', () => {
+  it.each(['0', '-1', 'soon'])('with Retry-After: %s, stops once every request was refused for the longest wait worth waiting', async (retryAfter) => {
+    const server = await hostileServer((_req, res) => {
+      res.writeHead(429, { 'content-type': 'application/problem+json', 'retry-after': retryAfter });
+      res.end(JSON.stringify({ type: 'x/rate_limited', title: 'Slow down', status: 429, code: 'rate_limited' }));
+    });
+    try {
+      const result = await runQuietBatch(
+        batchOptions(dir.path, input(200), { baseUrl: server.url, apiKey: KEY }, { concurrency: 4, retry: { maxAttempts: 6, maxRateLimitedAttempts: 3, baseDelayMs: 1, maxDelayMs: 2, maxRetryAfterSeconds: 1 } }),
+      );
+      expect(result.stop).toMatchObject({ reason: 'unavailable' });
+      expect(result.stop?.reason === 'unavailable' ? result.stop.message : '').toMatch(
+        /^the service answered every request with 429 \(rate limited\) for \d+ s, \d+ in a row; nothing more was sent, rerun the same command later$/,
+      );
+      // Not 200 domains x 3 attempts each: the run stopped once the refusals had lasted (1 s here).
+      expect(server.requests).toBeLessThan(100);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 describe('the circuit breaker', () => {
   let sb: Sandbox;
   afterEach(async () => sb.close());

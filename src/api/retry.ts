@@ -22,7 +22,7 @@ export interface RetryPolicy {
   maxRetryAfterSeconds?: number;
 }
 
-const DEFAULT_MAX_RETRY_AFTER_SECONDS = 300;
+export const DEFAULT_MAX_RETRY_AFTER_SECONDS = 300;
 
 export const DEFAULT_RETRY_POLICY: RetryPolicy = {
   maxAttempts: 6,

@@ -1,5 +1,5 @@
 import type { ServiceClient } from '../api/client.js';
-import type { RetryPolicy } from '../api/retry.js';
+import { DEFAULT_MAX_RETRY_AFTER_SECONDS, type RetryPolicy } from '../api/retry.js';
 import type { Claim, IntentEvent, StoreEvent } from '../store/types.js';
 import { attempter } from './attempt.js';
 import { CreditBudget } from './budget.js';
@@ -165,7 +165,11 @@ function wire(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, run: 
     void deps.store.append(event);
     state.apply(event);
   };
-  const health = new Health(deps.now ?? Date.now);
+  const health = new Health(deps.now ?? Date.now, {
+    count: options.retry.maxRateLimitedAttempts,
+    ms: (options.retry.maxRetryAfterSeconds ?? DEFAULT_MAX_RETRY_AFTER_SECONDS) * 1000,
+    clock: () => deps.clock.now(),
+  });
   const attempt = attempter({
     scheduler: deps.scheduler,
     clock: deps.clock,

@@ -1,4 +1,5 @@
 import { ApiError, ConnectionError, IN_PROGRESS, NotServiceApiError, RateLimitedError, UnusablePaidAnswerError } from '../api/errors.js';
+import { formatWait } from '../errors.js';
 
 /** Why the service is taken to be down: one line, naming the host and the cause. */
 export interface Outage {
@@ -30,8 +31,20 @@ export class Health {
    */
   private goodAt = Number.NEGATIVE_INFINITY;
 
-  /** `now`: the wall clock lost answers are stamped with (EnrichEvent.at). */
-  constructor(private readonly now: () => number = Date.now) {}
+  /** 429s since the service last took a request, and when the first of them came (monotonic ms). */
+  private refused = 0;
+  private refusedFrom = 0;
+
+  /**
+   * `now`: the wall clock lost answers are stamped with (EnrichEvent.at). `refusals`: a service
+   * that has answered nothing but 429 to at least `count` attempts in a row over at least `ms`
+   * (the longest wait worth waiting out in a run) is not taking this run's requests, whatever its
+   * Retry-After says: that is an outage too.
+   */
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly refusals: { count: number; ms: number; clock: () => number } | null = null,
+  ) {}
 
   /**
    * An attempt that was answered by the service: it is there. `fresh`: an answer of the paid
@@ -40,6 +53,7 @@ export class Health {
   answered(fresh: boolean): void {
     this.worked = true;
     this.failures = 0;
+    this.refused = 0;
     if (fresh) this.goodAt = this.now();
   }
 
@@ -68,8 +82,8 @@ export class Health {
     }
     // A 429 comes from the rate limiter in front of the service: it proves nothing of what is
     // behind it (pipeline/keys.ts), up or down, so it neither counts nor clears a failure, and is
-    // never fresh evidence; the limiter deals with it.
-    if (error instanceof RateLimitedError) return null;
+    // never fresh evidence; the limiter deals with it, unless nothing else comes back for long.
+    if (error instanceof RateLimitedError) return this.refusedAll();
     // A 409 ("a request under this key is still running") says as little of the service's health.
     if (error instanceof ApiError && error.status === IN_PROGRESS) return null;
     if (lostKey !== undefined && error instanceof ApiError && error.definitive) {
@@ -97,6 +111,15 @@ export class Health {
     }
     if (this.failures >= BREAKER_FAILURES) return this.outage(connection, error);
     return null;
+  }
+
+  private refusedAll(): Outage | null {
+    if (this.refusals === null) return null;
+    const now = this.refusals.clock();
+    if (this.refused++ === 0) this.refusedFrom = now;
+    if (this.refused < this.refusals.count || now - this.refusedFrom < this.refusals.ms) return null;
+    const over = formatWait(Math.round((now - this.refusedFrom) / 1000));
+    return { message: `the service answered every request with 429 (rate limited) for ${over}, ${this.refused} in a row; nothing more was sent, rerun the same command later`, worked: this.worked };
   }
 
   private outage(connection: ConnectionError | null, error?: unknown): Outage {
