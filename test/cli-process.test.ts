@@ -51,11 +51,11 @@ describe('the built CLI', () => {
 
   it.runIf(process.platform === 'linux')('refuses a store where no folder can be made (under /proc) in one line, where Node\'s own mkdir -p spun forever', async () => {
     const dir = tempDir();
-    // The default store, whose folders are made on first use, in a state home under /proc.
+    // The sandbox's own store, whose folders are made on first use (as the default's), in a state home under /proc.
     const run = spawnCli(['fixtures/companies.csv', '--sandbox', '--quiet', '-o', dir.file('out.csv')], { env: { XDG_STATE_HOME: '/proc/enrich-test', ENRICH_STORE: undefined } });
     try {
       expect(await run.exited).toBe(2);
-      expect(run.stderr()).toBe('enrich: cannot open the store /proc/enrich-test/enrich/store.db: no folder can be made there; pass --store <path> (or ENRICH_STORE) to use another\n');
+      expect(run.stderr()).toBe('enrich: cannot open the store /proc/enrich-test/enrich/sandbox.db: no folder can be made there; pass --store <path> (or ENRICH_STORE) to use another\n');
       // doctor makes a folder there for real before it says the store can be created (root may write anywhere, by its bits).
       const doctor = await runProcess(['doctor', '--sandbox'], { env: { XDG_STATE_HOME: '/proc/enrich-test', ENRICH_STORE: undefined } });
       expect(doctor.code).toBe(2);

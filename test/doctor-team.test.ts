@@ -185,7 +185,7 @@ describe('any PostgreSQL a team has', () => {
     expect(report(r.stdout).get('writable')).toStrictEqual(['FIX', `${database} on ${at} is read-only (a replica, or default_transaction_read_only = on): a run refuses it; give the primary's address`]);
     const dir = tempDir();
     try {
-      const run = await runProcess([dir.file('in.csv', csvText([['domain'], ['acme.com']])), '--sandbox', '-o', dir.file('out.csv')], { env: { ENRICH_STORE: url } });
+      const run = await runProcess([dir.file('in.csv', csvText([['domain'], ['acme.com']])), '--sandbox', '--store', url, '-o', dir.file('out.csv')]);
       expect(run.code).toBe(2);
       expect(run.stderr.trim().split('\n')).toStrictEqual([`enrich: the team store ${database} on 127.0.0.1:${new URL(url).port} is read-only (a replica, or default_transaction_read_only = on); give the primary's address; nothing was sent to the service`]);
     } finally {

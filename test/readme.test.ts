@@ -89,6 +89,9 @@ describe("the README's commands", () => {
     // and was recorded with who ran it; spend names the person.
     teamUrl.password = server.password;
     expect(await sql(teamUrl.toString(), 'SELECT status, credits, "user" IS NOT NULL AS who FROM runs ORDER BY id DESC LIMIT 1')).toStrictEqual([{ status: 'done', credits: 0, who: true }]);
+    // The demo's play credits stayed in the sandbox's own store: the copy brought none to the team.
+    expect(await sql(teamUrl.toString(), "SELECT name FROM services WHERE name = 'sandbox:embedded'")).toStrictEqual([]);
+    expect(existsSync(join(home, '.local/state/enrich/sandbox.db'))).toBe(true);
     expect(r.out).toMatch(/^total +\d+/m);
   });
 

@@ -5,7 +5,7 @@ import { outputTarget, unwritableReason } from '../io/sink.js';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
 import { DEFAULT_MISS_MAX_AGE_MS } from '../pipeline/plan.js';
-import { checkStoreFolder, isTeamStore, resolveStorePath, storeFolderProblem } from '../store/path.js';
+import { checkStoreFolder, isTeamStore, resolveStorePath, sandboxStorePath, storeFolderProblem } from '../store/path.js';
 import type { OutputFormat } from '../io/output.js';
 import { SUBCOMMANDS, type DoctorFlags, type RunFlags } from './program.js';
 import type { DoctorOptions } from '../commands/doctor.js';
@@ -148,7 +148,9 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     }
     service = { kind: 'remote', baseUrl: checkBaseUrl(raw.trim()), apiKey: await readApiKey(flags, env) };
   }
-  const store = resolveStorePath(flags.store, env);
+  // The embedded sandbox buys with play credits: into a store of its own unless --store names
+  // one (ENRICH_STORE names the real store, perhaps the team's).
+  const store = service.kind === 'sandbox' && (flags.store === undefined || flags.store === '') ? sandboxStorePath(env) : resolveStorePath(flags.store, env);
   checkPaths(flags, store, env);
   const output = flags.output ?? '-';
   const writesOutput = !flags.dryRun || flags.output !== undefined;

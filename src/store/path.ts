@@ -14,6 +14,14 @@ export function defaultStorePath(env: NodeJS.ProcessEnv): string {
   return join(stateHome, 'enrich', 'store.db');
 }
 
+/**
+ * The embedded sandbox's own store, beside the default one: its play credits never mix with what
+ * real runs bought (a month's spend, a budget, a `ledger copy` to the team's store).
+ */
+export function sandboxStorePath(env: NodeJS.ProcessEnv): string {
+  return join(dirname(defaultStorePath(env)), 'sandbox.db');
+}
+
 /** --store, else ENRICH_STORE, else the default; what is named is checked by storeFilePath. */
 export function resolveStorePath(flag: string | undefined, env: NodeJS.ProcessEnv): string {
   const fromEnv = env['ENRICH_STORE'];
@@ -80,7 +88,7 @@ export function scanCacheDir(store: string, env: NodeJS.ProcessEnv): string {
  */
 export function storeFolderProblem(store: string, env: NodeJS.ProcessEnv): string | null {
   if (isTeamStore(store)) return null;
-  if (store === defaultStorePath(env)) return homeProblem(env);
+  if (store === defaultStorePath(env) || store === sandboxStorePath(env)) return homeProblem(env);
   const folder = dirname(resolve(store));
   const found = statOrNull(folder);
   if (found?.isDirectory() === true) return null;
