@@ -130,6 +130,9 @@ describe('a lost paid answer', () => {
     // Never "credits spent 2" alone when the balance moved by 3.
     expect((totals['credits_charged'] ?? 0) + (totals['credits_unconfirmed'] ?? 0)).toBe(svc.total());
     expect(run.stderr).toMatch(/maybe charged\s+1\s+more: an answer lost, then only errors under its key/);
+    // The month: what was charged, and apart, what may have been (not one figure that mixes them).
+    expect(totals['month']).toMatchObject({ credits: 2, unconfirmed_credits: 1 });
+    expect(run.stderr).toMatch(/this month +2 +credits charged to this service's runs since \S+ UTC, and up to 1 unconfirmed; \$0 on Free/);
   });
 
   it('whose key is then answered with 402s stops for credits after --settle, and says the company may already have been charged', async () => {

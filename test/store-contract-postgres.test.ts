@@ -407,7 +407,7 @@ describe.each([sqlite, postgres])('the store contract: $name', (backend) => {
     await a.flush();
     await a.append(hit('acme.com', 1, 1_700_000_000_000));
     await a.flush();
-    expect(await a.creditsSince(0)).toBe(1);
+    expect(await a.creditsSince(0)).toStrictEqual({ charged: 1, unconfirmed: 0 });
     expect((await a.companyState('acme.com')).purchase).toMatchObject({ outcome: 'hit', closedAt: 1_700_000_000_000 });
   });
 });
@@ -960,7 +960,7 @@ describe('the team store when the connection is lost', () => {
         // The answer to the first COMMIT was lost: the same batch goes again, and finds the same.
         expect(await commitBatch(c, plan())).toStrictEqual(first);
       }
-      expect(await run.creditsSince(0)).toBe(1);
+      expect(await run.creditsSince(0)).toStrictEqual({ charged: 1, unconfirmed: 0 });
       expect((await run.companyState('acme.com')).purchase).toMatchObject({ outcome: 'hit', closedAt: 1_700_000_000_000, intentKey: null });
       expect((await run.companyState('bolt.com')).purchase).toMatchObject({ outcome: 'failed' });
     } finally {
@@ -998,7 +998,7 @@ describe('the team store when the connection is lost', () => {
       await outcome;
       await read;
       await run.flush();
-      expect(await run.creditsSince(0)).toBe(1);
+      expect(await run.creditsSince(0)).toStrictEqual({ charged: 1, unconfirmed: 0 });
       expect((await run.companyState('bolt.com')).purchase).toMatchObject({ outcome: 'open', intentKey: 'k-bolt.com' });
       await run.endRun({ status: 'done', credits: 1, bought: 1, reused: 0 });
       expect(await sql(url, 'SELECT status FROM runs')).toStrictEqual([{ status: 'done' }]);

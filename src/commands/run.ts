@@ -29,7 +29,7 @@ import { defaultStorePath, displayStore, scanCacheDir } from '../store/path.js';
 import { openBatchStore } from '../store/open.js';
 import { explainDamage } from '../store/sqlite/errors.js';
 import { monthBill, monthStart, type MonthBill } from '../pipeline/plans.js';
-import type { RunEnd, ServiceStore } from '../store/types.js';
+import type { MonthSpend, RunEnd, ServiceStore } from '../store/types.js';
 import type { Reporter } from '../ui/reporter.js';
 import { count, num } from '../ui/format.js';
 import { capName, monthOf, type BudgetLine } from '../store/budget.js';
@@ -271,7 +271,8 @@ interface Planned {
   policy: Policy;
   heldAny: boolean;
   since: number;
-  earlierCredits: number;
+  /** What this service's runs spent this month before this run. */
+  earlier: MonthSpend;
   /** The monthly caps that apply to this run as it starts (store/budget.ts); empty: none. */
   budget: BudgetLine[];
   /** The run's end, once it is written (else a cleanup writes it as failed). */
@@ -312,7 +313,7 @@ async function planStage(options: RunOptions, ctx: RunContext, read: Read, clean
     await records.endRun(e);
     ended = true;
   };
-  return { records, policy, heldAny: await records.holdsAny(), since, earlierCredits: await records.creditsSince(since), budget: await records.budget(), end, now };
+  return { records, policy, heldAny: await records.holdsAny(), since, earlier: await records.creditsSince(since), budget: await records.budget(), end, now };
 }
 
 /** 3. Ask the service for what is still owed: free matches, then (unless a dry run) purchases. */
@@ -351,7 +352,7 @@ async function askStage(
       const left = tightest(budget);
       const buyNow = left === null ? buy : Math.min(buy, state.owed().reserved + left);
       if (stop === null && buyNow > CONFIRM_ABOVE) {
-        declined = !(await ctx.ask!(confirmQuestion(buy, buyNow, monthBill(plan.earlierCredits, buyNow, plan.since), budget, isTeamStore(options.store))));
+        declined = !(await ctx.ask!(confirmQuestion(buy, buyNow, monthBill(plan.earlier.charged, buyNow, plan.since), budget, isTeamStore(options.store))));
         if (ctx.interrupt.aborted) stop = { reason: 'interrupted' };
         else if (declined) stop = { reason: 'budget', limit: 0, declined: true };
       }
@@ -395,7 +396,7 @@ async function writeStage(
     saved: await plan.records.savedAmong(reused),
     maxCredits: options.maxCredits,
     budget: { month: monthOf(plan.now()).name, team: isTeamStore(options.store), lines: await plan.records.budget(), leftBefore: tightest(plan.budget) },
-    month: { since: plan.since, earlierCredits: plan.earlierCredits },
+    month: { since: plan.since, earlier: plan.earlier },
   });
   await plan.end({ status: summary.status, credits: summary.credits_charged, bought: summary.bought, reused: summary.reused });
   return { summary, stop };

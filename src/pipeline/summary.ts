@@ -2,7 +2,8 @@ import { UNUSABLE } from './plan.js';
 import type { Stop } from './stops.js';
 import type { RowStatus } from './results.js';
 import type { RunState } from './state.js';
-import { monthBill, type MonthBill } from './plans.js';
+import { cheapestMonth, monthBill, type MonthBill } from './plans.js';
+import type { MonthSpend } from '../store/types.js';
 import type { BudgetLine } from '../store/budget.js';
 
 /** Per-credit rates of the plans in spec 2.6; a credit's worth never changes across plans (8.5). */
@@ -92,7 +93,10 @@ export interface MonthJson {
   earlier_credits: number;
   /** This run's credits: spent (a real run) or the estimate (a dry run). */
   run_credits: number;
+  /** Charged this month, with this run (keys retired as possibly charged apart: unconfirmed_credits). */
   credits: number;
+  /** Keys retired as possibly charged this month (answers lost, then only errors): at most this many more. */
+  unconfirmed_credits: number;
   cheapest_plan: string;
   overage_credits: number;
   /** The month's bill on the cheapest plan, with this run, and without it. */
@@ -100,22 +104,26 @@ export interface MonthJson {
   bill_before_usd: number;
   /** What this run adds to this month's bill on the cheapest plan: the one answer. */
   adds_usd: number;
+  /** The bill should every unconfirmed credit have been charged (bill_usd when there are none). */
+  bill_max_usd: number;
   /** Past the largest plan's included credits: Enterprise (custom price) is worth asking about. */
   enterprise_worth_asking: boolean;
   not_counted: string;
 }
 
-export function monthJson(bill: MonthBill): MonthJson {
+export function monthJson(bill: MonthBill, unconfirmed = 0): MonthJson {
   return {
     since: new Date(bill.since).toISOString(),
     earlier_credits: bill.earlierCredits,
     run_credits: bill.runCredits,
     credits: bill.after.credits,
+    unconfirmed_credits: unconfirmed,
     cheapest_plan: bill.after.plan.name,
     overage_credits: bill.after.overageCredits,
     bill_usd: bill.after.total,
     bill_before_usd: bill.before.total,
     adds_usd: bill.addsUsd,
+    bill_max_usd: unconfirmed === 0 ? bill.after.total : cheapestMonth(bill.after.credits + unconfirmed).total,
     enterprise_worth_asking: bill.after.enterpriseWorthAsking,
     not_counted: MONTH_NOT_COUNTED,
   };
@@ -144,7 +152,7 @@ export function summarise(input: {
   /** The monthly caps that apply (read as the summary is made), and what the tightest left before this run (a dry run's cap). */
   budget: { month: string; team: boolean; lines: readonly BudgetLine[]; leftBefore: number | null } | null;
   /** Credits this service's runs spent this month before this run; null: the month is not priced. */
-  month: { since: number; earlierCredits: number } | null;
+  month: { since: number; earlier: MonthSpend } | null;
 }): Summary {
   const { state, tally, stop } = input;
   const owed = state.owed();
@@ -169,8 +177,10 @@ export function summarise(input: {
           caps: input.budget.lines.map((l) => ({ person: l.person, cap: l.cap ?? 0, spent: l.spent, held: l.held, left: l.left ?? 0 })),
           limits_estimate: input.dryRun && budgetLeft !== null && budgetLeft < owed.buy && (input.maxCredits === null || budgetLeft < input.maxCredits),
         };
-  const runCredits = input.dryRun ? estimated : state.creditsThisSession + state.unconfirmedThisSession;
-  const month = input.month === null ? null : monthJson(monthBill(input.month.earlierCredits, runCredits, input.month.since));
+  // The month priced on what was charged; keys lost and retired (maybe charged) said apart, with the bill they could make.
+  const runCredits = input.dryRun ? estimated : state.creditsThisSession;
+  const unconfirmed = input.month === null ? 0 : input.month.earlier.unconfirmed + (input.dryRun ? 0 : state.unconfirmedThisSession);
+  const month = input.month === null ? null : monthJson(monthBill(input.month.earlier.charged, runCredits, input.month.since), unconfirmed);
   const status: Summary['status'] =
     stop?.reason === 'interrupted' ? 'interrupted' : stop !== null ? 'stopped' : input.dryRun ? 'dry_run' : tally.error > 0 ? 'partial' : 'done';
   return {

@@ -185,6 +185,12 @@ export interface CompanyState {
  * the transaction that wrote the intent. Implemented by store/sqlite (one person) and
  * store/memory (pipeline tests); one contract suite (test/store-contract) runs against each.
  */
+/** A month's spend as the store saw it: charged with an answer seen, and possibly charged (answers lost). */
+export interface MonthSpend {
+  charged: number;
+  unconfirmed: number;
+}
+
 export interface ServiceStore {
   readonly service: string;
   /** The store's identity: part of every Idempotency-Key, so two stores never share keys. */
@@ -202,8 +208,8 @@ export interface ServiceStore {
   records(companies: readonly string[]): Promise<Map<string, CompanyRecord>>;
   /** Whether the store holds any company or purchase of this service at all. */
   holdsAny(): Promise<boolean>;
-  /** Credits this service's purchases closed since `since` cost, possibly charged ones included (the month so far). */
-  creditsSince(since: number): Promise<number>;
+  /** Credits this service's purchases closed since `since` were charged, and apart, keys retired as possibly charged (the month so far). */
+  creditsSince(since: number): Promise<MonthSpend>;
   /** This month's budget lines that apply to this run (the store's, this run's person's); none without a cap. */
   budget(): Promise<BudgetLine[]>;
   /** Of these companies this run reused, how many the account would otherwise have paid for again (docs/money.md). */

@@ -1,5 +1,5 @@
 import type { Stop } from '../pipeline/stops.js';
-import type { Summary } from '../pipeline/summary.js';
+import type { MonthJson, Summary } from '../pipeline/summary.js';
 import { count, elapsed, num, wrapWords } from './format.js';
 import { describeCheapest, dollars, moneyRows } from './plans.js';
 import { capName } from '../store/budget.js';
@@ -29,7 +29,7 @@ export function formatSummary(s: Summary): string {
     // Beside what was spent, what may yet be: so the figures on the screen add up on their face.
     if (s.at_risk > 0) rows.push(['at risk', `${num(s.at_risk)}   ${s.at_risk === 1 ? 'company waits' : 'companies wait'} on a paid call whose answer never came: at most ${count(s.at_risk, 'credit')} more`]);
     const m = s.month;
-    if (m !== null && m.run_credits > 0) rows.push(['this month', `${num(m.credits)}   credits by this service's runs since ${m.since.slice(0, 10)} UTC; ${dollars(m.bill_usd)} on ${describeCheapest(m)} (not counted: other tools, rolled-over credits)`]);
+    if (m !== null && m.run_credits > 0) rows.push(['this month', `${num(m.credits)}   credits charged to this service's runs since ${m.since.slice(0, 10)} UTC${unconfirmedMonth(m)}; ${dollars(m.bill_usd)} on ${describeCheapest(m)}${maxBill(m)} (not counted: other tools, rolled-over credits)`]);
     if (s.credits_unconfirmed > 0) {
       rows.push(['maybe charged', `${num(s.credits_unconfirmed)}   more: ${s.credits_unconfirmed === 1 ? 'an answer' : 'answers'} lost, then only errors under ${s.credits_unconfirmed === 1 ? 'its key' : 'their keys'} (enrich ledger show counts them)`]);
     }
@@ -182,3 +182,7 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
   if (s.errors > 0) return `${count(s.errors, 'row')} failed (see enrich_error); run the same command to retry ${s.errors === 1 ? 'it' : 'them'}`;
   return null;
 }
+
+/** A month's keys retired as possibly charged, beside the credits charged: one honest figure, and its bound. */
+const unconfirmedMonth = (m: MonthJson): string => (m.unconfirmed_credits > 0 ? `, and up to ${num(m.unconfirmed_credits)} unconfirmed` : '');
+const maxBill = (m: MonthJson): string => (m.bill_max_usd > m.bill_usd ? ` (at most ${dollars(m.bill_max_usd)} if the unconfirmed were charged)` : '');

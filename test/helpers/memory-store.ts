@@ -108,10 +108,14 @@ export class MemoryRun implements ServiceStore {
     return this.tables.companies.size > 0 || this.tables.purchases.size > 0;
   }
 
-  async creditsSince(since: number): Promise<number> {
-    let credits = 0;
-    for (const p of this.tables.purchases.values()) if (p.closedAt !== null && p.closedAt >= since) credits += p.credits + p.unconfirmed;
-    return credits;
+  async creditsSince(since: number): Promise<{ charged: number; unconfirmed: number }> {
+    const spend = { charged: 0, unconfirmed: 0 };
+    for (const p of this.tables.purchases.values()) {
+      if (p.closedAt === null || p.closedAt < since) continue;
+      spend.charged += p.credits;
+      spend.unconfirmed += p.unconfirmed;
+    }
+    return spend;
   }
 
   /** Simpler than SQLite's rule (docs/money.md): bought by another run before this one began. */

@@ -3,7 +3,7 @@ import { capRow, lineOf, monthOf, runBudgetSql, type BudgetLine } from '../budge
 import type { CompanyRecord } from '../../api/types.js';
 import { EnrichError } from '../../errors.js';
 import { isProcessAlive } from '../../process-alive.js';
-import type { Claim, CompanyState, Lookup, RunEnd, ServiceStore, StoreEvent } from '../types.js';
+import type { Claim, CompanyState, Lookup, MonthSpend, RunEnd, ServiceStore, StoreEvent } from '../types.js';
 import { client, connect, describe, inTransaction, isConnectionLoss, isLockTimeout, lockWait, placeOf, reconnecting, type Session } from './connect.js';
 import { NOW_MS } from './schema.js';
 import { AGAIN, GroupCommit, type Queued } from '../group-commit.js';
@@ -165,12 +165,12 @@ export class PgRecords implements ServiceStore {
   }
 
   /** As the SQLite store's (store/sqlite/money.ts): closed purchases and possibly charged keys since `since`. */
-  async creditsSince(since: number): Promise<number> {
-    const { rows } = await this.store.db.query<{ credits: string | null }>(
-      'SELECT coalesce(sum(credits), 0) + coalesce(sum(unconfirmed), 0) AS credits FROM purchases WHERE service = $1 AND closed_at >= $2',
+  async creditsSince(since: number): Promise<MonthSpend> {
+    const { rows } = await this.store.db.query<{ charged: string | null; unconfirmed: string | null }>(
+      'SELECT coalesce(sum(credits), 0) AS charged, coalesce(sum(unconfirmed), 0) AS unconfirmed FROM purchases WHERE service = $1 AND closed_at >= $2',
       [this.serviceId, since],
     );
-    return Number(rows[0]?.credits ?? 0);
+    return { charged: Number(rows[0]?.charged ?? 0), unconfirmed: Number(rows[0]?.unconfirmed ?? 0) };
   }
 
   async budget(): Promise<BudgetLine[]> {

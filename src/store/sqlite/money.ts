@@ -1,3 +1,4 @@
+import type { MonthSpend } from '../types.js';
 import type { Connection } from './connection.js';
 
 const num = (v: unknown): number => Number(v ?? 0);
@@ -7,15 +8,15 @@ const num = (v: unknown): number => Number(v ?? 0);
  * they closed, plus keys retired as possibly charged. It cannot see other tools on the same
  * account, nor credits rolled over from earlier months (spec 8.6): callers say so.
  */
-export function creditsSince(store: Pick<Connection, 'db'>, service: string, since: number): number {
+export function creditsSince(store: Pick<Connection, 'db'>, service: string, since: number): MonthSpend {
   const row = store.db
     .prepare(
-      `SELECT coalesce(sum(p.credits), 0) + coalesce(sum(p.unconfirmed), 0) FROM purchases p JOIN services s ON s.id = p.service
+      `SELECT coalesce(sum(p.credits), 0), coalesce(sum(p.unconfirmed), 0) FROM purchases p JOIN services s ON s.id = p.service
         WHERE s.name = ? AND p.closed_at >= ?`,
     )
     .raw(true)
-    .get(service, since) as [number] | undefined;
-  return num(row?.[0]);
+    .get(service, since) as [number, number] | undefined;
+  return { charged: num(row?.[0]), unconfirmed: num(row?.[1]) };
 }
 
 /**

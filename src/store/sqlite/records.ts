@@ -4,7 +4,7 @@ import { Heartbeat } from '../heartbeat.js';
 import { capRow, lineOf, monthOf, runBudgetSql, type BudgetLine } from '../budget.js';
 import { LEASE_MS, StoreWriteError, type Connection } from './connection.js';
 import { creditsSince, savedAmong } from './money.js';
-import type { Claim, CompanyState, HeldCompany, Lookup, Purchase, RunEnd, ServiceStore, StoreEvent } from '../types.js';
+import type { Claim, CompanyState, HeldCompany, Lookup, MonthSpend, Purchase, RunEnd, ServiceStore, StoreEvent } from '../types.js';
 import { openChannel, type WriteChannel, type WriterChoice } from './write-channel.js';
 import { COMPANY_COLUMNS, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
 
@@ -77,7 +77,7 @@ export class ServiceRecords implements ServiceStore {
     return row[0] === 1;
   }
 
-  async creditsSince(since: number): Promise<number> {
+  async creditsSince(since: number): Promise<MonthSpend> {
     return creditsSince(this.store, this.service, since);
   }
 
