@@ -134,6 +134,17 @@ describe('enrich ledger on the team store', () => {
     expect(service(onTeam.input)).toMatchObject({ groups: [{ input: 'a.csv', credits: 5 }, { input: 'b.csv', credits: 3 }], total });
     expect(onTeam.personText).toContain('spent      8 credits by 2 people, for 8 companies bought');
     expect(onTeam.personText.split('\n').slice(1)).toStrictEqual(onFile.personText.split('\n').slice(1));
+
+    // b.csv's 3 companies bought again (--fresh): 11 purchases of 8 companies, not "11 companies bought".
+    const again = async (store: string, key: string): Promise<string> => {
+      const r = await enrich(['b.csv', '-o', t.dir.file(`again-${Math.random()}.csv`), '--store', store, '--quiet', '--fresh'], 'cron-b', key);
+      expect(r.code, r.stderr).toBe(0);
+      return ledger(store, 'spend');
+    };
+    const [fileAgain, teamAgain] = await Promise.all([again(file, KEY), again(team, KEY2)]);
+    expect(teamAgain).toContain('spent      11 credits over 1 month, for 11 purchases of 8 companies');
+    expect(teamAgain.split('\n').slice(1)).toStrictEqual(fileAgain.split('\n').slice(1));
+    expect(service(json(await ledger(team, 'spend', '--json'))).total).toStrictEqual({ credits: 11, bought: 11, unconfirmed: 0, companies: 8 });
   });
 
   it('release never frees a purchase a live run on another machine holds (by the server clock); prune waits for the maintenance lock, refuses beside a live run, and moves the key epoch on, as on SQLite', async () => {

@@ -17,7 +17,7 @@ function ordered(rows: readonly SpendRow[], by: SpendBy): SpendRow[] {
 interface ServiceSpend {
   service: string;
   rows: SpendRow[];
-  total: { credits: number; bought: number; unconfirmed: number };
+  total: { credits: number; bought: number; unconfirmed: number; companies: number };
   open: { purchases: number; unconfirmed: number };
 }
 
@@ -28,7 +28,8 @@ function perService(spend: Spend, by: SpendBy): ServiceSpend[] {
       spend.rows.filter((r) => r.service === service),
       by,
     );
-    const total = rows.reduce((t, r) => ({ credits: t.credits + r.credits, bought: t.bought + r.bought, unconfirmed: t.unconfirmed + r.unconfirmed }), { credits: 0, bought: 0, unconfirmed: 0 });
+    const sums = rows.reduce((t, r) => ({ credits: t.credits + r.credits, bought: t.bought + r.bought, unconfirmed: t.unconfirmed + r.unconfirmed }), { credits: 0, bought: 0, unconfirmed: 0 });
+    const total = { ...sums, companies: spend.companies.find((c) => c.service === service)?.companies ?? 0 };
     const open = spend.open.find((o) => o.service === service) ?? { purchases: 0, unconfirmed: 0 };
     return { service, rows, total, open: { purchases: open.purchases, unconfirmed: open.unconfirmed } };
   });
@@ -72,5 +73,7 @@ function totalLine(s: ServiceSpend, by: SpendBy): string {
   const groups = s.rows.length;
   const over = by === 'month' ? `over ${count(groups, 'month')}` : by === 'person' ? `by ${count(groups, 'person', 'people')}` : `on ${count(groups, 'input')}`;
   const unconfirmed = s.total.unconfirmed > 0 ? `; up to ${count(s.total.unconfirmed, 'credit')} more may have been charged unseen (keys retired as possibly charged, unconfirmed)` : '';
-  return `spent      ${count(s.total.credits, 'credit')} ${over}, for ${count(s.total.bought, 'company', 'companies')} bought${unconfirmed}`;
+  // A company bought again (--fresh, --max-age) is one company and two purchases: said so.
+  const what = s.total.bought === s.total.companies ? `${count(s.total.bought, 'company', 'companies')} bought` : `${count(s.total.bought, 'purchase')} of ${count(s.total.companies, 'company', 'companies')}`;
+  return `spent      ${count(s.total.credits, 'credit')} ${over}, for ${what}${unconfirmed}`;
 }

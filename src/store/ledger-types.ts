@@ -101,6 +101,8 @@ export interface OpenSpend {
 export interface Spend {
   rows: SpendRow[];
   open: OpenSpend[];
+  /** Per service, the companies its closed purchases bought: a company bought ten times is one. */
+  companies: { service: string; companies: number }[];
 }
 
 /** How runs may be judged alive: a note while a wait goes on, and the wait itself. */

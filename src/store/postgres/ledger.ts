@@ -288,7 +288,11 @@ export class PgLedger implements LedgerStore {
       `SELECT s.name, count(*) FILTER (WHERE ${AT_RISK}) AS purchases, coalesce(sum(p.unconfirmed), 0) AS unconfirmed
          FROM purchases p JOIN services s ON s.id = p.service WHERE p.outcome = 'open' GROUP BY s.id, s.name ORDER BY s.id`,
     );
+    const { rows: companies } = await this.db.query<Record<string, unknown>>(
+      `SELECT s.name, count(DISTINCT p.domain) AS n FROM purchases p JOIN services s ON s.id = p.service WHERE p.closed_at IS NOT NULL AND p.outcome = 'hit' GROUP BY s.id, s.name`,
+    );
     return {
+      companies: companies.map((r) => ({ service: String(r['name']), companies: num(r['n']) })),
       rows: rows.map((r) => ({ service: String(r['name']), group: (r['g'] as string | null) ?? null, credits: num(r['credits']), bought: num(r['bought']), unconfirmed: num(r['unconfirmed']) })),
       open: open.map((r) => ({ service: String(r['name']), purchases: num(r['purchases']), unconfirmed: num(r['unconfirmed']) })).filter((o) => o.purchases > 0 || o.unconfirmed > 0),
     };

@@ -226,7 +226,12 @@ export function spend(store: Store, by: SpendBy): Spend {
     )
     .raw(true)
     .all() as [string, number, number][];
+  const companies = store.db
+    .prepare(`SELECT s.name, count(DISTINCT p.domain) FROM purchases p JOIN services s ON s.id = p.service WHERE p.closed_at IS NOT NULL AND p.outcome = 'hit' GROUP BY s.id`)
+    .raw(true)
+    .all() as [string, number][];
   return {
+    companies: companies.map(([service, n]) => ({ service, companies: num(n) })),
     rows: rows.map(([service, group, credits, bought, unconfirmed]): SpendRow => ({ service, group, credits: num(credits), bought: num(bought), unconfirmed: num(unconfirmed) })),
     open: open.map(([service, purchases, unconfirmed]): OpenSpend => ({ service, purchases: num(purchases), unconfirmed: num(unconfirmed) })).filter((o) => o.purchases > 0 || o.unconfirmed > 0),
   };
