@@ -1,5 +1,5 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, createWriteStream, existsSync, lchownSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, createWriteStream, existsSync, lchownSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -82,6 +82,36 @@ describe.skipIf(!existsSync('/dev/full'))('a full disk', () => {
     const run = await runCli([input, '-o', '/dev/full', '--quiet'], { env: env() });
     expect(run.code).toBe(1);
     expect(run.stderr).toBe('enrich: cannot write /dev/full: the disk is full (ENOSPC); everything bought is kept in the store: free some space and run the same command to write them again\n');
+  });
+});
+
+describe('an output folder gone once the run has bought', () => {
+  it('fails to write the results with exit 1 (not a usage error: it was billed), keeps what it bought, and the rerun buys nothing again', async () => {
+    const folder = join(dir.path, 'gone');
+    mkdirSync(folder);
+    const out = join(folder, 'out.csv');
+    const store = dir.file('gone.db');
+    const companies = [...sb.directory].slice(10, 15).map((c) => c.domain);
+    const child = spawn(process.execPath, [BIN, '-', '-o', out, '--store', store, '--quiet'], { env: { ...baseEnv(), ...env(), HOME: dir.path }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    // Its spool appears once its paths were checked: only then does the folder go.
+    child.stdin.write('domain\n');
+    const spooling = (): boolean => existsSync(spoolDir()) && readdirSync(spoolDir()).some((n) => n.startsWith(`spool-${child.pid}-`));
+    while (!spooling() && child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
+    expect(child.exitCode).toBeNull();
+    rmSync(folder, { recursive: true });
+    child.stdin.end(`${companies.join('\n')}\n`);
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code, stderr).toBe(1);
+    expect(stderr).toBe(`enrich: cannot write the results: ${out}: the folder ${folder} does not exist; everything bought is kept in the store, run the same command to write them again\n`);
+    // The run's row says what it bought.
+    const runs = JSON.parse((await runCli(['ledger', 'runs', '--json', '--store', store])).stdout) as { runs: { status: string; credits: number; bought: number }[] };
+    expect(runs.runs[0]).toMatchObject({ status: 'failed', credits: 5, bought: 5 });
+    mkdirSync(folder);
+    const again = await runCli([dir.file('gone.csv', `domain\n${companies.join('\n')}\n`), '-o', out, '--store', store, '--summary-json', '-', '--quiet'], { env: env() });
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ credits_charged: 0, reused: 5 });
   });
 });
 

@@ -304,7 +304,7 @@ async function planStage(options: RunOptions, ctx: RunContext, read: Read, clean
     // Whatever was queued is committed (or failed) before the claims are let go.
     await records.close().catch(() => {});
     await records.releaseClaims();
-    if (!ended) await records.endRun({ status: 'failed', credits: state.creditsThisSession, bought: 0, reused: 0 });
+    if (!ended) await records.endRun({ status: 'failed', credits: state.creditsThisSession, bought: state.companies.filter((c) => c.source === 'bought').length, reused: 0 });
   });
   const policy: Policy = { now: records.policyNow, maxAgeMs: options.maxAgeMs, missMaxAgeMs: options.missMaxAgeMs };
   await loadFromStore(state, records, policy);
@@ -588,7 +588,7 @@ interface Written {
 async function writeResults({ options, scan, state, input, format, records, stop, ctx, watch, sha256 }: Written): Promise<RowTally> {
   const tally = emptyTally();
   await watch.verify(sha256);
-  const sink = await openSink(options.output, ctx.stdout);
+  const sink = await openSink(options.output, ctx.stdout, true);
   const window = recordWindow(scan, state, records);
   const build = (ref: number): RowResult => resultForRow(ref, state, window.read, { dryRun: options.dryRun, stop });
   const raw = { raw: options.rawServiceText === true };

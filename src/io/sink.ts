@@ -190,7 +190,7 @@ async function streamSink(
  * renaming over it would replace it; `-o /dev/stdout` or `/dev/stderr` is written through the
  * descriptor (see inheritedDescriptor). Writes respect backpressure.
  */
-export async function openSink(destination: string, stdout: NodeJS.WritableStream): Promise<Sink> {
+export async function openSink(destination: string, stdout: NodeJS.WritableStream, afterWork = false): Promise<Sink> {
   const inherited = inheritedDescriptor(destination);
   if (destination === '-' || inherited === 1) {
     return {
@@ -207,6 +207,9 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
   if (planted !== null) throw new UsageError(planted);
   const { target } = outputTarget(destination);
   const unusable = unwritableReason(target);
+  // Checked at the start too; once a run has bought, a folder gone or made read-only since is a
+  // failure to write results (exit 1), with what was bought kept, not a usage error.
+  if (unusable !== null && afterWork) throw new EnrichError(`cannot write the results: ${unusable}; everything bought is kept in the store, run the same command to write them again`, 'failure');
   if (unusable !== null) throw new UsageError(unusable);
   const existing = statOrNull(target);
   if (existing !== null && !existing.isFile()) return streamSink(target, destination, { flags: 'w' });
