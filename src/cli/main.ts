@@ -284,6 +284,6 @@ function troubleOf(stop: Stop | null, summary: Summary): ErrorKind | null {
     case 'monthly':
       return 'credits';
     case undefined:
-      return summary.errors > 0 ? 'partial' : null;
+      return summary.status === 'partial' ? 'partial' : null;
   }
 }

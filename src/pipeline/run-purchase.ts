@@ -16,7 +16,8 @@ import type { CompanyPlan } from './plan.js';
  * - bought / missed: the service's answer closed it (a record bought by this run, or no match);
  * - reused: the store's record will do: nothing to buy;
  * - failed: closed without a record (a 422, an unusable paid answer), `mayBeCharged` when it
- *   closed while its key was uncertain.
+ *   closed while its key was uncertain, `earlier` when an earlier run's failure holds it back
+ *   (an unusable paid answer: nothing a rerun can clear before --miss-max-age).
  *
  * An open state carries `error`: the code the last attempt ended with (the row shows it), or null.
  */
@@ -28,7 +29,7 @@ export type RunPurchase =
   | { readonly state: 'bought' }
   | { readonly state: 'reused' }
   | { readonly state: 'missed' }
-  | { readonly state: 'failed'; readonly error: string; readonly mayBeCharged: boolean };
+  | { readonly state: 'failed'; readonly error: string; readonly mayBeCharged: boolean; readonly earlier?: true };
 
 export type OpenPurchase = Extract<RunPurchase, { state: 'unclaimed' | 'claimed' | 'released' | 'uncertain' }>;
 
@@ -86,7 +87,7 @@ export function onPlan(k: KnownPurchase, plan: CompanyPlan): Move {
     case 'reuse':
       return reused(plan.held);
     case 'no_match':
-      return { purchase: plan.code === null ? MISSED : failed(plan.code, false), ...(plan.held === null ? {} : { boughtAt: plan.held.boughtAt }) };
+      return { purchase: plan.code === null ? MISSED : ({ state: 'failed', error: plan.code, mayBeCharged: false, earlier: true } as const), ...(plan.held === null ? {} : { boughtAt: plan.held.boughtAt }) };
     case 'buy': {
       const move: Move = { generation: plan.generation, refresh: plan.refresh, boughtAt: plan.held?.boughtAt ?? null };
       return plan.resume === null ? move : { ...move, ...adopted(k, plan.resume) };

@@ -97,6 +97,14 @@ export class RunState {
     return c < 0 ? undefined : this.companies[c];
   }
 
+  /**
+   * Whether every error this run shows is a company an earlier run's failure holds back (an
+   * unusable paid answer): nothing a rerun could clear, so the run is done, not partial.
+   */
+  errorsAllEarlier(): boolean {
+    return this.matchErrors.size === 0 && this.companies.every((c) => c.status !== 'error' || (c.purchase.state === 'failed' && c.purchase.earlier === true));
+  }
+
   matchError(d: number): MatchError | undefined {
     return this.matchErrors.get(d);
   }

@@ -182,7 +182,7 @@ export function summarise(input: {
   const unconfirmed = input.month === null ? 0 : input.month.earlier.unconfirmed + (input.dryRun ? 0 : state.unconfirmedThisSession);
   const month = input.month === null ? null : monthJson(monthBill(input.month.earlier.charged, runCredits, input.month.since), unconfirmed);
   const status: Summary['status'] =
-    stop?.reason === 'interrupted' ? 'interrupted' : stop !== null ? 'stopped' : input.dryRun ? 'dry_run' : tally.error > 0 ? 'partial' : 'done';
+    stop?.reason === 'interrupted' ? 'interrupted' : stop !== null ? 'stopped' : input.dryRun ? 'dry_run' : tally.error > 0 && !state.errorsAllEarlier() ? 'partial' : 'done';
   return {
     status,
     dry_run: input.dryRun,

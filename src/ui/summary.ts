@@ -176,6 +176,9 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
   if (s.errors > 0 && s.at_risk > 0) {
     return `${count(s.errors, 'row')} failed (see enrich_error); ${count(s.at_risk, 'company waits', 'companies wait')} on a paid call whose answer never came (at most ${count(s.at_risk, 'credit')} at risk): run the same command later to finish them; if the service never answers for them, \`enrich ledger release\` lists them and lets them be bought again`;
   }
+  if (s.errors > 0 && s.unusable > 0 && s.status === 'done') {
+    return `${count(s.errors, 'row')} show${s.errors === 1 ? 's' : ''} bad_response: ${count(s.unusable, 'company', 'companies')} whose paid answer an earlier run could not use (another company's record, or one that contradicts itself) ${s.unusable === 1 ? 'is' : 'are'} not bought again before --miss-max-age (30 days by default); nothing for a rerun to retry`;
+  }
   if (s.errors > 0 && s.unusable > 0) {
     return `${count(s.errors, 'row')} failed (see enrich_error): ${count(s.unusable, 'company has', 'companies have')} a paid answer that could not be used (bad_response: another company's record, or one that contradicts itself), its credit spent, and ${s.unusable === 1 ? 'it is' : 'they are'} not bought again before --miss-max-age (30 days by default); run the same command to retry any other`;
   }

@@ -39,7 +39,7 @@ describe('a purchase as the run knows it', () => {
     const cases: [string, CompanyPlan, Partial<KnownPurchase>][] = [
       ['held and fresh: reused, nothing to buy', { action: 'reuse', held: { ...held, generation: 3 } }, { purchase: { state: 'reused' }, boughtAt: NOW - 100, generation: 3 }],
       ['a miss believed: missed', { action: 'no_match', code: null, held: null }, { purchase: { state: 'missed' } }],
-      ['an unusable answer held back: failed, the older record still shown', { action: 'no_match', code: 'bad_response', held }, { purchase: failed, boughtAt: NOW - 100 }],
+      ['an unusable answer held back: failed by an earlier run, the older record still shown', { action: 'no_match', code: 'bad_response', held }, { purchase: { ...failed, earlier: true }, boughtAt: NOW - 100 }],
       ['never bought: unclaimed, at its generation', buy({ generation: 2, refresh: true, held }), { purchase: unclaimed, generation: 2, refresh: true, boughtAt: NOW - 100 }],
       ['an open intent left by a run that stopped: uncertain, under the key it wrote', buy({ resume: openPurchase({ keyVersion: 3, intentKey: 'k3', lostAt: 5 }) }), { purchase: { state: 'uncertain', key: 'k3', lostAt: 5, error: null }, keyVersion: 3 }],
       ['an uncertain key a 0.1 journal left (no intent): uncertain, its key derived', buy({ resume: openPurchase({ uncertain: true }) }), { purchase: { state: 'uncertain', key: null, lostAt: null, error: null } }],
