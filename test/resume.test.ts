@@ -139,7 +139,7 @@ describe('resume', () => {
       const inputPath = input(stripe, 40, 1_000 + round * 40, `storm-${round}.csv`);
       const out = dir.file(`storm-${round}.out.csv`);
       // The same command every time; --settle 2s stands for the default minute, to keep the test short.
-      const args = [inputPath, '-o', out, '--concurrency', '8', '--settle', '2s'];
+      const args = [inputPath, '-o', out, '--concurrency', '8', '--settle', '2s', '--timeout', '2s'];
       for (let kill = 0; kill < 5; kill++) {
         const p = spawnCli(args, { env });
         expect([0, 137, 3], p.stderr()).toContain(await killAfter(stripe, p, 3 + Math.floor(random() * 20)));
@@ -161,8 +161,8 @@ describe('resume', () => {
       expect([0, 137, 3], p.stderr()).toContain(await killAfter(stripe, p, 5 + Math.floor(random() * 50)));
     }
     // The sandbox finishes a call before it answers or drops it, so a lost call has always
-    // settled by the next attempt: --settle 0s says so. A stored error then retires its key.
-    const last = await runCli([inputPath, '-o', out, '--settle', '0s'], { env });
+    // settled by the next attempt: --settle 1s (with requests cut off after 1s) says so. A stored error then retires its key.
+    const last = await runCli([inputPath, '-o', out, '--settle', '1s', '--timeout', '1s'], { env });
     expect(last.code, last.stderr).toBe(0);
     expectEachChargedOnce(stripe, out);
   });

@@ -378,8 +378,8 @@ describe('the team store, end to end', () => {
     const outA = dir.file('a.out.csv');
     const outB = dir.file('b.out.csv');
     // --settle 2s stands for the default minute (how long a lost call may still run at the service).
-    const argsA = (settle: string): string[] => [a, '-o', outA, '--quiet', '--concurrency', '8', '--settle', settle];
-    const argsB = (settle: string): string[] => [b, '-o', outB, '--quiet', '--concurrency', '8', '--settle', settle];
+    const argsA = (settle: string): string[] => [a, '-o', outA, '--quiet', '--concurrency', '8', '--settle', settle, '--timeout', settle];
+    const argsB = (settle: string): string[] => [b, '-o', outB, '--quiet', '--concurrency', '8', '--settle', settle, '--timeout', settle];
     // What a run cut short may end with besides the kill: rows failed (3), or the breaker opened
     // on a run of stored 500s replayed under keys whose answers were lost (6).
     const cutShort = [0, 3, 6, 137];
@@ -395,11 +395,11 @@ describe('the team store, end to end', () => {
     }
     expect(kills).toBeGreaterThanOrEqual(5);
     // Then the same commands, both machines at once, until both are done. The service finishes a
-    // call before its answer is lost, so a lost call has settled by the next attempt: 0s.
+    // call before its answer is lost, so a lost call has settled by the next attempt: 1s (the shortest --timeout).
     let done = false;
     for (let rerun = 0; rerun < 3 && !done; rerun++) {
-      const pA = laptop.run(argsA('0s'));
-      const pB = cron.run(argsB('0s'));
+      const pA = laptop.run(argsA('1s'));
+      const pB = cron.run(argsB('1s'));
       const codes = await Promise.all([pA.exited, pB.exited]);
       for (const [i, code] of codes.entries()) expect(cutShort.slice(0, 3), [pA, pB][i]?.stderr()).toContain(code);
       done = codes.every((c) => c === 0);
@@ -489,7 +489,7 @@ describe('the team store, end to end', () => {
     const store = await freshDatabase();
     const laptop = machine('laptop', 'laptop-a', service, store, 'flag');
     const input = writeInput('in.csv', [['Stuck', 'stuck-co.com']]);
-    const args = [input, '-o', dir.file('out.csv'), '--quiet', '--settle', '0s'];
+    const args = [input, '-o', dir.file('out.csv'), '--quiet', '--settle', '1s', '--timeout', '1s'];
     const first = laptop.run(args);
     expect([0, 3], first.stderr()).toContain(await first.exited);
     const rerun = laptop.run(args);

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { fileIdentity, inheritedDescriptor, plantedLink, statOrNull } from '../io/paths.js';
 import { outputTarget, unwritableReason } from '../io/sink.js';
+import { DEFAULT_DEADLINE_MS } from '../api/client.js';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
 import { DEFAULT_MISS_MAX_AGE_MS } from '../pipeline/plan.js';
@@ -132,12 +133,29 @@ function checkNotAWorkbook(flags: RunFlags): void {
   }
 }
 
+/**
+ * A request may run at the service for as long as the client waits for it: a settle shorter than
+ * that retires a key whose call may still be charged, and the company is paid for twice.
+ */
+const seconds = (ms: number): string => `${Math.ceil(ms / 1000)}s`;
+
+function checkSettle(flags: RunFlags): void {
+  if (flags.timeoutMs !== undefined && flags.timeoutMs < 1000) throw new UsageError('--timeout: give at least 1s');
+  const deadline = flags.timeoutMs ?? DEFAULT_DEADLINE_MS;
+  if (flags.settleMs !== undefined && flags.settleMs < deadline) {
+    throw new UsageError(
+      `--settle ${seconds(flags.settleMs)} is shorter than a request may take (--timeout ${seconds(deadline)}): a paid call whose answer was lost may still be running, and retiring its key then can pay twice; give --settle ${seconds(deadline)} or more (or a shorter --timeout)`,
+    );
+  }
+}
+
 /** Flags and environment -> the batch's options. Every refusal is a one-line UsageError (exit 2). */
 export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv): Promise<RunOptions> {
   checkNotACommand(flags.input);
   checkNotAWorkbook(flags);
   if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
   if (flags.fresh && flags.maxAgeMs !== undefined) throw new UsageError('--fresh and --max-age exclude each other (--fresh is --max-age 0)');
+  checkSettle(flags);
   let service: ServiceTarget;
   if (flags.sandbox) {
     service = { kind: 'sandbox', options: { ...EMBEDDED_SANDBOX } };
@@ -178,6 +196,7 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     maxAgeMs: flags.fresh ? 0 : (flags.maxAgeMs ?? null),
     missMaxAgeMs: flags.missMaxAgeMs ?? DEFAULT_MISS_MAX_AGE_MS,
     settleMs: flags.settleMs ?? null,
+    requestDeadlineMs: flags.timeoutMs ?? null,
     journal: flags.journal,
     concurrency: flags.concurrency,
     service,

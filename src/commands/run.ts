@@ -56,6 +56,8 @@ export interface RunOptions {
   missMaxAgeMs: number;
   /** How long a paid call whose answer was lost may go on at the service; null: the default. */
   settleMs?: number | null;
+  /** The longest one request may take, its whole answer included; null: the client's default (60 s). */
+  requestDeadlineMs?: number | null;
   /** A journal of enrich 0.1 to import (besides the one found beside the input). */
   journal: string | undefined;
   concurrency: number;
@@ -493,7 +495,7 @@ function reportImport(reporter: Reporter, path: string, imported: Imported | 'no
 
 /** The network stack and the sandbox load only when there is work for them (not on a resume that is already done). */
 async function connect(options: RunOptions, cleanups: Cleanups): Promise<ServiceClient> {
-  const { createClient, createDispatcher } = await import('../api/client.js');
+  const { createClient, createDispatcher, DEFAULT_TIMEOUT_MS } = await import('../api/client.js');
   let baseUrl: string;
   let apiKey: string;
   if (options.service.kind === 'sandbox') {
@@ -507,7 +509,8 @@ async function connect(options: RunOptions, cleanups: Cleanups): Promise<Service
   }
   const dispatcher = createDispatcher(baseUrl, options.concurrency);
   cleanups.push(() => dispatcher.close());
-  return createClient({ baseUrl, apiKey, dispatcher, userAgent: `enrich/${VERSION} node/${process.versions.node}` });
+  const deadline = options.requestDeadlineMs == null ? {} : { deadlineMs: options.requestDeadlineMs, timeoutMs: Math.min(DEFAULT_TIMEOUT_MS, options.requestDeadlineMs) };
+  return createClient({ baseUrl, apiKey, dispatcher, userAgent: `enrich/${VERSION} node/${process.versions.node}`, ...deadline });
 }
 
 /** The formatted results of rows, each distinct one made once (formattedResults). */

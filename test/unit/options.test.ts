@@ -65,6 +65,21 @@ describe('argv -> options', () => {
     await expect(options(['in.csv', '--sandbox', '--base-url', 'https://x.example'])).rejects.toThrow('--sandbox and --base-url exclude each other');
   });
 
+  it('refuses a --settle shorter than a request may take: a call still running would have its key retired and be paid twice', async () => {
+    await expect(options(['in.csv', '--settle', '0s'])).rejects.toThrow(
+      '--settle 0s is shorter than a request may take (--timeout 60s): a paid call whose answer was lost may still be running, and retiring its key then can pay twice; give --settle 60s or more (or a shorter --timeout)',
+    );
+    await expect(options(['in.csv', '--settle', '5s', '--timeout', '10s'])).rejects.toThrow('--settle 5s is shorter than a request may take (--timeout 10s)');
+    await expect(options(['in.csv', '--timeout', '0s'])).rejects.toThrow('--timeout: give at least 1s');
+    expect(await options(['in.csv', '--settle', '5s', '--timeout', '5s'])).toMatchObject({ settleMs: 5_000, requestDeadlineMs: 5_000 });
+    expect(await options(['in.csv', '--settle', '2m'])).toMatchObject({ settleMs: 120_000, requestDeadlineMs: null });
+  });
+
+  it("keeps the embedded sandbox's play credits in a store of its own, unless --store names one", async () => {
+    expect((await options(['in.csv', '--sandbox'], { ...ENV, ENRICH_STORE: '/team.db' })).store).toBe(join('/state', 'enrich', 'sandbox.db'));
+    expect((await options(['in.csv', '--sandbox', '--store', '/tmp/play.db'])).store).toBe('/tmp/play.db');
+  });
+
   it('parses the ledger commands', () => {
     expect(parse(['ledger']).parsed).toStrictEqual({ kind: 'ledger', options: { store: undefined, json: false, action: { kind: 'show' } } });
     expect(parse(['ledger', 'runs', '--limit', '5', '--json']).parsed).toMatchObject({ kind: 'ledger', options: { json: true, action: { kind: 'runs', limit: 5 } } });

@@ -14,6 +14,7 @@ export interface RunFlags {
   maxAgeMs: number | undefined;
   missMaxAgeMs: number | undefined;
   settleMs: number | undefined;
+  timeoutMs: number | undefined;
   journal: string | undefined;
   fresh: boolean;
   concurrency: number;
@@ -87,7 +88,8 @@ export function defineRun(command: Command, done: (flags: RunFlags) => void): Co
     .option('--store <path>', 'the purchase store (env: ENRICH_STORE; default: $XDG_STATE_HOME/enrich/store.db)')
     .option('--max-age <duration>', 'buy again records bought longer ago than this, e.g. 30d (default: never)', duration('--max-age'))
     .option('--miss-max-age <duration>', 'ask again about domains that did not match longer ago than this (free; default 30d)', duration('--miss-max-age'))
-    .option('--settle <duration>', 'how long a paid call whose answer was lost may still run at the service (default 60s)', duration('--settle'))
+    .option('--settle <duration>', 'how long a paid call whose answer was lost may still run at the service (default 60s; at least --timeout)', duration('--settle'))
+    .option('--timeout <duration>', 'the longest one request may take, its whole answer included (default 60s)', duration('--timeout'))
     .option('--fresh', 'buy every held record again (same as --max-age 0; the dry run prices it)', false)
     .option('--journal <path>', 'import a journal written by enrich 0.1 (one beside the input is found by itself)')
     .option('--concurrency <n>', 'most requests in flight at once (how many are is learned below it)', integer(1, 256, '--concurrency'), DEFAULT_CONCURRENCY)
@@ -119,6 +121,7 @@ export function defineRun(command: Command, done: (flags: RunFlags) => void): Co
         maxAgeMs: opts['maxAge'] as number | undefined,
         missMaxAgeMs: opts['missMaxAge'] as number | undefined,
         settleMs: opts['settle'] as number | undefined,
+        timeoutMs: opts['timeout'] as number | undefined,
         journal: opts['journal'] as string | undefined,
         fresh: opts['fresh'] as boolean,
         concurrency: opts['concurrency'] as number,
