@@ -2,10 +2,11 @@ import { ENRICH_PRICE, type Room } from './budget.js';
 import type { Claim, EnrichEvent, HeldCompany, IntentEvent, Purchase, ReleaseEvent, UnclaimEvent } from './types.js';
 
 /**
- * The purchase rules, written once: how an event moves one purchase (a company's generation) on,
- * and what an intent may claim. Pure: every store backend reads the purchase, asks these, and
- * writes what they answer in the same transaction, so SQLite, PostgreSQL and the tests' memory
- * store cannot disagree about money. A purchase is in one of these states:
+ * The purchase rules: how an event moves one purchase (a company's generation) on, and what an
+ * intent may claim. Pure: SQLite and the tests' memory store read the purchase, ask these, and
+ * write what they answer in the same transaction. PostgreSQL restates them in SQL
+ * (store/postgres/claim-sql.ts, writer.ts), held to these by test/purchase-equivalence.test.ts.
+ * A purchase is in one of these states:
  *
  * - unclaimed: open, no intent under its key version: nothing can have been sent under it;
  * - claimed: an intent is on disk (`intentKey`): a request may be in flight under it;

@@ -3,8 +3,8 @@ import type { BudgetLine } from './budget.js';
 
 /**
  * The store's vocabulary: what the pipeline tells it (events) and what it answers (lookups,
- * holdings, purchases). The pipeline sees only these types and the ServiceStore interface, so
- * the SQL behind it (SQLite today) can change, or gain a PostgreSQL twin, without touching it.
+ * holdings, purchases). The pipeline sees only these types and the ServiceStore interface, which
+ * SQLite (store/sqlite/) and PostgreSQL (store/postgres/) both implement.
  */
 
 /** The free match's answer for one registrable domain. Errors are kept for this run only. */
