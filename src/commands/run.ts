@@ -26,9 +26,8 @@ import { emptyTally, summarise, type RowTally, type Summary } from '../pipeline/
 import type { SandboxOptions } from '../sandbox/index.js';
 import { importJournal, notJournal, type Imported } from '../store/import-journal.js';
 import { defaultStorePath, displayStore, scanCacheDir } from '../store/path.js';
-import { openBatchStore } from '../store/open.js';
-import { explainDamage } from '../store/sqlite/errors.js';
-import { monthBill, monthStart, type MonthBill } from '../pipeline/plans.js';
+import { explainStoreFailure, openBatchStore } from '../store/open.js';
+import { monthBill, monthStart, type MonthBill } from '../pipeline/pricing.js';
 import type { MonthSpend, RunEnd, ServiceStore } from '../store/types.js';
 import type { Reporter } from '../ui/reporter.js';
 import { count, num } from '../ui/format.js';
@@ -136,8 +135,8 @@ export async function runBatch(options: RunOptions, ctx: RunContext): Promise<Ru
     }
   }
   // SQLite's word that the store is damaged, said as such, wherever in the run it was found.
-  if (!outcome.ok) throw explainDamage(outcome.error, displayStore(options.store), true);
-  if (cleanupError !== undefined) throw explainDamage(cleanupError, displayStore(options.store), true);
+  if (!outcome.ok) throw explainStoreFailure(outcome.error, displayStore(options.store));
+  if (cleanupError !== undefined) throw explainStoreFailure(cleanupError, displayStore(options.store));
   return outcome.result;
 }
 

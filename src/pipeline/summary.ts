@@ -2,13 +2,11 @@ import { UNUSABLE } from './plan.js';
 import type { Stop } from './stops.js';
 import type { RowStatus } from './results.js';
 import type { RunState } from './state.js';
-import { cheapestMonth, monthBill, type MonthBill } from './plans.js';
+import { cheapestMonth, costAt, monthBill, type MonthBill, type OveragePlan } from './pricing.js';
 import type { MonthSpend } from '../store/types.js';
 import type { BudgetLine } from '../store/budget.js';
 
 /** Per-credit rates of the plans in spec 2.6; a credit's worth never changes across plans (8.5). */
-export const PLAN_RATES = { starter: 0.05, growth: 0.042, scale: 0.033 } as const;
-export type Plan = keyof typeof PLAN_RATES;
 
 /**
  * The totals (README "Summary"), one vocabulary everywhere: rows are counted by their status
@@ -62,7 +60,7 @@ export interface Summary {
   /** The monthly budgets that apply to this run (docs/budgets.md), as the store counts them when the summary is made; null: none. */
   budget: BudgetJson | null;
   /** estimated_credits at each plan's overage rate: a marginal price, not a bill. */
-  estimated_cost_usd: Record<Plan, number>;
+  estimated_cost_usd: Record<OveragePlan, number>;
   /** The calendar month (UTC) this run's credits fall in, priced on the cheapest plan; null if unknown. */
   month: MonthJson | null;
   stopped: Stop['reason'] | null;
@@ -131,11 +129,6 @@ export function monthJson(bill: MonthBill, unconfirmed = 0): MonthJson {
 
 export type RowTally = Record<RowStatus, number>;
 export const emptyTally = (): RowTally => ({ matched: 0, found: 0, no_match: 0, invalid: 0, error: 0, skipped: 0 });
-
-export function costAt(credits: number): Record<Plan, number> {
-  const round = (n: number): number => Math.round(n * 100) / 100;
-  return { starter: round(credits * PLAN_RATES.starter), growth: round(credits * PLAN_RATES.growth), scale: round(credits * PLAN_RATES.scale) };
-}
 
 export function summarise(input: {
   state: RunState;

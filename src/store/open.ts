@@ -5,6 +5,13 @@ import { hostIdentity } from './host.js';
 import { personName } from './budget.js';
 import { isTeamStore } from './path.js';
 import type { RunInfo, ServiceStore } from './types.js';
+import { explainDamage } from './sqlite/errors.js';
+
+/**
+ * What a run's store failure says to the user, whichever backend: a damaged SQLite file is named
+ * as such (PostgreSQL's errors come explained by its driver layer already).
+ */
+export const explainStoreFailure = (error: unknown, store: string): unknown => explainDamage(error, store, true);
 
 /**
  * A store a batch runs against, whichever backend its address names: a file path is the SQLite

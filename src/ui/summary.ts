@@ -1,7 +1,7 @@
 import type { Stop } from '../pipeline/stops.js';
 import type { MonthJson, Summary } from '../pipeline/summary.js';
 import { count, elapsed, num, wrapWords } from './format.js';
-import { describeCheapest, dollars, moneyRows } from './plans.js';
+import { describeCheapest, dollars, moneyRows } from './pricing.js';
 import { capName } from '../store/budget.js';
 
 /** The totals as a small aligned table for stderr, in the vocabulary of the summary JSON. */

@@ -1,4 +1,4 @@
-import { PLANS, type PlanTerms } from '../pipeline/plans.js';
+import { PLANS, type PlanTerms } from '../pipeline/pricing.js';
 import type { MonthJson, Summary } from '../pipeline/summary.js';
 import { count, num } from './format.js';
 

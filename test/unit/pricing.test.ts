@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { cheapestMonth, monthBill, monthlyCost, monthStart, PLANS } from '../../src/pipeline/plans.js';
+import { cheapestMonth, monthBill, monthlyCost, monthStart, PLANS } from '../../src/pipeline/pricing.js';
 import { monthJson } from '../../src/pipeline/summary.js';
-import { describeCheapest } from '../../src/ui/plans.js';
+import { describeCheapest } from '../../src/ui/pricing.js';
 
 const plan = (name: string) => PLANS.find((p) => p.name === name)!;
 

@@ -21,6 +21,15 @@ export const PLANS: readonly PlanTerms[] = [
   { name: 'Scale', monthlyFee: 1_999, includedCredits: 60_000, overageRate: 0.033 },
 ];
 
+/** The plans with an overage rate, as the summary's JSON names them. */
+export type OveragePlan = 'starter' | 'growth' | 'scale';
+
+/** `credits` at each plan's overage rate (a marginal price, not a bill: docs/money.md). */
+export function costAt(credits: number): Record<OveragePlan, number> {
+  const at = (name: string): number => cents(credits * (PLANS.find((p) => p.name === name)?.overageRate ?? 0));
+  return { starter: at('Starter'), growth: at('Growth'), scale: at('Scale') };
+}
+
 /** The cheapest way to pay for a month's credits. */
 export interface MonthPrice {
   plan: PlanTerms;
