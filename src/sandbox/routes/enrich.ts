@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { normaliseDomain } from '../../pipeline/normalise.js';
+import { registrableDomain } from '../domain.js';
 import type { Account, StoredResponse } from '../accounts.js';
 import { admit, fail, faulted, JSON_TYPE, PROBLEM_TYPE, type Answer, type HandlerConfig } from '../answer.js';
 import { toRecord } from '../directory.js';
@@ -22,10 +22,10 @@ export function enrich(config: HandlerConfig, req: IncomingMessage, rawBody: str
   }
   const domainValue = parsed !== null && typeof parsed === 'object' ? (parsed as { domain?: unknown }).domain : undefined;
   if (typeof domainValue !== 'string' || domainValue.trim() === '') return fail(config, 422, 'validation_error', requestId, 'the body field domain is required');
-  const normalised = normaliseDomain(domainValue);
-  if (!normalised.ok) return fail(config, 422, 'validation_error', requestId, `domain is not a registrable domain (${normalised.reason})`);
+  const domain = registrableDomain(domainValue);
+  if (domain === null) return fail(config, 422, 'validation_error', requestId, 'domain is not a registrable domain');
 
-  bump(config.stats.enrichCalls, normalised.domain);
+  bump(config.stats.enrichCalls, domain);
   const header = req.headers['idempotency-key'];
   const idempotencyKey = typeof header === 'string' ? header : null;
   if (idempotencyKey !== null && (idempotencyKey.length === 0 || idempotencyKey.length > 255)) {
@@ -45,7 +45,7 @@ export function enrich(config: HandlerConfig, req: IncomingMessage, rawBody: str
 
   // From here on the request has executed. What its key keeps depends on the mode (see
   // IdempotencyMode): a 200 always, errors only in `stripe` mode.
-  const answer = execute(config, account, normalised.domain, idempotencyKey, requestId);
+  const answer = execute(config, account, domain, idempotencyKey, requestId);
   if (idempotencyKey !== null && (answer.status === 200 || config.idempotency === 'stripe')) {
     const store: StoredResponse = { fingerprint, status: answer.status, contentType: answer.contentType, body: answer.body, requestId };
     account.idempotency.set(idempotencyKey, store);

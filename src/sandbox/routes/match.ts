@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { normaliseDomain } from '../../pipeline/normalise.js';
+import { registrableDomain } from '../domain.js';
 import { admit, fail, faulted, JSON_TYPE, type Answer, type HandlerConfig } from '../answer.js';
 
 /** GET /company/match: free, never charged. */
@@ -8,11 +8,11 @@ export function match(config: HandlerConfig, req: IncomingMessage, query: string
   if ('answer' in admitted) return admitted.answer;
   const raw = new URLSearchParams(query).get('domain');
   if (raw === null || raw.trim() === '') return fail(config, 422, 'validation_error', requestId, 'the query parameter domain is required');
-  const normalised = normaliseDomain(raw);
-  if (!normalised.ok) return fail(config, 422, 'validation_error', requestId, `domain is not a registrable domain (${normalised.reason})`);
-  bump(config.stats.matchCalls, normalised.domain);
+  const domain = registrableDomain(raw);
+  if (domain === null) return fail(config, 422, 'validation_error', requestId, 'domain is not a registrable domain');
+  bump(config.stats.matchCalls, domain);
   if (faulted(config)) return fail(config, 500, 'internal', requestId, 'injected fault');
-  const company = config.directory.lookup(normalised.domain);
+  const company = config.directory.lookup(domain);
   const body = company === undefined
     ? '{"matched":false,"credits_charged":0,"company":null}'
     : JSON.stringify({ matched: true, credits_charged: 0, company: { domain: company.domain, name: company.name } });
