@@ -1,3 +1,4 @@
+import { connect as connectTcp, createServer, type AddressInfo, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from '../src/store/postgres/schema.js';
@@ -378,6 +379,57 @@ describe('ledger maintenance on the team store that another holds up', () => {
       await analyst.query('ROLLBACK').catch(() => {});
       await analyst.end();
       await store.close();
+    }
+  });
+});
+
+/** A TCP proxy to PostgreSQL that a test can take down (every connection cut, new ones cut at once) and bring back up. */
+async function breakableProxy(target: URL): Promise<{ url: string; down(): void; up(): void; close(): void }> {
+  const sockets = new Set<Socket>();
+  let isDown = false;
+  const server = createServer((inbound) => {
+    inbound.on('error', () => {});
+    if (isDown) return void inbound.destroy();
+    const outbound = connectTcp(Number(target.port), target.hostname);
+    outbound.on('error', () => {});
+    for (const s of [inbound, outbound]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+    }
+    inbound.pipe(outbound).pipe(inbound);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = new URL(target);
+  url.port = String((server.address() as AddressInfo).port);
+  const cut = (): void => {
+    for (const s of sockets) s.destroy();
+  };
+  return {
+    url: url.toString(),
+    down: () => ((isDown = true), cut()),
+    up: () => void (isDown = false),
+    close: () => (server.close(), cut()),
+  };
+}
+
+describe('a team store lost mid-run and back', () => {
+  it('says so off a terminal, and --quiet: a line when it is lost, one when it answers again; the run then finishes', async () => {
+    await t.sandbox({ latencyMs: 30 });
+    const proxy = await breakableProxy(new URL(await freshDatabase()));
+    try {
+      const input = t.dir.file('lost.csv', csvText([['domain'], ...domains(60).map((d) => [d])]));
+      const run = spawnCli([input, '-o', t.dir.file('lost-out.csv'), '--store', proxy.url, '--quiet', '--concurrency', '4'], { env: t.env() });
+      // Once it is buying, the store goes away; it comes back once the run has said it lost it.
+      while (t.sb.ledger(KEY).length < 5 && run.child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
+      proxy.down();
+      await run.waitFor('lost the team store');
+      proxy.up();
+      expect(await run.exited, run.stderr()).toBe(0);
+      expect(run.stderr()).toMatch(/^enrich: lost the team store \(.+\); trying again for up to 30 s, and no new purchase starts meanwhile$/m);
+      expect(run.stderr()).toMatch(/^enrich: the team store answers again after \d+\.\d s; the run goes on$/m);
+      expect(t.sb.ledger(KEY)).toHaveLength(60);
+    } finally {
+      proxy.close();
     }
   });
 });

@@ -28,7 +28,7 @@ import { importJournal, notJournal, type Imported } from '../store/import-journa
 import { defaultStorePath, displayStore, scanCacheDir } from '../store/path.js';
 import { explainStoreFailure, openBatchStore } from '../store/open.js';
 import { monthBill, monthStart, type MonthBill } from '../pipeline/pricing.js';
-import type { MonthSpend, RunEnd, ServiceStore } from '../store/types.js';
+import type { ConnectionNotice, MonthSpend, RunEnd, ServiceStore } from '../store/types.js';
 import type { Reporter } from '../ui/reporter.js';
 import { count, num } from '../ui/format.js';
 import { capName, monthOf, type BudgetLine } from '../store/budget.js';
@@ -285,7 +285,14 @@ interface Planned {
 /** 2. The store: what was bought and learned before, by any run, from any input, judged by the policy. */
 async function planStage(options: RunOptions, ctx: RunContext, read: Read, cleanups: Cleanups): Promise<Planned> {
   const { input, sha256, scan, state } = read;
-  const store = await openBatchStore(options.store, { tool: `enrich/${VERSION}`, ...(ctx.now === undefined ? {} : { now: ctx.now }), env: ctx.env });
+  // Said off a terminal too: a cron log then shows why a run stalled, and that it went on.
+  const notice = (n: ConnectionNotice): void =>
+    ctx.reporter.warn(
+      n.lost
+        ? `lost the team store (${n.why}); trying again for up to ${Math.round(n.budgetMs / 1000)} s, and no new purchase starts meanwhile`
+        : `the team store answers again after ${(n.afterMs / 1000).toFixed(1)} s; the run goes on`,
+    );
+  const store = await openBatchStore(options.store, { tool: `enrich/${VERSION}`, ...(ctx.now === undefined ? {} : { now: ctx.now }), env: ctx.env, notice });
   const now = store.now;
   cleanups.push(() => store.close());
   for (const path of legacyJournals(options, sha256, ctx.env)) reportImport(ctx.reporter, path, await importJournal(store, path));

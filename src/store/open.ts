@@ -4,7 +4,7 @@ import { statOrNull } from '../io/paths.js';
 import { hostIdentity } from './host.js';
 import { personName } from './budget.js';
 import { isTeamStore } from './path.js';
-import type { RunInfo, ServiceStore } from './types.js';
+import type { ConnectionNotice, RunInfo, ServiceStore } from './types.js';
 import { explainDamage } from './sqlite/errors.js';
 
 /**
@@ -31,11 +31,14 @@ export interface OpenOptions {
   /** A clock for tests; by default the store's own. */
   now?: () => number;
   env: NodeJS.ProcessEnv;
+  /** Told when a team store's connection is lost and when it is back (a SQLite store has none). */
+  notice?: (n: ConnectionNotice) => void;
 }
 
 export async function openBatchStore(address: string, options: OpenOptions): Promise<BatchStore> {
   if (isTeamStore(address)) {
-    const { PgStore } = await import('./postgres/store.js');
+    const [{ PgStore }, { onConnectionNotice }] = await Promise.all([import('./postgres/store.js'), import('./postgres/connect.js')]);
+    onConnectionNotice(options.notice ?? null);
     const host = hostIdentity(options.env);
     const store = await PgStore.open(address, { tool: options.tool, user: personName(options.env), ...(options.now === undefined ? {} : { now: options.now }), ...(host === undefined ? {} : { host }) });
     return {

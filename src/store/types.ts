@@ -185,6 +185,9 @@ export interface CompanyState {
  * the transaction that wrote the intent. Implemented by store/sqlite (one person) and
  * store/memory (pipeline tests); one contract suite (test/store-contract) runs against each.
  */
+/** What a run is told of its team store's connection: lost (and why), then back (after how long). */
+export type ConnectionNotice = { lost: true; why: string; budgetMs: number } | { lost: false; afterMs: number };
+
 /** A month's spend as the store saw it: charged with an answer seen, and possibly charged (answers lost). */
 export interface MonthSpend {
   charged: number;

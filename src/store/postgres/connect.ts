@@ -1,4 +1,5 @@
 import pg from 'pg';
+import type { ConnectionNotice } from '../types.js';
 import { EnrichError, UsageError } from '../../errors.js';
 
 /** bigint columns (ms since the epoch, run ids) as numbers: every value the store keeps fits in 2^53. */
@@ -190,6 +191,18 @@ export const isLockTimeout = (error: unknown): boolean => (error as { code?: unk
 
 const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+
+/**
+ * The one listener for the process's losses of the team store (a run's reporter: off a terminal
+ * too, a log shows why a run stalled). One notice a loss, however many statements met it.
+ */
+let notice: ((n: ConnectionNotice) => void) | null = null;
+let lostAt: number | null = null;
+export function onConnectionNotice(listener: ((n: ConnectionNotice) => void) | null): void {
+  notice = listener;
+  lostAt = null;
+}
+
 /**
  * Runs `attempt` again while it fails for a lost connection, for up to `budgetMs` from the first
  * loss (backing off from 100 ms to 2 s); `lost` is told of each loss. Anything else is thrown.
@@ -199,10 +212,19 @@ export async function reconnecting<T>(attempt: () => Promise<T>, budgetMs: numbe
   let delay = 100;
   for (;;) {
     try {
-      return await attempt();
+      const result = await attempt();
+      if (since !== null && lostAt !== null) {
+        notice?.({ lost: false, afterMs: performance.now() - lostAt });
+        lostAt = null;
+      }
+      return result;
     } catch (error) {
       if (!isConnectionLoss(error)) throw error;
       lost?.(error);
+      if (lostAt === null) {
+        lostAt = performance.now();
+        notice?.({ lost: true, why: describe(error), budgetMs });
+      }
       since ??= performance.now();
       if (performance.now() - since + delay > budgetMs) throw error;
       await pause(delay);
