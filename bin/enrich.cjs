@@ -6,8 +6,14 @@ if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
   // A bare --version answers without loading the CLI: scripts probe installs with it.
   process.stdout.write(`${require('../dist/version.cjs').VERSION}\n`);
 } else {
-  // Node 22.1 and later keep the compiled bundle between runs (Node 20 compiles it each time).
-  require('node:module').enableCompileCache?.();
+  // Node 22.8 and later keep the compiled bundle between runs, in the user's own cache folder
+  // (not the shared temp folder); Node 20 compiles it each time. NODE_DISABLE_COMPILE_CACHE=1 turns it off.
+  const { enableCompileCache } = require('node:module');
+  if (enableCompileCache !== undefined) {
+    const { join } = require('node:path');
+    const xdg = process.env.XDG_CACHE_HOME;
+    enableCompileCache(join(xdg !== undefined && xdg.startsWith('/') ? xdg : join(require('node:os').homedir(), '.cache'), 'enrich'));
+  }
   const { main, processIO } = require('../dist/enrich.cjs');
   main(argv, processIO()).then((code) => {
     process.exitCode = code;

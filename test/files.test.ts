@@ -104,7 +104,7 @@ describe('an output folder gone once the run has bought', () => {
     child.stdin.end(`${companies.join('\n')}\n`);
     const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
     expect(code, stderr).toBe(1);
-    expect(stderr).toBe(`enrich: cannot write the results: ${out}: the folder ${folder} does not exist; everything bought is kept in the store, run the same command to write them again\n`);
+    expect(stderr).toBe(`enrich: cannot write the results: ${out}: the folder ${folder} does not exist; what was bought is kept in the store: once they can be written there, run the same command (nothing is bought again)\n`);
     // The run's row says what it bought.
     const runs = JSON.parse((await runCli(['ledger', 'runs', '--json', '--store', store])).stdout) as { runs: { status: string; credits: number; bought: number }[] };
     expect(runs.runs[0]).toMatchObject({ status: 'failed', credits: 5, bought: 5 });
@@ -149,8 +149,9 @@ describe.skipIf(process.getuid?.() !== 0)('a link planted in a folder anyone may
     lchownSync(late, 4242, 4242);
     child.stdin.end('nobody-here.com\n');
     const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-    expect(code, stderr).toBe(2);
-    expect(stderr).toContain(`${late} is a link another user made in ${shared}`);
+    // Found once the run has worked: a failure to write its results (1), not a usage error (2: nothing billed).
+    expect(code, stderr).toBe(1);
+    expect(stderr).toContain(`cannot write the results: ${late} is a link another user made in ${shared}`);
     expect(readFileSync(victim, 'utf8')).toBe('mine\n');
     // A link of one's own there is followed as any other.
     lchownSync(link, 0, 0);

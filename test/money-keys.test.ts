@@ -124,7 +124,7 @@ describe('a lost paid answer', () => {
       // Once acme's answer was lost and its retry came: the client saw the loss before this answer.
       released: (seen) => (seen.get('acme-co.com') ?? 0) >= 2,
     });
-    const { run, totals } = await enrich(['acme-co.com', 'other-co.com'], ['--settle', '1s', '--timeout', '1s']);
+    const { run, totals } = await enrich(['acme-co.com', 'other-co.com'], ['--settle', '2s', '--timeout', '2s']);
     expect(run.code, run.stderr).toBe(0);
     expect(svc.charges.get('acme-co.com')).toBe(2);
     // Never "credits spent 2" alone when the balance moved by 3.
@@ -141,7 +141,7 @@ describe('a lost paid answer', () => {
       // Once acme's answer was lost and its retry came: the client saw the loss before this answer.
       released: (seen) => (seen.get('acme-co.com') ?? 0) >= 2,
     });
-    const { run, totals } = await enrich(['acme-co.com', 'other-co.com'], ['--settle', '1s', '--timeout', '1s']);
+    const { run, totals } = await enrich(['acme-co.com', 'other-co.com'], ['--settle', '2s', '--timeout', '2s']);
     expect(run.code, run.stderr).toBe(4);
     expect(totals).toMatchObject({ credits_charged: 1, credits_unconfirmed: 1 });
     expect(run.stderr).toContain('needs 1 more credit (1 credit more may already have been charged for one of them: an answer lost, then only errors under its key)');
@@ -153,18 +153,18 @@ describe('a paid endpoint that goes down after answers were lost', () => {
     let phase: 'lose' | 'down' | 'up' = 'lose';
     const domains = Array.from({ length: 10 }, (_, i) => `outage-co${i}.com`);
     const svc = await service((_d, _k) => (phase === 'lose' ? 'lose' : phase === 'down' ? internal : 'replay'));
-    const first = await enrich(domains, ['--settle', '1s', '--timeout', '1s']);
+    const first = await enrich(domains, ['--settle', '2s', '--timeout', '2s']);
     expect(first.totals['at_risk']).toBe(10);
     // Beside what was spent, on the screen: what may yet be (issue 36).
     expect(first.run.stderr).toMatch(/\n {2}at risk +10 +companies wait on a paid call whose answer never came: at most 10 credits more\n/);
     const keysBefore = new Set(svc.keys);
     phase = 'down';
-    const down = await enrich(domains, ['--settle', '1s', '--timeout', '1s']);
+    const down = await enrich(domains, ['--settle', '2s', '--timeout', '2s']);
     expect(down.run.code).not.toBe(0);
     expect([...svc.keys].filter((k) => !keysBefore.has(k))).toStrictEqual([]);
     expect(down.totals).toMatchObject({ credits_unconfirmed: 0, at_risk: 10 });
     phase = 'up';
-    const up = await enrich(domains, ['--settle', '1s', '--timeout', '1s']);
+    const up = await enrich(domains, ['--settle', '2s', '--timeout', '2s']);
     expect(up.run.code, up.run.stderr).toBe(0);
     expect([...svc.charges.values()]).toStrictEqual(domains.map(() => 1));
     // The outage run asked the paid endpoint with a request it cannot bill, and got the outage's 500.
@@ -179,7 +179,7 @@ describe('a service that stores a 500 under its key and replays it', () => {
     // The first request under each stuck company's first key ran and failed; the service stored its
     // 500 under the key, and the answer was lost. Later ones under that key replay the 500.
     const svc = await service((d, key, n) => (fresh.includes(d) ? 'charge' : n === 1 ? 'lose-error' : key.endsWith('v1') ? 'replay' : 'charge'));
-    const next = await enrich([...stuck, ...fresh], ['--settle', '1s', '--timeout', '1s']);
+    const next = await enrich([...stuck, ...fresh], ['--settle', '2s', '--timeout', '2s']);
     expect(next.run.code, next.run.stderr).toBe(0);
     expect(next.rows.map((r) => r['enrich_status'])).toStrictEqual([...stuck, ...fresh].map(() => 'matched'));
     expect([...stuck, ...fresh].map((d) => svc.charges.get(d))).toStrictEqual([...stuck, ...fresh].map(() => 1));
@@ -188,7 +188,7 @@ describe('a service that stores a 500 under its key and replays it', () => {
   it('is never stuck when those keys are all a run has left: one enrich it cannot bill (no domain: a 422) shows the endpoint answering, and the same command finishes, each charged once', async () => {
     const stuck = Array.from({ length: 10 }, (_, i) => `stored-500-co${i}.com`);
     const svc = await service((d, key, n) => (n === 1 ? 'lose-error' : key.endsWith('v1') ? 'replay' : 'charge'));
-    const run = await enrich(stuck, ['--settle', '1s', '--timeout', '1s']);
+    const run = await enrich(stuck, ['--settle', '2s', '--timeout', '2s']);
     expect(run.run.code, run.run.stderr).toBe(0);
     expect(run.rows.map((r) => r['enrich_status'])).toStrictEqual(stuck.map(() => 'matched'));
     expect(stuck.map((d) => svc.charges.get(d))).toStrictEqual(stuck.map(() => 1));
@@ -204,15 +204,15 @@ describe('a paid endpoint down behind a rate limiter, after answers were lost', 
     // Down: every paid request that gets past the limiter fails (an outage in front of the
     // idempotency layer answers 500 even to a charged key); the probe is the one the limiter turns away.
     const svc = await service((d, _k) => (phase === 'lose' ? 'lose' : phase === 'down' ? (d === '' ? limited : internal) : 'replay'));
-    const first = await enrich(domains, ['--settle', '1s', '--timeout', '1s']);
+    const first = await enrich(domains, ['--settle', '2s', '--timeout', '2s']);
     expect(first.totals['at_risk']).toBe(4);
     const keysBefore = new Set(svc.keys);
     phase = 'down';
-    const down = await enrich(domains, ['--settle', '1s', '--timeout', '1s']);
+    const down = await enrich(domains, ['--settle', '2s', '--timeout', '2s']);
     // Before the fix: exit 3 (not 6: each 429 resets the breaker), 5 probes, 20 new keys sent under the outage.
     expect(down.run.code).not.toBe(0);
     phase = 'up';
-    const up = await enrich(domains, ['--settle', '1s', '--timeout', '1s']);
+    const up = await enrich(domains, ['--settle', '2s', '--timeout', '2s']);
     expect(up.run.code, up.run.stderr).toBe(0);
     // Before the fix: each of the 4 companies charged twice (its lost v1 key, and a new key after the outage).
     expect([...svc.charges.values()]).toStrictEqual(domains.map(() => 1));

@@ -64,7 +64,7 @@ describe('the batch', () => {
     const home = join(dir.path, 'no-such-home');
     const r = await runProcess(['fixtures/companies.csv', '--sandbox'], { env: { HOME: home, XDG_STATE_HOME: undefined, ENRICH_STORE: undefined } });
     expect(r.code).toBe(2);
-    expect(r.stderr).toBe(`enrich: the store ${home}/.local/state/enrich/sandbox.db: HOME (${home}) does not exist; set HOME to a folder that does, or give the store with --store or ENRICH_STORE\n`);
+    expect(r.stderr).toBe(`enrich: the store ${home}/.local/state/enrich/sandbox.db: HOME (${home}) does not exist; set HOME to a folder that does, or give the store with --store\n`);
     expect(existsSync(home)).toBe(false);
   });
 });

@@ -161,8 +161,8 @@ describe('resume', () => {
       expect([0, 137, 3], p.stderr()).toContain(await killAfter(stripe, p, 5 + Math.floor(random() * 50)));
     }
     // The sandbox finishes a call before it answers or drops it, so a lost call has always
-    // settled by the next attempt: --settle 1s (with requests cut off after 1s) says so. A stored error then retires its key.
-    const last = await runCli([inputPath, '-o', out, '--settle', '1s', '--timeout', '1s'], { env });
+    // settled by the next attempt: a short --settle (with --timeout as short) says so. A stored error then retires its key.
+    const last = await runCli([inputPath, '-o', out, '--settle', '2s', '--timeout', '2s'], { env });
     expect(last.code, last.stderr).toBe(0);
     expectEachChargedOnce(stripe, out);
   });

@@ -111,6 +111,26 @@ describe('a service that answers 429 for ever', () => {
   });
 });
 
+describe('a dry run whose free matches went unanswered', () => {
+  it('exits 3 (a rerun may clear it), its estimate said as a lower bound, even with --quiet', async () => {
+    const server = await hostileServer((req, res) => {
+      if ((req.url ?? '').includes('domain=company-1.com')) {
+        res.writeHead(500, { 'content-type': 'application/problem+json' });
+        return void res.end(JSON.stringify({ type: 'x/internal', title: 'Internal', status: 500, code: 'internal' }));
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"matched":false,"credits_charged":0,"company":null}');
+    });
+    try {
+      const run = await runCli([input(5), '--dry-run', '--quiet', '--summary-json', '-'], { env: { ENRICH_BASE_URL: server.url, ENRICH_API_KEY: KEY } });
+      expect(run.code, run.stderr).toBe(3);
+      expect(JSON.parse(run.stdout)).toMatchObject({ status: 'dry_run', errors: 1, unanswered_domains: 1 });
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 describe('the circuit breaker', () => {
   let sb: Sandbox;
   afterEach(async () => sb.close());

@@ -284,6 +284,7 @@ function troubleOf(stop: Stop | null, summary: Summary): ErrorKind | null {
     case 'monthly':
       return 'credits';
     case undefined:
-      return summary.status === 'partial' ? 'partial' : null;
+      // A dry run's unanswered matches leave its estimate a lower bound: a rerun may clear them.
+      return summary.status === 'partial' || (summary.dry_run && summary.errors > 0) ? 'partial' : null;
   }
 }

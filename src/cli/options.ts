@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { fileIdentity, inheritedDescriptor, plantedLink, statOrNull } from '../io/paths.js';
 import { outputTarget, unwritableReason } from '../io/sink.js';
 import { DEFAULT_DEADLINE_MS } from '../api/client.js';
+import { DEFAULT_SETTLE_MS } from '../pipeline/execute.js';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
 import { DEFAULT_MISS_MAX_AGE_MS } from '../pipeline/plan.js';
@@ -138,9 +139,11 @@ function checkNotAWorkbook(flags: RunFlags): void {
  * that retires a key whose call may still be charged, and the company is paid for twice.
  */
 const seconds = (ms: number): string => `${Math.ceil(ms / 1000)}s`;
+/** The longest request deadline: far past any real answer, and far inside a timer's range. */
+const MAX_TIMEOUT_MS = 3_600_000;
 
 function checkSettle(flags: RunFlags): void {
-  if (flags.timeoutMs !== undefined && flags.timeoutMs < 1000) throw new UsageError('--timeout: give at least 1s');
+  if (flags.timeoutMs !== undefined && (flags.timeoutMs < 1000 || flags.timeoutMs > MAX_TIMEOUT_MS)) throw new UsageError('--timeout: give from 1s to 1h');
   const deadline = flags.timeoutMs ?? DEFAULT_DEADLINE_MS;
   if (flags.settleMs !== undefined && flags.settleMs < deadline) {
     throw new UsageError(
@@ -195,7 +198,8 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     store,
     maxAgeMs: flags.fresh ? 0 : (flags.maxAgeMs ?? null),
     missMaxAgeMs: flags.missMaxAgeMs ?? DEFAULT_MISS_MAX_AGE_MS,
-    settleMs: flags.settleMs ?? null,
+    // Unsaid, the settle is the default minute, or the request deadline where that is longer.
+    settleMs: flags.settleMs ?? (flags.timeoutMs !== undefined && flags.timeoutMs > DEFAULT_SETTLE_MS ? flags.timeoutMs : null),
     requestDeadlineMs: flags.timeoutMs ?? null,
     journal: flags.journal,
     concurrency: flags.concurrency,

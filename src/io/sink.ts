@@ -203,14 +203,12 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
   if (inherited === 2) return streamSink(destination, destination, { fd: 2, autoClose: false });
   // The checks are synchronous: a few metadata calls, each a thread-pool round trip as promises.
   // A link planted since the run started (it was looked at then too) is not followed either.
-  const planted = plantedLink(destination);
-  if (planted !== null) throw new UsageError(planted);
   const { target } = outputTarget(destination);
-  const unusable = unwritableReason(target);
-  // Checked at the start too; once a run has bought, a folder gone or made read-only since is a
-  // failure to write results (exit 1), with what was bought kept, not a usage error.
-  if (unusable !== null && afterWork) throw new EnrichError(`cannot write the results: ${unusable}; everything bought is kept in the store, run the same command to write them again`, 'failure');
-  if (unusable !== null) throw new UsageError(unusable);
+  // Both were checked at the start too. Found once a run has worked (it may have bought), they are
+  // a failure to write its results (exit 1), what was bought kept: not a usage error, which says nothing was billed.
+  const refused = plantedLink(destination) ?? unwritableReason(target);
+  if (refused !== null && afterWork) throw new EnrichError(`cannot write the results: ${refused}; what was bought is kept in the store: once they can be written there, run the same command (nothing is bought again)`, 'failure');
+  if (refused !== null) throw new UsageError(refused);
   const existing = statOrNull(target);
   if (existing !== null && !existing.isFile()) return streamSink(target, destination, { flags: 'w' });
   // A file replaced keeps its mode (a results file a teammate or a BI tool reads from a shared

@@ -167,7 +167,8 @@ function wire(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, run: 
   };
   const health = new Health(deps.now ?? Date.now, {
     count: options.retry.maxRateLimitedAttempts,
-    ms: (options.retry.maxRetryAfterSeconds ?? DEFAULT_MAX_RETRY_AFTER_SECONDS) * 1000,
+    // Twice the longest Retry-After a run waits out: one honoured wait, and its retry refused, is not yet an outage.
+    ms: 2 * (options.retry.maxRetryAfterSeconds ?? DEFAULT_MAX_RETRY_AFTER_SECONDS) * 1000,
     clock: () => deps.clock.now(),
   });
   const attempt = attempter({

@@ -84,6 +84,8 @@ export class Health {
     // behind it (pipeline/keys.ts), up or down, so it neither counts nor clears a failure, and is
     // never fresh evidence; the limiter deals with it, unless nothing else comes back for long.
     if (error instanceof RateLimitedError) return this.refusedAll();
+    // Anything else breaks a run of 429s: "every request answered 429" must be true when said.
+    this.refused = 0;
     // A 409 ("a request under this key is still running") says as little of the service's health.
     if (error instanceof ApiError && error.status === IN_PROGRESS) return null;
     if (lostKey !== undefined && error instanceof ApiError && error.definitive) {

@@ -88,7 +88,9 @@ export function scanCacheDir(store: string, env: NodeJS.ProcessEnv): string {
  */
 export function storeFolderProblem(store: string, env: NodeJS.ProcessEnv): string | null {
   if (isTeamStore(store)) return null;
-  if (store === defaultStorePath(env) || store === sandboxStorePath(env)) return homeProblem(env);
+  if (store === defaultStorePath(env)) return homeProblem(env, '--store or ENRICH_STORE');
+  // A --sandbox run does not read ENRICH_STORE (it names the real store).
+  if (store === sandboxStorePath(env)) return homeProblem(env, '--store');
   const folder = dirname(resolve(store));
   const found = statOrNull(folder);
   if (found?.isDirectory() === true) return null;
@@ -99,12 +101,12 @@ export function storeFolderProblem(store: string, env: NodeJS.ProcessEnv): strin
  * The default's folder is made under HOME, but never HOME itself: a HOME that is not there (a
  * service account's, a typo in a crontab) would otherwise be created, owned by whoever ran.
  */
-function homeProblem(env: NodeJS.ProcessEnv): string | null {
+function homeProblem(env: NodeJS.ProcessEnv, how: string): string | null {
   const xdg = env['XDG_STATE_HOME'];
   if (xdg !== undefined && xdg.startsWith('/')) return null;
   const home = env['HOME'] ?? homedir();
   if (statOrNull(home)?.isDirectory() === true) return null;
-  return `HOME (${home}) does not exist; set HOME to a folder that does, or give the store with --store or ENRICH_STORE`;
+  return `HOME (${home}) does not exist; set HOME to a folder that does, or give the store with ${how}`;
 }
 
 export function checkStoreFolder(store: string, env: NodeJS.ProcessEnv): void {

@@ -177,14 +177,6 @@ export interface CompanyState {
   purchase: Purchase | null;
 }
 
-/**
- * One service's records in the store, and one run's writes to them: everything the pipeline
- * reads and writes, and nothing of how a backend keeps it (SQL, locks, a backend's kind). Reads
- * are asynchronous and batched (a backend across a network answers many keys in one round trip);
- * writes are queued and group-committed; a claim comes back as data, decided by the backend in
- * the transaction that wrote the intent. Implemented by store/sqlite (one person) and
- * store/memory (pipeline tests); one contract suite (test/store-contract) runs against each.
- */
 /** What a run is told of its team store's connection: lost (and why), then back (after how long). */
 export type ConnectionNotice = { lost: true; why: string; budgetMs: number } | { lost: false; afterMs: number };
 
@@ -194,6 +186,14 @@ export interface MonthSpend {
   unconfirmed: number;
 }
 
+/**
+ * One service's records in the store, and one run's writes to them: everything the pipeline
+ * reads and writes, and nothing of how a backend keeps it (SQL, locks, a backend's kind). Reads
+ * are asynchronous and batched (a backend across a network answers many keys in one round trip);
+ * writes are queued and group-committed; a claim comes back as data, decided by the backend in
+ * the transaction that wrote the intent. Implemented by store/sqlite (one person),
+ * store/postgres (the team) and the tests' memory store; contract suites run against each.
+ */
 export interface ServiceStore {
   readonly service: string;
   /** The store's identity: part of every Idempotency-Key, so two stores never share keys. */

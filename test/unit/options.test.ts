@@ -70,7 +70,11 @@ describe('argv -> options', () => {
       '--settle 0s is shorter than a request may take (--timeout 60s): a paid call whose answer was lost may still be running, and retiring its key then can pay twice; give --settle 60s or more (or a shorter --timeout)',
     );
     await expect(options(['in.csv', '--settle', '5s', '--timeout', '10s'])).rejects.toThrow('--settle 5s is shorter than a request may take (--timeout 10s)');
-    await expect(options(['in.csv', '--timeout', '0s'])).rejects.toThrow('--timeout: give at least 1s');
+    await expect(options(['in.csv', '--timeout', '0s'])).rejects.toThrow('--timeout: give from 1s to 1h');
+    await expect(options(['in.csv', '--timeout', '30d'])).rejects.toThrow('--timeout: give from 1s to 1h');
+    // A deadline past the default minute, the settle unsaid: the settle is the deadline, never shorter.
+    expect(await options(['in.csv', '--timeout', '5m'])).toMatchObject({ settleMs: 300_000, requestDeadlineMs: 300_000 });
+    expect(await options(['in.csv', '--timeout', '10s'])).toMatchObject({ settleMs: null, requestDeadlineMs: 10_000 });
     expect(await options(['in.csv', '--settle', '5s', '--timeout', '5s'])).toMatchObject({ settleMs: 5_000, requestDeadlineMs: 5_000 });
     expect(await options(['in.csv', '--settle', '2m'])).toMatchObject({ settleMs: 120_000, requestDeadlineMs: null });
   });

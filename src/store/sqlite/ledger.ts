@@ -207,8 +207,8 @@ const GROUP: Record<SpendBy, string> = {
 
 /**
  * What was spent, by month (UTC), by person (user@host of the run that closed the purchase), or by
- * input: closed purchases' credits and keys retired as possibly charged, as the month's bill
- * counts them (money.ts creditsSince); and, apart, what purchases left open may yet cost.
+ * input: closed purchases' credits and, apart, keys retired as possibly charged (as the month
+ * counts them: money.ts creditsSince); and, apart, what purchases left open may yet cost.
  */
 export function spend(store: Store, by: SpendBy): Spend {
   const rows = store.db
