@@ -1,4 +1,6 @@
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { call, ENRICH, MATCH } from './helpers/http.js';
 import { readCsvFile, tempDir } from './helpers/cli.js';
@@ -137,6 +139,23 @@ describe('the built CLI', () => {
     expect(await p.exited).toBe(0);
     const bad = await runProcess(['sandbox', '--idempotency', 'sometimes']);
     expect(bad.code).toBe(2);
+  });
+
+  it.each(['SIGTERM', 'SIGHUP'] as const)('a %s before the batch has begun (its key file still being read) exits 130 with one line, not the signal\'s own code', async (signal) => {
+    const dir = tempDir();
+    try {
+      const fifo = dir.file('key.fifo');
+      execFileSync('mkfifo', [fifo]);
+      const p = spawnCli([dir.file('in.csv', 'domain\nacme.com\n'), '--api-key-file', fifo, '--base-url', 'http://127.0.0.1:9'], {});
+      // Opening a FIFO for writing waits for its reader: once it is open, the CLI is reading the key.
+      const writer = await open(fifo, 'w');
+      p.child.kill(signal);
+      await writer.close();
+      expect(await p.exited).toBe(130);
+      expect(p.stderr()).toBe(`enrich: ${signal}: interrupted; run the same command to finish\n`);
+    } finally {
+      dir.cleanup();
+    }
   });
 
   it('never prints a key it took from ENRICH_API_KEY, which may be a real one', async () => {

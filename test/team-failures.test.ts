@@ -432,4 +432,26 @@ describe('a team store lost mid-run and back', () => {
       proxy.close();
     }
   });
+
+  it('interrupted while the store is out of reach: stops at once as interrupted (130), not after the reconnect budget as unavailable (6)', async () => {
+    await t.sandbox({ latencyMs: 30 });
+    const proxy = await breakableProxy(new URL(await freshDatabase()));
+    try {
+      const input = t.dir.file('cut.csv', csvText([['domain'], ...domains(60).map((d) => [d])]));
+      const run = spawnCli([input, '-o', t.dir.file('cut-out.csv'), '--store', proxy.url, '--quiet', '--concurrency', '4'], { env: t.env() });
+      while (t.sb.ledger(KEY).length < 5 && run.child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
+      proxy.down();
+      await run.waitFor('lost the team store');
+      run.child.kill('SIGTERM');
+      expect(await run.exited, run.stderr()).toBe(130);
+      expect(run.stderr()).toMatch(/^enrich: interrupted while the team store was out of reach \(.+\); what was bought is kept, run the same command to finish$/m);
+      // Back up, the same command finishes, each company bought once.
+      proxy.up();
+      const again = await runProcess([input, '-o', t.dir.file('cut-out.csv'), '--store', proxy.url, '--quiet'], { env: t.env() });
+      expect(again.code, again.stderr).toBe(0);
+      expect(new Set(t.sb.ledger(KEY).map((e) => e.domain)).size).toBe(t.sb.ledger(KEY).length);
+    } finally {
+      proxy.close();
+    }
+  });
 });

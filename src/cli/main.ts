@@ -27,6 +27,18 @@ export function processIO(): CliIO {
   // A reader that goes away (`enrich x.csv | head`, a closed terminal) is not a crash: writers
   // see the stream's state and stop; nothing else needs the error event.
   for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  // Until a command listens (a batch, from its start), a signal ends the process as interrupted
+  // (130), as it does once one listens: not 143 or 129 because it came in the first second.
+  const early = (signal: NodeJS.Signals): void => {
+    process.stderr.write(`enrich: ${signal === 'SIGINT' ? 'Ctrl-C' : signal}: interrupted; run the same command to finish\n`);
+    process.exit(ExitCode.INTERRUPTED);
+  };
+  let listening = 0;
+  const idle = (on: boolean): void => {
+    for (const s of signals) on ? process.on(s, early) : process.off(s, early);
+  };
+  idle(true);
   return {
     get stdin() {
       // Created only when read from: opening stdin costs a little even when the input is a file.
@@ -38,10 +50,11 @@ export function processIO(): CliIO {
     onSignal(handler) {
       // SIGHUP (a closed terminal, an ssh session that dropped) stops as gracefully as SIGTERM:
       // by default it would kill the run at once, its requests in flight unrecorded.
-      const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+      if (listening++ === 0) idle(false);
       for (const s of signals) process.on(s, handler);
       return () => {
         for (const s of signals) process.off(s, handler);
+        if (--listening === 0) idle(true);
       };
     },
     hardExit: (code) => process.exit(code),

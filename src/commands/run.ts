@@ -134,6 +134,10 @@ export async function runBatch(options: RunOptions, ctx: RunContext): Promise<Ru
       cleanupError ??= error;
     }
   }
+  // Interrupted while the team store was out of reach: the interrupt is what stopped the run.
+  if (!outcome.ok && ctx.interrupt.aborted && outcome.error instanceof EnrichError && outcome.error.kind === 'unavailable') {
+    throw new InterruptedError(`interrupted while the team store was out of reach (${outcome.error.message}); what was bought is kept, run the same command to finish`);
+  }
   // SQLite's word that the store is damaged, said as such, wherever in the run it was found.
   if (!outcome.ok) throw explainStoreFailure(outcome.error, displayStore(options.store));
   if (cleanupError !== undefined) throw explainStoreFailure(cleanupError, displayStore(options.store));
@@ -292,7 +296,7 @@ async function planStage(options: RunOptions, ctx: RunContext, read: Read, clean
         ? `lost the team store (${n.why}); trying again for up to ${Math.round(n.budgetMs / 1000)} s, and no new purchase starts meanwhile`
         : `the team store answers again after ${(n.afterMs / 1000).toFixed(1)} s; the run goes on`,
     );
-  const store = await openBatchStore(options.store, { tool: `enrich/${VERSION}`, ...(ctx.now === undefined ? {} : { now: ctx.now }), env: ctx.env, notice });
+  const store = await openBatchStore(options.store, { tool: `enrich/${VERSION}`, ...(ctx.now === undefined ? {} : { now: ctx.now }), env: ctx.env, notice, interrupt: ctx.interrupt });
   const now = store.now;
   cleanups.push(() => store.close());
   for (const path of legacyJournals(options, sha256, ctx.env)) reportImport(ctx.reporter, path, await importJournal(store, path));

@@ -33,12 +33,16 @@ export interface OpenOptions {
   env: NodeJS.ProcessEnv;
   /** Told when a team store's connection is lost and when it is back (a SQLite store has none). */
   notice?: (n: ConnectionNotice) => void;
+  /** The run's interrupt: from then on a lost team store is not waited for. */
+  interrupt?: AbortSignal;
 }
 
 export async function openBatchStore(address: string, options: OpenOptions): Promise<BatchStore> {
   if (isTeamStore(address)) {
-    const [{ PgStore }, { onConnectionNotice }] = await Promise.all([import('./postgres/store.js'), import('./postgres/connect.js')]);
+    const [{ PgStore }, { abandonReconnects, onConnectionNotice }] = await Promise.all([import('./postgres/store.js'), import('./postgres/connect.js')]);
     onConnectionNotice(options.notice ?? null);
+    if (options.interrupt?.aborted === true) abandonReconnects();
+    else options.interrupt?.addEventListener('abort', abandonReconnects, { once: true });
     const host = hostIdentity(options.env);
     const store = await PgStore.open(address, { tool: options.tool, user: personName(options.env), ...(options.now === undefined ? {} : { now: options.now }), ...(host === undefined ? {} : { host }) });
     return {

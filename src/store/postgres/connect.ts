@@ -201,6 +201,13 @@ let lostAt: number | null = null;
 export function onConnectionNotice(listener: ((n: ConnectionNotice) => void) | null): void {
   notice = listener;
   lostAt = null;
+  abandoned = false;
+}
+
+/** Once a run is interrupted, a lost store is not waited for: Ctrl-C must not sit out the reconnect budget. */
+let abandoned = false;
+export function abandonReconnects(): void {
+  abandoned = true;
 }
 
 /**
@@ -226,7 +233,7 @@ export async function reconnecting<T>(attempt: () => Promise<T>, budgetMs: numbe
         notice?.({ lost: true, why: describe(error), budgetMs });
       }
       since ??= performance.now();
-      if (performance.now() - since + delay > budgetMs) throw error;
+      if (abandoned || performance.now() - since + delay > budgetMs) throw error;
       await pause(delay);
       delay = Math.min(delay * 2, 2_000);
     }
