@@ -36,7 +36,10 @@ export function processIO(): CliIO {
   };
   let listening = 0;
   const idle = (on: boolean): void => {
-    for (const s of signals) on ? process.on(s, early) : process.off(s, early);
+    for (const s of signals) {
+      if (on) process.on(s, early);
+      else process.off(s, early);
+    }
   };
   idle(true);
   return {
