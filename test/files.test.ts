@@ -26,6 +26,24 @@ afterAll(async () => {
 
 const spoolDir = (): string => join(tmpdir(), `enrich-${process.getuid?.() ?? 0}`);
 
+/**
+ * The built CLI reading stdin, held once its paths were checked (its stdin spool appears only
+ * then): `between` runs there, then the rest of the input goes in and the run finishes.
+ */
+async function heldOnStdin(args: string[], env: Record<string, string | undefined>, between: () => void, rest: string): Promise<{ code: number | null; stderr: string }> {
+  const child = spawn(process.execPath, [BIN, '-', ...args], { env: { ...baseEnv(), HOME: dir.path, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  child.stdin.write('domain\n');
+  const spooling = (): boolean => existsSync(spoolDir()) && readdirSync(spoolDir()).some((n) => n.startsWith(`spool-${child.pid}-`));
+  while (!spooling() && child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
+  expect(child.exitCode).toBeNull();
+  between();
+  child.stdin.end(rest);
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  return { code, stderr };
+}
+
 describe('inputs that can be read only once', () => {
   it('reads a FIFO by spooling it', async () => {
     const fifo = join(dir.path, 'in.fifo');
@@ -92,17 +110,8 @@ describe('an output folder gone once the run has bought', () => {
     const out = join(folder, 'out.csv');
     const store = dir.file('gone.db');
     const companies = [...sb.directory].slice(10, 15).map((c) => c.domain);
-    const child = spawn(process.execPath, [BIN, '-', '-o', out, '--store', store, '--quiet'], { env: { ...baseEnv(), ...env(), HOME: dir.path }, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stderr = '';
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    // Its spool appears once its paths were checked: only then does the folder go.
-    child.stdin.write('domain\n');
-    const spooling = (): boolean => existsSync(spoolDir()) && readdirSync(spoolDir()).some((n) => n.startsWith(`spool-${child.pid}-`));
-    while (!spooling() && child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
-    expect(child.exitCode).toBeNull();
-    rmSync(folder, { recursive: true });
-    child.stdin.end(`${companies.join('\n')}\n`);
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    // Once its paths were checked, the folder goes.
+    const { code, stderr } = await heldOnStdin(['-o', out, '--store', store, '--quiet'], env(), () => rmSync(folder, { recursive: true }), `${companies.join('\n')}\n`);
     expect(code, stderr).toBe(1);
     expect(stderr).toBe(`enrich: cannot write the results: ${out}: the folder ${folder} does not exist; what was bought is kept in the store: once they can be written there, run the same command (nothing is bought again)\n`);
     // The run's row says what it bought.
@@ -137,18 +146,12 @@ describe.skipIf(process.getuid?.() !== 0)('a link planted in a folder anyone may
     expect(readFileSync(victim, 'utf8')).toBe('mine\n');
     // Planted once the run has started (its paths were looked at then): looked at again as the results are written.
     const late = join(shared, 'late.csv');
-    const child = spawn(process.execPath, [BIN, '-', '--sandbox', '-o', late, '--summary-json', join(shared, 'late.json'), '--store', store], { env: { ...baseEnv(), HOME: dir.path }, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stderr = '';
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    // Its spool appears once its paths were checked: only then is the link planted.
-    child.stdin.write('domain\n');
-    const spooling = (): boolean => existsSync(spoolDir()) && readdirSync(spoolDir()).some((n) => n.startsWith(`spool-${child.pid}-`));
-    while (!spooling() && child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
-    expect(child.exitCode).toBeNull();
-    symlinkSync(victim, late);
-    lchownSync(late, 4242, 4242);
-    child.stdin.end('nobody-here.com\n');
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    // Once its paths were checked, the link is planted.
+    const plant = (): void => {
+      symlinkSync(victim, late);
+      lchownSync(late, 4242, 4242);
+    };
+    const { code, stderr } = await heldOnStdin(['--sandbox', '-o', late, '--summary-json', join(shared, 'late.json'), '--store', store], {}, plant, 'nobody-here.com\n');
     // Found once the run has worked: a failure to write its results (1), not a usage error (2: nothing billed).
     expect(code, stderr).toBe(1);
     expect(stderr).toContain(`cannot write the results: ${late} is a link another user made in ${shared}`);

@@ -413,16 +413,25 @@ async function breakableProxy(target: URL): Promise<{ url: string; down(): void;
 }
 
 describe('a team store lost mid-run and back', () => {
-  it('says so off a terminal, and --quiet: a line when it is lost, one when it answers again; the run then finishes', async () => {
+  /** A run of 60 companies on a team store behind a proxy, taken down once the run is buying; resolved once the run says it lost it. */
+  async function lostUnderRun(): Promise<{ proxy: Awaited<ReturnType<typeof breakableProxy>>; input: string; run: ReturnType<typeof spawnCli> }> {
     await t.sandbox({ latencyMs: 30 });
     const proxy = await breakableProxy(new URL(await freshDatabase()));
+    const input = t.dir.file('lost.csv', csvText([['domain'], ...domains(60).map((d) => [d])]));
+    const run = spawnCli([input, '-o', t.dir.file('lost-out.csv'), '--store', proxy.url, '--quiet', '--concurrency', '4'], { env: t.env() });
+    while (t.sb.ledger(KEY).length < 5 && run.child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
+    proxy.down();
+    await run.waitFor('lost the team store').catch((error: unknown) => {
+      proxy.close();
+      throw error;
+    });
+    return { proxy, input, run };
+  }
+
+  it('says so off a terminal, and --quiet: a line when it is lost, one when it answers again; the run then finishes', async () => {
+    const { proxy, run } = await lostUnderRun();
     try {
-      const input = t.dir.file('lost.csv', csvText([['domain'], ...domains(60).map((d) => [d])]));
-      const run = spawnCli([input, '-o', t.dir.file('lost-out.csv'), '--store', proxy.url, '--quiet', '--concurrency', '4'], { env: t.env() });
-      // Once it is buying, the store goes away; it comes back once the run has said it lost it.
-      while (t.sb.ledger(KEY).length < 5 && run.child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
-      proxy.down();
-      await run.waitFor('lost the team store');
+      // It comes back once the run has said it lost it.
       proxy.up();
       expect(await run.exited, run.stderr()).toBe(0);
       expect(run.stderr()).toMatch(/^enrich: lost the team store \(.+\); trying again for up to 30 s, and no new purchase starts meanwhile$/m);
@@ -434,20 +443,14 @@ describe('a team store lost mid-run and back', () => {
   });
 
   it('interrupted while the store is out of reach: stops at once as interrupted (130), not after the reconnect budget as unavailable (6)', async () => {
-    await t.sandbox({ latencyMs: 30 });
-    const proxy = await breakableProxy(new URL(await freshDatabase()));
+    const { proxy, input, run } = await lostUnderRun();
     try {
-      const input = t.dir.file('cut.csv', csvText([['domain'], ...domains(60).map((d) => [d])]));
-      const run = spawnCli([input, '-o', t.dir.file('cut-out.csv'), '--store', proxy.url, '--quiet', '--concurrency', '4'], { env: t.env() });
-      while (t.sb.ledger(KEY).length < 5 && run.child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
-      proxy.down();
-      await run.waitFor('lost the team store');
       run.child.kill('SIGTERM');
       expect(await run.exited, run.stderr()).toBe(130);
       expect(run.stderr()).toMatch(/^enrich: interrupted while the team store was out of reach \(.+\); what was bought is kept, run the same command to finish$/m);
       // Back up, the same command finishes, each company bought once.
       proxy.up();
-      const again = await runProcess([input, '-o', t.dir.file('cut-out.csv'), '--store', proxy.url, '--quiet'], { env: t.env() });
+      const again = await runProcess([input, '-o', t.dir.file('lost-out.csv'), '--store', proxy.url, '--quiet'], { env: t.env() });
       expect(again.code, again.stderr).toBe(0);
       expect(new Set(t.sb.ledger(KEY).map((e) => e.domain)).size).toBe(t.sb.ledger(KEY).length);
     } finally {
