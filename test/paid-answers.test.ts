@@ -69,6 +69,9 @@ describe('a paid answer that is not the record of the company bought', () => {
     expect(again.totals).toMatchObject({ status: 'done', credits_charged: 0, errors: 2, unusable: 1 });
     expect(again.rows.map((r) => r['enrich_error'])).toStrictEqual(['bad_response', 'bad_response']);
     expect(again.run.stderr).toContain('2 rows show bad_response: 1 company whose paid answer an earlier run could not use');
+    // A dry run too: its estimate is exact (nothing unanswered), so nothing for a rerun to clear.
+    const dry = await runCli([dir.file('in.csv'), '--dry-run', '--quiet', '--store', dir.file('store.db')], { env: { ENRICH_BASE_URL: server?.url, ENRICH_API_KEY: KEY } });
+    expect(dry.code, dry.stderr).toBe(0);
   });
 });
 

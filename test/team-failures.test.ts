@@ -447,12 +447,33 @@ describe('a team store lost mid-run and back', () => {
     try {
       run.child.kill('SIGTERM');
       expect(await run.exited, run.stderr()).toBe(130);
-      expect(run.stderr()).toMatch(/^enrich: interrupted while the team store was out of reach \(.+\); what was bought is kept, run the same command to finish$/m);
+      expect(run.stderr()).toMatch(/^enrich: interrupted while the team store could not be reached \(.+\); run the same command to finish: calls already sent resume under their keys, nothing is bought twice$/m);
       // Back up, the same command finishes, each company bought once.
       proxy.up();
       const again = await runProcess([input, '-o', t.dir.file('lost-out.csv'), '--store', proxy.url, '--quiet'], { env: t.env() });
       expect(again.code, again.stderr).toBe(0);
       expect(new Set(t.sb.ledger(KEY).map((e) => e.domain)).size).toBe(t.sb.ledger(KEY).length);
+    } finally {
+      proxy.close();
+    }
+  });
+
+  it('interrupted while the store answers, then a blip as it winds down: the loss is waited out, and every answer paid for is kept', async () => {
+    await t.sandbox({ latencyMs: 30 });
+    const url = await freshDatabase();
+    const proxy = await breakableProxy(new URL(url));
+    try {
+      const input = t.dir.file('blip.csv', csvText([['domain'], ...domains(60).map((d) => [d])]));
+      const run = spawnCli([input, '-o', t.dir.file('blip-out.csv'), '--store', proxy.url, '--quiet', '--concurrency', '4'], { env: t.env() });
+      while (t.sb.ledger(KEY).length < 5 && run.child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
+      run.child.kill('SIGTERM');
+      proxy.down();
+      await run.waitFor('lost the team store');
+      proxy.up();
+      expect(await run.exited, run.stderr()).toBe(130);
+      const charged = new Set(t.sb.ledger(KEY).map((e) => e.domain));
+      const held = new Set((await sql(url, 'SELECT domain FROM companies')).map((r) => String(r['domain'])));
+      expect([...charged].filter((d) => !held.has(d))).toStrictEqual([]);
     } finally {
       proxy.close();
     }

@@ -167,12 +167,7 @@ export async function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' 
 
 async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redact: (s: string) => string): Promise<number> {
   const interrupt = new AbortController();
-  const [reporter, { runBatch }, { fitSummary, formatSummary, nextStep }, { wrapWords }] = await Promise.all([
-    chooseReporter(flags, io),
-    import('../commands/run.js'),
-    import('../ui/summary.js'),
-    import('../ui/format.js'),
-  ]);
+  const [reporter, { runBatch }] = await Promise.all([chooseReporter(flags, io), import('../commands/run.js')]);
   // Through the reporter, which erases the live display first (and the ^C the terminal echoed
   // onto it). "interrupted" is said once, by the summary's title.
   const off = io.onSignal((signal) => {
@@ -197,9 +192,24 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
       interrupt: interrupt.signal,
       ...(canAsk(flags, io) ? { ask: (question: string) => askYesNo(question, io, reporter, interrupt.signal) } : {}),
     }));
-  } finally {
+  } catch (error) {
     off();
+    throw error;
   }
+  // The run is over: a signal while its summary is written is let pass (the summary is short, and
+  // "interrupted" would be untrue of a run that finished), not the early listener's exit 130.
+  const settled = io.onSignal(() => {});
+  off();
+  try {
+    return await reportRun(result, flags, io, redact);
+  } finally {
+    settled();
+  }
+}
+
+/** The run's summary, next step and --summary-json, and its exit code. */
+async function reportRun(result: RunResult, flags: RunFlags, io: CliIO, redact: (s: string) => string): Promise<number> {
+  const [{ fitSummary, formatSummary, nextStep }, { wrapWords }] = await Promise.all([import('../ui/summary.js'), import('../ui/format.js')]);
   const { summary, stop } = result;
   const next = nextStep(summary, stop);
   // A refused key, or a service that never answered, leaves nothing to count: the one line that
@@ -301,6 +311,6 @@ function troubleOf(stop: Stop | null, summary: Summary): ErrorKind | null {
       return 'credits';
     case undefined:
       // A dry run's unanswered matches leave its estimate a lower bound: a rerun may clear them.
-      return summary.status === 'partial' || (summary.dry_run && summary.errors > 0) ? 'partial' : null;
+      return summary.status === 'partial' || (summary.dry_run && summary.unanswered_domains > 0) ? 'partial' : null;
   }
 }

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import type { ServiceClient } from '../api/client.js';
 import { serviceIdentity } from '../api/endpoint.js';
 import type { RetryPolicy } from '../api/retry.js';
-import { EnrichError, InterruptedError } from '../errors.js';
+import { EnrichError, errorMessage, InterruptedError } from '../errors.js';
 import { detectFormat, type CsvFormat } from '../io/csv-format.js';
 import type { CsvBatch } from '../io/csv-reader.js';
 import { tuneHeap } from '../heap.js';
@@ -26,7 +26,7 @@ import { emptyTally, summarise, type RowTally, type Summary } from '../pipeline/
 import type { SandboxOptions } from '../sandbox/index.js';
 import { importJournal, notJournal, type Imported } from '../store/import-journal.js';
 import { defaultStorePath, displayStore, scanCacheDir } from '../store/path.js';
-import { explainStoreFailure, openBatchStore } from '../store/open.js';
+import { explainStoreFailure, openBatchStore, teamStoreOutOfReach } from '../store/open.js';
 import { monthBill, monthStart, type MonthBill } from '../pipeline/pricing.js';
 import type { ConnectionNotice, MonthSpend, RunEnd, ServiceStore } from '../store/types.js';
 import type { Reporter } from '../ui/reporter.js';
@@ -134,9 +134,10 @@ export async function runBatch(options: RunOptions, ctx: RunContext): Promise<Ru
       cleanupError ??= error;
     }
   }
-  // Interrupted while the team store was out of reach: the interrupt is what stopped the run.
-  if (!outcome.ok && ctx.interrupt.aborted && outcome.error instanceof EnrichError && outcome.error.kind === 'unavailable') {
-    throw new InterruptedError(`interrupted while the team store was out of reach (${outcome.error.message}); what was bought is kept, run the same command to finish`);
+  // Interrupted while the team store could not be written or read: the interrupt is what stopped
+  // the run. Calls already sent keep their intents, and the next run resumes them under their keys.
+  if (!outcome.ok && ctx.interrupt.aborted && isTeamStore(options.store) && !(outcome.error instanceof InterruptedError) && (await teamStoreOutOfReach(outcome.error))) {
+    throw new InterruptedError(`interrupted while the team store could not be reached (${errorMessage(outcome.error)}); run the same command to finish: calls already sent resume under their keys, nothing is bought twice`);
   }
   // SQLite's word that the store is damaged, said as such, wherever in the run it was found.
   if (!outcome.ok) throw explainStoreFailure(outcome.error, displayStore(options.store));

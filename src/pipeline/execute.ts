@@ -16,8 +16,8 @@ import { Window } from './window.js';
 
 export type { Stop } from './stops.js';
 
-/** A paid call whose answer was lost is taken to have finished at the service after this. */
-export const DEFAULT_SETTLE_MS = 60_000;
+export { DEFAULT_SETTLE_MS } from './keys.js';
+import { DEFAULT_SETTLE_MS } from './keys.js';
 
 /** Where outcomes go: the store (or, in tests, anything that keeps them). */
 export interface EventSink {

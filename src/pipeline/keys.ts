@@ -1,6 +1,10 @@
 import { ApiError, IN_PROGRESS, RateLimitedError } from '../api/errors.js';
 import type { Company } from './state.js';
 
+
+/** A paid call whose answer was lost is taken to have finished at the service after this. */
+export const DEFAULT_SETTLE_MS = 60_000;
+
 /**
  * What a failed paid attempt proves about the Idempotency-Key it was sent under (README "A
  * company never gets stuck"):

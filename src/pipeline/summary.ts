@@ -6,8 +6,6 @@ import { cheapestMonth, costAt, monthBill, type MonthBill, type OveragePlan } fr
 import type { MonthSpend } from '../store/types.js';
 import type { BudgetLine } from '../store/budget.js';
 
-/** Per-credit rates of the plans in spec 2.6; a credit's worth never changes across plans (8.5). */
-
 /**
  * The totals (README "Summary"), one vocabulary everywhere: rows are counted by their status
  * (`matched`, `no_match`, ...); companies by what happened to them (`bought`, `reused`).

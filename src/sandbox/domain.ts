@@ -15,7 +15,7 @@ export function registrableDomain(raw: string): string | null {
   } catch {
     return null;
   }
-  host = host.replace(/\.$/, '').replace(/^www\./, '');
+  host = host.replace(/\.$/, '');
   // An IP address names no company.
   if (host.startsWith('[') || /^\d+(\.\d+){3}$/.test(host)) return null;
   return getDomain(host, { allowPrivateDomains: true, validateHostname: true });

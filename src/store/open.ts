@@ -6,12 +6,21 @@ import { personName } from './budget.js';
 import { isTeamStore } from './path.js';
 import type { ConnectionNotice, RunInfo, ServiceStore } from './types.js';
 import { explainDamage } from './sqlite/errors.js';
+import { EnrichError } from '../errors.js';
 
 /**
  * What a run's store failure says to the user, whichever backend: a damaged SQLite file is named
  * as such (PostgreSQL's errors come explained by its driver layer already).
  */
 export const explainStoreFailure = (error: unknown, store: string): unknown => explainDamage(error, store, true);
+
+/** Whether a team store's error says it could not be reached: its refusal as unavailable, or a connection its driver lost. */
+export async function teamStoreOutOfReach(error: unknown): Promise<boolean> {
+  if (error instanceof EnrichError) return error.kind === 'unavailable';
+  const { isConnectionLoss } = await import('./postgres/connect.js');
+  for (let e = error, depth = 0; e !== undefined && e !== null && depth < 8; e = (e as { cause?: unknown }).cause, depth++) if (isConnectionLoss(e)) return true;
+  return false;
+}
 
 /**
  * A store a batch runs against, whichever backend its address names: a file path is the SQLite
@@ -41,8 +50,7 @@ export async function openBatchStore(address: string, options: OpenOptions): Pro
   if (isTeamStore(address)) {
     const [{ PgStore }, { abandonReconnects, onConnectionNotice }] = await Promise.all([import('./postgres/store.js'), import('./postgres/connect.js')]);
     onConnectionNotice(options.notice ?? null);
-    if (options.interrupt?.aborted === true) abandonReconnects();
-    else options.interrupt?.addEventListener('abort', abandonReconnects, { once: true });
+    options.interrupt?.addEventListener('abort', abandonReconnects, { once: true });
     const host = hostIdentity(options.env);
     const store = await PgStore.open(address, { tool: options.tool, user: personName(options.env), ...(options.now === undefined ? {} : { now: options.now }), ...(host === undefined ? {} : { host }) });
     return {
@@ -51,7 +59,12 @@ export async function openBatchStore(address: string, options: OpenOptions): Pro
       importer: (service) => store.importer(service),
       markImported: (path, bytes, companies) => store.markImported(path, bytes, companies),
       beginRun: (service, info) => store.beginRun(service, info),
-      close: () => store.close(),
+      close: async () => {
+        // What this run listened for ends with it (the listener is the process's, not the store's).
+        options.interrupt?.removeEventListener('abort', abandonReconnects);
+        await store.close();
+        onConnectionNotice(null);
+      },
     };
   }
   const [{ Store }, { chooseWriter }] = await Promise.all([import('./sqlite/store.js'), import('./sqlite/write-channel.js')]);

@@ -204,10 +204,14 @@ export function onConnectionNotice(listener: ((n: ConnectionNotice) => void) | n
   abandoned = false;
 }
 
-/** Once a run is interrupted, a lost store is not waited for: Ctrl-C must not sit out the reconnect budget. */
+/**
+ * An interrupt that comes while the store is lost: that loss is not waited out (Ctrl-C must not
+ * sit out the reconnect budget). One that comes while the store answers leaves the budget as it
+ * is: a blip in the grace period must not cost the outcomes of calls already paid for.
+ */
 let abandoned = false;
 export function abandonReconnects(): void {
-  abandoned = true;
+  if (lostAt !== null) abandoned = true;
 }
 
 /**
@@ -226,7 +230,14 @@ export async function reconnecting<T>(attempt: () => Promise<T>, budgetMs: numbe
       }
       return result;
     } catch (error) {
-      if (!isConnectionLoss(error)) throw error;
+      if (!isConnectionLoss(error)) {
+        // The server answered (with an error of its own): it is back.
+        if (since !== null && lostAt !== null) {
+          notice?.({ lost: false, afterMs: performance.now() - lostAt });
+          lostAt = null;
+        }
+        throw error;
+      }
       lost?.(error);
       if (lostAt === null) {
         lostAt = performance.now();
