@@ -162,7 +162,7 @@ export async function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' 
     return ttyReporter({ stream: io.stderr, now, outputToTerminal, noColor: (io.env['NO_COLOR'] ?? '') !== '', inputFromTerminal });
   }
   const { plainReporter } = await import('../ui/plain.js');
-  return plainReporter({ stream: io.stderr, intervalMs: 5_000, quiet: flags.quiet, now });
+  return plainReporter({ stream: io.stderr, intervalMs: 5_000, quiet: flags.quiet, now, ...(io.stderr.isTTY === true ? {} : { stamped: () => new Date() }) });
 }
 
 async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redact: (s: string) => string): Promise<number> {

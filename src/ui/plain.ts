@@ -8,13 +8,19 @@ export interface PlainOptions {
   intervalMs: number;
   quiet: boolean;
   now: () => number;
+  /**
+   * Each line starts with the UTC time (ISO 8601): where stderr is not a terminal (a cron log, CI),
+   * so a log says when a run stalled, lost its store, or went on. Wall-clock, for display only.
+   */
+  stamped?: () => Date;
 }
 
 /** For pipes, CI and cron: no escapes, no redraws, a short progress line every few seconds. */
 export function plainReporter(options: PlainOptions): Reporter {
   let timer: NodeJS.Timeout | undefined;
   const write = (line: string): void => {
-    options.stream.write(`enrich: ${line}\n`);
+    const at = options.stamped === undefined ? '' : `${options.stamped().toISOString().slice(0, 19)}Z `;
+    options.stream.write(`${at}enrich: ${line}\n`);
   };
   return {
     begin(progress: Progress) {
