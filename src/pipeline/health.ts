@@ -38,8 +38,8 @@ export class Health {
   /**
    * `now`: the wall clock lost answers are stamped with (EnrichEvent.at). `refusals`: a service
    * that has answered nothing but 429 to at least `count` attempts in a row over at least `ms`
-   * (the longest wait worth waiting out in a run) is not taking this run's requests, whatever its
-   * Retry-After says: that is an outage too.
+   * (execute.ts: twice the longest wait worth waiting out in a run) is not taking this run's
+   * requests, whatever its Retry-After says: that is an outage too.
    */
   constructor(
     private readonly now: () => number = Date.now,

@@ -62,8 +62,11 @@ export async function openBatchStore(address: string, options: OpenOptions): Pro
       close: async () => {
         // What this run listened for ends with it (the listener is the process's, not the store's).
         options.interrupt?.removeEventListener('abort', abandonReconnects);
-        await store.close();
-        onConnectionNotice(null);
+        try {
+          await store.close();
+        } finally {
+          onConnectionNotice(null);
+        }
       },
     };
   }

@@ -191,7 +191,6 @@ export const isLockTimeout = (error: unknown): boolean => (error as { code?: unk
 
 const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-
 /**
  * The one listener for the process's losses of the team store (a run's reporter: off a terminal
  * too, a log shows why a run stalled). One notice a loss, however many statements met it.
