@@ -1,8 +1,9 @@
 import { connect as connectTcp, createServer, type AddressInfo, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { client } from '../src/store/postgres/connect.js';
 import { PgStore } from '../src/store/postgres/store.js';
 import type { StoreEvent } from '../src/store/types.js';
-import { freshDatabase } from './helpers/postgres.js';
+import { freshDatabase, sql } from './helpers/postgres.js';
 
 /**
  * Found by an adversarial review and fixed: the team store's connections have no read deadline (no
@@ -59,5 +60,17 @@ describe('a team store whose network goes silent', () => {
       proxy.close();
       void store.close().catch(() => {});
     }
+  });
+});
+
+describe('a team store connection lost while idle (PostgreSQL restarting)', () => {
+  it('does not end the process: every client has an error listener from the moment it is made (found under load, as a store opened)', async () => {
+    const url = await freshDatabase();
+    const c = client(url);
+    await c.connect();
+    const ended = new Promise((resolve) => c.once('end', resolve));
+    await sql(url, 'SELECT pg_terminate_backend($1)', [(c as unknown as { processID: number }).processID]);
+    await ended;
+    await expect(c.query('SELECT 1')).rejects.toThrow();
   });
 });

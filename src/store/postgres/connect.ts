@@ -49,7 +49,7 @@ export function libpqAddress(url: string, env: NodeJS.ProcessEnv = process.env):
 }
 
 export function client(url: string, pipeline = false, timeoutMs = QUERY_TIMEOUT_MS): pg.Client {
-  return new pg.Client({
+  const c = new pg.Client({
     connectionString: libpqAddress(url),
     types,
     pipeline,
@@ -61,6 +61,11 @@ export function client(url: string, pipeline = false, timeoutMs = QUERY_TIMEOUT_
     keepAliveInitialDelayMillis: 10_000,
     application_name: 'enrich',
   });
+  // A connection lost while idle (a server restarting) is emitted as 'error' on its client: with
+  // no listener that ends the process (found under load: a run opening its store, or probing its
+  // session, as PostgreSQL restarted). Every statement on it still fails, and is handled there.
+  c.on('error', () => {});
+  return c;
 }
 
 /** Where a client connects, never with its password: for messages. */
