@@ -1,5 +1,6 @@
 import { connect as connectTcp, createServer, type AddressInfo, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
+import type { EnrichError } from '../src/errors.js';
 import { client } from '../src/store/postgres/connect.js';
 import { PgStore } from '../src/store/postgres/store.js';
 import type { StoreEvent } from '../src/store/types.js';
@@ -72,5 +73,36 @@ describe('a team store connection lost while idle (PostgreSQL restarting)', () =
     await sql(url, 'SELECT pg_terminate_backend($1)', [(c as unknown as { processID: number }).processID]);
     await ended;
     await expect(c.query('SELECT 1')).rejects.toThrow();
+  });
+});
+
+describe('a team store lost as it is being opened (PostgreSQL restarting)', () => {
+  it('is out of reach for now (unavailable: exit 6, rerun later), not a failure (exit 1)', async () => {
+    const target = new URL(await freshDatabase());
+    // Cuts the connection as the store's first look at its schema goes out.
+    const server = createServer((inbound) => {
+      const outbound = connectTcp(Number(target.port), target.hostname);
+      for (const sock of [inbound, outbound]) sock.on('error', () => {});
+      inbound.on('data', (d: Buffer) => {
+        if (d.includes('schema_version')) {
+          inbound.destroy();
+          outbound.destroy();
+        } else outbound.write(d);
+      });
+      outbound.on('data', (d) => void inbound.write(d));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = new URL(target);
+    url.port = String((server.address() as AddressInfo).port);
+    try {
+      const error = await PgStore.open(url.toString(), { tool: 'test' }).then(
+        () => null,
+        (e: unknown) => e as EnrichError,
+      );
+      expect(error).toMatchObject({ kind: 'unavailable' });
+      expect(error?.message).toMatch(/^lost the team store at 127\.0\.0\.1:\d+ as it was being opened \(.+\); nothing was sent to the service, run the same command once it is back$/);
+    } finally {
+      server.close();
+    }
   });
 });

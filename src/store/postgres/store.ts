@@ -5,7 +5,7 @@ import { loginName } from '../budget.js';
 import { bootId } from '../host.js';
 import type { JournalEvents } from '../import-journal.js';
 import type { RunInfo } from '../types.js';
-import { client, connect, describe, inTransaction, isLockTimeout, lockWait, placeOf, probeChannel, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
+import { client, connect, describe, inTransaction, isConnectionLoss, isLockTimeout, lockWait, placeOf, probeChannel, QUERY_TIMEOUT_MS, RECONNECT_MS, Session } from './connect.js';
 import { cannotWrite, firstMissing, glance, grantsFor, readStoreId, schemaVersion } from './inspect.js';
 import { PgRecords } from './records.js';
 import { ServerClock } from './server-clock.js';
@@ -97,6 +97,8 @@ export class PgStore {
       if ((error as { code?: unknown }).code === '25006') throw readOnlyStore(db);
       if (deniedTo(error)) throw new UsageError(`${cannotWrite(placeOf(db), db.user ?? '', describe(error))}; ${NOTHING_SENT}`, { cause: error });
       const { host, port } = placeOf(db);
+      // Lost as it was being opened (a server restarting): out of reach for now, not a failure (exit 6).
+      if (isConnectionLoss(error)) throw new EnrichError(`lost the team store at ${host}:${port} as it was being opened (${describe(error)}); ${NOTHING_SENT}, run the same command once it is back`, 'unavailable', { cause: error });
       throw new EnrichError(`cannot use the team store at ${host}:${port}: ${describe(error)}`, 'failure', { cause: error });
     }
   }
