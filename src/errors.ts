@@ -54,6 +54,11 @@ export class InputError extends EnrichError {
   }
 }
 
+/** An error and the errors it was caused by, outermost first (at most 8: a cycle ends there). */
+export function* causeChain(error: unknown): Generator<unknown> {
+  for (let e = error, depth = 0; e !== undefined && e !== null && depth < 8; e = (e as { cause?: unknown }).cause, depth++) yield e;
+}
+
 export function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message;
   return String(error);

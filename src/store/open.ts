@@ -6,7 +6,7 @@ import { personName } from './budget.js';
 import { isTeamStore } from './path.js';
 import type { ConnectionNotice, RunInfo, ServiceStore } from './types.js';
 import { explainDamage } from './sqlite/errors.js';
-import { EnrichError } from '../errors.js';
+import { causeChain, EnrichError } from '../errors.js';
 
 /**
  * What a run's store failure says to the user, whichever backend: a damaged SQLite file is named
@@ -18,7 +18,7 @@ export const explainStoreFailure = (error: unknown, store: string): unknown => e
 export async function teamStoreOutOfReach(error: unknown): Promise<boolean> {
   if (error instanceof EnrichError) return error.kind === 'unavailable';
   const { isConnectionLoss } = await import('./postgres/connect.js');
-  for (let e = error, depth = 0; e !== undefined && e !== null && depth < 8; e = (e as { cause?: unknown }).cause, depth++) if (isConnectionLoss(e)) return true;
+  for (const e of causeChain(error)) if (isConnectionLoss(e)) return true;
   return false;
 }
 

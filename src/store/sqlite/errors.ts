@@ -1,4 +1,4 @@
-import { EnrichError, errorMessage } from '../../errors.js';
+import { causeChain, EnrichError, errorMessage } from '../../errors.js';
 
 /** The primary result codes libsql reports only by number, when a connection cannot be opened. */
 const CODE_NAMES: Record<number, string> = { 3: 'SQLITE_PERM', 8: 'SQLITE_READONLY', 11: 'SQLITE_CORRUPT', 13: 'SQLITE_FULL', 14: 'SQLITE_CANTOPEN', 26: 'SQLITE_NOTADB' };
@@ -51,7 +51,7 @@ export class StoreDamagedError extends EnrichError {
  */
 export function explainDamage(error: unknown, path: string, duringRun: boolean): unknown {
   if (error instanceof EnrichError && error.name !== 'StoreWriteError') return error;
-  for (let e = error, depth = 0; e !== undefined && e !== null && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+  for (const e of causeChain(error)) {
     if (isDamage(e)) return new StoreDamagedError(path, duringRun, e);
   }
   return error;
