@@ -71,7 +71,7 @@ describe('a batch sent again after its COMMIT answer was lost (records.ts commit
     const { b } = await lapsedClaim();
     loseNextCommitAnswer(b);
     // Control (same store, no lost answer) is the contract test "takes over a dead run's claim": { kind: 'ok', tookOver: true }.
-    // Here the first COMMIT lands, its answer is lost, and the resent CLAIM_SQL finds owner_run = b: took_over is false.
+    // Here the first COMMIT lands, its answer is lost, and the resent batch finds owner_run = b: the rule alone would answer tookOver false.
     expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
   });
 

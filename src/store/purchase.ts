@@ -1,12 +1,11 @@
-import { ENRICH_PRICE, type Room } from './budget.js';
-import type { Claim, EnrichEvent, HeldCompany, IntentEvent, Purchase, ReleaseEvent, UnclaimEvent } from './types.js';
+import { ENRICH_PRICE, monthOf, roomOf, type CapRow, type Room } from './budget.js';
+import type { Claim, EnrichEvent, HeldCompany, IntentEvent, Purchase, ReleaseEvent, StoreEvent, UnclaimEvent } from './types.js';
 
 /**
  * The purchase rules: how an event moves one purchase (a company's generation) on, and what an
- * intent may claim. Pure: SQLite and the tests' memory store read the purchase, ask these, and
- * write what they answer in the same transaction. PostgreSQL restates them in SQL
- * (store/postgres/claim-sql.ts, writer.ts), held to these by test/purchase-equivalence.test.ts.
- * A purchase is in one of these states:
+ * intent may claim. Pure, and the only statement of them: every backend (SQLite, PostgreSQL, the
+ * tests' memory store) reads a batch's purchases in its transaction, asks decideBatch, and
+ * writes what it answers before it commits. A purchase is in one of these states:
  *
  * - unclaimed: open, no intent under its key version: nothing can have been sent under it;
  * - claimed: an intent is on disk (`intentKey`): a request may be in flight under it;
@@ -153,4 +152,130 @@ export function applyUnclaim(kept: KeptPurchase | null, e: UnclaimEvent, run: nu
   if (kept === null || kept.outcome !== 'open' || kept.keyVersion !== e.keyVersion || kept.intentKey !== e.key || kept.uncertain) return null;
   if (run !== null && kept.ownerRun !== run) return null;
   return { ...kept, intentKey: null, ownerRun: null, lostAt: null };
+}
+
+/** The purchase's claim was taken by another live run: the backend says who holds it. */
+export interface Busy {
+  busy: number;
+}
+
+/**
+ * What a batch's transaction reads of the store before it decides (each backend's driver):
+ * a company's purchase of one generation and its holding (null: none), the caps that apply to
+ * the batch's run with what each had spent and held when the transaction began (asked only when
+ * an intent first needs them), who the run is counted under, and whether another run is alive
+ * (holds a lease: heartbeat.ts). Read under the batch's locks, so nothing else writes them
+ * meanwhile.
+ */
+export interface BatchReader {
+  purchase(domain: string, generation: number): KeptPurchase | null;
+  holding(domain: string): HeldCompany | null;
+  caps(): readonly CapRow[];
+  person(): string | null;
+  alive(run: number): boolean;
+}
+
+/** A hit's record to keep: the event and the moment it was bought. */
+export interface RecordWrite {
+  event: EnrichEvent & { record: NonNullable<EnrichEvent['record']> };
+  at: number;
+}
+
+/** What a batch does: an answer per event (in order), and the rows to write. */
+export interface BatchDecision {
+  answers: (Claim | Busy)[];
+  /** Every purchase the batch moved on, once each, as the batch left it. */
+  purchases: KeptPurchase[];
+  /** A record per company bought, the newest generation's (a store keeps a newer one it holds). */
+  records: RecordWrite[];
+}
+
+const OK_CLAIM: Claim = { kind: 'ok' };
+
+/**
+ * Credits a purchase counts under a cap in the month [since, until): its charges once closed in
+ * the month, its reservation while an attempt may be under its key, and keys retired as possibly
+ * charged. Row by row, what store/budget.ts budgetUsedSql sums, so a batch keeps the room its
+ * transaction read up to date with its own writes.
+ */
+export function countedUnderCaps(p: KeptPurchase, since: number, until: number): number {
+  if (p.outcome !== 'open') return p.closedAt !== null && p.closedAt >= since && p.closedAt < until ? p.credits + p.unconfirmed : 0;
+  return (p.intentKey !== null || p.uncertain ? (p.reserved > 0 ? p.reserved : ENRICH_PRICE) : 0) + p.unconfirmed;
+}
+
+const purchaseKey = (domain: string, generation: number): string => `${generation} ${domain}`;
+
+/**
+ * One batch's events in order, each seeing what the ones before it wrote, as it would reading the
+ * store: the claims, outcomes, releases and unclaims (lookups write nothing the rule reads).
+ * `now`: the store's clock when the batch left, or each event's own moment (an imported journal).
+ * `run`: the run writing (null: an import, which claims nothing from anyone).
+ */
+export function decideBatch(events: readonly StoreEvent[], read: BatchReader, run: number | null, now: number | readonly number[]): BatchDecision {
+  const written = new Map<string, KeptPurchase>();
+  const held = new Map<string, HeldCompany | null>();
+  const records = new Map<string, RecordWrite>();
+  // What the batch's own writes changed under the caps since its transaction read them: the store's, and each person's.
+  let delta = 0;
+  const byPerson = new Map<string, number>();
+  let caps: readonly CapRow[] | null = null;
+  const answers: (Claim | Busy)[] = [];
+
+  const kept = (domain: string, generation: number): KeptPurchase | null => written.get(purchaseKey(domain, generation)) ?? read.purchase(domain, generation);
+  const holding = (domain: string): HeldCompany | null => {
+    const found = held.get(domain);
+    return found !== undefined ? found : read.holding(domain);
+  };
+  const save = (before: KeptPurchase | null, after: KeptPurchase | null, at: number): void => {
+    if (after === null) return;
+    written.set(purchaseKey(after.domain, after.generation), after);
+    if (run === null) return;
+    const { since, until } = monthOf(at);
+    for (const [p, sign] of [[before, -1], [after, 1]] as const) {
+      if (p === null) continue;
+      const n = sign * countedUnderCaps(p, since, until);
+      if (n === 0) continue;
+      delta += n;
+      if (p.person !== null) byPerson.set(p.person, (byPerson.get(p.person) ?? 0) + n);
+    }
+  };
+  const room = (): Room | null => {
+    if (run === null) return null;
+    caps ??= read.caps();
+    return roomOf(caps.map((c) => ({ ...c, held: c.held + (c.person === '' ? delta : byPerson.get(c.person) ?? 0) })));
+  };
+
+  events.forEach((event, i) => {
+    const at = typeof now === 'number' ? now : (now[i] as number);
+    if (event.type === 'match') {
+      answers.push(OK_CLAIM);
+      return;
+    }
+    const before = kept(event.company, event.generation);
+    if (event.type === 'intent') {
+      const decision = decideClaim({ held: holding(event.company), kept: before, event, run, now: at, alive: (r) => r === run || read.alive(r), person: run === null ? null : read.person(), room: room() });
+      if ('busy' in decision) {
+        answers.push(decision);
+        return;
+      }
+      save(before, decision.write, at);
+      answers.push(decision.claim);
+      return;
+    }
+    answers.push(OK_CLAIM);
+    if (event.type === 'enrich') {
+      if (event.status === 'hit' && event.record !== undefined) {
+        const bought = event.at ?? at;
+        const last = records.get(event.company);
+        if (last === undefined || event.generation >= last.event.generation) records.set(event.company, { event: event as RecordWrite['event'], at: bought });
+        const was = holding(event.company);
+        if (was === null || event.generation >= was.generation) {
+          held.set(event.company, { domain: event.company, name: event.record.name, boughtAt: bought, lastUpdated: event.record.last_updated || null, generation: event.generation, credits: event.charged ?? 0 });
+        }
+      }
+      save(before, applyOutcome(before, event, run, at), at);
+    } else if (event.type === 'release') save(before, applyRelease(before, event, run), at);
+    else save(before, applyUnclaim(before, event, run), at);
+  });
+  return { answers, purchases: [...written.values()], records: [...records.values()] };
 }

@@ -1,6 +1,6 @@
 import type { CompanyRecord } from '../../src/api/types.js';
 import type { BudgetLine } from '../../src/store/budget.js';
-import { applyOutcome, applyRelease, applyUnclaim, decideClaim, publicPart, type KeptPurchase } from '../../src/store/purchase.js';
+import { decideBatch, publicPart, type KeptPurchase } from '../../src/store/purchase.js';
 import type { Claim, CompanyState, HeldCompany, Lookup, RunEnd, ServiceStore, StoreEvent } from '../../src/store/types.js';
 
 /**
@@ -144,36 +144,32 @@ export class MemoryRun implements ServiceStore {
   private apply(event: StoreEvent): Claim {
     const now = this.store.now();
     const run = this.runId;
-    const save = (p: KeptPurchase | null): void => {
-      if (p !== null) this.tables.purchases.set(key(p.domain, p.generation), p);
-    };
-    const kept = (c: string, g: number): KeptPurchase | null => this.tables.purchases.get(key(c, g)) ?? null;
-    switch (event.type) {
-      case 'match':
-        if (event.status !== 'error') this.tables.lookups.set(event.domain, { status: event.status, company: event.company ?? null, name: event.name ?? null, checkedAt: now });
-        return { kind: 'ok' };
-      case 'intent': {
-        const decision = decideClaim({ held: this.tables.companies.get(event.company)?.held ?? null, kept: kept(event.company, event.generation), event, run, now, alive: (r) => r === run || this.store.alive(r), person: null, room: null });
-        if ('busy' in decision) return { kind: 'busy' };
-        save(decision.write);
-        return decision.claim;
-      }
-      case 'enrich': {
-        const at = event.at ?? now;
-        const held = this.tables.companies.get(event.company)?.held;
-        if (event.status === 'hit' && event.record !== undefined && (held === undefined || event.generation >= held.generation)) {
-          this.tables.companies.set(event.company, { held: { domain: event.company, name: event.record.name, boughtAt: at, lastUpdated: event.record.last_updated || null, generation: event.generation, credits: event.charged ?? 0 }, record: event.record });
-        }
-        save(applyOutcome(kept(event.company, event.generation), event, run, now));
-        return { kind: 'ok' };
-      }
-      case 'release':
-        save(applyRelease(kept(event.company, event.generation), event, run));
-        return { kind: 'ok' };
-      case 'unclaim':
-        save(applyUnclaim(kept(event.company, event.generation), event, run));
-        return { kind: 'ok' };
+    const t = this.tables;
+    if (event.type === 'match') {
+      if (event.status !== 'error') t.lookups.set(event.domain, { status: event.status, company: event.company ?? null, name: event.name ?? null, checkedAt: now });
+      return { kind: 'ok' };
     }
+    const decision = decideBatch(
+      [event],
+      {
+        purchase: (c, g) => t.purchases.get(key(c, g)) ?? null,
+        holding: (c) => t.companies.get(c)?.held ?? null,
+        caps: () => [],
+        person: () => null,
+        alive: (r) => this.store.alive(r),
+      },
+      run,
+      now,
+    );
+    for (const p of decision.purchases) t.purchases.set(key(p.domain, p.generation), p);
+    for (const { event: e, at } of decision.records) {
+      const held = t.companies.get(e.company)?.held;
+      if (held === undefined || e.generation >= held.generation) {
+        t.companies.set(e.company, { held: { domain: e.company, name: e.record.name, boughtAt: at, lastUpdated: e.record.last_updated || null, generation: e.generation, credits: e.charged ?? 0 }, record: e.record });
+      }
+    }
+    const answer = decision.answers[0] as NonNullable<(typeof decision.answers)[0]>;
+    return 'busy' in answer ? { kind: 'busy' } : answer;
   }
 
   async flush(): Promise<void> {}

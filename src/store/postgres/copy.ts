@@ -2,7 +2,7 @@ import { EnrichError } from '../../errors.js';
 import { COPY_CHUNK, companyWins, copiedGeneration, LeftBusy, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyCompany, toCopyLookup, toCopyRun, toKept } from '../copy.js';
 import type { CopyCompany, CopyLookup, CopyRun, CopySource, CopyTarget, PurchasesCopied, RunIds } from '../copy-types.js';
 import type { KeptPurchase } from '../purchase.js';
-import { RUN_ALIVE } from './claim-sql.js';
+import { RUN_ALIVE } from './writer.js';
 import type { Session } from './connect.js';
 import { LEASE_MS } from './writer.js';
 import type { PgStore } from './store.js';

@@ -7,7 +7,7 @@ import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow, Servi
 import { hostIdentity } from '../host.js';
 import { displayStore } from '../path.js';
 import { client, connect, describe, inTransaction, isLockTimeout, keepsSessionSurely, lockWait, placeOf, type Place, type Session } from './connect.js';
-import { BUDGETS_LOCK, RUN_ALIVE } from './claim-sql.js';
+import { BUDGETS_LOCK, RUN_ALIVE } from './writer.js';
 import { budgetLinesSql, budgetView, monthOf, serviceMonthSql, type BudgetView } from '../budget.js';
 import { PgCopySource, PgCopyTarget } from './copy.js';
 import { MAINTENANCE_LOCK, NOW_MS } from './schema.js';
@@ -261,7 +261,7 @@ export class PgLedger implements LedgerStore {
     try {
       if (credits === null) return ((await this.db.query('DELETE FROM budgets WHERE person = $1', [person ?? ''])).rowCount ?? 0) > 0;
       else {
-        // Under the budgets' lock (claim-sql.ts BUDGET_LOCKS): no claim is in flight while the cap changes, and every claim after it reads the new one.
+        // Under the budgets' lock (writer.ts BUDGET_LOCKS): no claim is in flight while the cap changes, and every claim after it reads the new one.
         await this.db.query(
           `WITH l AS (SELECT pg_advisory_xact_lock(${BUDGETS_LOCK}))
            INSERT INTO budgets (person, credits, set_at, set_by) SELECT $1, $2, ${NOW_MS}, $3 FROM l

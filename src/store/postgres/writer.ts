@@ -1,8 +1,9 @@
 import type pg from 'pg';
-import type { Claim, EnrichEvent, HeldCompany, IntentEvent, MatchEvent, Purchase, ReleaseEvent, StoreEvent, UnclaimEvent } from '../types.js';
-import { ENRICH_PRICE, monthOf } from '../budget.js';
-import { BUDGET_LOCKS, CLAIM_SQL, type ClaimRow } from './claim-sql.js';
+import type { Claim, HeldCompany, MatchEvent, StoreEvent } from '../types.js';
+import { capRow, monthOf, runBudgetSql, type CapRow } from '../budget.js';
+import { decideBatch, type BatchDecision, type BatchReader, type KeptPurchase } from '../purchase.js';
 import { IDLE_IN_TRANSACTION_MS } from './connect.js';
+import { NOW_MS } from './schema.js';
 
 /** Outcomes, releases and unclaims are announced on this channel, in the transaction that writes them. */
 export const OUTCOME_CHANNEL = 'enrich_outcomes';
@@ -17,13 +18,11 @@ export interface Claimed {
   holder?: { run: number; pid: number; host: string; boot: string | null; startedAt: number };
 }
 
-interface Statement {
+export interface Statement {
   text: string;
   values: unknown[];
-  /** Reads the statement's rows into the batch's claims. */
-  read?: (rows: ClaimRow[]) => void;
-  /** Planned for its own arrays each time, never prepared: a join of purchases to the batch's arrays. */
-  custom?: true;
+  /** Reads the statement's rows into what the batch knows. */
+  read?: (rows: Record<string, unknown>[]) => void;
 }
 
 /**
@@ -113,267 +112,285 @@ export class Statistics {
 export const notice = (serviceId: number, domain: string): string => `${serviceId}:${domain}`;
 
 /**
- * One group commit's statements, in the order the events came: lookups first (nothing depends on
- * them), advisory locks on every company a claim or outcome touches (in one order, so two
- * batches never deadlock), then the events as array statements, each a run of one kind in
- * which no company repeats, and a NOTIFY for every company whose purchase changed. Each joins
- * purchases on `domain = ANY(the batch's domains)` besides the join itself: on a store whose
- * statistics are not gathered yet (a new one), the planner took `service = $1` for a rare value
- * and read every purchase of the service for each batch (claim-sql.ts).
+ * Whether run row `r` is alive: under way, its heartbeat within the lease by the server's clock,
+ * and not one of the runs known dead (`dead`: an array of run ids). Every liveness judgement of
+ * the team store (claims, the ledger's release and prune, copies) is this one.
+ */
+export const RUN_ALIVE = (r: string, dead: string, lease: string): string =>
+  `(${r}.status = 'running' AND coalesce(${r}.heartbeat_at, 0) >= ${NOW_MS} - ${lease} AND ${r}.id <> ALL(${dead}::bigint[]))`;
+
+/**
+ * Taken by every batch that claims: the budgets' shared lock (a cap being set takes it alone,
+ * ledger.ts budgetSet), then the lock of each cap that applies to its run, in one order. The
+ * batch reads what is spent and held under each cap only once no other claim under it is in
+ * flight. Advisory locks: a role that may not change the caps (GRANT SELECT on budgets only)
+ * still claims. $1: the run.
+ */
+export const BUDGETS_LOCK = 0x656e72696362; // beside MAINTENANCE_LOCK
+const BUDGET_LOCKS = [
+  `SELECT pg_advisory_xact_lock_shared(${BUDGETS_LOCK})`,
+  `SELECT count(pg_advisory_xact_lock(hashtextextended('enrich budget:' || b.person, 0)))
+     FROM (SELECT person FROM budgets WHERE person = '' OR person = (SELECT r."user" FROM runs r WHERE r.id = $1::bigint) ORDER BY person) b`,
+];
+
+/** The purchases of a batch's companies, locked, each with its holder and whether that run is alive: $1 service, $2 domains, $3 runs known dead, $4 the lease. */
+const READ_PURCHASES = `
+SELECT p.domain, p.generation, p.key_version, p.intent_key, p.uncertain, p.unconfirmed, p.error_code, p.outcome, p.closed_at, p.owner_run, p.lost_at,
+  p.credits, p.run, p.opened_at, p.person, p.reserved, o.pid, o.host, o.boot, o.started_at, (o.id IS NOT NULL AND ${RUN_ALIVE('o', '$3', '$4::bigint')}) AS alive
+FROM purchases p LEFT JOIN runs o ON o.id = p.owner_run
+WHERE p.service = $1 AND p.domain = ANY($2::text[])
+FOR UPDATE OF p`;
+const READ_HOLDINGS = `SELECT domain, name, bought_at, last_updated, generation, credits FROM companies WHERE service = $1 AND domain = ANY($2::text[])`;
+/** The caps that apply to run $3 with what each has spent and held in the month [$1, $2), and who the run is counted under. */
+const READ_CAPS = runBudgetSql((n) => (n === 1 ? '$1::bigint' : n === 2 ? '$2::bigint' : '$3::bigint'));
+const READ_PERSON = `SELECT "user" AS person FROM runs WHERE id = $1::bigint`;
+
+const WRITE_PURCHASES = `
+INSERT INTO purchases AS p (service, domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, outcome, credits, owner_run, run, opened_at, closed_at, person, reserved)
+SELECT $1, u.* FROM unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::text[], $11::int[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::text[], $17::int[])
+  AS u(domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, outcome, credits, owner_run, run, opened_at, closed_at, person, reserved)
+ON CONFLICT (service, domain, generation) DO UPDATE SET
+  key_version = excluded.key_version, intent_key = excluded.intent_key, uncertain = excluded.uncertain, unconfirmed = excluded.unconfirmed,
+  error_code = excluded.error_code, lost_at = excluded.lost_at, outcome = excluded.outcome, credits = excluded.credits,
+  owner_run = excluded.owner_run, run = excluded.run, closed_at = excluded.closed_at, person = excluded.person, reserved = excluded.reserved`;
+const WRITE_RECORDS = `
+INSERT INTO companies AS c (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run)
+SELECT $1, u.*, $10::bigint FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::int[], $9::int[])
+  AS u(domain, name, record, bought_at, last_updated, idempotency_key, credits, generation)
+ON CONFLICT (service, domain) DO UPDATE SET name = excluded.name, record = excluded.record, bought_at = excluded.bought_at,
+  last_updated = excluded.last_updated, idempotency_key = excluded.idempotency_key, credits = excluded.credits,
+  generation = excluded.generation, run = excluded.run
+WHERE excluded.generation >= c.generation`;
+
+type Row = Record<string, unknown>;
+const num = (v: unknown): number => Number(v);
+const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
+
+function keptOf(r: Row): KeptPurchase {
+  return {
+    domain: String(r['domain']),
+    generation: num(r['generation']),
+    keyVersion: num(r['key_version']),
+    intentKey: (r['intent_key'] as string | null) ?? null,
+    uncertain: num(r['uncertain']) === 1,
+    unconfirmed: num(r['unconfirmed'] ?? 0),
+    errorCode: (r['error_code'] as string | null) ?? null,
+    outcome: r['outcome'] as KeptPurchase['outcome'],
+    closedAt: numOrNull(r['closed_at']),
+    lostAt: numOrNull(r['lost_at']),
+    ownerRun: numOrNull(r['owner_run']),
+    credits: num(r['credits']),
+    run: numOrNull(r['run']),
+    openedAt: num(r['opened_at']),
+    person: (r['person'] as string | null) ?? null,
+    reserved: num(r['reserved'] ?? 0),
+  };
+}
+
+/** Who holds a purchase: a busy claim names them, and a process of this host that is gone is told apart (records.ts). */
+type Holder = NonNullable<Claimed['holder']>;
+
+/** What the batch's first round trip read (under its locks), as decideBatch asks for it. */
+class PgBatchRead implements BatchReader {
+  readonly kept = new Map<string, KeptPurchase>();
+  readonly held = new Map<string, HeldCompany>();
+  readonly holders = new Map<number, Holder & { alive: boolean }>();
+  capRows: CapRow[] = [];
+  runPerson: string | null = null;
+
+  purchase(domain: string, generation: number): KeptPurchase | null {
+    return this.kept.get(`${generation} ${domain}`) ?? null;
+  }
+
+  holding(domain: string): HeldCompany | null {
+    return this.held.get(domain) ?? null;
+  }
+
+  caps(): CapRow[] {
+    return this.capRows;
+  }
+
+  person(): string | null {
+    return this.runPerson;
+  }
+
+  alive(run: number): boolean {
+    return this.holders.get(run)?.alive === true;
+  }
+}
+
+/**
+ * One group commit, in one transaction of two round trips. The first writes the batch's lookups
+ * (nothing depends on them), takes an advisory lock on every company a claim or outcome touches
+ * (in one order, so two batches never deadlock) and, for claims, the budgets' locks; then reads
+ * those companies' purchases (locked), holdings and the caps' room. The rule (store/purchase.ts
+ * decideBatch) decides every event from what was read, as SQLite's writer asks it; the second
+ * round trip writes what it answered, as array statements, announces each company whose purchase
+ * an outcome, release or unclaim changed, and commits.
  */
 export class BatchPlan {
-  readonly statements: Statement[] = [];
-  /** Whether the batch has taken the budgets' locks (BUDGET_LOCKS): once, before its first claim. */
-  private budgetLocked = false;
-  readonly claims: Claimed[];
+  /** Every company a claim or outcome touches. */
+  private readonly companies: string[];
+  private readonly claims: boolean;
 
   constructor(
-    private readonly serviceId: number,
-    private readonly run: number | null,
+    readonly serviceId: number,
+    readonly run: number | null,
     private readonly host: string,
-    events: readonly StoreEvent[],
-    now: number,
-    dead: readonly number[],
+    readonly events: readonly StoreEvent[],
+    readonly now: number,
+    private readonly dead: readonly number[],
   ) {
-    this.claims = events.map(() => ({ claim: OK }));
-    this.lookups(events, now);
     const touched = new Set<string>();
     for (const e of events) if (e.type !== 'match') touched.add(e.company);
-    if (touched.size > 0) {
-      this.statements.push({
-        text: `SELECT count(pg_advisory_xact_lock(hashtextextended($1::text || ':' || d, 0))) FROM unnest($2::text[]) WITH ORDINALITY AS u(d, n)`,
-        values: [this.serviceId, [...touched].sort()],
-      });
-    }
-    let segment: { kind: StoreEvent['type']; at: number[]; companies: Set<string> } | null = null;
-    const close = (): void => {
-      if (segment !== null) this.segment(segment.kind, segment.at, events, now, dead);
-      segment = null;
-    };
-    events.forEach((e, i) => {
-      if (e.type === 'match') return;
-      if (segment === null || segment.kind !== e.type || segment.companies.has(e.company)) {
-        close();
-        segment = { kind: e.type, at: [], companies: new Set() };
-      }
-      segment.at.push(i);
-      segment.companies.add(e.company);
-    });
-    close();
-    const changed = [...new Set(events.filter((e) => e.type !== 'match' && e.type !== 'intent').map((e) => (e as { company: string }).company))];
-    if (changed.length > 0) {
-      this.statements.push({ text: `SELECT count(pg_notify($1, $2::text || ':' || d)) FROM unnest($3::text[]) AS d`, values: [OUTCOME_CHANNEL, this.serviceId, changed] });
-    }
+    this.companies = [...touched].sort();
+    this.claims = run !== null && events.some((e) => e.type === 'intent');
   }
 
-  /** Every lookup of the batch, the last of each domain winning (one statement may touch a row once). */
-  private lookups(events: readonly StoreEvent[], now: number): void {
+  /** Whether the batch needs the rule (anything but lookups): a second round trip. */
+  get decides(): boolean {
+    return this.companies.length > 0;
+  }
+
+  /** The first round trip: lookups, locks, and what the rule reads. */
+  first(): Statement[] {
+    const out: Statement[] = [];
     const last = new Map<string, MatchEvent>();
-    for (const e of events) if (e.type === 'match' && e.status !== 'error') last.set(e.domain, e);
-    if (last.size === 0) return;
-    const rows = [...last.values()];
-    this.statements.push({
-      text: `INSERT INTO lookups (service, domain, status, company, name, checked_at)
-             SELECT $1, u.* , $5::bigint FROM unnest($2::text[], $3::text[], $4::text[], $6::text[]) AS u(domain, status, company, name)
-             ON CONFLICT (service, domain) DO UPDATE SET status = excluded.status, company = excluded.company, name = excluded.name, checked_at = excluded.checked_at`,
-      values: [this.serviceId, rows.map((e) => e.domain), rows.map((e) => e.status), rows.map((e) => e.company ?? null), now, rows.map((e) => e.name ?? null)],
-    });
-  }
-
-  private segment(kind: StoreEvent['type'], at: number[], events: readonly StoreEvent[], now: number, dead: readonly number[]): void {
-    if (kind === 'intent') this.intents(at, events as readonly IntentEvent[], now, dead);
-    else if (kind === 'enrich') this.outcomes(at.map((i) => events[i] as EnrichEvent), now);
-    else if (kind === 'release') this.releases(at.map((i) => events[i] as ReleaseEvent));
-    else if (kind === 'unclaim') this.unclaims(at.map((i) => events[i] as UnclaimEvent));
-  }
-
-  private intents(at: number[], events: readonly IntentEvent[], now: number, dead: readonly number[]): void {
-    const list = at.map((i) => events[i] as IntentEvent);
-    if (this.run !== null && !this.budgetLocked) {
-      this.budgetLocked = true;
-      this.statements.push({ text: BUDGET_LOCKS[0] as string, values: [] }, { text: BUDGET_LOCKS[1] as string, values: [this.run] });
-    }
-    const { since, until } = monthOf(now);
-    this.statements.push({
-      text: CLAIM_SQL,
-      values: [
-        this.serviceId,
-        this.run,
-        now,
-        list.map((e) => e.company),
-        list.map((e) => e.generation),
-        list.map((e) => e.keyVersion),
-        list.map((e) => e.key),
-        list.map((e) => e.at ?? now),
-        list.map((e) => e.freshSince !== undefined),
-        list.map((e) => e.freshSince ?? null),
-        dead,
-        LEASE_MS,
-        since,
-        until,
-        list.map((e) => e.price ?? ENRICH_PRICE),
-      ],
-      read: (rows) => {
-        // One row per intent, or the batch is not what was sent: an intent left unread would
-        // stand as claimed ('ok'), and a purchase another run holds would be bought again.
-        if (rows.length !== list.length || !rows.every((row, k) => Number(row.ord) === k + 1 && row.domain === list[k]?.company)) {
-          throw new Error(`the store answered ${list.length} claims of a committed batch with ${rows.length} rows that do not match them; their intents are kept, and no paid call went under them`);
-        }
-        for (const row of rows) this.claims[at[Number(row.ord) - 1] as number] = this.toClaimed(row);
-      },
-    });
-  }
-
-  private toClaimed(r: ClaimRow): Claimed {
-    if (r.verdict === 'held') {
-      const held: HeldCompany = {
-        domain: r.domain,
-        name: r.h_name as string,
-        boughtAt: Number(r.h_bought_at),
-        lastUpdated: r.h_last_updated,
-        generation: Number(r.h_generation),
-        credits: Number(r.h_credits),
-      };
-      return { claim: { kind: 'held', held } };
-    }
-    if (r.verdict === 'moved') return { claim: { kind: 'moved', purchase: purchaseOf(r) } };
-    if (r.verdict === 'capped') return { claim: { kind: 'capped', person: r.cap_person === null || r.cap_person === '' ? null : r.cap_person, cap: Number(r.cap_credits) } };
-    if (r.verdict === 'busy' || !r.written) {
-      // Not written although found free: taken by another run between the read and the write.
-      if (r.o_pid === null || r.p_owner_run === null) return { claim: { kind: 'busy' } };
-      const pid = Number(r.o_pid);
-      const host = r.o_host ?? '';
-      return {
-        claim: host === this.host ? { kind: 'busy', pid } : { kind: 'busy', pid, host },
-        holder: { run: Number(r.p_owner_run), pid, host, boot: r.o_boot, startedAt: Number(r.o_started_at) },
-      };
-    }
-    return { claim: r.took_over ? { kind: 'ok', tookOver: true } : OK };
-  }
-
-  private outcomes(list: EnrichEvent[], now: number): void {
-    const s = this.serviceId;
-    const atOf = (e: EnrichEvent): number => e.at ?? now;
-    if (this.run === null) {
-      // An imported journal may hold an outcome without its intent.
-      this.statements.push({
-        text: `INSERT INTO purchases (service, domain, generation, key_version, outcome, opened_at)
-               SELECT $1, u.domain, u.generation, u.v, 'open', u.at FROM unnest($2::text[], $3::int[], $4::int[], $5::bigint[]) AS u(domain, generation, v, at)
-               ON CONFLICT DO NOTHING`,
-        values: [s, list.map((e) => e.company), list.map((e) => e.generation), list.map((e) => e.keyVersion), list.map(atOf)],
+    for (const e of this.events) if (e.type === 'match' && e.status !== 'error') last.set(e.domain, e);
+    if (last.size > 0) {
+      // The last of each domain: one statement may touch a row once.
+      const rows = [...last.values()];
+      out.push({
+        text: `INSERT INTO lookups (service, domain, status, company, name, checked_at)
+               SELECT $1, u.* , $5::bigint FROM unnest($2::text[], $3::text[], $4::text[], $6::text[]) AS u(domain, status, company, name)
+               ON CONFLICT (service, domain) DO UPDATE SET status = excluded.status, company = excluded.company, name = excluded.name, checked_at = excluded.checked_at`,
+        values: [this.serviceId, rows.map((e) => e.domain), rows.map((e) => e.status), rows.map((e) => e.company ?? null), this.now, rows.map((e) => e.name ?? null)],
       });
     }
-    const hits = list.filter((e) => e.status === 'hit' && e.record !== undefined);
-    if (hits.length > 0) {
-      this.statements.push({
-        text: `INSERT INTO companies AS c (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run)
-               SELECT $1, u.*, $10::bigint FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::int[], $9::int[])
-                 AS u(domain, name, record, bought_at, last_updated, idempotency_key, credits, generation)
-               ON CONFLICT (service, domain) DO UPDATE SET name = excluded.name, record = excluded.record, bought_at = excluded.bought_at,
-                 last_updated = excluded.last_updated, idempotency_key = excluded.idempotency_key, credits = excluded.credits,
-                 generation = excluded.generation, run = excluded.run
-               WHERE excluded.generation >= c.generation`,
+    if (!this.decides) return out;
+    out.push({
+      text: `SELECT count(pg_advisory_xact_lock(hashtextextended($1::text || ':' || d, 0))) FROM unnest($2::text[]) AS d`,
+      values: [this.serviceId, this.companies],
+    });
+    const read = new PgBatchRead();
+    this.read = read;
+    if (this.claims) {
+      const { since, until } = monthOf(this.now);
+      out.push(
+        { text: BUDGET_LOCKS[0] as string, values: [] },
+        { text: BUDGET_LOCKS[1] as string, values: [this.run] },
+        { text: READ_CAPS, values: [since, until, this.run], read: (rows) => (read.capRows = rows.map((r) => capRow(Object.values(r)))) },
+        { text: READ_PERSON, values: [this.run], read: (rows) => (read.runPerson = (rows[0]?.['person'] as string | null | undefined) ?? null) },
+      );
+    }
+    out.push(
+      {
+        text: READ_PURCHASES,
+        values: [this.serviceId, this.companies, this.dead, LEASE_MS],
+        read: (rows) => {
+          for (const r of rows) {
+            const p = keptOf(r);
+            read.kept.set(`${p.generation} ${p.domain}`, p);
+            if (p.ownerRun !== null && r['pid'] !== null) {
+              read.holders.set(p.ownerRun, { run: p.ownerRun, pid: num(r['pid']), host: String(r['host'] ?? ''), boot: (r['boot'] as string | null) ?? null, startedAt: num(r['started_at']), alive: r['alive'] === true });
+            }
+          }
+        },
+      },
+      {
+        text: READ_HOLDINGS,
+        values: [this.serviceId, this.companies],
+        read: (rows) => {
+          for (const r of rows) {
+            read.held.set(String(r['domain']), { domain: String(r['domain']), name: String(r['name']), boughtAt: num(r['bought_at']), lastUpdated: (r['last_updated'] as string | null) ?? null, generation: num(r['generation']), credits: num(r['credits']) });
+          }
+        },
+      },
+    );
+    return out;
+  }
+
+  /** What the first round trip read; set by first(). */
+  private read: PgBatchRead | null = null;
+
+  /** The rule's answer to what was read. */
+  decide(): BatchDecision {
+    return decideBatch(this.events, this.read ?? new PgBatchRead(), this.run, this.now);
+  }
+
+  /** The second round trip: what the rule decided. */
+  writes(decision: BatchDecision): Statement[] {
+    const out: Statement[] = [];
+    const s = this.serviceId;
+    const ps = decision.purchases;
+    if (ps.length > 0) {
+      out.push({
+        text: WRITE_PURCHASES,
         values: [
           s,
-          hits.map((e) => e.company),
-          hits.map((e) => e.record?.name),
-          hits.map((e) => JSON.stringify(e.record)),
-          hits.map(atOf),
-          hits.map((e) => e.record?.last_updated || null),
-          hits.map((e) => e.keyUsed ?? null),
-          hits.map((e) => e.charged ?? 0),
-          hits.map((e) => e.generation),
+          ps.map((p) => p.domain),
+          ps.map((p) => p.generation),
+          ps.map((p) => p.keyVersion),
+          ps.map((p) => p.intentKey),
+          ps.map((p) => (p.uncertain ? 1 : 0)),
+          ps.map((p) => p.unconfirmed),
+          ps.map((p) => p.errorCode),
+          ps.map((p) => p.lostAt),
+          ps.map((p) => p.outcome),
+          ps.map((p) => p.credits),
+          ps.map((p) => p.ownerRun),
+          ps.map((p) => p.run),
+          ps.map((p) => p.openedAt),
+          ps.map((p) => p.closedAt),
+          ps.map((p) => p.person),
+          ps.map((p) => p.reserved),
+        ],
+      });
+    }
+    const rs = decision.records;
+    if (rs.length > 0) {
+      out.push({
+        text: WRITE_RECORDS,
+        values: [
+          s,
+          rs.map((r) => r.event.company),
+          rs.map((r) => r.event.record.name),
+          rs.map((r) => JSON.stringify(r.event.record)),
+          rs.map((r) => r.at),
+          rs.map((r) => r.event.record.last_updated || null),
+          rs.map((r) => r.event.keyUsed ?? null),
+          rs.map((r) => r.event.charged ?? 0),
+          rs.map((r) => r.event.generation),
           this.run,
         ],
       });
     }
-    const closed = list.filter((e) => e.status === 'hit' || e.status === 'miss');
-    const final = list.filter((e) => e.status === 'error' && e.final === true);
-    for (const [rows, outcome] of [[closed, null], [final, 'failed']] as const) {
-      if (rows.length === 0) continue;
-      this.statements.push({
-        custom: true,
-        text: `UPDATE purchases p SET outcome = u.outcome, intent_key = NULL, owner_run = NULL, credits = p.credits + u.charged, run = $2::bigint,
-                 closed_at = u.at, error_code = u.code
-               FROM unnest($3::text[], $4::int[], $5::text[], $6::int[], $7::bigint[], $8::text[]) AS u(domain, generation, outcome, charged, at, code)
-               WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.domain = ANY($3::text[]) AND p.outcome = 'open'`,
-        values: [s, this.run, rows.map((e) => e.company), rows.map((e) => e.generation), rows.map((e) => outcome ?? e.status), rows.map((e) => e.charged ?? 0), rows.map(atOf), rows.map((e) => (outcome === null ? null : e.code ?? 'error'))],
-      });
+    const changed = [...new Set(this.events.filter((e) => e.type !== 'match' && e.type !== 'intent').map((e) => (e as { company: string }).company))];
+    if (changed.length > 0) {
+      out.push({ text: `SELECT count(pg_notify($1, $2::text || ':' || d)) FROM unnest($3::text[]) AS d`, values: [OUTCOME_CHANNEL, s, changed] });
     }
-    const open = list.filter((e) => e.status === 'error' && e.final !== true);
-    const retired = open.filter((e) => e.verdict === 'retired');
-    if (retired.length > 0) {
-      // Only the key this run sent under, on a purchase still open and still this run's: a retire
-      // arriving once another run has taken the purchase over is stale (store/sqlite/writer.ts).
-      this.statements.push({
-        custom: true,
-        text: `UPDATE purchases p SET key_version = u.v + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, error_code = u.code, unconfirmed = p.unconfirmed + u.unconfirmed
-               FROM unnest($3::text[], $4::int[], $5::int[], $6::text[], $7::int[]) AS u(domain, generation, v, code, unconfirmed)
-               WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.domain = ANY($3::text[])
-                 AND p.key_version = u.v AND p.outcome = 'open' AND ($2::bigint IS NULL OR p.owner_run = $2::bigint)`,
-        values: [s, this.run, retired.map((e) => e.company), retired.map((e) => e.generation), retired.map((e) => e.keyVersion), retired.map((e) => e.code ?? 'error'), retired.map((e) => (e.unconfirmed === true ? 1 : 0))],
-      });
-    }
-    const kept = open.filter((e) => e.verdict !== 'retired');
-    if (kept.length > 0) {
-      this.statements.push({
-        custom: true,
-        text: `UPDATE purchases p SET uncertain = 1, error_code = u.code, lost_at = CASE WHEN u.lost THEN u.at ELSE p.lost_at END
-               FROM unnest($2::text[], $3::int[], $4::text[], $5::bool[], $6::bigint[]) AS u(domain, generation, code, lost, at)
-               WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.domain = ANY($2::text[]) AND p.outcome = 'open'`,
-        values: [s, kept.map((e) => e.company), kept.map((e) => e.generation), kept.map((e) => e.code ?? 'error'), kept.map((e) => e.lost === true), kept.map(atOf)],
-      });
-    }
+    return out;
   }
 
-  private releases(list: ReleaseEvent[]): void {
-    if (this.run === null) return;
-    this.statements.push({
-      custom: true,
-      text: `UPDATE purchases p SET owner_run = NULL FROM unnest($3::text[], $4::int[]) AS u(domain, generation)
-             WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.domain = ANY($3::text[]) AND p.owner_run = $2::bigint AND p.outcome = 'open'`,
-      values: [this.serviceId, this.run, list.map((e) => e.company), list.map((e) => e.generation)],
+  /** Each event's claim; a busy one with its holder. */
+  claimsOf(decision: BatchDecision | null): Claimed[] {
+    if (decision === null) return this.events.map(() => ({ claim: OK }));
+    return decision.answers.map((a) => {
+      if (!('busy' in a)) return { claim: a };
+      const holder = this.read?.holders.get(a.busy);
+      if (holder === undefined) return { claim: { kind: 'busy' } };
+      const { alive: _, ...who } = holder;
+      return { claim: holder.host === this.host ? { kind: 'busy', pid: holder.pid } : { kind: 'busy', pid: holder.pid, host: holder.host }, holder: who };
     });
   }
-
-  private unclaims(list: UnclaimEvent[]): void {
-    this.statements.push({
-      custom: true,
-      text: `UPDATE purchases p SET intent_key = NULL, owner_run = NULL, lost_at = NULL
-             FROM unnest($3::text[], $4::int[], $5::int[], $6::text[]) AS u(domain, generation, v, key)
-             WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.domain = ANY($3::text[]) AND p.key_version = u.v AND p.intent_key = u.key
-               AND p.outcome = 'open' AND p.uncertain = 0 AND ($2::bigint IS NULL OR p.owner_run = $2::bigint)`,
-      values: [this.serviceId, this.run, list.map((e) => e.company), list.map((e) => e.generation), list.map((e) => e.keyVersion), list.map((e) => e.key)],
-    });
-  }
-}
-
-function purchaseOf(r: ClaimRow): Purchase {
-  return {
-    domain: r.domain,
-    generation: Number(r.generation),
-    keyVersion: Number(r.p_key_version),
-    intentKey: r.p_intent_key,
-    uncertain: Number(r.p_uncertain) === 1,
-    unconfirmed: Number(r.p_unconfirmed ?? 0),
-    errorCode: r.p_error_code,
-    outcome: r.p_outcome ?? 'open',
-    closedAt: r.p_closed_at === null ? null : Number(r.p_closed_at),
-    lostAt: r.p_lost_at === null ? null : Number(r.p_lost_at),
-  };
 }
 
 /**
- * An update joined to a batch's arrays is never a nested loop: on a store without statistics (a
- * new one, or one its role may not analyze, autovacuum not come yet) the planner took the
- * purchases it reads by `domain = ANY(...)` for a handful and read the whole array again for
- * each (2,000 outcomes among 100,000 purchases: 8,000,000 rows, 1.4 s). Hashed, the same rows
- * are read once, whatever the statistics; the index still finds them. Not the claim: hashed, it
- * read every run of the store for each batch (10,000 runs: 2 ms more a batch of 5); on a store
- * never analyzed it relies on Statistics.
+ * Reads that join a batch's arrays to purchases (the ledger's) are never a nested loop: on a store
+ * without statistics the planner took the purchases it reads by `domain = ANY(...)` for a handful
+ * and read the whole array again for each. Hashed, the same rows are read once.
  */
 export const HASHED = 'SET LOCAL enable_nestloop = off';
-const NESTED = 'SET LOCAL enable_nestloop = on';
 
 /**
  * How long a batch waits for a company (its advisory lock, its rows) that another session holds:
@@ -384,47 +401,55 @@ const NESTED = 'SET LOCAL enable_nestloop = on';
 export const BATCH_LOCK_WAIT_MS = 30_000;
 
 /**
- * Sends a batch's statements in one round trip (the client pipelines), inside one transaction,
- * and reads its claims. A deadlock or serialisation failure (another run's release, which locks
- * many rows at once) is retried; anything else rolls the batch back and throws. No wait for a lock
- * in it is longer than `lockWaitMs` (SET LOCAL: nothing is left on the session). `named`: the
- * statements that are alike for every batch go prepared by name (see statementName).
+ * Sends a batch in one transaction of two round trips (the client pipelines each): its first
+ * statements, then, once the rule has decided from what they read, its writes and COMMIT. A
+ * deadlock or serialisation failure (another session's release, which locks many rows at once) is
+ * retried; anything else rolls the batch back and throws. No wait for a lock in it is longer than
+ * `lockWaitMs` (SET LOCAL: nothing is left on the session). `named`: the statements go prepared by
+ * name (see statementName).
  */
 export async function commitBatch(client: pg.Client, plan: BatchPlan, lockWaitMs = BATCH_LOCK_WAIT_MS, named = true): Promise<Claimed[]> {
-  for (let attempt = 1; ; attempt++) {
-    const sent = [
-      // READ COMMITTED whatever the database's default: each statement sees what committed before
-      // it, so the claim reads the caps' spend only after it holds their locks (claim-sql.ts).
-      client.query('BEGIN ISOLATION LEVEL READ COMMITTED'),
-      client.query(`SET LOCAL lock_timeout = ${Math.round(lockWaitMs)}`),
-      // A process stopped mid-batch (a laptop's lid closed) must not hold its companies from the team.
-      client.query(`SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`),
-    ];
-    const at: number[] = [];
-    let hashed = false;
-    for (const s of plan.statements) {
-      if ((s.custom === true) !== hashed) {
-        hashed = !hashed;
-        sent.push(client.query(hashed ? HASHED : NESTED));
-      }
-      at.push(sent.length);
-      sent.push(client.query(s.custom === true || !named ? { text: s.text, values: s.values } : { name: statementName(s.text), text: s.text, values: s.values }));
-    }
-    sent.push(client.query('COMMIT'));
+  const send = (s: Statement): Promise<pg.QueryResult> => client.query(named ? { name: statementName(s.text), text: s.text, values: s.values } : { text: s.text, values: s.values });
+  /** Settles every statement sent; throws the first failure (the transaction is then aborted). */
+  const settle = async (sent: Promise<pg.QueryResult>[], statements: readonly Statement[], offset: number): Promise<pg.QueryResult[]> => {
     const results = await Promise.allSettled(sent);
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    const commit = results[results.length - 1];
-    if (failed === undefined && commit?.status === 'fulfilled' && commit.value.command === 'COMMIT') {
-      plan.statements.forEach((s, i) => {
-        const result = results[at[i] as number];
-        if (s.read !== undefined && result?.status === 'fulfilled') s.read(result.value.rows as ClaimRow[]);
-      });
-      return plan.claims;
+    if (failed !== undefined) throw failed.reason;
+    const values = results.map((r) => (r as PromiseFulfilledResult<pg.QueryResult>).value);
+    statements.forEach((s, i) => s.read?.((values[offset + i] as pg.QueryResult).rows as Row[]));
+    return values;
+  };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const head = [
+        // READ COMMITTED whatever the database's default: each statement sees what committed before
+        // it, so the batch reads the caps' spend only after it holds their locks.
+        client.query('BEGIN ISOLATION LEVEL READ COMMITTED'),
+        client.query(`SET LOCAL lock_timeout = ${Math.round(lockWaitMs)}`),
+        // A process stopped mid-batch (a laptop's lid closed) must not hold its companies from the team.
+        client.query(`SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`),
+      ];
+      const first = plan.first();
+      const sent = [...head, ...first.map(send)];
+      let decision: BatchDecision | null = null;
+      let last: Statement[] = [];
+      if (plan.decides) {
+        await settle(sent, first, head.length);
+        decision = plan.decide();
+        last = plan.writes(decision);
+        sent.length = 0;
+      }
+      const offset = sent.length;
+      sent.push(...last.map(send), client.query('COMMIT'));
+      const done = await settle(sent, plan.decides ? last : first, plan.decides ? offset : head.length);
+      if (done[done.length - 1]?.command !== 'COMMIT') throw new Error('the batch was rolled back');
+      return plan.claimsOf(decision);
+    } catch (error) {
+      // A failed statement aborts the transaction, and COMMIT then rolls it back.
+      await client.query('ROLLBACK').catch(() => {});
+      const code = (error as { code?: string } | undefined)?.code;
+      if ((code === '40P01' || code === '40001') && attempt < 5) continue;
+      throw error;
     }
-    // A failed statement aborts the transaction, and COMMIT then rolls it back.
-    await client.query('ROLLBACK').catch(() => {});
-    const code = (failed?.reason as { code?: string } | undefined)?.code;
-    if ((code === '40P01' || code === '40001') && attempt < 5) continue;
-    throw failed?.reason ?? new Error('the batch was rolled back');
   }
 }

@@ -1,7 +1,7 @@
 import type { Connection } from './connection.js';
-import { capRow, monthOf, roomOf, runBudgetSql, type Room } from '../budget.js';
-import { applyOutcome, applyRelease, applyUnclaim, decideClaim, type KeptPurchase } from '../purchase.js';
-import type { Claim, EnrichEvent, HeldCompany, IntentEvent, MatchEvent, Purchase, StoreEvent } from '../types.js';
+import { capRow, monthOf, runBudgetSql, type CapRow } from '../budget.js';
+import { decideBatch, type BatchDecision, type BatchReader, type KeptPurchase, type RecordWrite } from '../purchase.js';
+import type { Claim, HeldCompany, MatchEvent, Purchase, StoreEvent } from '../types.js';
 
 /** The caps that apply to a run (the store's, its person's) with what each has spent and held: since, until, run. */
 const BUDGET_ROOM = runBudgetSql(() => '?');
@@ -83,31 +83,22 @@ export function heldCompany(store: Connection, serviceId: number, domain: string
 
 const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
 
-/** A purchase's key in a BatchView: its company and generation. */
-const purchaseKey = (domain: string, generation: number): string => `${generation} ${domain}`;
-
 /**
- * What one transaction knows of the purchases and holdings its events touch: read from the store
- * once for the whole batch (two statements, not two or three point reads an event), then kept as
- * the batch's own writes leave them, so each event sees what the ones before it wrote, as it would
- * reading the store. Valid only inside the transaction it was read in (the write lock keeps other
- * processes out of it). A key not read ahead (an import's events) is read on first use.
+ * What one transaction reads for decideBatch (store/purchase.ts): every purchase and holding its
+ * events touch, read once for the whole batch (two statements, not two or three point reads an
+ * event). Valid only inside the transaction it was read in (the write lock keeps other processes
+ * out of it). A key not read ahead (an import's events) is read on first use.
  */
-class BatchView {
-  /**
-   * What the tightest monthly cap has left for this batch's next reservation, read in its
-   * transaction when an intent first needs it, and again after an outcome of the batch may have
-   * given room back (as the team store's statements, each in turn, see the ones before); null:
-   * none applies.
-   */
-  room: Room | null = null;
-  roomRead = false;
+class SqliteBatchRead implements BatchReader {
   private readonly kept = new Map<string, KeptPurchase | null>();
   private readonly held = new Map<string, HeldCompany | null>();
+  private runPerson: string | null | undefined;
 
   constructor(
     private readonly store: Connection,
     private readonly serviceId: number,
+    private readonly run: number | null,
+    private readonly now: number,
   ) {}
 
   /** Reads ahead every purchase and holding the events will ask for. */
@@ -119,7 +110,7 @@ class BatchView {
       if (e.type === 'match' || !PRINTABLE_ASCII.test(e.company)) continue;
       companies.add(e.company);
       this.kept.set(purchaseKey(e.company, e.generation), null);
-      if (e.type === 'intent') {
+      if (e.type === 'intent' || (e.type === 'enrich' && e.status === 'hit')) {
         claimed.add(e.company);
         this.held.set(e.company, null);
       }
@@ -137,7 +128,6 @@ class BatchView {
     }
   }
 
-  /** The purchase of one company's generation, as kept; null when there is none. */
   purchase(domain: string, generation: number): KeptPurchase | null {
     const key = purchaseKey(domain, generation);
     let found = this.kept.get(key);
@@ -149,7 +139,6 @@ class BatchView {
     return found;
   }
 
-  /** The company as held; null if not held. */
   holding(domain: string): HeldCompany | null {
     let found = this.held.get(domain);
     if (found === undefined) {
@@ -159,21 +148,26 @@ class BatchView {
     return found;
   }
 
-  /** A purchase as the batch wrote it. */
-  wrote(p: KeptPurchase): void {
-    this.kept.set(purchaseKey(p.domain, p.generation), p);
+  caps(): CapRow[] {
+    const { since, until } = monthOf(this.now);
+    return (this.store.sql(BUDGET_ROOM).raw(true).all([since, until, this.run]) as unknown[][]).map(capRow);
   }
 
-  /**
-   * A record stored as the batch wrote it: held, unless a newer generation's already was
-   * (storeRecord's rule). Not known here yet, it is left to be read (after the write) if asked.
-   */
-  stored(held: HeldCompany): void {
-    const before = this.held.get(held.domain);
-    if (before === undefined) return;
-    if (before === null || held.generation >= before.generation) this.held.set(held.domain, held);
+  person(): string | null {
+    if (this.runPerson === undefined) {
+      const row = this.run === null ? undefined : (this.store.sql('SELECT user FROM runs WHERE id = ?').raw(true).get([this.run]) as [string | null] | undefined);
+      this.runPerson = row?.[0] ?? null;
+    }
+    return this.runPerson;
+  }
+
+  alive(run: number): boolean {
+    return this.store.runAlive(run, this.now);
   }
 }
+
+/** A purchase's key in a batch's read: its company and generation. */
+const purchaseKey = (domain: string, generation: number): string => `${generation} ${domain}`;
 
 /**
  * A run's writes to one service's records, a batch to a transaction. It runs on whichever
@@ -205,9 +199,10 @@ export class RecordWriter {
     try {
       // Lookups are most of a big run's rows: they go in many to a statement.
       this.insertLookups(batch, now);
-      const view = new BatchView(this.store, this.serviceId);
-      view.readAhead(batch.map((p) => p.event));
-      const claims = batch.map((p) => (p.event.type === 'match' ? OK : this.apply(p.event, now, view)));
+      const events = batch.map((p) => p.event);
+      const read = new SqliteBatchRead(this.store, this.serviceId, this.run, now);
+      read.readAhead(events);
+      const claims = this.apply(decideBatch(events, read, this.run, now));
       db.exec('COMMIT');
       return claims;
     } catch (error) {
@@ -222,8 +217,10 @@ export class RecordWriter {
     // BEGIN would take the write lock only then, failing (SQLITE_BUSY_SNAPSHOT) if another process
     // committed in between.
     this.store.db.transaction(() => {
-      const view = new BatchView(this.store, this.serviceId);
-      for (const { event, at } of events) this.apply(event, at, view);
+      const lookup = this.store.sql('INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES (?, ?, ?, ?, ?, ?)');
+      for (const { event: e, at } of events) if (e.type === 'match' && e.status !== 'error') lookup.run([this.serviceId, e.domain, e.status, e.company ?? null, e.name ?? null, at]);
+      const read = new SqliteBatchRead(this.store, this.serviceId, this.run, Date.now());
+      this.apply(decideBatch(events.map((e) => e.event), read, this.run, events.map((e) => e.at)));
     }).immediate();
   }
 
@@ -250,39 +247,22 @@ export class RecordWriter {
     }
   }
 
-  private apply(event: StoreEvent, now: number, view: BatchView): Claim {
-    switch (event.type) {
-      case 'match':
-        if (event.status === 'error') return OK;
-        this.store
-          .sql('INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES (?, ?, ?, ?, ?, ?)')
-          .run([this.serviceId, event.domain, event.status, event.company ?? null, event.name ?? null, now]);
-        return OK;
-      case 'intent':
-        return this.claim(event, now, view);
-    }
-    // An outcome, a release or an unclaim may give room back under the caps.
-    view.roomRead = false;
-    switch (event.type) {
-      case 'enrich': {
-        const at = event.at ?? now;
-        if (event.status === 'hit') this.storeRecord(event, at, view);
-        this.save(applyOutcome(view.purchase(event.company, event.generation), event, this.run, now), view);
-        return OK;
-      }
-      case 'release':
-        this.save(applyRelease(view.purchase(event.company, event.generation), event, this.run), view);
-        return OK;
-      case 'unclaim':
-        this.save(applyUnclaim(view.purchase(event.company, event.generation), event, this.run), view);
-        return OK;
-    }
+  /** Writes what the rule decided, and answers each event's claim. */
+  private apply(decision: BatchDecision): Claim[] {
+    for (const r of decision.records) this.storeRecord(r);
+    for (const p of decision.purchases) this.save(p);
+    return decision.answers.map((a) => ('busy' in a ? this.busy(a.busy) : a));
+  }
+
+  /** Who holds a purchase this run may not claim: the host only when it is another machine's (a store on a share). */
+  private busy(run: number): Claim {
+    const row = this.store.sql('SELECT pid, host FROM runs WHERE id = ?').raw(true).get([run]) as [number, string] | undefined;
+    if (row === undefined) return { kind: 'busy' };
+    return row[1] === this.store.host ? { kind: 'busy', pid: row[0] } : { kind: 'busy', pid: row[0], host: row[1] };
   }
 
   /** Writes a purchase as the rules (store/purchase.ts) left it. */
-  private save(p: KeptPurchase | null, view: BatchView): void {
-    if (p === null) return;
-    view.wrote(p);
+  private save(p: KeptPurchase): void {
     this.store
       .sql(
         `INSERT INTO purchases (service, domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, outcome, credits, owner_run, run, opened_at, closed_at, person, reserved)
@@ -295,57 +275,8 @@ export class RecordWriter {
       .run([this.serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt, p.person, p.reserved]);
   }
 
-  private runPerson: string | null | undefined;
-
-  /** Who this run is counted under (runs.user), read once. */
-  private person(): string | null {
-    if (this.runPerson === undefined) {
-      const row = this.run === null ? undefined : (this.store.sql('SELECT user FROM runs WHERE id = ?').raw(true).get([this.run]) as [string | null] | undefined);
-      this.runPerson = row?.[0] ?? null;
-    }
-    return this.runPerson;
-  }
-
-  /** The room the caps that apply to this run have this month (store/budget.ts), read inside the batch's transaction. */
-  private budgetRoom(now: number): Room | null {
-    const { since, until } = monthOf(now);
-    return roomOf((this.store.sql(BUDGET_ROOM).raw(true).all([since, until, this.run]) as unknown[][]).map(capRow));
-  }
-
-  /** The intent, written only if this run may buy (store/purchase.ts decideClaim). */
-  private claim(event: IntentEvent, now: number, view: BatchView): Claim {
-    if (this.run !== null && !view.roomRead) {
-      view.room = this.budgetRoom(now);
-      view.roomRead = true;
-    }
-    const decision = decideClaim({
-      held: view.holding(event.company),
-      kept: view.purchase(event.company, event.generation),
-      event,
-      run: this.run,
-      now,
-      alive: (run) => run === this.run || this.store.runAlive(run, now),
-      person: this.person(),
-      room: view.room,
-    });
-    if ('busy' in decision) {
-      const run = this.store.sql('SELECT pid, host FROM runs WHERE id = ?').raw(true).get([decision.busy]) as [number, string] | undefined;
-      if (run === undefined) return { kind: 'busy' };
-      // The host only when it is another machine's (a store on a share).
-      return run[1] === this.store.host ? { kind: 'busy', pid: run[0] } : { kind: 'busy', pid: run[0], host: run[1] };
-    }
-    // A new reservation takes its price from the room the rest of the batch has.
-    if (view.room !== null && decision.reserved !== undefined) view.room = { ...view.room, left: view.room.left - decision.reserved };
-    this.save(decision.write, view);
-    return decision.claim;
-  }
-
   /** A hit's record, unless a newer generation's is already held. */
-  private storeRecord(e: EnrichEvent, at: number, view: BatchView): void {
-    if (e.record === undefined) return;
-    const charged = e.charged ?? 0;
-    const lastUpdated = e.record.last_updated || null;
-    view.stored({ domain: e.company, name: e.record.name, boughtAt: at, lastUpdated, generation: e.generation, credits: charged });
+  private storeRecord({ event: e, at }: RecordWrite): void {
     this.store
       .sql(
         `INSERT INTO companies (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run)
@@ -355,6 +286,6 @@ export class RecordWriter {
            generation = excluded.generation, run = excluded.run
          WHERE excluded.generation >= companies.generation`,
       )
-      .run([this.serviceId, e.company, e.record.name, JSON.stringify(e.record), at, lastUpdated, e.keyUsed ?? null, charged, e.generation, this.run]);
+      .run([this.serviceId, e.company, e.record.name, JSON.stringify(e.record), at, e.record.last_updated || null, e.keyUsed ?? null, e.charged ?? 0, e.generation, this.run]);
   }
 }
