@@ -1,148 +1,604 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import type { CompanyRecord } from '../src/api/types.js';
+import { openLedgerStore } from '../src/store/open.js';
+import { PgStore } from '../src/store/postgres/store.js';
+import { LEASE_MS } from '../src/store/postgres/writer.js';
 import { Store } from '../src/store/sqlite/store.js';
-import type { ServiceStore, StoreEvent } from '../src/store/types.js';
+import { mulberry32 } from '../src/sandbox/random.js';
+import type { Claim, CompanyState, Lookup, ServiceStore, StoreEvent } from '../src/store/types.js';
 import { tempDir } from './helpers/cli.js';
 import { MemoryStore } from './helpers/memory-store.js';
+import { PGBOUNCER, startPgBouncer, type Pooler } from './helpers/pgbouncer.js';
+import { freshDatabase, sql } from './helpers/postgres.js';
 import { companyRecord } from './helpers/records.js';
 
 /**
- * The store contract (src/store/types.ts ServiceStore), one suite every backend runs: what a
- * run reads, what its claims answer when other runs hold, bought or moved a purchase, and what
- * it leaves for the next. Runs are played by several runs of one store (for SQLite, separate
- * connections to one file, as separate processes would have); test/store-lock, races and
- * resume play the cross-process cases with real child processes.
+ * The store contract (src/store/types.ts ServiceStore), one suite every backend runs (River's
+ * riverdrivertest is the model): the SQLite store, the PostgreSQL team store direct, and the
+ * same through PgBouncer in transaction mode. Every scenario goes through ServiceStore only, but
+ * for `raw`, which plays what another process does to the store (a run that died, a clock that
+ * moved on). What the team store does beyond the contract is test/team-store.test.ts.
  */
+interface Opened {
+  /** The store's address, as --store takes it. */
+  address: string;
+  /** A new run, against `service` (default 'svc'). */
+  begin(service?: string): Promise<ServiceStore>;
+  /** Opens the store now; the run begins when the function it gives is called. */
+  opening(): Promise<() => Promise<ServiceStore>>;
+  /** One statement, with `?` placeholders, on the store's own tables. */
+  raw(text: string, ...params: unknown[]): Promise<Record<string, unknown>[]>;
+  close(): Promise<void>;
+}
+
 interface Backend {
-  /** A new run on the shared store, against one service (default 'svc'). */
-  run(service?: string): ServiceStore;
-  /** As a kill -9 of that run's process. */
-  kill(run: ServiceStore): void;
-  close(): void;
+  name: string;
+  open(): Promise<Opened>;
 }
 
 const info = { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} };
-let dir: ReturnType<typeof tempDir>;
-beforeEach(() => {
-  dir = tempDir();
+
+const sqlite: Backend = {
+  name: 'sqlite',
+  async open() {
+    const dir = tempDir();
+    const path = join(dir.path, 'store.db');
+    const stores: Store[] = [];
+    const open = (): Store => {
+      const s = Store.open(path, { tool: 'test' });
+      stores.push(s);
+      return s;
+    };
+    const admin = open();
+    return {
+      address: path,
+      begin: async (service = 'svc') => open().beginRun(service, info),
+      opening: async () => {
+        const s = open();
+        return async () => s.beginRun('svc', info);
+      },
+      raw: async (text, ...params) => {
+        const statement = admin.db.prepare(text);
+        return /^\s*select/i.test(text) ? (statement.all(...params) as Record<string, unknown>[]) : (statement.run(...params), []);
+      },
+      close: async () => {
+        for (const s of stores) s.close();
+        dir.cleanup();
+      },
+    };
+  },
+};
+
+let pgRan = 0;
+/** A store at `url` (reached at `through`: a pooler's address); `raw` plays another session, straight to the server. */
+async function postgresAt(url: string, through = url): Promise<Opened> {
+    const stores: PgStore[] = [];
+    pgRan++;
+    const store = async (): Promise<PgStore> => {
+      const s = await PgStore.open(through, { tool: 'test' });
+      stores.push(s);
+      return s;
+    };
+    return {
+      address: through,
+      begin: async (service = 'svc') => (await store()).beginRun(service, info),
+      opening: async () => {
+        const s = await store();
+        return async () => s.beginRun('svc', info);
+      },
+      raw: async (text, ...params) => {
+        let n = 0;
+        return sql(url, text.replace(/\?/g, () => `$${++n}`), params);
+      },
+      close: async () => {
+        for (const s of stores) await s.close();
+      },
+    };
+}
+const postgres: Backend = { name: 'postgres', open: async () => postgresAt(await freshDatabase()) };
+
+/**
+ * PostgreSQL through PgBouncer in transaction mode (Supabase's pooler port, Neon's -pooler host):
+ * no session is kept from one transaction to the next. Started when first used.
+ */
+let pooler: Promise<Pooler> | null = null;
+let pooledRan = 0;
+const pooled: Backend = {
+  name: 'postgres through PgBouncer (transaction mode)',
+  open: async () => {
+    pooler ??= startPgBouncer(inject('postgresUrl'), 'transaction');
+    const url = await freshDatabase();
+    pooledRan++;
+    return postgresAt(url, (await pooler).through(url));
+  },
+};
+if (PGBOUNCER === undefined) process.stderr.write('test/store-contract.test.ts: the pooled backend is skipped, pgbouncer is missing (apt-get install pgbouncer)\n');
+/** Every backend the contract runs against: SQLite, PostgreSQL direct, and through a transaction pooler. */
+const backends = PGBOUNCER === undefined ? [sqlite, postgres] : [sqlite, postgres, pooled];
+
+afterAll(async () => {
+  await (await pooler)?.stop();
+  // .ci/run checks these: the PostgreSQL and pooler halves of the suite ran, and were not skipped.
+  const marker = process.env['ENRICH_TEST_POSTGRES_MARKER'];
+  if (marker !== undefined && marker !== '' && pgRan > 0) writeFileSync(marker, `${pgRan} postgres scenarios\n`, { flag: 'a' });
+  const pooledMarker = process.env['ENRICH_TEST_PGBOUNCER_MARKER'];
+  if (pooledMarker !== undefined && pooledMarker !== '' && pooledRan > 0) writeFileSync(pooledMarker, `${pooledRan} pooled contract scenarios\n`, { flag: 'a' });
 });
-afterEach(() => dir.cleanup());
 
-const backends: [string, () => Backend][] = [
-  [
-    'sqlite',
-    () => {
-      const stores: Store[] = [];
-      const path = join(dir.path, 'store.db');
-      return {
-        run: (service = 'svc') => {
-          const store = Store.open(path, { tool: 'contract' });
-          stores.push(store);
-          return store.beginRun(service, info);
-        },
-        kill: (run) => void stores[0]?.db.prepare("UPDATE runs SET status = 'interrupted' WHERE id = ?").run(run.runId),
-        close: () => stores.forEach((s) => s.close()),
-      };
-    },
-  ],
-  [
-    'memory',
-    () => {
-      const store = new MemoryStore();
-      return { run: (service = 'svc') => store.beginRun(service), kill: (run) => store.kill(run.runId), close: () => {} };
-    },
-  ],
-];
+const record = (domain: string, name = domain): CompanyRecord => companyRecord(domain, { name, employee_count: 5, specialties: ['x'] });
+const intent = (c: string, extra: Partial<Extract<StoreEvent, { type: 'intent' }>> = {}): StoreEvent => ({ type: 'intent', company: c, generation: 1, keyVersion: 1, key: `k-${c}`, ...extra });
+const hit = (c: string, g = 1, at = Date.now()): StoreEvent => ({ type: 'enrich', company: c, generation: g, keyVersion: 1, status: 'hit', charged: 1, record: record(c), keyUsed: `k-${c}`, at });
 
-const record = (domain: string): CompanyRecord => companyRecord(domain);
-const intent = (c: string, over: Partial<Extract<StoreEvent, { type: 'intent' }>> = {}): StoreEvent => ({ type: 'intent', company: c, generation: 1, keyVersion: 1, key: `${c}#1`, freshSince: null, ...over });
-const hit = (c: string, g = 1): StoreEvent => ({ type: 'enrich', company: c, generation: g, keyVersion: 1, status: 'hit', charged: 1, record: record(c), keyUsed: `${c}#${g}` });
+/** The companies a seeded sequence of events plays over (the rule's contract case below). */
+const COMPANIES = ['acme.com', 'bolt.io', 'crux.dev'];
 
-describe.each(backends)('the store contract: %s', (_name, make) => {
-  let b: Backend;
-  beforeEach(() => {
-    b = make();
-  });
-  afterEach(() => b.close());
+const recordAt = (domain: string, at: number): CompanyRecord => companyRecord(domain, { name: `${domain} at ${at}` });
 
-  async function write(run: ServiceStore, ...events: StoreEvent[]) {
-    const claims = [];
-    for (const e of events) claims.push(await run.append(e, e.type === 'intent'));
-    await run.flush();
-    return claims;
+/** One step of a seeded sequence: which run (0 or 1) appends which event. */
+interface Step {
+  run: 0 | 1;
+  event: StoreEvent;
+}
+
+function steps(seed: number, count: number): Step[] {
+  const r = mulberry32(seed);
+  const pick = <T,>(list: readonly T[]): T => list[Math.floor(r() * list.length)] as T;
+  let at = 1_700_000_000_000;
+  const out: Step[] = [];
+  for (let i = 0; i < count; i++) {
+    at += 1_000;
+    const company = pick(COMPANIES);
+    const generation = pick([1, 1, 2]);
+    const keyVersion = pick([1, 1, 2]);
+    const key = `k-${company}-${generation}-${keyVersion}`;
+    const run = pick([0, 1] as const);
+    const roll = r();
+    let event: StoreEvent;
+    if (roll < 0.35) {
+      const fresh = pick([undefined, null, at - 5_000, at - 500_000]);
+      event = { type: 'intent', company, generation, keyVersion, key, at, ...(fresh === undefined ? {} : { freshSince: fresh }) };
+    } else if (roll < 0.75) {
+      const status = pick(['hit', 'miss', 'error', 'error'] as const);
+      const base = { type: 'enrich' as const, company, generation, keyVersion, at };
+      if (status === 'hit') event = { ...base, status, charged: pick([0, 1]), record: recordAt(company, at), keyUsed: key };
+      else if (status === 'miss') event = { ...base, status, charged: 0 };
+      else {
+        const final = r() < 0.2;
+        const verdict = pick(['retired', 'kept'] as const);
+        event = { ...base, status, code: pick(['internal', 'network_error', 'validation_error']), verdict, ...(final ? { final: true } : {}), ...(r() < 0.3 ? { lost: true } : {}), ...(verdict === 'retired' && r() < 0.3 ? { unconfirmed: true } : {}) };
+      }
+    } else if (roll < 0.88) {
+      event = { type: 'release', company, generation };
+    } else {
+      event = { type: 'unclaim', company, generation, keyVersion, key };
+    }
+    out.push({ run, event });
   }
+  return out;
+}
 
-  it('keeps lookups, records and purchases, read back in batches as one moment', async () => {
-    const a = b.run();
+describe.each(backends)('the store contract: $name', (backend) => {
+  let opened: Opened;
+  afterEach(async () => {
+    await opened?.close();
+  });
+  const open = async (): Promise<Opened> => (opened = await backend.open());
+
+  it('keeps intents, outcomes and lookups, with their ages, and says whether it holds anything', async () => {
+    const s = await open();
+    const a = await s.begin();
     expect(await a.holdsAny()).toBe(false);
-    await write(a, { type: 'match', domain: 'www.acme.com', status: 'hit', company: 'acme.com', name: 'Acme' }, { type: 'match', domain: 'nope.com', status: 'miss' }, intent('acme.com'), hit('acme.com'));
-    const lookups: [number, string][] = [];
-    await a.loadLookups(['www.acme.com', 'nope.com', 'other.com'], (d) => ['www.acme.com', 'nope.com', 'other.com'].indexOf(d), (i, l) => lookups.push([i, l.status]));
-    expect(lookups.sort()).toStrictEqual([
-      [0, 'hit'],
-      [1, 'miss'],
-    ]);
-    const states: string[] = [];
-    await a.loadCompanies(['acme.com', 'other.com'], (d, s) => states.push(`${d}:${s.held?.generation}:${s.purchase?.outcome}`));
-    expect(states).toStrictEqual(['acme.com:1:hit']);
-    expect([...(await a.records(['acme.com', 'other.com'])).keys()]).toStrictEqual(['acme.com']);
+    await a.append({ type: 'match', domain: 'www-acme.com', status: 'hit', company: 'acme.com', name: 'Acme' });
+    await a.append({ type: 'match', domain: 'nobody.com', status: 'miss' });
+    await a.append({ type: 'match', domain: 'broken.com', status: 'error', code: 'internal' });
+    expect(await a.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
+    const during = await a.companyState('acme.com');
+    expect(during.purchase).toMatchObject({ outcome: 'open', keyVersion: 1, intentKey: 'k-acme.com' });
+    await a.append(hit('acme.com', 1, 1_700_000_000_000));
+    await a.flush();
     expect(await a.holdsAny()).toBe(true);
+    const lookups: [number, Lookup][] = [];
+    const domains = ['www-acme.com', 'nobody.com', 'broken.com', 'never.com'];
+    await a.loadLookups(domains, (d) => domains.indexOf(d), (i, l) => lookups.push([i, l]));
+    lookups.sort((x, y) => x[0] - y[0]);
+    expect(lookups.map(([i, l]) => [i, l.status, l.company, l.name])).toStrictEqual([
+      [0, 'hit', 'acme.com', 'Acme'],
+      [1, 'miss', null, null],
+    ]);
+    expect(Math.abs((lookups[0]?.[1].checkedAt ?? 0) - Date.now())).toBeLessThan(60_000);
+    const states = new Map<string, unknown>();
+    await a.loadCompanies(['acme.com', 'other.com'], (d, st) => states.set(d, st));
+    expect([...states.keys()]).toStrictEqual(['acme.com']);
+    expect(states.get('acme.com')).toMatchObject({
+      held: { domain: 'acme.com', name: 'acme.com', boughtAt: 1_700_000_000_000, lastUpdated: '2026-01-01T00:00:00Z', generation: 1, credits: 1 },
+      purchase: { outcome: 'hit', intentKey: null, closedAt: 1_700_000_000_000, uncertain: false },
+    });
+    expect((await a.records(['acme.com', 'other.com'])).get('acme.com')).toStrictEqual(record('acme.com'));
+    expect((await a.records(['acme.com', 'other.com'])).has('other.com')).toBe(false);
   });
 
-  it('answers busy while another live run holds the claim, and takes a dead run\'s claim over under its own key', async () => {
-    const a = b.run();
-    const c = b.run();
-    expect(await write(a, intent('acme.com'))).toStrictEqual([{ kind: 'ok' }]);
-    expect((await write(c, intent('acme.com')))[0]?.kind).toBe('busy');
-    b.kill(a);
-    expect(await write(c, intent('acme.com'))).toStrictEqual([{ kind: 'ok', tookOver: true }]);
+  it('reserves each new purchase under the monthly caps in the claim: a miss gives its room back, a charge spends it, a call not sent frees it, and a lost answer keeps it held', async () => {
+    const s = await open();
+    const a = await s.begin();
+    const [me] = await s.raw('SELECT "user" AS person FROM runs WHERE id = ?', a.runId);
+    await s.raw("INSERT INTO budgets (person, credits, set_at) VALUES ('', 3, 0)");
+    const line = async (): Promise<unknown> => (await a.budget()).map((l) => [l.person, l.cap, l.spent, l.held, l.left]);
+    for (const c of ['a.com', 'b.com', 'c.com']) expect(await a.append(intent(c), true)).toStrictEqual({ kind: 'ok' });
+    expect(await line()).toStrictEqual([[null, 3, 0, 3, 0]]);
+    // No room: nothing written, nothing to send.
+    expect(await a.append(intent('d.com'), true)).toStrictEqual({ kind: 'capped', person: null, cap: 3 });
+    expect((await a.companyState('d.com')).purchase).toBeNull();
+    // a.com: a miss costs nothing and gives its room back; b.com is charged; c.com was never sent.
+    await a.append({ type: 'enrich', company: 'a.com', generation: 1, keyVersion: 1, status: 'miss', charged: 0, keyUsed: 'k-a.com' });
+    await a.append(hit('b.com'));
+    await a.append({ type: 'unclaim', company: 'c.com', generation: 1, keyVersion: 1, key: 'k-c.com' });
+    await a.flush();
+    expect(await line()).toStrictEqual([[null, 3, 1, 0, 2]]);
+    // A lost answer keeps its reservation (it may have been charged), and its key is claimed again without new room.
+    expect(await a.append(intent('d.com'), true)).toStrictEqual({ kind: 'ok' });
+    await a.append({ type: 'enrich', company: 'd.com', generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true });
+    expect(await a.append(intent('e.com'), true)).toStrictEqual({ kind: 'ok' });
+    await a.flush();
+    expect(await line()).toStrictEqual([[null, 3, 1, 2, 0]]);
+    expect(await a.append(intent('f.com'), true)).toMatchObject({ kind: 'capped' });
+    expect(await a.append(intent('d.com'), true)).toStrictEqual({ kind: 'ok' });
+    // A person's cap binds when it is the tighter one, and names the person.
+    await s.raw("UPDATE budgets SET credits = 100 WHERE person = ''");
+    await s.raw('INSERT INTO budgets (person, credits, set_at) VALUES (?, 3, 0)', me?.['person']);
+    expect(await a.append(intent('f.com'), true)).toStrictEqual({ kind: 'capped', person: me?.['person'], cap: 3 });
+    await s.raw('DELETE FROM budgets WHERE person = ?', me?.['person']);
+    expect(await a.append(intent('f.com'), true)).toStrictEqual({ kind: 'ok' });
   });
 
-  it('answers held once another run bought the company, whatever generation the plan chose', async () => {
-    const a = b.run();
-    await write(a, intent('acme.com'), hit('acme.com'));
-    const c = b.run();
-    expect((await write(c, intent('acme.com')))[0]).toMatchObject({ kind: 'held', held: { generation: 1 } });
-    expect((await write(c, intent('acme.com', { generation: 2, key: 'acme.com#g2' })))[0]).toMatchObject({ kind: 'held' });
+  it('counts an open purchase with no reservation recorded (left open before budgets, copied, imported) as holding the price; a batch sees the room its own outcomes gave back', async () => {
+    const s = await open();
+    const a = await s.begin();
+    await s.raw("INSERT INTO budgets (person, credits, set_at) VALUES ('', 2, 0)");
+    const [service] = await s.raw("SELECT id FROM services WHERE name = 'svc'");
+    await s.raw("INSERT INTO purchases (service, domain, generation, key_version, intent_key, outcome, opened_at) VALUES (?, 'before.com', 1, 1, 'k-before.com', 'open', 1)", service?.['id']);
+    expect((await a.budget()).map((l) => [l.spent, l.held, l.left])).toStrictEqual([[0, 1, 1]]);
+    expect(await a.append(intent('a.com'), true)).toStrictEqual({ kind: 'ok' });
+    expect(await a.append(intent('b.com'), true)).toMatchObject({ kind: 'capped' });
+    // A miss and the next claim in one batch: the claim has the room the miss gave back.
+    const [, claim] = await Promise.all([a.append({ type: 'enrich', company: 'a.com', generation: 1, keyVersion: 1, status: 'miss', charged: 0, keyUsed: 'k-a.com' }), a.append(intent('b.com'), true)]);
+    expect(claim).toStrictEqual({ kind: 'ok' });
   });
 
-  it('answers moved once another run retired the key, and the new version claims', async () => {
-    const a = b.run();
-    await write(a, intent('acme.com'), { type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired' });
-    b.kill(a);
-    const c = b.run();
-    expect((await write(c, intent('acme.com')))[0]).toMatchObject({ kind: 'moved', purchase: { keyVersion: 2, intentKey: null } });
-    expect(await write(c, intent('acme.com', { keyVersion: 2, key: 'acme.com#2' }))).toStrictEqual([{ kind: 'ok' }]);
+  it("keeps a dead run's reservations held until a run takes its purchases over and settles them, and counts a cap's spend by the month it closed in", async () => {
+    const s = await open();
+    const a = await s.begin();
+    await s.raw("INSERT INTO budgets (person, credits, set_at) VALUES ('', 2, 0)");
+    expect(await a.append(intent('a.com'), true)).toStrictEqual({ kind: 'ok' });
+    expect(await a.append(intent('b.com'), true)).toStrictEqual({ kind: 'ok' });
+    // Last month's purchases are not this month's spend.
+    const [service] = await s.raw("SELECT id FROM services WHERE name = 'svc'");
+    await s.raw("INSERT INTO purchases (service, domain, generation, key_version, outcome, opened_at, closed_at, credits) VALUES (?, 'old.com', 1, 1, 'hit', 1, 1000, 1)", service?.['id']);
+    // a dies (kill -9): its intents may have been sent, so they stay held.
+    await s.raw("UPDATE runs SET status = 'interrupted' WHERE id = ?", a.runId);
+    const b = await s.begin();
+    expect(await b.append(intent('c.com'), true)).toMatchObject({ kind: 'capped' });
+    expect(await b.append(intent('a.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
+    await b.append({ type: 'enrich', company: 'a.com', generation: 1, keyVersion: 1, status: 'miss', charged: 0, keyUsed: 'k-a.com' });
+    await b.flush();
+    expect((await b.budget()).map((l) => [l.spent, l.held, l.left])).toStrictEqual([[0, 1, 1]]);
+    expect(await b.append(intent('c.com'), true)).toStrictEqual({ kind: 'ok' });
   });
 
-  it('keeps a lost key uncertain for the next run, and counts a key retired on the settle rule', async () => {
-    const a = b.run();
-    await write(a, intent('acme.com'), { type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true, at: 5 });
-    expect((await a.companyState('acme.com')).purchase).toMatchObject({ uncertain: true, lostAt: 5, intentKey: 'acme.com#1' });
-    await write(a, { type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired', unconfirmed: true });
-    expect((await a.companyState('acme.com')).purchase).toMatchObject({ uncertain: false, keyVersion: 2, unconfirmed: 1 });
+  it('tells a second run busy while a live run holds the claim, then held once it bought', async () => {
+    const s = await open();
+    const a = await s.begin();
+    const b = await s.begin();
+    expect(await a.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
+    expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'busy', pid: process.pid });
+    await a.append(hit('acme.com'));
+    await a.flush();
+    expect(await b.append(intent('acme.com'), true)).toMatchObject({ kind: 'held', held: { domain: 'acme.com', generation: 1 } });
   });
 
-  it('gives back an intent nothing was sent under: the next run claims it clean', async () => {
-    const a = b.run();
-    await write(a, intent('acme.com'), { type: 'unclaim', company: 'acme.com', generation: 1, keyVersion: 1, key: 'acme.com#1' });
-    expect(await write(b.run(), intent('acme.com'))).toStrictEqual([{ kind: 'ok' }]);
+  it("never takes a live run of this host for gone when its process looks started after it (the clock set forward since: an NTP step); a reused pid's run whose heartbeat stopped is", async () => {
+    const s = await open();
+    const a = await s.begin();
+    expect(await a.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
+    // The clock stepped forward since run a began: its process now looks started after it.
+    await s.raw('UPDATE runs SET started_at = ? WHERE id = ?', 1_000, a.runId);
+    const b = await s.begin();
+    // Before: taken for another program under a reused pid, its claim taken over, the company
+    // bought again under the next key while a still sent under its own.
+    expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'busy', pid: process.pid });
+    // A run of this host whose pid is another program's now (started after it), and whose heartbeat stopped a minute ago.
+    const [service] = await s.raw("SELECT id FROM services WHERE name = 'svc'");
+    await s.raw("INSERT INTO runs (service, started_at, heartbeat_at, pid, host, tool, dry_run, status) VALUES (?, 1000, ?, ?, ?, 'test', 0, 'running')", service?.['id'], Date.now() - 60_000, process.pid, hostname());
+    const [gone] = await s.raw('SELECT max(id) AS id FROM runs');
+    await s.raw("INSERT INTO purchases (service, domain, generation, key_version, intent_key, outcome, owner_run, opened_at) VALUES (?, 'bolt.com', 1, 1, 'k-bolt.com', 'open', ?, 1000)", service?.['id'], gone?.['id']);
+    expect(await b.append(intent('bolt.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
+  });
+
+  it('refuses a refresh of a record held fresh by the buyer\'s rule, and allows one held stale', async () => {
+    const s = await open();
+    const a = await s.begin();
+    await a.append(intent('acme.com'), true);
+    await a.append(hit('acme.com'));
+    await a.flush();
+    const b = await s.begin();
+    const refresh = (freshSince: number | null): Promise<unknown> => b.append(intent('acme.com', { generation: 2, key: 'k2', freshSince }), true);
+    expect(await refresh(null)).toMatchObject({ kind: 'held', held: { generation: 1 } });
+    expect(await refresh(Date.now() - 60_000)).toMatchObject({ kind: 'held' });
+    expect(await refresh(Date.now() + 60_000)).toStrictEqual({ kind: 'ok' });
+  });
+
+  it('hands back a purchase whose key another run retired (counting it unconfirmed), and takes the new key', async () => {
+    const s = await open();
+    const a = await s.begin();
+    await a.append(intent('acme.com'), true);
+    await a.append({ type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired', unconfirmed: true });
+    await a.flush();
+    await a.endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
+    const b = await s.begin();
+    expect(await b.append(intent('acme.com'), true)).toMatchObject({ kind: 'moved', purchase: { keyVersion: 2, intentKey: null, unconfirmed: 1, errorCode: 'internal' } });
+    expect(await b.append(intent('acme.com', { keyVersion: 2, key: 'k2' }), true)).toStrictEqual({ kind: 'ok' });
+  });
+
+  it('takes over a dead run\'s claim under its own key (tookOver), keeping when its answer went missing', async () => {
+    const s = await open();
+    const a = await s.begin();
+    await a.append(intent('acme.com', { at: 1_000 }), true);
+    await a.append({ type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true, at: 2_000 });
+    await a.flush();
+    // Run a ran on another machine whose heartbeat stopped a lease ago.
+    await s.raw("UPDATE runs SET host = 'container-a1b2', heartbeat_at = ? WHERE id = ?", Date.now() - LEASE_MS - 5_000, a.runId);
+    const b = await s.begin();
+    expect(await b.append(intent('acme.com', { at: 3_000 }), true)).toStrictEqual({ kind: 'ok', tookOver: true });
+    expect((await b.companyState('acme.com')).purchase).toMatchObject({ intentKey: 'k-acme.com', uncertain: true, lostAt: 3_000 });
+    // A claim taken again by its own run is no takeover.
+    expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
+  });
+
+  it('lets a live run release a purchase it could not finish, and releases all its claims at the end', async () => {
+    const s = await open();
+    const a = await s.begin();
+    const b = await s.begin();
+    await a.append(intent('acme.com'), true);
+    await a.append(intent('beta.com'), true);
+    expect((await b.append(intent('acme.com'), true)).kind).toBe('busy');
+    await a.append({ type: 'release', company: 'acme.com', generation: 1 });
+    await a.flush();
+    expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
+    // A release by a run that no longer owns it changes nothing.
+    await a.append({ type: 'release', company: 'acme.com', generation: 1 });
+    await a.flush();
+    expect((await s.raw("SELECT owner_run FROM purchases WHERE domain = 'acme.com'")).map((r) => Number(r['owner_run']))).toStrictEqual([b.runId]);
+    expect((await b.append(intent('beta.com'), true)).kind).toBe('busy');
+    await a.releaseClaims();
+    await a.endRun({ status: 'done', credits: 3, bought: 2, reused: 1 });
+    expect(await b.append(intent('beta.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
+    expect((await s.raw('SELECT status, credits, bought, reused, ended_at IS NOT NULL AS ended FROM runs WHERE id = ?', a.runId)).map((r) => [r['status'], Number(r['credits']), Number(r['bought']), Number(r['reused']), Boolean(r['ended'])])).toStrictEqual([['done', 3, 2, 1, true]]);
+  });
+
+  it('gives back an unsent claim (unclaim), but only its own, and retires only the key it sent under', async () => {
+    const s = await open();
+    const a = await s.begin();
+    await a.append(intent('acme.com'), true);
+    await a.append({ type: 'unclaim', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k-acme.com' });
+    await a.append(intent('beta.com'), true);
+    await a.flush();
+    expect((await a.companyState('acme.com')).purchase).toMatchObject({ intentKey: null, outcome: 'open', lostAt: null });
+    const b = await s.begin();
+    expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
+    // Taken over by b (a's lease lapsed on another host): a's late retire and unclaim change nothing.
+    await s.raw("UPDATE purchases SET owner_run = ? WHERE domain = 'beta.com'", b.runId);
+    await a.append({ type: 'enrich', company: 'beta.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired' });
+    await a.append({ type: 'unclaim', company: 'beta.com', generation: 1, keyVersion: 1, key: 'k-beta.com' });
+    await a.flush();
+    expect((await b.companyState('beta.com')).purchase).toMatchObject({ keyVersion: 1, intentKey: 'k-beta.com' });
+    // Its own key it retires: the next attempt takes version 2.
+    await b.append({ type: 'enrich', company: 'beta.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired' });
+    await b.flush();
+    expect((await b.companyState('beta.com')).purchase).toMatchObject({ keyVersion: 2, intentKey: null, unconfirmed: 0 });
+  });
+
+  it('keeps a record of an older generation from replacing a newer one, and closes a final error as failed', async () => {
+    const s = await open();
+    const a = await s.begin();
+    await a.append(hit('acme.com', 2));
+    await a.append({ ...hit('acme.com', 1), record: record('acme.com', 'Old') } as StoreEvent);
+    await a.append(intent('bad.com'), true);
+    await a.append({ type: 'enrich', company: 'bad.com', generation: 1, keyVersion: 1, status: 'error', code: 'validation_error', final: true });
+    await a.flush();
+    expect((await a.records(['acme.com'])).get('acme.com')?.name).toBe('acme.com');
+    expect((await a.companyState('acme.com')).held?.generation).toBe(2);
+    expect((await a.companyState('bad.com')).purchase).toMatchObject({ outcome: 'failed', errorCode: 'validation_error', intentKey: null });
+  });
+
+  it('derives keys from the epoch of a prune that committed after the store was opened, before the run began', async () => {
+    const s = await open();
+    const first = await s.begin();
+    await first.append(intent('old.com'), true);
+    await first.append(hit('old.com', 1, 1_000));
+    await first.flush();
+    await first.endRun({ status: 'done', credits: 1, bought: 1, reused: 0 });
+    await first.close();
+    const before = first.storeId;
+    expect(before).not.toContain('.');
+    const begin = await s.opening();
+    // Between the open and the run: a prune forgets the old purchase, so generation 1 may be bought again.
+    const ledger = await openLedgerStore(s.address, { tool: 'test', now: Date.now, env: {}, write: true, create: false });
+    try {
+      expect(await ledger.prune(2_000, false)).toMatchObject({ purchases: 1 });
+    } finally {
+      await ledger.close();
+    }
+    const run = await begin();
+    // Under the old id it would send old.com's first key again, and be answered with the replay.
+    expect(run.storeId).toBe(`${before}.1`);
   });
 
   it('keeps services apart: what one service bought is nothing to another', async () => {
-    const a = b.run('svc');
-    await write(a, { type: 'match', domain: 'acme.com', status: 'hit', company: 'acme.com', name: 'Acme' }, intent('acme.com'), hit('acme.com'));
-    const other = b.run('other-service');
+    const s = await open();
+    const a = await s.begin();
+    await a.append({ type: 'match', domain: 'acme.com', status: 'hit', company: 'acme.com', name: 'Acme' });
+    expect(await a.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
+    await a.append(hit('acme.com'));
+    await a.flush();
+    const other = await s.begin('other-service');
     expect(await other.holdsAny()).toBe(false);
     expect((await other.companyState('acme.com')).held).toBeNull();
-    expect(await write(other, intent('acme.com'))).toStrictEqual([{ kind: 'ok' }]);
+    expect(await other.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
   });
 
-  it('lets go of its claims when it ends, for other runs to take over at once', async () => {
-    const a = b.run();
-    await write(a, intent('acme.com'));
-    await a.releaseClaims();
-    expect(await write(b.run(), intent('acme.com'))).toStrictEqual([{ kind: 'ok', tookOver: true }]);
+  // The rule is written once (store/purchase.ts decideBatch); the tests' memory store applies it
+  // to plain maps. This holds each backend to it: what it reads and writes in its transaction.
+  it.each([1, 2])('writes what the purchase rule decides: two runs, a seeded sequence of claims, answers, losses, retirements, releases and unclaims, the same claims and states after every event as the rule in memory (seed %i)', async (seed) => {
+    const s = await open();
+    const runs = [await s.begin(), await s.begin()] as const;
+    const memory = new MemoryStore();
+    const rule = [memory.beginRun(), memory.beginRun()] as const;
+    const states = async (run: ServiceStore): Promise<Record<string, CompanyState>> => {
+      const out: Record<string, CompanyState> = {};
+      await run.loadCompanies(COMPANIES, (domain, state) => (out[domain] = state));
+      return out;
+    };
+    const claimOf = (c: Claim): unknown => (c.kind === 'busy' ? { kind: 'busy' } : c);
+    for (const [i, { run, event }] of steps(seed, 120).entries()) {
+      const seen = [];
+      for (const target of [runs[run], rule[run]]) {
+        const claim = await target.append(event, event.type === 'intent');
+        await target.flush();
+        seen.push({ claim: claimOf(claim), states: await states(target) });
+      }
+      expect(seen[0], `step ${i}: run ${run} ${JSON.stringify(event)}`).toStrictEqual(seen[1]);
+    }
+  });
+
+  it('releases only what is still at risk, and says which: one a run finished since it was listed is left alone', async () => {
+    const s = await open();
+    const run = await s.begin();
+    for (const c of ['a.com', 'b.com']) {
+      await run.append(intent(c), true);
+      await run.append({ type: 'enrich', company: c, generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true });
+    }
+    await run.flush();
+    await run.endRun({ status: 'interrupted', credits: 0, bought: 0, reused: 0 });
+    await run.releaseClaims();
+    const ledger = await openLedgerStore(s.address, { tool: 'test', now: Date.now, env: {}, write: true, create: false });
+    try {
+      const listed = await ledger.atRisk([]);
+      expect(listed.map((p) => p.domain).sort()).toStrictEqual(['a.com', 'b.com']);
+      // Meanwhile a run got b.com's answer (replayed) and closed its purchase.
+      await s.raw("UPDATE purchases SET outcome = 'hit', intent_key = NULL, uncertain = 0, closed_at = 1 WHERE domain = ?", 'b.com');
+      expect((await ledger.release(listed)).map((p) => p.domain)).toStrictEqual(['a.com']);
+    } finally {
+      await ledger.close();
+    }
+  });
+
+  it('refuses a prune beside a run that has begun', async () => {
+    const s = await open();
+    const run = await s.begin();
+    const ledger = await openLedgerStore(s.address, { tool: 'test', now: Date.now, env: {}, write: true, create: false });
+    try {
+      await expect(ledger.prune(Date.now(), false)).rejects.toThrow(/a run is under way on this store/);
+    } finally {
+      await ledger.close();
+    }
+    expect(run.storeId).not.toContain('.');
+  });
+
+  it('counts an outcome written twice (a batch sent again after a lost connection) once', async () => {
+    const s = await open();
+    const a = await s.begin();
+    await a.append(intent('acme.com'), true);
+    await a.append(hit('acme.com', 1, 1_700_000_000_000));
+    await a.flush();
+    await a.append(hit('acme.com', 1, 1_700_000_000_000));
+    await a.flush();
+    expect(await a.creditsSince(0)).toStrictEqual({ charged: 1, unconfirmed: 0 });
+    expect((await a.companyState('acme.com')).purchase).toMatchObject({ outcome: 'hit', closedAt: 1_700_000_000_000 });
   });
 });
+
+/** A run of the racer (helpers/store-racer.ts) in a process of its own. */
+function racer(mode: 'race' | 'hang', backend: string, where: string, count: number): { child: ChildProcess; out: () => string; line: (text: string) => Promise<void>; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', RACER, mode, backend, where, String(count)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  const listeners = new Set<() => void>();
+  child.stdout?.on('data', (c: Buffer) => {
+    out += c.toString();
+    for (const l of listeners) l();
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const line = (text: string): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const check = (): void => {
+        if (out.includes(text)) {
+          listeners.delete(check);
+          resolve();
+        }
+      };
+      listeners.add(check);
+      void exited.then(() => (out.includes(text) ? resolve() : reject(new Error(`the racer exited without saying ${text}: ${out}`))));
+      check();
+    });
+  return { child, out: () => out, line, exited };
+}
+const RACER = fileURLToPath(new URL('./helpers/store-racer.ts', import.meta.url));
+
+describe.each(backends)('the store contract across processes: $name', (backend) => {
+  let opened: Opened;
+  afterEach(async () => {
+    await opened?.close();
+  });
+  const where = async (): Promise<string> => {
+    if (backend !== sqlite) {
+      opened = await backend.open();
+      return opened.address;
+    }
+    const dir = tempDir();
+    const path = join(dir.path, 'store.db');
+    const s = Store.open(path, { tool: 'test' });
+    opened = {
+      address: path,
+      begin: async () => s.beginRun('svc', info),
+      opening: async () => async () => s.beginRun('svc', info),
+      raw: async (t, ...p) => s.db.prepare(t).all(...p) as Record<string, unknown>[],
+      close: async () => {
+        s.close();
+        dir.cleanup();
+      },
+    };
+    return path;
+  };
+
+  it('two processes racing over the same 1,000 companies: each is bought by exactly one', async () => {
+    const at = await where();
+    const runs = [racer('race', backend === sqlite ? 'sqlite' : 'postgres', at, 1_000), racer('race', backend === sqlite ? 'sqlite' : 'postgres', at, 1_000)];
+    await Promise.all(runs.map((r) => r.line('ready')));
+    for (const r of runs) r.child.stdin?.write('go\n');
+    expect(await Promise.all(runs.map((r) => r.exited))).toStrictEqual([0, 0]);
+    const [a, b] = runs.map((r) => JSON.parse(r.out().split('\n').filter((l) => l.startsWith('{')).pop() as string) as { bought: string[]; held: number });
+    const all = [...(a?.bought ?? []), ...(b?.bought ?? [])];
+    expect(all.length).toBe(1_000);
+    expect(new Set(all).size).toBe(1_000);
+    expect((a?.held ?? 0) + (b?.held ?? 0)).toBe(1_000);
+    const rows = await opened.raw("SELECT count(*) AS n, sum(credits) AS credits FROM purchases WHERE outcome = 'hit'");
+    expect(rows.map((r) => [Number(r['n']), Number(r['credits'])])).toStrictEqual([[1_000, 1_000]]);
+  });
+
+  it('kill -9 between intent and outcome: the next run takes every claim over under its own key', async () => {
+    const at = await where();
+    const run = racer('hang', backend === sqlite ? 'sqlite' : 'postgres', at, 20);
+    await run.line('claimed');
+    run.child.kill('SIGKILL');
+    await run.exited;
+    const next = await opened.begin();
+    for (let i = 0; i < 20; i++) {
+      expect(await next.append({ type: 'intent', company: `c${i}.com`, generation: 1, keyVersion: 1, key: `k-c${i}.com` }, true)).toStrictEqual({ kind: 'ok', tookOver: true });
+    }
+    await next.close();
+  });
+});
+
