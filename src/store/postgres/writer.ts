@@ -133,13 +133,18 @@ const BUDGET_LOCKS = [
      FROM (SELECT person FROM budgets WHERE person = '' OR person = (SELECT r."user" FROM runs r WHERE r.id = $1::bigint) ORDER BY person) b`,
 ];
 
-/** The purchases of a batch's companies, locked, each with its holder and whether that run is alive: $1 service, $2 domains, $3 runs known dead, $4 the lease. */
+/**
+ * The purchases of a batch's companies, each with its holder and whether that run is alive: $1
+ * service, $2 domains, $3 runs known dead, $4 the lease. Not FOR UPDATE: every write of an open
+ * purchase (a batch, the ledger's release and copy) holds its company's advisory lock, which the
+ * batch took before this read; a run's release of its own claims at its end only clears
+ * owner_run, which a takeover writes anyway. A row lock besides would write each page twice.
+ */
 const READ_PURCHASES = `
 SELECT p.domain, p.generation, p.key_version, p.intent_key, p.uncertain, p.unconfirmed, p.error_code, p.outcome, p.closed_at, p.owner_run, p.lost_at,
   p.credits, p.run, p.opened_at, p.person, p.reserved, o.pid, o.host, o.boot, o.started_at, (o.id IS NOT NULL AND ${RUN_ALIVE('o', '$3', '$4::bigint')}) AS alive
 FROM purchases p LEFT JOIN runs o ON o.id = p.owner_run
-WHERE p.service = $1 AND p.domain = ANY($2::text[])
-FOR UPDATE OF p`;
+WHERE p.service = $1 AND p.domain = ANY($2::text[])`;
 const READ_HOLDINGS = `SELECT domain, name, bought_at, last_updated, generation, credits FROM companies WHERE service = $1 AND domain = ANY($2::text[])`;
 /** The caps that apply to run $3 with what each has spent and held in the month [$1, $2), and who the run is counted under. */
 const READ_CAPS = runBudgetSql((n) => (n === 1 ? '$1::bigint' : n === 2 ? '$2::bigint' : '$3::bigint'));
@@ -223,7 +228,7 @@ class PgBatchRead implements BatchReader {
  * One group commit, in one transaction of two round trips. The first writes the batch's lookups
  * (nothing depends on them), takes an advisory lock on every company a claim or outcome touches
  * (in one order, so two batches never deadlock) and, for claims, the budgets' locks; then reads
- * those companies' purchases (locked), holdings and the caps' room. The rule (store/purchase.ts
+ * those companies' purchases, holdings and the caps' room. The rule (store/purchase.ts
  * decideBatch) decides every event from what was read, as SQLite's writer asks it; the second
  * round trip writes what it answered, as array statements, announces each company whose purchase
  * an outcome, release or unclaim changed, and commits.
