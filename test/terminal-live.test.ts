@@ -73,10 +73,13 @@ describe('the live display, driven by progress', () => {
     // Wider: the bar grows past its 10-character minimum.
     let mark = t.output().length;
     t.resize(120);
+    await t.redrawn((frame) => /[█░]{11,}/.test(frame));
     await t.waitForScreen((s) => /[█░]{11,}/.test(lineOf(s, 'matching') ?? ''), mark);
     // Narrower than before: the frame the terminal rewrapped is erased whole and redrawn.
     mark = t.output().length;
     t.resize(40);
+    // A frame laid out for 40 columns: its first line whole (a newline after it), and shorter.
+    await t.redrawn((frame) => /^ matching [^\n]{0,37}\n/.test(frame));
     const tight = await t.waitForScreen((s) => {
       const l = lineOf(s, 'enriching');
       return l !== undefined && l.length < 38 && s.filter((x) => /[█░]|matching|enriching/.test(x)).length === 2;

@@ -15,6 +15,14 @@ export interface LiveTerminal {
   type(text: string): void;
   /** Sets the terminal's width, as a window resize would (the program gets SIGWINCH). */
   resize(columns: number): void;
+  /**
+   * Resolves once the program has redrawn its frame at the last resize's width (`drawnAtNewWidth`
+   * tells such a frame by its text), and moves that resize to where the frame begins. The bytes
+   * before it were drawn at the old width, though some reached the test only after it resized (a
+   * loaded machine reads late): a screen that took them at the new width would not be the one the
+   * program believes it erases.
+   */
+  redrawn(drawnAtNewWidth: (frame: string) => boolean): Promise<void>;
   readonly resizes: readonly Resize[];
   readonly columns: number;
   exited: Promise<number>;
@@ -68,6 +76,27 @@ export function liveTerminal(args: string[], env: Record<string, string>, column
       width = to;
       execFileSync('stty', ['-F', readFileSync(ttyFile, 'utf8').trim(), 'cols', String(to)]);
     },
+    redrawn(drawnAtNewWidth) {
+      const last = resizes[resizes.length - 1];
+      if (last === undefined) return Promise.reject(new Error('no resize to wait for'));
+      const since = last.at;
+      return new Promise((resolve, reject) => {
+        const check = (): void => {
+          const at = redrawSince(output, since, drawnAtNewWidth);
+          if (at === null) return;
+          listeners.delete(check);
+          last.at = at;
+          resolve();
+        };
+        listeners.add(check);
+        check();
+        void exited.then(() => {
+          if (!listeners.has(check)) return;
+          listeners.delete(check);
+          reject(new Error(`the program ended without redrawing at ${last.columns} columns; its output:\n${output}`));
+        });
+      });
+    },
     resizes,
     get columns() {
       return width;
@@ -77,4 +106,21 @@ export function liveTerminal(args: string[], env: Record<string, string>, column
       if (child.exitCode === null) child.kill('SIGKILL');
     },
   };
+}
+
+/** Where each redraw of a frame begins: its erase (ui/frame.ts), a carriage return and an erase of the line. */
+const FRAME_START = '\r\x1b[2K';
+const ESCAPES = new RegExp(`${String.fromCharCode(27)}\\[[0-9;?]*[A-Za-z]`, 'g');
+
+/**
+ * The offset of the first frame begun at or after `since` whose text satisfies `test`; null while
+ * there is none. The last frame may still be arriving: `test` must hold of a whole line of it.
+ */
+function redrawSince(output: string, since: number, test: (frame: string) => boolean): number | null {
+  for (let at = output.indexOf(FRAME_START, since); at !== -1; ) {
+    const next = output.indexOf(FRAME_START, at + FRAME_START.length);
+    if (test(output.slice(at, next === -1 ? undefined : next).replace(ESCAPES, '').replace(/\r/g, ''))) return at;
+    at = next;
+  }
+  return null;
 }

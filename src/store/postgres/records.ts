@@ -86,7 +86,7 @@ const PREPARED_GONE = new Set(['26000', '42P05', '0A000']);
 /**
  * One service's records in the team store, and one run's writes to them. Reads are single
  * statements (each sees one moment) over `= any($2)`; writes are group-committed on a connection
- * of the run's own, each batch one pipelined round trip (writer.ts). A run that waits on another
+ * of the run's own, each batch two pipelined round trips (writer.ts). A run that waits on another
  * run's purchase is woken by the NOTIFY its outcome's transaction sends (waitForOutcome), and
  * polls all the same, since a notification is lost while a listener reconnects.
  */
@@ -99,7 +99,7 @@ export class PgRecords implements ServiceStore {
   private listener: pg.Client | null = null;
   private listening: Promise<void> | null = null;
   private readonly waiters = new Map<string, Set<() => void>>();
-  /** Group commits sent: one round trip each. */
+  /** Group commits sent: two round trips each (one for lookups alone). */
   commits = 0;
 
   private constructor(
