@@ -182,6 +182,38 @@ function steps(seed: number, count: number): Step[] {
   return out;
 }
 
+/**
+ * Groups of events over 14 companies, each appended at once (one batch) or one by one: claims,
+ * answers charged or not (some closed last month), lost and retired keys, final errors, unclaims.
+ */
+function cappedSteps(seed: number, count: number): StoreEvent[][] {
+  const r = mulberry32(seed);
+  const pick = <T,>(list: readonly T[]): T => list[Math.floor(r() * list.length)] as T;
+  const companies = Array.from({ length: 14 }, (_, k) => `c${k}.com`);
+  const now = new Date();
+  const lastMonth = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1) - 1_000;
+  const out: StoreEvent[][] = [];
+  for (let i = 0; i < count; i++) {
+    const group: StoreEvent[] = [];
+    for (let j = 1 + Math.floor(r() * 5); j > 0; j--) {
+      const company = pick(companies);
+      const keyVersion = pick([1, 1, 2]);
+      const key = `k-${company}-${keyVersion}`;
+      const roll = r();
+      const base = { type: 'enrich' as const, company, generation: 1, keyVersion, at: r() < 0.3 ? lastMonth : Date.now() };
+      if (roll < 0.45) group.push({ type: 'intent', company, generation: 1, keyVersion, key });
+      else if (roll < 0.55) group.push({ ...base, status: 'hit', charged: pick([0, 1]), record: recordAt(company, 1), keyUsed: key });
+      else if (roll < 0.65) group.push({ ...base, status: 'miss', charged: 0 });
+      else if (roll < 0.75) group.push({ ...base, status: 'error', code: 'network_error', verdict: 'kept', lost: true });
+      else if (roll < 0.85) group.push({ ...base, status: 'error', code: 'internal', verdict: 'retired', ...(r() < 0.5 ? { unconfirmed: true } : {}) });
+      else if (roll < 0.92) group.push({ ...base, status: 'error', code: 'validation_error', final: true });
+      else group.push({ type: 'unclaim', company, generation: 1, keyVersion, key });
+    }
+    out.push(group);
+  }
+  return out;
+}
+
 describe.each(backends)('the store contract: $name', (backend) => {
   let opened: Opened;
   afterEach(async () => {
@@ -471,6 +503,34 @@ describe.each(backends)('the store contract: $name', (backend) => {
         seen.push({ claim: claimOf(claim), states: await states(target) });
       }
       expect(seen[0], `step ${i}: run ${run} ${JSON.stringify(event)}`).toStrictEqual(seen[1]);
+    }
+  });
+
+  it.each([1, 2])("keeps a cap's room through a batch as one event a batch does: a seeded mix of claims and outcomes under a cap of 3, appended together and one at a time, the same claims and budget lines (seed %i)", async (seed) => {
+    const together = await backend.open();
+    try {
+      const alone = await open();
+      const runs = [await together.begin(), await alone.begin()] as const;
+      for (const s of [together, alone]) await s.raw("INSERT INTO budgets (person, credits, set_at) VALUES ('', 3, 0)");
+      const lines = async (run: ServiceStore): Promise<unknown> => (await run.budget()).map((l) => [l.person, l.cap, l.spent, l.held, l.left]);
+      let capped = 0;
+      for (const [i, group] of cappedSteps(seed, 50).entries()) {
+        const a = await Promise.all(group.map((e) => runs[0].append(e, e.type === 'intent')));
+        await runs[0].flush();
+        const b: Claim[] = [];
+        for (const e of group) {
+          b.push(await runs[1].append(e, e.type === 'intent'));
+          await runs[1].flush();
+        }
+        capped += a.filter((c) => c.kind === 'capped').length;
+        // A moved purchase's times are each store's own moments.
+        const same = (c: Claim): unknown => (c.kind === 'moved' ? { ...c, purchase: { ...c.purchase, lostAt: null, closedAt: null } } : c);
+        expect({ claims: a.map(same), lines: await lines(runs[0]) }, `group ${i}: ${JSON.stringify(group)}`).toStrictEqual({ claims: b.map(same), lines: await lines(runs[1]) });
+      }
+      // The cap was met, or nothing was proved.
+      expect(capped).toBeGreaterThan(5);
+    } finally {
+      await together.close();
     }
   });
 

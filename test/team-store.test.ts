@@ -8,7 +8,7 @@ import { PgStore } from '../src/store/postgres/store.js';
 import { client, connect, Session } from '../src/store/postgres/connect.js';
 import { MAINTENANCE_LOCK } from '../src/store/postgres/schema.js';
 import { BatchPlan, commitBatch } from '../src/store/postgres/writer.js';
-import type { ServiceStore, StoreEvent } from '../src/store/types.js';
+import type { Claim, ServiceStore, StoreEvent } from '../src/store/types.js';
 import { freshDatabase, lockWaits, sql } from './helpers/postgres.js';
 import { companyRecord } from './helpers/records.js';
 
@@ -179,11 +179,11 @@ describe('the team store on PostgreSQL', () => {
    */
   async function planWork(c: pg.Client, plan: BatchPlan): Promise<{ statement: string; mode: string; rows: number }[]> {
     const out: { statement: string; mode: string; rows: number }[] = [];
-    const first = plan.first();
+    const first = plan.first(true);
     await c.query('BEGIN');
     for (const s of first) s.read?.((await c.query(s.text, s.values)).rows);
     await c.query('ROLLBACK');
-    const statements = plan.decides ? [...first, ...plan.writes(plan.decide())] : first;
+    const statements = plan.decides ? [...first, ...plan.writes(plan.decide(), true)] : first;
     // EXECUTE takes its arguments as literals, not as parameters: arrays in PostgreSQL's text form.
     const element = (v: unknown): string => (v === null || v === undefined ? 'NULL' : typeof v === 'string' ? `"${v.replace(/["\\]/g, (m) => `\\${m}`)}"` : String(v));
     const literal = (v: unknown): string => (v === null || v === undefined ? 'NULL' : c.escapeLiteral(Array.isArray(v) ? `{${v.map(element).join(',')}}` : String(v)));
@@ -372,6 +372,92 @@ describe('the team store on PostgreSQL', () => {
 
   it('leaves a store of fewer purchases than that to autovacuum', async () => {
     expect(await firstLook(900)).toStrictEqual([]);
+  });
+
+  it("a run's release at its end waits for another run's batch that read one of its purchases: that batch's write does not make it the holder again", async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const store = await PgStore.open(url, { tool: 'test' });
+    const writer = new pg.Client({ connectionString: url, pipeline: true } as pg.ClientConfig);
+    await writer.connect();
+    try {
+      const r = await store.beginRun('svc', info);
+      const s = await store.beginRun('svc', info);
+      const [{ id }] = (await sql<{ id: number }>(url, 'SELECT id FROM services')) as [{ id: number }];
+      expect(await r.append(intent('p.com'), true)).toStrictEqual({ kind: 'ok' });
+      // S's batch (a lost answer for p.com, as a paused run's arrives) has read the purchase, R as
+      // its holder; R then lets go of its claims. Either its release waits for S's batch, or it
+      // is done before S writes: the batch goes on only once one of the two is seen.
+      let released: Promise<void> | null = null;
+      const gated = new Proxy(writer, {
+        get(target, key) {
+          if (key === 'query')
+            return (q: string | { text: string }, v?: unknown[]) => {
+              const sent = (target.query as (...a: unknown[]) => Promise<unknown>)(q, v);
+              if (!(typeof q === 'string' ? q : q.text).includes('FROM companies WHERE service = $1')) return sent;
+              return sent.then(async (res) => {
+                let done = false;
+                released = r.releaseClaims().then(() => void (done = true));
+                await expect.poll(async () => done || (await lockWaits(url)) > 0, { timeout: 20_000 }).toBe(true);
+                return res;
+              });
+            };
+          const value: unknown = Reflect.get(target, key);
+          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const kept: StoreEvent = { type: 'enrich', company: 'p.com', generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true };
+      await commitBatch(gated, new BatchPlan(id, s.runId, store.host, [kept], Date.now(), []));
+      await released;
+      expect(await sql(url, 'SELECT owner_run, uncertain FROM purchases')).toStrictEqual([{ owner_run: null, uncertain: 1 }]);
+      // Free for another run at once, under the key that may have been charged.
+      expect(await (await store.beginRun('svc', info)).append(intent('p.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
+    } finally {
+      await writer.end();
+      await store.close();
+    }
+  });
+
+  it("holds the budgets' locks only with a batch's writes: another machine claims meanwhile, and a batch whose room it took is decided again under the locks, capped exactly", async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const store = await PgStore.open(url, { tool: 'test' });
+    const writer = new pg.Client({ connectionString: url, pipeline: true } as pg.ClientConfig);
+    await writer.connect();
+    let other: PgStore | undefined;
+    try {
+      await sql(url, "INSERT INTO budgets (person, credits, set_at) VALUES ('', 1, 0)");
+      const a = await store.beginRun('svc', info);
+      other = await PgStore.open(url, { tool: 'test' });
+      const b = await other.beginRun('svc', info);
+      const [{ id }] = (await sql<{ id: number }>(url, 'SELECT id FROM services')) as [{ id: number }];
+      // A's batch has read the caps' room (1 credit left) and not yet written; B claims that credit now.
+      let theirs: Claim | null = null;
+      let reads = 0;
+      const gated = new Proxy(writer, {
+        get(target, key) {
+          if (key === 'query')
+            return (q: string | { text: string }, v?: unknown[]) => {
+              const sent = (target.query as (...a: unknown[]) => Promise<unknown>)(q, v);
+              if (!(typeof q === 'string' ? q : q.text).includes('FROM companies WHERE service = $1') || reads++ > 0) return sent;
+              return sent.then(async (res) => {
+                theirs = await b.append(intent('b.com'), true);
+                return res;
+              });
+            };
+          const value: unknown = Reflect.get(target, key);
+          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const [mine] = await commitBatch(gated, new BatchPlan(id, a.runId, store.host, [intent('a.com')], Date.now(), []));
+      expect(theirs).toStrictEqual({ kind: 'ok' });
+      expect(mine?.claim).toStrictEqual({ kind: 'capped', person: null, cap: 1 });
+      expect(await sql(url, "SELECT domain FROM purchases WHERE intent_key IS NOT NULL")).toStrictEqual([{ domain: 'b.com' }]);
+    } finally {
+      await writer.end();
+      await other?.close();
+      await store.close();
+    }
   });
 
   it("reads each claim of a pipelined batch from its own statement's rows, hashed updates between them", async () => {

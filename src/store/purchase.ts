@@ -188,6 +188,8 @@ export interface BatchDecision {
   purchases: KeptPurchase[];
   /** A record per company bought, the newest generation's (a store keeps a newer one it holds). */
   records: RecordWrite[];
+  /** What the batch's writes add under the caps this month (countedUnderCaps): under the store's, and under each person's. */
+  underCaps: { all: number; byPerson: ReadonlyMap<string, number> };
 }
 
 const OK_CLAIM: Claim = { kind: 'ok' };
@@ -277,5 +279,5 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
     } else if (event.type === 'release') save(before, applyRelease(before, event, run), at);
     else save(before, applyUnclaim(before, event, run), at);
   });
-  return { answers, purchases: [...written.values()], records: [...records.values()] };
+  return { answers, purchases: [...written.values()], records: [...records.values()], underCaps: { all: delta, byPerson } };
 }

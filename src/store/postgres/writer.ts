@@ -26,16 +26,13 @@ export interface Statement {
 }
 
 /**
- * The statements a batch sends alike whatever its size are prepared once a connection, by name
- * (node-pg keeps them per connection): parsed and planned for every batch, the claim's alone took
- * 1.4 ms to plan, and the server 1.6 CPU-s of a 20,000-domain run (1.15 named). The updates of
- * purchases joined to a batch's arrays are planned for each batch instead (`custom`): a generic
- * plan takes the arrays for 10 elements, and for 2,000 outcomes rescanned the array once per
- * purchase read (1.3 s a batch; 5,000: 8 s), where a plan made for the batch hashes it (20 ms).
- * Named statements need the same session from one transaction to the next: behind a pooler in
- * transaction mode (or once one is found to lose them) a batch sends every statement unnamed.
- * Names carry this process's own prefix, so two clients a pooler puts on one server session never
- * take each other's statement.
+ * A batch's statements are alike whatever its size (its rows go as arrays), so each is prepared
+ * once a connection, by name (node-pg keeps them per connection): parsed and planned for every
+ * batch, the old claim statement alone took 1.4 ms to plan. Each reads and writes purchases by
+ * key, so the generic plan serves any batch. Named statements need the same session from one
+ * transaction to the next: behind a pooler in transaction mode (or once one is found to lose
+ * them) a batch sends every statement unnamed. Names carry this process's own prefix, so two
+ * clients a pooler puts on one server session never take each other's statement.
  */
 const names = new Map<string, string>();
 const PREFIX = `enrich_${Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(4))).toString('hex')}_`;
@@ -149,6 +146,19 @@ const READ_HOLDINGS = `SELECT domain, name, bought_at, last_updated, generation,
 /** The caps that apply to run $3 with what each has spent and held in the month [$1, $2), and who the run is counted under. */
 const READ_CAPS = runBudgetSql((n) => (n === 1 ? '$1::bigint' : n === 2 ? '$2::bigint' : '$3::bigint'));
 const READ_PERSON = `SELECT "user" AS person FROM runs WHERE id = $1::bigint`;
+/**
+ * Fails the batch (division_by_zero, CAPS_MOVED) when what it adds under the store's cap ($4) or
+ * its person's ($5) no longer fits in that cap's room this month ([$1, $2), run $3), as read under
+ * the budgets' locks.
+ */
+const CAPS_STILL_FIT = `
+SELECT 1 / (CASE WHEN EXISTS (
+  SELECT 1 FROM (${runBudgetSql((n) => (n === 1 ? '$1::bigint' : n === 2 ? '$2::bigint' : '$3::bigint'))}) c
+  WHERE (CASE WHEN c.person = '' THEN $4::int ELSE $5::int END) > 0
+    AND c.credits - c.spent - c.held < (CASE WHEN c.person = '' THEN $4::int ELSE $5::int END)
+) THEN 0 ELSE 1 END) AS fits`;
+/** What CAPS_STILL_FIT fails with. */
+const CAPS_MOVED = '22012';
 
 const WRITE_PURCHASES = `
 INSERT INTO purchases AS p (service, domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, outcome, credits, owner_run, run, opened_at, closed_at, person, reserved)
@@ -257,8 +267,11 @@ export class BatchPlan {
     return this.companies.length > 0;
   }
 
-  /** The first round trip: lookups, locks, and what the rule reads. */
-  first(): Statement[] {
+  /**
+   * The first round trip: lookups, locks, and what the rule reads. `locked`: the budgets' locks
+   * are taken here, before the caps are read, rather than with the writes (see commitBatch).
+   */
+  first(locked: boolean): Statement[] {
     const out: Statement[] = [];
     const last = new Map<string, MatchEvent>();
     for (const e of this.events) if (e.type === 'match' && e.status !== 'error') last.set(e.domain, e);
@@ -279,11 +292,11 @@ export class BatchPlan {
     });
     const read = new PgBatchRead();
     this.read = read;
+    const asked = new Set(this.companies);
     if (this.claims) {
       const { since, until } = monthOf(this.now);
+      if (locked) out.push(...this.budgetLocks());
       out.push(
-        { text: BUDGET_LOCKS[0] as string, values: [] },
-        { text: BUDGET_LOCKS[1] as string, values: [this.run] },
         { text: READ_CAPS, values: [since, until, this.run], read: (rows) => (read.capRows = rows.map((r) => capRow(Object.values(r)))) },
         { text: READ_PERSON, values: [this.run], read: (rows) => (read.runPerson = (rows[0]?.['person'] as string | null | undefined) ?? null) },
       );
@@ -294,6 +307,8 @@ export class BatchPlan {
         values: [this.serviceId, this.companies, this.dead, LEASE_MS],
         read: (rows) => {
           for (const r of rows) {
+            // Rows of another statement (or company) would have the rule decide on what is not there.
+            if (!asked.has(String(r['domain'])) || r['key_version'] === undefined) throw new Error('the store answered a batch\'s read of its purchases with rows of other companies; nothing of the batch was written');
             const p = keptOf(r);
             read.kept.set(`${p.generation} ${p.domain}`, p);
             if (p.ownerRun !== null && r['pid'] !== null) {
@@ -307,6 +322,7 @@ export class BatchPlan {
         values: [this.serviceId, this.companies],
         read: (rows) => {
           for (const r of rows) {
+            if (!asked.has(String(r['domain'])) || r['bought_at'] === undefined) throw new Error('the store answered a batch\'s read of its holdings with rows of other companies; nothing of the batch was written');
             read.held.set(String(r['domain']), { domain: String(r['domain']), name: String(r['name']), boughtAt: num(r['bought_at']), lastUpdated: (r['last_updated'] as string | null) ?? null, generation: num(r['generation']), credits: num(r['credits']) });
           }
         },
@@ -323,10 +339,26 @@ export class BatchPlan {
     return decideBatch(this.events, this.read ?? new PgBatchRead(), this.run, this.now);
   }
 
-  /** The second round trip: what the rule decided. */
-  writes(decision: BatchDecision): Statement[] {
+  private budgetLocks(): Statement[] {
+    return [
+      { text: BUDGET_LOCKS[0] as string, values: [] },
+      { text: BUDGET_LOCKS[1] as string, values: [this.run] },
+    ];
+  }
+
+  /**
+   * The second round trip: what the rule decided. `locked`: the first took the budgets' locks.
+   * Else a batch that adds under the caps takes them now, and checks, before it writes, that
+   * what it adds still fits in each cap's room as others' batches left it since it read.
+   */
+  writes(decision: BatchDecision, locked: boolean): Statement[] {
     const out: Statement[] = [];
     const s = this.serviceId;
+    const mine = decision.underCaps.byPerson.get(this.read?.runPerson ?? '') ?? 0;
+    if (this.claims && !locked && (decision.underCaps.all > 0 || mine > 0)) {
+      const { since, until } = monthOf(this.now);
+      out.push(...this.budgetLocks(), { text: CAPS_STILL_FIT, values: [since, until, this.run, decision.underCaps.all, mine] });
+    }
     const ps = decision.purchases;
     if (ps.length > 0) {
       out.push({
@@ -412,6 +444,13 @@ export const BATCH_LOCK_WAIT_MS = 30_000;
  * retried; anything else rolls the batch back and throws. No wait for a lock in it is longer than
  * `lockWaitMs` (SET LOCAL: nothing is left on the session). `named`: the statements go prepared by
  * name (see statementName).
+ *
+ * The budgets' locks serialise every claim under a cap across machines, so they are held for as
+ * little as can be: a batch reads the caps' room without them, decides, and takes them only with
+ * its writes, checking there that what it adds still fits (CAPS_STILL_FIT). Held from the first
+ * round trip to the second, a team's claims would queue behind one another for a round trip each.
+ * A batch the room moved under, or that met a cap (a 'capped' answer must be exact), is sent
+ * again with the locks taken before the caps are read.
  */
 export async function commitBatch(client: pg.Client, plan: BatchPlan, lockWaitMs = BATCH_LOCK_WAIT_MS, named = true): Promise<Claimed[]> {
   const send = (s: Statement): Promise<pg.QueryResult> => client.query(named ? { name: statementName(s.text), text: s.text, values: s.values } : { text: s.text, values: s.values });
@@ -424,24 +463,26 @@ export async function commitBatch(client: pg.Client, plan: BatchPlan, lockWaitMs
     statements.forEach((s, i) => s.read?.((values[offset + i] as pg.QueryResult).rows as Row[]));
     return values;
   };
+  let locked = false;
   for (let attempt = 1; ; attempt++) {
     try {
       const head = [
         // READ COMMITTED whatever the database's default: each statement sees what committed before
-        // it, so the batch reads the caps' spend only after it holds their locks.
+        // it, so the caps' spend read after their locks is what every other claim left.
         client.query('BEGIN ISOLATION LEVEL READ COMMITTED'),
         client.query(`SET LOCAL lock_timeout = ${Math.round(lockWaitMs)}`),
         // A process stopped mid-batch (a laptop's lid closed) must not hold its companies from the team.
         client.query(`SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`),
       ];
-      const first = plan.first();
+      const first = plan.first(locked);
       const sent = [...head, ...first.map(send)];
       let decision: BatchDecision | null = null;
       let last: Statement[] = [];
       if (plan.decides) {
         await settle(sent, first, head.length);
         decision = plan.decide();
-        last = plan.writes(decision);
+        if (!locked && decision.answers.some((a) => 'kind' in a && a.kind === 'capped')) throw new CapsMoved();
+        last = plan.writes(decision, locked);
         sent.length = 0;
       }
       const offset = sent.length;
@@ -453,8 +494,15 @@ export async function commitBatch(client: pg.Client, plan: BatchPlan, lockWaitMs
       // A failed statement aborts the transaction, and COMMIT then rolls it back.
       await client.query('ROLLBACK').catch(() => {});
       const code = (error as { code?: string } | undefined)?.code;
+      if (!locked && (error instanceof CapsMoved || code === CAPS_MOVED)) {
+        locked = true;
+        continue;
+      }
       if ((code === '40P01' || code === '40001') && attempt < 5) continue;
       throw error;
     }
   }
 }
+
+/** A batch decided on a room read without the budgets' locks met a cap: it is decided again under them. */
+class CapsMoved extends Error {}
