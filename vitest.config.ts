@@ -10,7 +10,9 @@ export default defineConfig({
     // A guard against a hang, not a deadline: no verdict may depend on how fast the machine is.
     testTimeout: 180_000,
     hookTimeout: 180_000,
-    // Integration tests spawn the CLI and a sandbox per file; two cores, so keep the pool small.
-    maxWorkers: 2,
+    // Most files wait on processes they spawn (the CLI, PostgreSQL, the sandbox) more than they
+    // compute: four at once on two cores with a CPU burner on one took the suite from 492 s to
+    // 383 s (six: 372 s).
+    maxWorkers: 4,
   },
 });

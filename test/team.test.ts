@@ -431,10 +431,12 @@ describe('the team store, end to end', () => {
     expect(exited, p.stderr()).toBe(false);
     await pg.stop();
     const down = paidCalls(sb);
-    await pg.start();
-    // While the store was down no new purchase could start: only calls whose intents were
-    // written before, at most one per slot of --concurrency.
+    // While the store is down no new purchase can start: once the run has seen it gone, only calls
+    // whose intents were written before, at most one per slot of --concurrency. (Measured before
+    // the server is back: the run reconnects as soon as it is, and buys on.)
+    await until(() => exited || p.stderr().includes('lost the team store'));
     expect(paidCalls(sb) - down).toBeLessThanOrEqual(8);
+    await pg.start();
     const code = await p.exited;
     // Either the run rode the restart out, or it stopped as unable to reach the store (6) and
     // the same command then finishes.
@@ -602,10 +604,12 @@ describe('the team store, end to end', () => {
     expect(ended, runs.map(([, , p]) => p.stderr()).join('\n')).toBe(0);
     await pg.stop();
     const down = paidCalls(sb);
-    await pg.start();
-    // While the store was down no new purchase could start: only calls whose intents were
-    // written before, at most one per slot of --concurrency on each machine.
+    // While the store is down no new purchase can start: once each run has seen it gone, only
+    // calls whose intents were written before, at most one per slot of --concurrency on each
+    // machine. (Measured before the server is back: the runs reconnect as soon as it is.)
+    await until(() => runs.every(([, , p]) => p.child.exitCode !== null || p.stderr().includes('lost the team store')));
     expect(paidCalls(sb) - down).toBeLessThanOrEqual(16);
+    await pg.start();
     for (const [m, args, p] of runs) {
       const code = await p.exited;
       // Either the run rode the restart out, or it stopped as unable to reach the store (6),

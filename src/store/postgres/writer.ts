@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Claim, HeldCompany, MatchEvent, StoreEvent } from '../types.js';
 import { capRow, monthOf, runBudgetSql, type CapRow } from '../budget.js';
 import { decideBatch, type BatchDecision, type BatchReader, type KeptPurchase } from '../purchase.js';
+import { toKept } from '../copy.js';
 import { IDLE_IN_TRANSACTION_MS } from './connect.js';
 import { NOW_MS } from './schema.js';
 
@@ -179,28 +180,6 @@ WHERE excluded.generation >= c.generation`;
 
 type Row = Record<string, unknown>;
 const num = (v: unknown): number => Number(v);
-const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
-
-function keptOf(r: Row): KeptPurchase {
-  return {
-    domain: String(r['domain']),
-    generation: num(r['generation']),
-    keyVersion: num(r['key_version']),
-    intentKey: (r['intent_key'] as string | null) ?? null,
-    uncertain: num(r['uncertain']) === 1,
-    unconfirmed: num(r['unconfirmed'] ?? 0),
-    errorCode: (r['error_code'] as string | null) ?? null,
-    outcome: r['outcome'] as KeptPurchase['outcome'],
-    closedAt: numOrNull(r['closed_at']),
-    lostAt: numOrNull(r['lost_at']),
-    ownerRun: numOrNull(r['owner_run']),
-    credits: num(r['credits']),
-    run: numOrNull(r['run']),
-    openedAt: num(r['opened_at']),
-    person: (r['person'] as string | null) ?? null,
-    reserved: num(r['reserved'] ?? 0),
-  };
-}
 
 /** Who holds a purchase: a busy claim names them, and a process of this host that is gone is told apart (records.ts). */
 type Holder = NonNullable<Claimed['holder']>;
@@ -309,7 +288,7 @@ export class BatchPlan {
           for (const r of rows) {
             // Rows of another statement (or company) would have the rule decide on what is not there.
             if (!asked.has(String(r['domain'])) || r['key_version'] === undefined) throw new Error('the store answered a batch\'s read of its purchases with rows of other companies; nothing of the batch was written');
-            const p = keptOf(r);
+            const p = toKept(r);
             read.kept.set(`${p.generation} ${p.domain}`, p);
             if (p.ownerRun !== null && r['pid'] !== null) {
               read.holders.set(p.ownerRun, { run: p.ownerRun, pid: num(r['pid']), host: String(r['host'] ?? ''), boot: (r['boot'] as string | null) ?? null, startedAt: num(r['started_at']), alive: r['alive'] === true });
