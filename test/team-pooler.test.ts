@@ -1,6 +1,8 @@
 import { writeFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import pg from 'pg';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
+import { PgStore } from '../src/store/postgres/store.js';
 import { csvText, tempDir } from './helpers/cli.js';
 import { PGBOUNCER, startPgBouncer, type Pooler } from './helpers/pgbouncer.js';
 import { advisoryLocks, freshDatabase, sql } from './helpers/postgres.js';
@@ -76,6 +78,30 @@ describe.skipIf(PGBOUNCER === undefined)('the team store through PgBouncer in tr
     expect(r.stderr).toMatch(/pools in transaction mode \(a session is not kept\); give the address of enrich_test_\w+ that keeps one \(direct, or a pooler in session mode\); nothing was copied/);
     expect(await advisoryLocks(direct, true)).toBe(0);
     ran++;
+  });
+
+  it('a pool with no server connection free for the runs sharing it (a session holds the only one) is said as such, exit 6 in one line, not taken for a lost server', async () => {
+    const small = await startPgBouncer(inject('postgresUrl'), 'transaction', 1);
+    const direct = await freshDatabase();
+    const pooled = small.through(direct);
+    // The store made and a run begun while the pool has room; then another client holds its one server connection.
+    const store = await PgStore.open(pooled, { tool: 'test', queryTimeoutMs: 1_500, reconnectMs: 1_000 });
+    const holder = new pg.Client({ connectionString: pooled });
+    try {
+      const run = await store.beginRun('svc', { inputName: 'in.csv', inputSha256: 'x', rows: 1, dryRun: false, options: {} });
+      await holder.connect();
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1');
+      const error = (await run.append({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k-acme.com' }, true).then(() => null, (e: unknown) => e)) as Error & { kind: string };
+      expect(error).toMatchObject({ kind: 'unavailable' });
+      expect(error.message).toMatch(/^no answer from the team store at .* in 1\.5 s, nor again within 1 s: a pooler whose pool has no server connection free waits like this \(too small for the runs sharing it: raise its pool size/);
+      expect(error.message).not.toContain('\n');
+      ran++;
+    } finally {
+      await holder.end().catch(() => {});
+      await store.close().catch(() => {});
+      await small.stop();
+    }
   });
 
   it('doctor names the pool mode it found, though an idle pooler hands the same session back', async () => {

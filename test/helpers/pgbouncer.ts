@@ -17,7 +17,7 @@ export interface Pooler {
  * A real PgBouncer in front of the PostgreSQL at `serverUrl`, pooling by `mode`, as Supabase's
  * pooler port or Neon's `-pooler` host does: every database of that server, the same login.
  */
-export async function startPgBouncer(serverUrl: string, mode: 'transaction' | 'session'): Promise<Pooler> {
+export async function startPgBouncer(serverUrl: string, mode: 'transaction' | 'session', poolSize = 8): Promise<Pooler> {
   if (PGBOUNCER === undefined) throw new Error('pgbouncer is not installed (apt-get install pgbouncer)');
   const server = new URL(serverUrl);
   const home = mkdtempSync(join(tmpdir(), 'enrich-pgbouncer-'));
@@ -38,7 +38,7 @@ export async function startPgBouncer(serverUrl: string, mode: 'transaction' | 's
       `auth_file = ${join(home, 'users.txt')}`,
       `pool_mode = ${mode}`,
       'max_client_conn = 500',
-      'default_pool_size = 8',
+      `default_pool_size = ${poolSize}`,
       'server_reset_query = DISCARD ALL',
       '',
     ].join('\n'),

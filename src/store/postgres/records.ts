@@ -29,12 +29,18 @@ export class PgWriteError extends EnrichError {
   override readonly name = 'PgWriteError';
   /** The store went out of reach: nothing more is written on the way out (no second wait for it). */
   readonly lost: boolean;
-  constructor(where: string, cause: unknown, budgetMs: number, lockWaitMs: number) {
+  /** `queryTimeoutMs`: how long a statement may go unanswered before its connection is taken for lost. */
+  constructor(where: string, cause: unknown, budgetMs: number, lockWaitMs: number, queryTimeoutMs: number) {
+    const resume = 'what was sent resumes under the same keys, nothing is bought twice';
     super(
       isConnectionLoss(cause)
-        ? `lost the team store at ${where} (${describe(cause)}) and could not reach it again within ${budgetMs / 1000} s; no further paid call was made. Run the same command once it is back: what was sent resumes under the same keys, nothing is bought twice`
+        ? describe(cause) === 'no answer in time'
+          ? // A pooler (in either mode) queues a client until a server connection is free: a pool
+            // too small for the runs sharing it looks like a server that stopped answering.
+            `no answer from the team store at ${where} in ${queryTimeoutMs / 1000} s, nor again within ${budgetMs / 1000} s: a pooler whose pool has no server connection free waits like this (too small for the runs sharing it: raise its pool size, PgBouncer's default_pool_size or the provider's setting), as does a server that stopped answering; no further paid call was made. Run the same command once it answers: ${resume}`
+          : `lost the team store at ${where} (${describe(cause)}) and could not reach it again within ${budgetMs / 1000} s; no further paid call was made. Run the same command once it is back: ${resume}`
         : isLockTimeout(cause)
-          ? `cannot write the team store at ${where}: another session has held companies this run writes for ${lockWaitMs / 1000} s (an open transaction); no further paid call was made. Run the same command once it is done: what was sent resumes under the same keys, nothing is bought twice`
+          ? `cannot write the team store at ${where}: another session has held companies this run writes for ${lockWaitMs / 1000} s (an open transaction); no further paid call was made. Run the same command once it is done: ${resume}`
           : `cannot write the team store at ${where} (${describe(cause)}); no further paid call was made. Fix that, then run the same command to resume`,
       isConnectionLoss(cause) || isLockTimeout(cause) ? 'unavailable' : 'failure',
       { cause },
@@ -112,7 +118,7 @@ export class PgRecords implements ServiceStore {
   ) {
     this.storeId = store.storeId;
     this.named = store.keepsSession;
-    this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs, lockWait(BATCH_LOCK_WAIT_MS, store.queryTimeoutMs)), TIMING);
+    this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs, lockWait(BATCH_LOCK_WAIT_MS, store.queryTimeoutMs), store.queryTimeoutMs), TIMING);
     // Nothing more is written once the lease cannot be renewed (no second wait for the store on
     // the way out): the run ends on that failure, as on a commit's.
     const beat =
