@@ -534,6 +534,23 @@ describe.each(backends)('the store contract: $name', (backend) => {
     }
   });
 
+  it("counts a given-up purchase's earlier possible charges under the cap of the person who buys it again: refused where they do not fit", async () => {
+    const s = await open();
+    const bob = await s.begin();
+    await s.raw('UPDATE runs SET "user" = ? WHERE id = ?', 'bob', bob.runId);
+    expect(await bob.append(intent('p.com'), true)).toStrictEqual({ kind: 'ok' });
+    // Retired as possibly charged: key version 2 is next, the first key's charge counted unconfirmed.
+    await bob.append({ type: 'enrich', company: 'p.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired', unconfirmed: true });
+    await bob.append({ type: 'release', company: 'p.com', generation: 1 });
+    await bob.flush();
+    const ana = await s.begin();
+    await s.raw('UPDATE runs SET "user" = ? WHERE id = ?', 'ana', ana.runId);
+    await s.raw("INSERT INTO budgets (person, credits, set_at) VALUES ('ana', 1, 0)");
+    // Bought again by ana, it would hold its price and the earlier possible charge under her cap of 1.
+    expect(await ana.append(intent('p.com', { keyVersion: 2, key: 'k-p.com-2' }), true)).toStrictEqual({ kind: 'capped', person: 'ana', cap: 1 });
+    expect(await ana.append(intent('other.com'), true)).toStrictEqual({ kind: 'ok' });
+  });
+
   it('releases only what is still at risk, and says which: one a run finished since it was listed is left alone', async () => {
     const s = await open();
     const run = await s.begin();

@@ -374,7 +374,7 @@ describe('the team store on PostgreSQL', () => {
     expect(await firstLook(900)).toStrictEqual([]);
   });
 
-  it("a run's release at its end waits for another run's batch that read one of its purchases: that batch's write does not make it the holder again", async () => {
+  it("a run's release at its end passes a purchase another run's batch has read (that batch writes it whole), and never waits on it; the run's end lets it go", async () => {
     const url = await freshDatabase();
     pgRan++;
     const store = await PgStore.open(url, { tool: 'test' });
@@ -385,10 +385,9 @@ describe('the team store on PostgreSQL', () => {
       const s = await store.beginRun('svc', info);
       const [{ id }] = (await sql<{ id: number }>(url, 'SELECT id FROM services')) as [{ id: number }];
       expect(await r.append(intent('p.com'), true)).toStrictEqual({ kind: 'ok' });
+      expect(await r.append(intent('q.com'), true)).toStrictEqual({ kind: 'ok' });
       // S's batch (a lost answer for p.com, as a paused run's arrives) has read the purchase, R as
-      // its holder; R then lets go of its claims. Either its release waits for S's batch, or it
-      // is done before S writes: the batch goes on only once one of the two is seen.
-      let released: Promise<void> | null = null;
+      // its holder, and holds the company; R lets go of its claims now, before S writes.
       const gated = new Proxy(writer, {
         get(target, key) {
           if (key === 'query')
@@ -396,9 +395,7 @@ describe('the team store on PostgreSQL', () => {
               const sent = (target.query as (...a: unknown[]) => Promise<unknown>)(q, v);
               if (!(typeof q === 'string' ? q : q.text).includes('FROM companies WHERE service = $1')) return sent;
               return sent.then(async (res) => {
-                let done = false;
-                released = r.releaseClaims().then(() => void (done = true));
-                await expect.poll(async () => done || (await lockWaits(url)) > 0, { timeout: 20_000 }).toBe(true);
+                await r.releaseClaims();
                 return res;
               });
             };
@@ -408,8 +405,12 @@ describe('the team store on PostgreSQL', () => {
       });
       const kept: StoreEvent = { type: 'enrich', company: 'p.com', generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true };
       await commitBatch(gated, new BatchPlan(id, s.runId, store.host, [kept], Date.now(), []));
-      await released;
-      expect(await sql(url, 'SELECT owner_run, uncertain FROM purchases')).toStrictEqual([{ owner_run: null, uncertain: 1 }]);
+      // q.com let go; p.com left to R, as S wrote it (not cleared, then written back).
+      expect(await sql(url, 'SELECT domain, owner_run, uncertain FROM purchases ORDER BY domain')).toStrictEqual([
+        { domain: 'p.com', owner_run: String(r.runId), uncertain: 1 },
+        { domain: 'q.com', owner_run: null, uncertain: 0 },
+      ]);
+      await r.endRun({ status: 'completed', credits: 0, bought: 0, reused: 0 });
       // Free for another run at once, under the key that may have been charged.
       expect(await (await store.beginRun('svc', info)).append(intent('p.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
     } finally {
@@ -456,6 +457,41 @@ describe('the team store on PostgreSQL', () => {
     } finally {
       await writer.end();
       await other?.close();
+      await store.close();
+    }
+  });
+
+  it('a batch that reserves while it frees as much checks the caps with its writes: a cap lowered between its two round trips refuses its claim', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const store = await PgStore.open(url, { tool: 'test' });
+    const writer = new pg.Client({ connectionString: url, pipeline: true } as pg.ClientConfig);
+    await writer.connect();
+    try {
+      await sql(url, "INSERT INTO budgets (person, credits, set_at) VALUES ('', 5, 0)");
+      const run = await store.beginRun('svc', info);
+      expect(await run.append(intent('r.com'), true)).toStrictEqual({ kind: 'ok' });
+      const [{ id }] = (await sql<{ id: number }>(url, 'SELECT id FROM services')) as [{ id: number }];
+      let reads = 0;
+      const gated = new Proxy(writer, {
+        get(target, key) {
+          if (key === 'query')
+            return (q: string | { text: string }, v?: unknown[]) => {
+              const sent = (target.query as (...a: unknown[]) => Promise<unknown>)(q, v);
+              if (!(typeof q === 'string' ? q : q.text).includes('FROM companies WHERE service = $1') || reads++ > 0) return sent;
+              // Read with room for 4; the team's cap goes to 0 now (enrich budget set).
+              return sent.then(async (res) => (await sql(url, "UPDATE budgets SET credits = 0 WHERE person = ''"), res));
+            };
+          const value: unknown = Reflect.get(target, key);
+          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const miss: StoreEvent = { type: 'enrich', company: 'r.com', generation: 1, keyVersion: 1, status: 'miss', charged: 0 };
+      const claims = await commitBatch(gated, new BatchPlan(id, run.runId, store.host, [miss, intent('q.com')], Date.now(), []));
+      expect(claims.map((c) => c.claim)).toStrictEqual([{ kind: 'ok' }, { kind: 'capped', person: null, cap: 0 }]);
+      expect(await sql(url, 'SELECT domain FROM purchases WHERE intent_key IS NOT NULL')).toStrictEqual([]);
+    } finally {
+      await writer.end();
       await store.close();
     }
   });

@@ -190,6 +190,8 @@ export interface BatchDecision {
   records: RecordWrite[];
   /** What the batch's writes add under the caps this month (countedUnderCaps): under the store's, and under each person's. */
   underCaps: { all: number; byPerson: ReadonlyMap<string, number> };
+  /** Credits newly reserved by the batch's claims. */
+  reserved: number;
 }
 
 const OK_CLAIM: Claim = { kind: 'ok' };
@@ -241,11 +243,18 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
       if (p.person !== null) byPerson.set(p.person, (byPerson.get(p.person) ?? 0) + n);
     }
   };
-  const room = (): Room | null => {
+  /**
+   * The room an intent's reservation has. A purchase whose key was given up, reserved by another
+   * person (or none), brings its earlier possible charges to the person who buys it again
+   * (docs/budgets.md): under that person's cap it needs room for them too.
+   */
+  const room = (before: KeptPurchase | null, person: string | null): Room | null => {
     if (run === null) return null;
     caps ??= read.caps();
-    return roomOf(caps.map((c) => ({ ...c, held: c.held + (c.person === '' ? delta : byPerson.get(c.person) ?? 0) })));
+    const brought = before !== null && before.person !== person ? before.unconfirmed : 0;
+    return roomOf(caps.map((c) => ({ ...c, held: c.held + (c.person === '' ? delta : (byPerson.get(c.person) ?? 0) + (c.person === person ? brought : 0)) })));
   };
+  let reservedNew = 0;
 
   events.forEach((event, i) => {
     const at = typeof now === 'number' ? now : (now[i] as number);
@@ -255,11 +264,13 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
     }
     const before = kept(event.company, event.generation);
     if (event.type === 'intent') {
-      const decision = decideClaim({ held: holding(event.company), kept: before, event, run, now: at, alive: (r) => r === run || read.alive(r), person: run === null ? null : read.person(), room: room() });
+      const person = run === null ? null : read.person();
+      const decision = decideClaim({ held: holding(event.company), kept: before, event, run, now: at, alive: (r) => r === run || read.alive(r), person, room: room(before, person) });
       if ('busy' in decision) {
         answers.push(decision);
         return;
       }
+      reservedNew += decision.reserved ?? 0;
       save(before, decision.write, at);
       answers.push(decision.claim);
       return;
@@ -279,5 +290,5 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
     } else if (event.type === 'release') save(before, applyRelease(before, event, run), at);
     else save(before, applyUnclaim(before, event, run), at);
   });
-  return { answers, purchases: [...written.values()], records: [...records.values()], underCaps: { all: delta, byPerson } };
+  return { answers, purchases: [...written.values()], records: [...records.values()], underCaps: { all: delta, byPerson }, reserved: reservedNew };
 }

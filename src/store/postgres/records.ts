@@ -452,31 +452,24 @@ export class PgRecords implements ServiceStore {
     if (this.run === null || (failure !== null && !(failure instanceof PgWriteError && isLockTimeout(failure.cause)))) return;
     const db = this.store.db;
     try {
-      // Under each company's lock, as every write of a purchase (writer.ts): a batch of another
-      // run that read one of these purchases writes it whole, owner and all, and must not write
-      // this run back in as its holder after the release. SKIP LOCKED passes rows another session
-      // holds, not a lock on the whole table (a `LOCK TABLE`, an `ALTER TABLE` under way): that
-      // is waited for a moment only (review: at the query timeout, twice, with the statements
-      // left queued on the server); what is left is let go when the run's end is recorded.
+      // Only the purchases whose company's lock it gets at once, as every write of a purchase
+      // takes it (writer.ts): a batch of another run that holds one has read the purchase and
+      // writes it whole, owner and all; that claim is let go when the run's end is recorded
+      // (a run that has ended holds nothing), and the release never waits on a batch. SKIP
+      // LOCKED passes rows another session holds, not a lock on the whole table (a `LOCK TABLE`,
+      // an `ALTER TABLE` under way): that is waited for a moment only (review: at the query
+      // timeout, twice, with the statements left queued on the server).
       await inTransaction(
         db,
-        async () => {
-          // A batch holds a company for a round trip; one held as long as a batch may wait is a stuck session.
-          await db.query(`SET LOCAL lock_timeout = ${lockWait(BATCH_LOCK_WAIT_MS, this.store.queryTimeoutMs)}`);
-          await db.query(
-            `SELECT count(pg_advisory_xact_lock(hashtextextended(c.service::text || ':' || c.domain, 0)))
-               FROM (SELECT DISTINCT service, domain COLLATE "C" AS domain FROM purchases WHERE owner_run = $1 ORDER BY 1, 2) c`,
-            [this.run],
-          );
-          await db.query(`SET LOCAL lock_timeout = ${RELEASE_WAIT_MS}`);
-          return db.query(
+        () =>
+          db.query(
             `WITH mine AS (SELECT service, domain, generation FROM purchases WHERE owner_run = $1 FOR UPDATE SKIP LOCKED),
-             freed AS (UPDATE purchases p SET owner_run = NULL FROM mine m
+             free AS (SELECT m.* FROM mine m WHERE pg_try_advisory_xact_lock(hashtextextended(m.service::text || ':' || m.domain, 0))),
+             freed AS (UPDATE purchases p SET owner_run = NULL FROM free m
                         WHERE p.service = m.service AND p.domain = m.domain AND p.generation = m.generation RETURNING p.service, p.domain)
              SELECT count(pg_notify($2, service::text || ':' || domain)) FROM freed`,
             [this.run, OUTCOME_CHANNEL],
-          );
-        },
+          ),
         RELEASE_WAIT_MS,
       );
     } catch (error) {

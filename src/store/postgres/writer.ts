@@ -150,13 +150,12 @@ const READ_PERSON = `SELECT "user" AS person FROM runs WHERE id = $1::bigint`;
 /**
  * Fails the batch (division_by_zero, CAPS_MOVED) when what it adds under the store's cap ($4) or
  * its person's ($5) no longer fits in that cap's room this month ([$1, $2), run $3), as read under
- * the budgets' locks.
+ * the budgets' locks: others' purchases since it read, and a cap set or lowered meanwhile.
  */
 const CAPS_STILL_FIT = `
 SELECT 1 / (CASE WHEN EXISTS (
   SELECT 1 FROM (${runBudgetSql((n) => (n === 1 ? '$1::bigint' : n === 2 ? '$2::bigint' : '$3::bigint'))}) c
-  WHERE (CASE WHEN c.person = '' THEN $4::int ELSE $5::int END) > 0
-    AND c.credits - c.spent - c.held < (CASE WHEN c.person = '' THEN $4::int ELSE $5::int END)
+  WHERE c.credits - c.spent - c.held < (CASE WHEN c.person = '' THEN $4::int ELSE $5::int END)
 ) THEN 0 ELSE 1 END) AS fits`;
 /** What CAPS_STILL_FIT fails with. */
 const CAPS_MOVED = '22012';
@@ -327,14 +326,14 @@ export class BatchPlan {
 
   /**
    * The second round trip: what the rule decided. `locked`: the first took the budgets' locks.
-   * Else a batch that adds under the caps takes them now, and checks, before it writes, that
-   * what it adds still fits in each cap's room as others' batches left it since it read.
+   * Else a batch that reserves takes them now, and checks, before it writes, that what it adds
+   * still fits in each cap's room as others' batches (and a cap set meanwhile) left it.
    */
   writes(decision: BatchDecision, locked: boolean): Statement[] {
     const out: Statement[] = [];
     const s = this.serviceId;
     const mine = decision.underCaps.byPerson.get(this.read?.runPerson ?? '') ?? 0;
-    if (this.claims && !locked && (decision.underCaps.all > 0 || mine > 0)) {
+    if (this.claims && !locked && decision.reserved > 0) {
       const { since, until } = monthOf(this.now);
       out.push(...this.budgetLocks(), { text: CAPS_STILL_FIT, values: [since, until, this.run, decision.underCaps.all, mine] });
     }
