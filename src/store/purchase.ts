@@ -164,8 +164,9 @@ export interface Busy {
  * a company's purchase of one generation and its holding (null: none), the caps that apply to
  * the batch's run with what each had spent and held when the transaction began (asked only when
  * an intent first needs them), who the run is counted under, and whether another run is alive
- * (holds a lease: heartbeat.ts). Read under the batch's locks, so nothing else writes them
- * meanwhile.
+ * (holds a lease: heartbeat.ts). The purchases and holdings are read under the batch's locks of
+ * its companies, so nothing else writes them meanwhile; the team store reads the caps before it
+ * takes their locks, and checks what the batch adds again under them (postgres/writer.ts).
  */
 export interface BatchReader {
   purchase(domain: string, generation: number): KeptPurchase | null;
