@@ -29,6 +29,27 @@ const hit = (c: string, g = 1, at = Date.now()): StoreEvent => ({ type: 'enrich'
  * machines sharing one store, locks another session holds, query plans on a store without
  * statistics, a batch's round trips, and connections lost under a run.
  */
+/**
+ * `c` as a batch's writer sees it, but `between` runs once, after the batch's first round trip has
+ * read what the rule asks for and before its writes go: what another machine does meanwhile.
+ */
+function betweenRoundTrips(c: pg.Client, between: () => Promise<unknown>): pg.Client {
+  let done = false;
+  return new Proxy(c, {
+    get(target, key) {
+      if (key === 'query')
+        return (q: string | { text: string }, v?: unknown[]) => {
+          const sent = (target.query as (...a: unknown[]) => Promise<unknown>)(q, v);
+          if (done || !(typeof q === 'string' ? q : q.text).includes('FROM companies WHERE service = $1')) return sent;
+          done = true;
+          return sent.then(async (res) => (await between(), res));
+        };
+      const value: unknown = Reflect.get(target, key);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
 describe('the team store on PostgreSQL', () => {
   it('shares one store id (the base of every key) between machines, and records who ran', async () => {
     const url = await freshDatabase();
@@ -388,21 +409,7 @@ describe('the team store on PostgreSQL', () => {
       expect(await r.append(intent('q.com'), true)).toStrictEqual({ kind: 'ok' });
       // S's batch (a lost answer for p.com, as a paused run's arrives) has read the purchase, R as
       // its holder, and holds the company; R lets go of its claims now, before S writes.
-      const gated = new Proxy(writer, {
-        get(target, key) {
-          if (key === 'query')
-            return (q: string | { text: string }, v?: unknown[]) => {
-              const sent = (target.query as (...a: unknown[]) => Promise<unknown>)(q, v);
-              if (!(typeof q === 'string' ? q : q.text).includes('FROM companies WHERE service = $1')) return sent;
-              return sent.then(async (res) => {
-                await r.releaseClaims();
-                return res;
-              });
-            };
-          const value: unknown = Reflect.get(target, key);
-          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-        },
-      });
+      const gated = betweenRoundTrips(writer, () => r.releaseClaims());
       const kept: StoreEvent = { type: 'enrich', company: 'p.com', generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true };
       await commitBatch(gated, new BatchPlan(id, s.runId, store.host, [kept], Date.now(), []));
       // q.com let go; p.com left to R, as S wrote it (not cleared, then written back).
@@ -434,22 +441,7 @@ describe('the team store on PostgreSQL', () => {
       const [{ id }] = (await sql<{ id: number }>(url, 'SELECT id FROM services')) as [{ id: number }];
       // A's batch has read the caps' room (1 credit left) and not yet written; B claims that credit now.
       let theirs: Claim | null = null;
-      let reads = 0;
-      const gated = new Proxy(writer, {
-        get(target, key) {
-          if (key === 'query')
-            return (q: string | { text: string }, v?: unknown[]) => {
-              const sent = (target.query as (...a: unknown[]) => Promise<unknown>)(q, v);
-              if (!(typeof q === 'string' ? q : q.text).includes('FROM companies WHERE service = $1') || reads++ > 0) return sent;
-              return sent.then(async (res) => {
-                theirs = await b.append(intent('b.com'), true);
-                return res;
-              });
-            };
-          const value: unknown = Reflect.get(target, key);
-          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-        },
-      });
+      const gated = betweenRoundTrips(writer, async () => (theirs = await b.append(intent('b.com'), true)));
       const [mine] = await commitBatch(gated, new BatchPlan(id, a.runId, store.host, [intent('a.com')], Date.now(), []));
       expect(theirs).toStrictEqual({ kind: 'ok' });
       expect(mine?.claim).toStrictEqual({ kind: 'capped', person: null, cap: 1 });
@@ -472,20 +464,8 @@ describe('the team store on PostgreSQL', () => {
       const run = await store.beginRun('svc', info);
       expect(await run.append(intent('r.com'), true)).toStrictEqual({ kind: 'ok' });
       const [{ id }] = (await sql<{ id: number }>(url, 'SELECT id FROM services')) as [{ id: number }];
-      let reads = 0;
-      const gated = new Proxy(writer, {
-        get(target, key) {
-          if (key === 'query')
-            return (q: string | { text: string }, v?: unknown[]) => {
-              const sent = (target.query as (...a: unknown[]) => Promise<unknown>)(q, v);
-              if (!(typeof q === 'string' ? q : q.text).includes('FROM companies WHERE service = $1') || reads++ > 0) return sent;
-              // Read with room for 4; the team's cap goes to 0 now (enrich budget set).
-              return sent.then(async (res) => (await sql(url, "UPDATE budgets SET credits = 0 WHERE person = ''"), res));
-            };
-          const value: unknown = Reflect.get(target, key);
-          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-        },
-      });
+      // Read with room for 4; the team's cap goes to 0 now (enrich budget set).
+      const gated = betweenRoundTrips(writer, () => sql(url, "UPDATE budgets SET credits = 0 WHERE person = ''"));
       const miss: StoreEvent = { type: 'enrich', company: 'r.com', generation: 1, keyVersion: 1, status: 'miss', charged: 0 };
       const claims = await commitBatch(gated, new BatchPlan(id, run.runId, store.host, [miss, intent('q.com')], Date.now(), []));
       expect(claims.map((c) => c.claim)).toStrictEqual([{ kind: 'ok' }, { kind: 'capped', person: null, cap: 0 }]);
