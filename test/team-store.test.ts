@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { CompanyRecord } from '../src/api/types.js';
 import type { PgRecords } from '../src/store/postgres/records.js';
 import { PgStore } from '../src/store/postgres/store.js';
-import { client, connect, Session } from '../src/store/postgres/connect.js';
+import { client, connect, onConnectionNotice, Session } from '../src/store/postgres/connect.js';
 import { MAINTENANCE_LOCK } from '../src/store/postgres/schema.js';
 import { BatchPlan, commitBatch } from '../src/store/postgres/writer.js';
 import type { Claim, ServiceStore, StoreEvent } from '../src/store/types.js';
@@ -620,6 +620,35 @@ describe('the team store when the connection is lost', () => {
       await proxy.close();
     }
   }
+
+  it("a batch sent again after the month turned judges the caps by the new month's spend, not the one it was first planned in", async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const proxy = await cuttableProxy(new URL(url));
+    const lastOfMonth = Date.UTC(2026, 10, 30, 23, 59, 59);
+    let t = lastOfMonth;
+    const store = await PgStore.open(proxy.url, { tool: 'test', reconnectMs: 60_000, now: () => t });
+    let lost = false;
+    onConnectionNotice((n) => void (lost ||= n.lost));
+    try {
+      const run = await store.beginRun('svc', info);
+      const [{ id }] = (await sql<{ id: number }>(url, 'SELECT id FROM services')) as [{ id: number }];
+      // A cap of 1 a month, November's spent already; December's not.
+      await sql(url, "INSERT INTO budgets (person, credits, set_at) VALUES ('', 1, 0)");
+      await sql(url, "INSERT INTO purchases (service, domain, generation, key_version, outcome, credits, opened_at, closed_at) VALUES ($1, 'nov.com', 1, 1, 'hit', 1, $2, $2)", [id, lastOfMonth - 3_600_000]);
+      proxy.cut();
+      // Planned on the last second of November; its first send finds the store gone.
+      const claim = run.append(intent('dec.com'), true);
+      await expect.poll(() => lost, { timeout: 20_000 }).toBe(true);
+      t = Date.UTC(2026, 11, 1, 0, 0, 1);
+      await proxy.mend();
+      expect(await claim).toStrictEqual({ kind: 'ok', tookOver: true });
+    } finally {
+      onConnectionNotice(null);
+      await store.close();
+      await proxy.close();
+    }
+  });
 
   it('connects again when the connection drops under a run: reads and writes go on, nothing is lost', async () => {
     await throughProxy(60_000, async (run, proxy, url) => {

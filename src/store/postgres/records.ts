@@ -289,7 +289,8 @@ export class PgRecords implements ServiceStore {
 
   /** One batch: a claim per event, or AGAIN for a claim held by a process of this host that is gone. */
   private async commitBatch(batch: readonly Queued[]): Promise<(Claim | typeof AGAIN)[]> {
-    const claimed = await this.commit(new BatchPlan(this.serviceId, this.run, this.store.host, batch.map((p) => p.event), this.store.now(), [...this.dead]));
+    const events = batch.map((p) => p.event);
+    const claimed = await this.commit(() => new BatchPlan(this.serviceId, this.run, this.store.host, events, this.store.now(), [...this.dead]));
     this.commits++;
     this.statistics.written(batch.filter((p) => p.event.type !== 'match').length);
     return claimed.map((c) => {
@@ -327,11 +328,14 @@ export class PgRecords implements ServiceStore {
    * every statement of a batch leaves the store as it found it when applied a second time (a
    * claim this run holds is claimed again, an outcome already written is skipped: writer.ts).
    * Meanwhile nothing this run queues is written, so no intent is, and no new paid call starts.
+   * Each send is planned at the store's time then: a batch sent again after the month turned
+   * judges the caps by the new month's spend, not the one it was first planned in.
    */
-  private async commit(plan: BatchPlan): Promise<Claimed[]> {
+  private async commit(planned: () => BatchPlan): Promise<Claimed[]> {
     let sent = 0;
     const claimed = await reconnecting(async () => {
       sent++;
+      const plan = planned();
       for (let renewed = false; ; renewed = true) {
         if (this.writerLost) {
           // Connected as is: a failure is the server's own error, which `reconnecting` judges.
