@@ -150,7 +150,14 @@ describe('the built CLI', () => {
       // Opening a FIFO for writing waits for its reader: once it is open, the CLI is reading the key.
       const writer = await open(fifo, 'w');
       p.child.kill(signal);
-      await writer.close();
+      // The file is closed only once the signal is said: an end of the file read first would be an
+      // empty key, said before the signal was (found with four test files at once). The process
+      // then ends as its read of the file does.
+      try {
+        await p.waitFor('interrupted', 120_000);
+      } finally {
+        await writer.close();
+      }
       expect(await p.exited).toBe(130);
       expect(p.stderr()).toBe(`enrich: ${signal}: interrupted; run the same command to finish\n`);
     } finally {
