@@ -40,7 +40,7 @@ function betweenRoundTrips(c: pg.Client, between: () => Promise<unknown>): pg.Cl
       if (key === 'query')
         return (q: string | { text: string }, v?: unknown[]) => {
           const sent = (target.query as (...a: unknown[]) => Promise<unknown>)(q, v);
-          if (done || !(typeof q === 'string' ? q : q.text).includes('FROM companies WHERE service = $1')) return sent;
+          if (done || !(typeof q === 'string' ? q : q.text).includes('FROM purchases p LEFT JOIN runs')) return sent;
           done = true;
           return sent.then(async (res) => (await between(), res));
         };
@@ -48,6 +48,21 @@ function betweenRoundTrips(c: pg.Client, between: () => Promise<unknown>): pg.Cl
       return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
     },
   });
+}
+
+/** A fresh team store, and a pipelined connection of the test's own to send a batch on, as a run's writer does. */
+async function withBatchWriter(then: (t: { url: string; store: PgStore; writer: pg.Client }) => Promise<void>): Promise<void> {
+  const url = await freshDatabase();
+  pgRan++;
+  const store = await PgStore.open(url, { tool: 'test' });
+  const writer = new pg.Client({ connectionString: url, pipeline: true } as pg.ClientConfig);
+  await writer.connect();
+  try {
+    await then({ url, store, writer });
+  } finally {
+    await writer.end();
+    await store.close();
+  }
 }
 
 describe('the team store on PostgreSQL', () => {
@@ -396,12 +411,7 @@ describe('the team store on PostgreSQL', () => {
   });
 
   it("a run's release at its end passes a purchase another run's batch has read (that batch writes it whole), and never waits on it; the run's end lets it go", async () => {
-    const url = await freshDatabase();
-    pgRan++;
-    const store = await PgStore.open(url, { tool: 'test' });
-    const writer = new pg.Client({ connectionString: url, pipeline: true } as pg.ClientConfig);
-    await writer.connect();
-    try {
+    await withBatchWriter(async ({ url, store, writer }) => {
       const r = await store.beginRun('svc', info);
       const s = await store.beginRun('svc', info);
       const [{ id }] = (await sql<{ id: number }>(url, 'SELECT id FROM services')) as [{ id: number }];
@@ -420,46 +430,33 @@ describe('the team store on PostgreSQL', () => {
       await r.endRun({ status: 'completed', credits: 0, bought: 0, reused: 0 });
       // Free for another run at once, under the key that may have been charged.
       expect(await (await store.beginRun('svc', info)).append(intent('p.com'), true)).toStrictEqual({ kind: 'ok', tookOver: true });
-    } finally {
-      await writer.end();
-      await store.close();
-    }
+    });
   });
 
   it("holds the budgets' locks only with a batch's writes: another machine claims meanwhile, and a batch whose room it took is decided again under the locks, capped exactly", async () => {
-    const url = await freshDatabase();
-    pgRan++;
-    const store = await PgStore.open(url, { tool: 'test' });
-    const writer = new pg.Client({ connectionString: url, pipeline: true } as pg.ClientConfig);
-    await writer.connect();
-    let other: PgStore | undefined;
-    try {
-      await sql(url, "INSERT INTO budgets (person, credits, set_at) VALUES ('', 1, 0)");
-      const a = await store.beginRun('svc', info);
-      other = await PgStore.open(url, { tool: 'test' });
-      const b = await other.beginRun('svc', info);
-      const [{ id }] = (await sql<{ id: number }>(url, 'SELECT id FROM services')) as [{ id: number }];
-      // A's batch has read the caps' room (1 credit left) and not yet written; B claims that credit now.
-      let theirs: Claim | null = null;
-      const gated = betweenRoundTrips(writer, async () => (theirs = await b.append(intent('b.com'), true)));
-      const [mine] = await commitBatch(gated, new BatchPlan(id, a.runId, store.host, [intent('a.com')], Date.now(), []));
-      expect(theirs).toStrictEqual({ kind: 'ok' });
-      expect(mine?.claim).toStrictEqual({ kind: 'capped', person: null, cap: 1 });
-      expect(await sql(url, "SELECT domain FROM purchases WHERE intent_key IS NOT NULL")).toStrictEqual([{ domain: 'b.com' }]);
-    } finally {
-      await writer.end();
-      await other?.close();
-      await store.close();
-    }
+    await withBatchWriter(async ({ url, store, writer }) => {
+      let other: PgStore | undefined;
+      try {
+        await sql(url, "INSERT INTO budgets (person, credits, set_at) VALUES ('', 1, 0)");
+        const a = await store.beginRun('svc', info);
+        other = await PgStore.open(url, { tool: 'test' });
+        const b = await other.beginRun('svc', info);
+        const [{ id }] = (await sql<{ id: number }>(url, 'SELECT id FROM services')) as [{ id: number }];
+        // A's batch has read the caps' room (1 credit left) and not yet written; B claims that credit now.
+        let theirs: Claim | null = null;
+        const gated = betweenRoundTrips(writer, async () => (theirs = await b.append(intent('b.com'), true)));
+        const [mine] = await commitBatch(gated, new BatchPlan(id, a.runId, store.host, [intent('a.com')], Date.now(), []));
+        expect(theirs).toStrictEqual({ kind: 'ok' });
+        expect(mine?.claim).toStrictEqual({ kind: 'capped', person: null, cap: 1 });
+        expect(await sql(url, "SELECT domain FROM purchases WHERE intent_key IS NOT NULL")).toStrictEqual([{ domain: 'b.com' }]);
+      } finally {
+        await other?.close();
+      }
+    });
   });
 
   it('a batch that reserves while it frees as much checks the caps with its writes: a cap lowered between its two round trips refuses its claim', async () => {
-    const url = await freshDatabase();
-    pgRan++;
-    const store = await PgStore.open(url, { tool: 'test' });
-    const writer = new pg.Client({ connectionString: url, pipeline: true } as pg.ClientConfig);
-    await writer.connect();
-    try {
+    await withBatchWriter(async ({ url, store, writer }) => {
       await sql(url, "INSERT INTO budgets (person, credits, set_at) VALUES ('', 5, 0)");
       const run = await store.beginRun('svc', info);
       expect(await run.append(intent('r.com'), true)).toStrictEqual({ kind: 'ok' });
@@ -470,13 +467,10 @@ describe('the team store on PostgreSQL', () => {
       const claims = await commitBatch(gated, new BatchPlan(id, run.runId, store.host, [miss, intent('q.com')], Date.now(), []));
       expect(claims.map((c) => c.claim)).toStrictEqual([{ kind: 'ok' }, { kind: 'capped', person: null, cap: 0 }]);
       expect(await sql(url, 'SELECT domain FROM purchases WHERE intent_key IS NOT NULL')).toStrictEqual([]);
-    } finally {
-      await writer.end();
-      await store.close();
-    }
+    });
   });
 
-  it("reads each claim of a pipelined batch from its own statement's rows, hashed updates between them", async () => {
+  it("reads each claim of a pipelined batch from what its own reads found, outcomes and releases between them", async () => {
     const url = await freshDatabase();
     pgRan++;
     const store = await PgStore.open(url, { tool: 'test' });

@@ -218,7 +218,8 @@ const purchaseKey = (domain: string, generation: number): string => `${generatio
  */
 export function decideBatch(events: readonly StoreEvent[], read: BatchReader, run: number | null, now: number | readonly number[]): BatchDecision {
   const written = new Map<string, KeptPurchase>();
-  const held = new Map<string, HeldCompany | null>();
+  /** Records the batch bought, the newest generation's of each company. */
+  const held = new Map<string, HeldCompany>();
   const records = new Map<string, RecordWrite>();
   // What the batch's own writes changed under the caps since its transaction read them: the store's, and each person's.
   let delta = 0;
@@ -227,9 +228,11 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
   const answers: (Claim | Busy)[] = [];
 
   const kept = (domain: string, generation: number): KeptPurchase | null => written.get(purchaseKey(domain, generation)) ?? read.purchase(domain, generation);
+  // The store keeps a record of a newer generation than one the batch bought (the write's guard).
   const holding = (domain: string): HeldCompany | null => {
-    const found = held.get(domain);
-    return found !== undefined ? found : read.holding(domain);
+    const own = held.get(domain);
+    const stored = read.holding(domain);
+    return own === undefined || (stored !== null && stored.generation > own.generation) ? stored : own;
   };
   const save = (before: KeptPurchase | null, after: KeptPurchase | null, at: number): void => {
     if (after === null) return;
@@ -282,8 +285,8 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
         const bought = event.at ?? at;
         const last = records.get(event.company);
         if (last === undefined || event.generation >= last.event.generation) records.set(event.company, { event: event as RecordWrite['event'], at: bought });
-        const was = holding(event.company);
-        if (was === null || event.generation >= was.generation) {
+        const was = held.get(event.company);
+        if (was === undefined || event.generation >= was.generation) {
           held.set(event.company, { domain: event.company, name: event.record.name, boughtAt: bought, lastUpdated: event.record.last_updated || null, generation: event.generation, credits: event.charged ?? 0 });
         }
       }

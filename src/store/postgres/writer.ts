@@ -271,6 +271,7 @@ export class BatchPlan {
     const read = new PgBatchRead();
     this.read = read;
     const asked = new Set(this.companies);
+    const claimed = [...new Set(this.events.flatMap((e) => (e.type === 'intent' ? [e.company] : [])))].sort();
     if (this.claims) {
       const { since, until } = monthOf(this.now);
       if (locked) out.push(...this.budgetLocks());
@@ -295,17 +296,20 @@ export class BatchPlan {
           }
         },
       },
-      {
+    );
+    // Only a claim asks what is held.
+    if (claimed.length > 0) {
+      out.push({
         text: READ_HOLDINGS,
-        values: [this.serviceId, this.companies],
+        values: [this.serviceId, claimed],
         read: (rows) => {
           for (const r of rows) {
             if (!asked.has(String(r['domain'])) || r['bought_at'] === undefined) throw new Error('the store answered a batch\'s read of its holdings with rows of other companies; nothing of the batch was written');
             read.held.set(String(r['domain']), { domain: String(r['domain']), name: String(r['name']), boughtAt: num(r['bought_at']), lastUpdated: (r['last_updated'] as string | null) ?? null, generation: num(r['generation']), credits: num(r['credits']) });
           }
         },
-      },
-    );
+      });
+    }
     return out;
   }
 

@@ -110,7 +110,7 @@ class SqliteBatchRead implements BatchReader {
       if (e.type === 'match' || !PRINTABLE_ASCII.test(e.company)) continue;
       companies.add(e.company);
       this.kept.set(purchaseKey(e.company, e.generation), null);
-      if (e.type === 'intent' || (e.type === 'enrich' && e.status === 'hit')) {
+      if (e.type === 'intent') {
         claimed.add(e.company);
         this.held.set(e.company, null);
       }
