@@ -1,15 +1,15 @@
 import { Command, CommanderError } from 'commander';
 import { VERSION } from '../version.js';
 import type { SandboxCommandOptions } from '../commands/sandbox.js';
-import { defineDoctor, type DoctorFlags } from './commands/doctor.js';
-import { defineBudget, defineLedger, type LedgerFlags } from './commands/ledger.js';
-import { defineRun, type RunFlags } from './commands/run.js';
-import { defineSandbox } from './commands/sandbox.js';
+import { defineDoctor, type DoctorFlags } from '../commands/doctor-flags.js';
+import { defineBudget, defineLedger, type LedgerFlags } from '../commands/ledger-flags.js';
+import { defineRun, type RunFlags } from '../commands/run-flags.js';
+import { defineSandbox } from '../commands/sandbox-flags.js';
 
-export { DEFAULT_CONCURRENCY, type RunFlags } from './commands/run.js';
-export type { DoctorFlags } from './commands/doctor.js';
-export type { LedgerFlags } from './commands/ledger.js';
-export { parseDuration } from './commands/values.js';
+export { DEFAULT_CONCURRENCY, type RunFlags } from '../commands/run-flags.js';
+export type { DoctorFlags } from '../commands/doctor-flags.js';
+export type { LedgerFlags } from '../commands/ledger-flags.js';
+export { parseDuration } from '../commands/values.js';
 
 /**
  * `--api-key sk_...` (or `--api-key=sk_...`): refused before parsing, so the value is never echoed

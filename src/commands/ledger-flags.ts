@@ -1,8 +1,8 @@
 import { Option, type Command } from 'commander';
-import type { LedgerAction } from '../../commands/ledger.js';
-import type { SpendBy } from '../../store/ledger-types.js';
-import { suggestCommand } from '../suggest.js';
-import { MAX_CAP } from '../../store/budget.js';
+import type { LedgerAction } from './ledger.js';
+import type { SpendBy } from '../store/ledger-types.js';
+import { suggestCommand } from '../cli/suggest.js';
+import { MAX_CAP } from '../store/budget.js';
 import { duration, integer, stdoutAlias } from './values.js';
 
 /** `enrich ledger ...`: the store is resolved from --store / ENRICH_STORE in cli/main.ts. */

@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from 'commander';
-import { inheritedDescriptor } from '../../io/paths.js';
-import { parseLatency, type LatencySpec } from '../../sandbox/latency.js';
+import { inheritedDescriptor } from '../io/paths.js';
+import { parseLatency, type LatencySpec } from '../sandbox/latency.js';
 
 /** Option values: commander calls each with the text given, and a refusal says what was expected. */
 

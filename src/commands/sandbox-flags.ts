@@ -1,6 +1,6 @@
 import { Option, type Command } from 'commander';
-import type { SandboxCommandOptions } from '../../commands/sandbox.js';
-import { fixedLatency, type LatencySpec } from '../../sandbox/latency.js';
+import type { SandboxCommandOptions } from './sandbox.js';
+import { fixedLatency, type LatencySpec } from '../sandbox/latency.js';
 import { fraction, integer, latencySpec } from './values.js';
 
 const SANDBOX_EXAMPLES = `
