@@ -42,7 +42,7 @@ describe('a service that cannot be reached stops the run with one line and exit 
     expect(run.stderr).toContain('refused');
   });
 
-  it('a wrong base path: the address answers, but not as the service, so rows are not marked not_found', async () => {
+  it('a wrong base path answers, but not as the service: exit 6, rows not marked not_found', async () => {
     const sb = await startSandbox({ keys: [{ key: KEY }] });
     try {
       const run = await runCli([input(), '-o', dir.file('out.csv')], { env: { ENRICH_BASE_URL: `${sb.url}/wrong/prefix`, ENRICH_API_KEY: KEY } });
@@ -90,7 +90,7 @@ describe('a service that cannot be reached stops the run with one line and exit 
 });
 
 describe('a service that answers 429 for ever', () => {
-  it.each(['0', '-1', 'soon'])('with Retry-After: %s, stops once every request was refused for the longest wait worth waiting', async (retryAfter) => {
+  it.each(['0', '-1', 'soon'])('with Retry-After: %s, stops once refused for longer than is worth waiting', async (retryAfter) => {
     const server = await hostileServer((_req, res) => {
       res.writeHead(429, { 'content-type': 'application/problem+json', 'retry-after': retryAfter });
       res.end(JSON.stringify({ type: 'x/rate_limited', title: 'Slow down', status: 429, code: 'rate_limited' }));
