@@ -84,7 +84,8 @@ describe('apiErrorFromResponse', () => {
     expect(problem(405, { code: 'method_not_allowed', status: 405 })).toBeInstanceOf(NotServiceApiError);
   });
 
-  it('treats a 502, 503 or 504 as an unknown outcome even with a problem body: a gateway may stand in front of a service that ran the call', () => {
+  // A gateway may stand in front of a service that ran the call.
+  it('treats a 502, 503 or 504 as an unknown outcome, even with a problem body', () => {
     for (const status of [502, 503, 504]) {
       const e = apiErrorFromResponse({ status, contentType: 'application/problem+json', retryAfter: undefined, requestId: undefined, body: JSON.stringify({ code: 'upstream_timeout', status }) });
       expect(e.definitive, String(status)).toBe(false);
