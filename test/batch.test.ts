@@ -8,7 +8,7 @@ const t = sandboxSuite(KEY);
 const companies = (n: number, skip = 0) => [...t.sb.directory].slice(skip, skip + n);
 
 describe('a batch against the sandbox', () => {
-  it('keeps every row of a messy export in order, its columns untouched, buying each company once', async () => {
+  it('keeps every row of a messy export in order, columns untouched, buying each company once', async () => {
     await t.sandbox();
     const input = t.dir.file('companies.csv');
     copyFileSync('fixtures/companies.csv', input);

@@ -76,7 +76,7 @@ const until = async (condition: () => boolean): Promise<void> => {
 };
 
 describe('a monthly budget', () => {
-  it('on one machine, three runs (two at once) buy exactly the cap, exit 4; a dry run estimates 0', async () => {
+  it('on one machine, three runs (two at once) buy exactly the cap, exit 4; a dry run says 0', async () => {
     const store = join(dir.path, 'store.db');
     const ana = machine('laptop', store);
     const set = await done(ana(['budget', 'set', '60']));
@@ -126,7 +126,7 @@ describe('a monthly budget', () => {
     expect(await budgetJson(ana)).toMatchObject({ cap: 45, spent: 45, held: 0, left: 0 });
   });
 
-  it('after kill -9 and ledger release, keys given up count as spent: the cap holds at the service', async () => {
+  it('after kill -9 and ledger release, given-up keys count as spent: the cap holds', async () => {
     const store = join(dir.path, 'store.db');
     const ana = machine('laptop', store, 'ana', null);
     expect((await done(ana(['budget', 'set', '30']))).code).toBe(0);

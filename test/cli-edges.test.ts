@@ -52,7 +52,7 @@ describe('auth and credit stops with codes the spec does not name', () => {
   afterAll(() => server.close());
   const code402 = (): string => (answer === 'capped' ? 'plan_cap_reached' : 'insufficient_credits');
 
-  it("403 key_suspended stops as an auth failure (exit 5) with the service's code, not invalid_token", async () => {
+  it("403 key_suspended stops as an auth failure (exit 5) with the service's code", async () => {
     answer = 'suspended';
     const input = dir.file('s.csv', 'domain\nacme.com\nbeta.com\n');
     const run = await runCli([input, '-o', dir.file('s.out.csv')], { env: { ENRICH_BASE_URL: server.url, ENRICH_API_KEY: KEY } });

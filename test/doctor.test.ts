@@ -120,7 +120,7 @@ describe('enrich doctor over real HTTP', () => {
     }
   });
 
-  it('usage problems are fixes with exit 2: no address, http elsewhere, no key, a folder as store', async () => {
+  it('usage problems are fixes, exit 2: no address, http elsewhere, no key, a folder as store', async () => {
     expect((await doctor([], { ENRICH_BASE_URL: '' })).code).toBe(2);
     const http = await doctor(['--base-url', 'http://data.example.invalid']);
     expect(http.code).toBe(2);
@@ -191,7 +191,7 @@ describe('the key check, as the service answers it', () => {
     expect(blank.text).toBe('refused (401 ?): check ENRICH_API_KEY or --api-key-file');
   });
 
-  it('stops as a batch would (exit 6) when the service asks for a longer wait than a batch takes', async () => {
+  it('stops as a batch would (exit 6) when asked to wait longer than a batch waits', async () => {
     expect(await keyCheck(refusing(new RateLimitedError(problem(429, 'rate_limited'), 86_400)), [])).toMatchObject({
       status: 'fail',
       kind: 'unavailable',

@@ -128,7 +128,7 @@ describe('an output folder gone once the run has bought', () => {
 // Root plays the other user: only it can make a link owned by someone else.
 describe.skipIf(process.getuid?.() !== 0)('a link planted in a folder anyone may write to', () => {
   // The same for --summary-json and an export.
-  it("refuses -o through another user's link in a sticky world-writable folder, leaving its target", async () => {
+  it("refuses -o through another user's link in a shared sticky folder, its target untouched", async () => {
     const shared = join(dir.path, 'shared');
     mkdirSync(shared);
     chmodSync(shared, 0o1777);

@@ -219,7 +219,7 @@ describe('enrich ledger on the team store', () => {
 });
 
 describe('enrich ledger runs on the team store', () => {
-  it('tells a run under way from one that ended unrecorded, by its heartbeat on the server clock', async () => {
+  it('tells a run under way from one that ended unrecorded, by its heartbeat (server clock)', async () => {
     await t.sandbox();
     const store = await freshDatabase();
     const live = await PgStore.open(store, { tool: 'test', host: 'cron-b' });
@@ -372,7 +372,7 @@ describe('enrich ledger copy', () => {
 
   for (const kind of ['sqlite', 'postgres'] as const) {
     // Newer means bought later there, whatever each store's own count of purchases says.
-    it(`into ${kind}: never replaces a newer record with an older one, nor copies one being bought`, async () => {
+    it(`into ${kind}: never replaces a newer record with an older one, nor one being bought`, async () => {
       await t.sandbox();
       const laptop = t.dir.file('laptop.db');
       const target = kind === 'sqlite' ? t.dir.file('team.db') : await freshDatabase();
@@ -444,7 +444,7 @@ describe('enrich ledger copy', () => {
     });
 
     // So the target's next run replays it: one charge.
-    it(`into ${kind}: an open purchase whose key may be charged replaces one whose key cannot be`, async () => {
+    it(`into ${kind}: an open purchase whose key may be charged beats one whose key cannot be`, async () => {
       await t.sandbox();
       const laptop = t.dir.file('laptop.db');
       const target = kind === 'sqlite' ? t.dir.file('team.db') : await freshDatabase();

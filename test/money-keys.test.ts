@@ -136,7 +136,7 @@ describe('a lost paid answer', () => {
     expect(run.stderr).toMatch(/this month +2 +credits charged to this service's runs since \S+ UTC, and up to 1 unconfirmed; \$0 on Free/);
   });
 
-  it('whose key then gets 402s stops for credits after --settle, saying it may have been charged', async () => {
+  it('whose key then gets 402s stops for credits after --settle, saying it may be charged', async () => {
     await service((d, _key, n) => (d === 'other-co.com' ? 'charge' : n === 1 ? 'lose' : { status: 402, code: 'insufficient_credits' }), {
       domain: (d) => d === 'other-co.com',
       // Once acme's answer was lost and its retry came: the client saw the loss before this answer.
@@ -175,7 +175,7 @@ describe('a paid endpoint that goes down after answers were lost', () => {
 
 describe('a service that stores a 500 under its key and replays it', () => {
   // The lost keys settle and are bought under new keys.
-  it('is not taken for an outage once the paid endpoint answers afresh; each company charged once', async () => {
+  it('is not taken for an outage once the paid endpoint answers afresh: one charge each', async () => {
     const stuck = Array.from({ length: 10 }, (_, i) => `stored-500-co${i}.com`);
     const fresh = Array.from({ length: 10 }, (_, i) => `fresh-co${i}.com`);
     // The first request under each stuck company's first key ran and failed; the service stored its

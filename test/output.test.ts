@@ -53,7 +53,7 @@ describe('CSV results copy every row byte for byte', () => {
     expect(text).toBe(`\ufeffNaam;Website;${RESULT_HEADER.replace(/,/g, ';')}\r\nA;nobody-c.nl;${miss.replace(/,/g, ';')}\r\n`);
   });
 
-  it('strips a byte-order mark only at the start of the file, never from a row that starts with one', async () => {
+  it('strips a BOM only at the start of the file, never from a row that starts with U+FEFF', async () => {
     const text = await enrich(`\ufeffdomain,note\n\ufeffnobody-h.com,x\n`);
     expect(text).toBe(`\ufeffdomain,note,${RESULT_HEADER}\n\ufeffnobody-h.com,x,${miss}\n`);
   });

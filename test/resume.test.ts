@@ -97,7 +97,7 @@ async function killAfter(sb: Sandbox, p: ReturnType<typeof spawnCli>, after: num
 }
 
 describe('resume', () => {
-  it('survives kill -9 at points picked by progress: one charge each, output as if uninterrupted', async () => {
+  it('survives kill -9 at points picked by progress: one charge each, output as if unbroken', async () => {
     const chaotic = await sandbox({ latencyMs: 10, failRate: 0.1, dropRate: 0.05, rateLimit: 400, burst: 20, seed: 9 });
     const inputPath = input(chaotic, 160);
     const expected = await reference(inputPath);

@@ -510,7 +510,7 @@ describe.each(backends)('the store contract: $name', (backend) => {
   });
 
   // A seeded mix of claims and outcomes under a cap of 3: the same claims and budget lines.
-  it.each([1, 2])("keeps a cap's room the same for a batch appended at once and one event at a time (seed %i)", async (seed) => {
+  it.each([1, 2])("keeps a cap's room alike for a batch appended at once or event by event (seed %i)", async (seed) => {
     const together = await backend.open();
     try {
       const alone = await open();

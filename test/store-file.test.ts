@@ -156,7 +156,7 @@ const remount = (dir: string, mode: 'ro' | 'rw'): void => void execFileSync('mou
 
 // Issue 19, item 9.
 describe('a store on a read-only mount', () => {
-  it('is read by ledger and doctor, with or without a -wal left, and a batch says it cannot write', async (ctx) => {
+  it('is read by ledger and doctor, -wal left or not, and a batch says it cannot write it', async (ctx) => {
     await t.sandbox();
     ctx.skip(!canMount(), 'needs root with the right to mount a tmpfs, to make a real read-only mount (root ignores chmod)');
     const mnt = t.dir.file('mnt');
@@ -226,7 +226,7 @@ describe('what --store and ENRICH_STORE may name', () => {
     expect(t.sb.stats.requests).toBe(0);
   });
 
-  it('a postgres:// address is the team store; unreachable: exit 6, naming the host, no password', async () => {
+  it('a postgres:// address is the team store; unreachable: exit 6, host named, no password', async () => {
     await t.sandbox();
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(1).map((d) => [d])]));
     for (const [args, env] of [

@@ -111,7 +111,7 @@ describe('a batch on the team store that cannot go ahead', () => {
     expect(granted.code, granted.stderr).toBe(0);
   });
 
-  it('a role that may not create tables, no schema or an older one: exit 2, nothing made or sent', async () => {
+  it('a role that may not create tables, no schema or an older one: exit 2, nothing changed', async () => {
     await t.sandbox();
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(1).map((d) => [d])]));
     const empty = await freshDatabase();
@@ -198,7 +198,7 @@ describe('two versions of enrich on one database', () => {
     expect(readCsvFile(t.dir.file('out.csv')).map((r) => r['enrich_status'])).toStrictEqual(['matched', 'matched']);
   });
 
-  it('an upgrade held up by a table lock: exit 6, nothing changed or queued; later it goes ahead', async () => {
+  it('an upgrade held up by a table lock: exit 6, nothing changed or queued; later it works', async () => {
     await t.sandbox();
     const url = await storeAtVersion1();
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
@@ -434,7 +434,7 @@ describe('a team store lost mid-run and back', () => {
     return { proxy, input, run };
   }
 
-  it('says so off a terminal and with --quiet: a line when lost, one when back; the run finishes', async () => {
+  it('says so off a terminal and with --quiet: a line when lost, one when back; it finishes', async () => {
     const { proxy, run } = await lostUnderRun();
     try {
       // It comes back once the run has said it lost it.

@@ -652,7 +652,7 @@ describe('the team store when the connection is lost', () => {
     }
   });
 
-  it('connects again when the connection drops under a run: reads and writes go on, nothing lost', async () => {
+  it('connects again when the connection drops under a run: reads and writes go on, none lost', async () => {
     await throughProxy(60_000, async (run, proxy, url) => {
       expect(await run.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
       proxy.cut();
@@ -758,7 +758,7 @@ describe('the team store when the connection is lost', () => {
     }
   });
 
-  it('fails the run once when its lease cannot be renewed: later writes fail at once, no new wait', async () => {
+  it('fails the run once when its lease cannot be renewed; later writes fail without a wait', async () => {
     await throughProxy(300, async (run, proxy) => {
       await run.append(intent('acme.com'), true);
       proxy.cut();
@@ -772,7 +772,7 @@ describe('the team store when the connection is lost', () => {
     });
   });
 
-  it('stops when the store stays away too long: unavailable, naming the host, never the password', async () => {
+  it('stops when the store stays away too long: unavailable, host named, never the password', async () => {
     await throughProxy(300, async (run, proxy, url) => {
       await run.append(intent('acme.com'), true);
       proxy.cut();

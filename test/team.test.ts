@@ -418,7 +418,7 @@ describe('the team store, end to end', () => {
     expectSameAsClean(outB, await cleanRun(clean, b, 'b'), 'cron-b');
     expectOneRecordEach([outA, outB]);
   });
-  it('PostgreSQL restarted under a live run: nothing lost or charged twice, and the run finishes', async () => {
+  it('PostgreSQL restarted under a live run: nothing lost or charged twice; the run finishes', async () => {
     const pg = await privatePostgres();
     const sb = await sandbox({ latencyMs: 20 });
     const { a } = overlapping(sb, 4_000, 100, 100);
@@ -516,7 +516,7 @@ describe('the team store, end to end', () => {
     expect(second.stderr()).toBe('');
   });
   // cron-b buys nothing the laptop bought and finishes its open purchases; a third machine buys nothing.
-  it("a killed laptop's SQLite store, copied in: no company bought twice, its open keys replayed", async () => {
+  it("a killed laptop's SQLite store copied in: nothing bought twice, its open keys replayed", async () => {
     // Answers take 100 ms, charged on arrival: the kill leaves paid calls charged and unanswered.
     const sb = await sandbox({ latencyMs: 100 });
     const store = await freshDatabase();
@@ -583,7 +583,7 @@ describe('the team store, end to end', () => {
     }
     expect(left).toBe(0);
   });
-  it('PostgreSQL restarted under two live runs: nothing lost or charged twice, each run finishes', async () => {
+  it('PostgreSQL restarted under two live runs: nothing lost or charged twice; both finish', async () => {
     const pg = await privatePostgres();
     const sb = await sandbox({ latencyMs: 20 });
     const { a, b } = overlapping(sb, 4_000, 100, 100);

@@ -66,7 +66,7 @@ describe('the live display, driven by progress', () => {
     expect(await t.exited).toBe(130);
   });
 
-  it('lays out at 60 columns by dropping whole fields, redraws on a resize, leaves no stale frame', async () => {
+  it('lays out at 60 columns by dropping whole fields; redraws on resize, no stale frame', async () => {
     const t = await gatedRun(60, 6);
     const narrow = await t.waitForScreen((s) => lineOf(s, 'enriching') !== undefined && lineOf(s, 'matching') !== undefined);
     for (const label of ['matching', 'enriching']) expectWholeFields(lineOf(narrow, label), 60);

@@ -252,7 +252,7 @@ describe('paid attempts that end without an answer', () => {
 });
 
 describe('a purchase taken over from another run', () => {
-  it('counts the settle time from the takeover, not an earlier loss: a fresh error keeps the key', async () => {
+  it('times the settle from the takeover, not an earlier loss: a fresh error keeps the key', async () => {
     // The plan read the key as uncertain long ago; the run that held it since has just released
     // it, and its last attempt may still be running at the service.
     const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', uncertain: true, lostAt: Date.now() - 10 * 60_000 });

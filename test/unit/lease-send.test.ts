@@ -174,7 +174,7 @@ describe('a paid request queued before its lease lapsed', () => {
   });
 
   // Beats that answer late, as on the team store.
-  it('a wall clock set forward with late beats: each lapse renews the lease once; all are bought', async () => {
+  it('a wall clock set forward with late beats: one renewal per lapse, every company bought', async () => {
     const store = new MemoryStore();
     const a = store.beginRun();
     let wall = Date.now();

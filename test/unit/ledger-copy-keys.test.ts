@@ -23,7 +23,7 @@ describe('ledger copy and a key that may have been charged', () => {
     expect(move === 'keep' && counts.unconfirmed === 0 && counts.open === 0 && counts.busy === 0 && counts.conflicts === 0).toBe(false);
   });
 
-  it("closing the team's open purchase from the laptop's answer still counts the team's lost key", () => {
+  it("closing the team's open purchase from the laptop's answer counts the team's lost key", () => {
     const laptop = kept({ credits: 1, closedAt: 1_000 });
     // A team run sent under the team's key and lost the answer (uncertain), then ended.
     const team = kept({ outcome: 'open', closedAt: null, credits: 0, intentKey: 'enrich-TEAM-g1-v1', uncertain: true, lostAt: 990 });
