@@ -22,7 +22,7 @@ describe('an API key that cannot go in an HTTP header', () => {
   it.each([
     ['non-ASCII', 'sk_live_tëst_0123456789'],
     ['a control character', 'sk_live_\u0007bell_0123456789'],
-  ])('is refused at start-up when it has %s: exit 2, one line, the key not shown', async (_what, key) => {
+  ])('is refused at start when it has %s: exit 2, one line, no key shown', async (_what, key) => {
     const input = dir.file('k.csv', 'domain\nacme.com\n');
     const run = await runCli([input], { env: { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: key } });
     expect(run.code).toBe(ExitCode.USAGE);

@@ -181,7 +181,7 @@ describe('a bounded answer', () => {
   it.each([
     ['chunked', false],
     ['with its content-length', true],
-  ])('a 100 MB answer (%s) is a bad_response after at most maxResponseBytes are read', async (_how, declare) => {
+  ])('a 100 MB answer (%s) is a bad_response once maxResponseBytes are read', async (_how, declare) => {
     const sent = { bytes: 0 };
     const server = await hostile((_req, res) => flood(res, 100 * 1024 * 1024, declare, sent));
     const e = await failure(client(server.url).match('acme.com'));

@@ -51,7 +51,7 @@ describe('a paid answer that is not the record of the company bought', () => {
     ['a match whose company has no name', { matched: true, credits_charged: 1, credits_remaining: 9, company: { ...company('co2-test.com', ''), name: undefined } }],
   ];
   // The credit is spent and nothing is stored.
-  it.each(cases)('%s: a bad_response, exit 3; a rerun buys nothing and exits 0', async (_what, body) => {
+  it.each(cases)('%s: a bad_response, exit 3; a rerun buys nothing, exit 0', async (_what, body) => {
     const svc = await service(() => ({ status: 200, body, charged: 1 }));
     const first = await enrich();
     expect(first.run.code, first.run.stderr).toBe(3);

@@ -68,13 +68,14 @@ describe('a service that cannot be reached stops the run with one line and exit 
     }
   });
 
+  // Each Retry-After header and body, and the wait said for it.
   it.each([
     // Just over the 5 minutes a run waits out: said as over them, not as "5 min".
     [{ 'retry-after': '301' }, undefined, '5 min 1 s'],
     // An HTTP date in year 9999, and a body's 1e308 seconds: not millions of days.
     [{ 'retry-after': 'Fri, 31 Dec 9999 23:59:59 GMT' }, undefined, 'over a year'],
     [{}, 1e308, 'over a year'],
-  ])('a Retry-After of %j (body %s) is said as "the service asks to wait %s"', async (headers, body, text) => {
+  ])('%j, body %s: says "wait %s"', async (headers, body, text) => {
     const server = await hostileServer((_req, res) => {
       res.writeHead(429, { 'content-type': 'application/problem+json', ...headers });
       res.end(JSON.stringify({ type: 'x/rate_limited', title: 'Slow down', status: 429, code: 'rate_limited', ...(body === undefined ? {} : { retryAfterSeconds: body }) }));
