@@ -8,7 +8,7 @@ const t = sandboxSuite(KEY);
 const companies = (n: number, skip = 0) => [...t.sb.directory].slice(skip, skip + n);
 
 describe('a batch against the sandbox', () => {
-  it('keeps every row of a messy export, in order, original columns untouched, and buys each company once', async () => {
+  it('keeps every row of a messy export in order, columns untouched, buying each company once', async () => {
     await t.sandbox();
     const input = t.dir.file('companies.csv');
     copyFileSync('fixtures/companies.csv', input);
@@ -47,7 +47,7 @@ describe('a batch against the sandbox', () => {
     for (const n of t.sb.stats.matchCalls.values()) expect(n).toBe(1);
   });
 
-  it('matches each registrable domain once and enriches each canonical company once, across spellings and aliases', async () => {
+  it('matches each domain once and enriches each company once, across spellings and aliases', async () => {
     await t.sandbox();
     const c = [...t.sb.directory].find((x) => x.aliases.length > 0);
     if (c === undefined) throw new Error('no alias in fixtures');
@@ -230,7 +230,7 @@ describe('refused before any work', () => {
 });
 
 describe('paths that would destroy something are refused up front', () => {
-  it('refuses one file in two roles: results over the store or the input, a summary over the input', async () => {
+  it('refuses one file in two roles: results over the store or input, a summary over the input', async () => {
     await t.sandbox();
     const input = t.dir.file('in.csv', csvText([['domain'], ['a.com']]));
     const same = t.dir.file('same.csv');
@@ -260,7 +260,7 @@ describe('paths that would destroy something are refused up front', () => {
 });
 
 describe('dry runs and their output', () => {
-  it('writes what matched to -o when asked (found: names, no records), and nothing to stdout when not', async () => {
+  it('writes found names to -o when asked, and nothing to stdout when not', async () => {
     await t.sandbox();
     const c = companies(1)[0] as { domain: string; name: string };
     const input = t.dir.file('in.csv', csvText([['domain'], [c.domain], ['nobody-here.io'], ['co.uk']]));
@@ -291,7 +291,7 @@ describe('odd inputs', () => {
     expect(readFileSync(out).includes(Buffer.from('Caf\xe9 Ren\xe9,nobody-x.fr,no_match', 'latin1'))).toBe(true);
   });
 
-  it('finds a file not UTF-8 past the sample its format is read from, and writes its results as for one that is not', async () => {
+  it('finds a file not UTF-8 beyond the sample its format is read from, and keeps its encoding', async () => {
     await t.sandbox();
     const input = t.dir.file('late-latin1.csv');
     const store = t.dir.file('late.db');

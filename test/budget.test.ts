@@ -76,7 +76,7 @@ const until = async (condition: () => boolean): Promise<void> => {
 };
 
 describe('a monthly budget', () => {
-  it('on one machine: a cap of 60 over three runs (two at once) buys exactly 60; each run that met it exits 4 saying so; a dry run then estimates 0', async () => {
+  it('on one machine, three runs (two at once) buy exactly the cap, exit 4; a dry run says 0', async () => {
     const store = join(dir.path, 'store.db');
     const ana = machine('laptop', store);
     const set = await done(ana(['budget', 'set', '60']));
@@ -105,7 +105,7 @@ describe('a monthly budget', () => {
     expect(await budgetJson(ana)).toMatchObject({ cap: 60, spent: 60, held: 0, left: 0 });
   });
 
-  it('kill -9 while reservations are held, then reruns: nothing spent twice, nothing left held, and the cap still exact', async () => {
+  it('kill -9 with reservations held, then reruns: nothing spent twice or left held, cap exact', async () => {
     const store = join(dir.path, 'store.db');
     const ana = machine('laptop', store, 'ana', null);
     expect((await done(ana(['budget', 'set', '45']))).code).toBe(0);
@@ -126,7 +126,7 @@ describe('a monthly budget', () => {
     expect(await budgetJson(ana)).toMatchObject({ cap: 45, spent: 45, held: 0, left: 0 });
   });
 
-  it('kill -9, then ledger release gives up the keys it left: each counts as possibly spent, so the calls bought again under new keys stay within the cap at the service', async () => {
+  it('after kill -9 and ledger release, given-up keys count as spent: the cap holds', async () => {
     const store = join(dir.path, 'store.db');
     const ana = machine('laptop', store, 'ana', null);
     expect((await done(ana(['budget', 'set', '30']))).code).toBe(0);
@@ -151,7 +151,8 @@ describe('a monthly budget', () => {
     expect(Number(view['spent']) + Number(view['held'])).toBe(30);
   });
 
-  it('on a team store: two machines at once under 150 buy exactly 150 and both exit 4; raised to 400 with a person capped at 30, that person buys exactly 30 more; enrich budget shows both', async () => {
+  // Two machines at once under 150, then 400 with bo capped at 30; enrich budget shows both.
+  it("on a team store, two machines buy exactly the team's cap and a person exactly their own", async () => {
     const url = await freshDatabase();
     pgRan++;
     // A database whose default isolation is REPEATABLE READ: a batch's snapshot would predate the

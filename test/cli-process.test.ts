@@ -51,7 +51,8 @@ describe('the built CLI', () => {
     for (const r of [none, flag, missing, noUrl, keyDir, ledger, prune]) expect(r.stderr).not.toMatch(/\n\s+at /);
   });
 
-  it.runIf(process.platform === 'linux')('refuses a store where no folder can be made (under /proc) in one line, where Node\'s own mkdir -p spun forever', async () => {
+  // Node's own mkdir -p spun forever there.
+  it.runIf(process.platform === 'linux')('refuses a store where no folder can be made (under /proc) in one line', async () => {
     const dir = tempDir();
     // The sandbox's own store, whose folders are made on first use (as the default's), in a state home under /proc.
     const run = spawnCli(['fixtures/companies.csv', '--sandbox', '--quiet', '-o', dir.file('out.csv')], { env: { XDG_STATE_HOME: '/proc/enrich-test', ENRICH_STORE: undefined } });
@@ -72,7 +73,7 @@ describe('the built CLI', () => {
     }
   });
 
-  it('refuses a subcommand flag in one enrich: line with exit 2, and never names 2^53 - 1 as a limit', async () => {
+  it('refuses a bad subcommand flag value in one line with exit 2, never naming 2^53 - 1', async () => {
     const port = await runProcess(['sandbox', '--port', 'abc']);
     expect(port).toMatchObject({ code: 2, stdout: '' });
     expect(port.stderr).toBe("enrich: option '--port <n>' argument 'abc' is invalid. --port must be a whole number from 0 to 65535 (see enrich sandbox --help)\n");
@@ -88,7 +89,7 @@ describe('the built CLI', () => {
     }
   });
 
-  it('an unknown word is neither a file nor a command, said before any setting is asked for; --json on a batch points at --summary-json', async () => {
+  it('an unknown word is neither file nor command; --json on a batch points at --summary-json', async () => {
     const word = await runProcess(['status'], { env: { ENRICH_BASE_URL: '', ENRICH_API_KEY: '' } });
     expect(word).toMatchObject({ code: 2, stderr: 'enrich: no such file or command: status; the commands are sandbox, doctor, ledger, budget (enrich --help), and an input is a CSV file or - for stdin\n' });
     const json = await runProcess(['in.csv', '--json']);
@@ -109,7 +110,7 @@ describe('the built CLI', () => {
     }
   });
 
-  it('serves the sandbox, prints its URL and key, and stops cleanly on SIGTERM, SIGINT and SIGHUP', async () => {
+  it('serves the sandbox, prints its URL and key, and stops cleanly on SIGTERM, SIGINT, SIGHUP', async () => {
     for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
       const p = spawnCli(['sandbox', '--port', '0', '--key', 'sk_proc_test', '--balance', '7']);
       await p.waitFor('Ctrl-C to stop.');
@@ -123,7 +124,7 @@ describe('the built CLI', () => {
     }
   });
 
-  it('serves the Stripe-like idempotency on request: a stored 500 is replayed, here without a request id', async () => {
+  it('serves Stripe-like idempotency on request: a stored 500 replayed without a request id', async () => {
     const p = spawnCli(['sandbox', '--port', '0', '--key', 'sk_proc_stripe', '--fail-rate', '1', '--idempotency', 'stripe', '--replay-request-id', 'none']);
     await p.waitFor('Ctrl-C to stop.');
     expect(p.stdout()).toContain('idempotency: every outcome stored, replays carry no request id');
@@ -141,7 +142,7 @@ describe('the built CLI', () => {
     expect(bad.code).toBe(2);
   });
 
-  it.each(['SIGTERM', 'SIGHUP'] as const)('a %s before the batch has begun (its key file still being read) exits 130 with one line, not the signal\'s own code', async (signal) => {
+  it.each(['SIGTERM', 'SIGHUP'] as const)("a %s while the key file is being read exits 130 in one line, not the signal's code", async (signal) => {
     const dir = tempDir();
     try {
       const fifo = dir.file('key.fifo');
@@ -176,7 +177,8 @@ describe('the built CLI', () => {
     expect(await p.exited).toBe(0);
   });
 
-  it("prices a dry run by the month: what it adds on the cheapest plan first; no per-plan figure that no plan would bill on the screen (they stay in the JSON)", async () => {
+  // Per-plan figures that no plan would bill stay in the JSON, off the screen.
+  it('prices a dry run by the month, what it adds on the cheapest plan first', async () => {
     const dir = tempDir();
     try {
       const r = await runProcess(['fixtures/companies.csv', '--sandbox', '--dry-run']);

@@ -85,7 +85,7 @@ describe('connection failures name the host and the cause', () => {
     expect(e).toMatchObject({ failure: 'timeout', neverSent: false });
   });
 
-  it('a body dripped a byte at a time hits the whole-request deadline, though it is never idle', async () => {
+  it('a body dripped a byte at a time hits the whole-request deadline, though never idle', async () => {
     const server = await hostile((_req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.write('{"matched":');
@@ -134,7 +134,7 @@ describe('connection failures name the host and the cause', () => {
     expect(server.requests).toBe(2);
   });
 
-  it('calls under one signal share one abort listener, added once for the life of the signal, and its abort stops every call open', async () => {
+  it('calls under one signal share one abort listener, and its abort stops every open call', async () => {
     const server = await hostile((req, res) => json(res, 200, { matched: false, credits_charged: 0, company: null }));
     const c = client(server.url);
     const controller = new AbortController();
@@ -181,7 +181,7 @@ describe('a bounded answer', () => {
   it.each([
     ['chunked', false],
     ['with its content-length', true],
-  ])('a 100 MB answer (%s) is a bad_response after at most maxResponseBytes are read', async (_how, declare) => {
+  ])('a 100 MB answer (%s) is a bad_response once maxResponseBytes are read', async (_how, declare) => {
     const sent = { bytes: 0 };
     const server = await hostile((_req, res) => flood(res, 100 * 1024 * 1024, declare, sent));
     const e = await failure(client(server.url).match('acme.com'));
@@ -229,7 +229,7 @@ describe('an address that is not the service API', () => {
 });
 
 describe('unknown codes fall back on their status class', () => {
-  it('402 plan_cap_reached stops for credits; 403 key_suspended is an auth stop with the detail and real code', async () => {
+  it('402 plan_cap_reached stops for credits; 403 key_suspended is an auth stop with its code', async () => {
     const server = await hostile((req, res) =>
       req.method === 'POST'
         ? json(res, 402, { type: 'x/plan_cap_reached', title: 'Cap', status: 402, code: 'plan_cap_reached', detail: 'monthly cap reached', balance: 40 })
@@ -260,7 +260,7 @@ describe('what a 200 must carry before anything is paid for', () => {
     },
   );
 
-  it('a canonical domain in another case, with a root dot, or as an IDN, is read in its wire form', async () => {
+  it('a canonical domain in another case, with a root dot, or as an IDN, is read in wire form', async () => {
     expect((await matchAnswering({ domain: 'Acme.COM.', name: 'Acme' })).company?.domain).toBe('acme.com');
     expect((await matchAnswering({ domain: 'münchen.de', name: 'M' })).company?.domain).toBe('xn--mnchen-3ya.de');
   });
@@ -295,7 +295,7 @@ describe('money is counted by the spec, not by the answer', () => {
     expect(answer).toMatchObject({ matched: false, credits_charged: 0, company: null });
   });
 
-  it('a miss that says it charged contradicts itself: a bad_response counted at the most an enrich costs (1), never at its own figure', async () => {
+  it('a miss that says it charged is a bad_response counted at 1 credit, not its own figure', async () => {
     const error = await failure(enrichAnswering({ matched: false, credits_charged: 3, credits_remaining: 9, company: null }));
     expect(error).toMatchObject({ code: 'bad_response', charged: 1 });
     expect(String((error as Error).message)).toContain('says no match but charged 3');

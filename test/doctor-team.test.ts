@@ -35,8 +35,9 @@ const place = (url: string): { at: string; database: string } => ({ at: `127.0.0
 /** Everything in the database's own schema, to show that doctor left it as it was. */
 const tables = async (url: string): Promise<unknown> => sql(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1");
 
-describe('enrich doctor on the team store (issue 21)', () => {
-  it('an empty database: every check ok, "the first run creates the schema", and doctor makes no table', async () => {
+// From issue 21.
+describe('enrich doctor on the team store', () => {
+  it('an empty database: every check ok, and doctor makes no table', async () => {
     const url = await freshDatabase();
     const r = await doctor(url);
     expect(r.code, r.stdout + r.stderr).toBe(0);
@@ -53,7 +54,7 @@ describe('enrich doctor on the team store (issue 21)', () => {
     expect(await tables(url)).toStrictEqual([]);
   });
 
-  it("a store in use: its schema version, the role's rights, and its store id, as every machine sees it; nothing recorded", async () => {
+  it("a store in use: its schema version, the role's rights and its store id; nothing recorded", async () => {
     const url = await freshDatabase();
     const store = await PgStore.open(url, { tool: 'test' });
     await store.close();
@@ -73,7 +74,7 @@ describe('enrich doctor on the team store (issue 21)', () => {
     expect(await sql(url, 'SELECT count(*)::int AS n FROM runs')).toStrictEqual(before);
   });
 
-  it('an older schema is a note (the next run upgrades it) and is left at its version; a newer one is a fix, exit 2', async () => {
+  it('an older schema is a note and left as it is; a newer one is a fix, exit 2', async () => {
     const url = await freshDatabase();
     await sql(url, MIGRATIONS[0] as string);
     await sql(url, "INSERT INTO meta (key, value) VALUES ('schema_version', '1'), ('store_id', '00112233aabbccdd')");
@@ -93,7 +94,7 @@ describe('enrich doctor on the team store (issue 21)', () => {
     expect(newer.stdout.trimEnd().split('\n').at(-1)).toBe('enrich doctor: 1 to fix');
   });
 
-  it('a role that may only read: writable is a fix naming the grant, exit 2; on an empty database or an older schema, it may not make or upgrade it', async () => {
+  it('a read-only role: writable is a fix naming the grant, and no schema is made or upgraded', async () => {
     const url = await freshDatabase();
     await (await PgStore.open(url, { tool: 'test' })).close();
     const reader = await roles.role(url, READ_ONLY(url));
@@ -139,7 +140,7 @@ describe('enrich doctor on the team store (issue 21)', () => {
     expect(refused.stderr).toMatch(/^enrich: the role this store is opened as may not change this team store's budgets \(PostgreSQL: permission denied for table budgets\)/);
   });
 
-  it('a server nobody answers is exit 6; a wrong password or a database that is not there is exit 2; no password shown', async () => {
+  it('a silent server is exit 6; a wrong password or missing database exit 2; never a password', async () => {
     const url = await freshDatabase();
     const server = createServer();
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -176,7 +177,7 @@ describe('any PostgreSQL a team has', () => {
     expect(report(r.stdout).get('pool')).toStrictEqual(['ok', 'a session is kept from one transaction to the next (a direct connection, or a pooler in session mode)']);
   });
 
-  it('a read-only database (a replica\'s address): a run refuses it in one line, exit 2, nothing sent; doctor names it', async () => {
+  it('a read-only database: a run refuses it in one line, exit 2, nothing sent; doctor names it', async () => {
     const url = await freshDatabase();
     const { at, database } = place(url);
     await sql(url, `ALTER DATABASE ${database} SET default_transaction_read_only = on`);
@@ -216,7 +217,7 @@ describe("the clock check: the server's clock against this host's", () => {
     expect(clock(state(2_500, 1_200))?.status).toBe('ok');
   });
 
-  it('is a note past it, never a failure: leases are judged by the server, only the times shown are off', () => {
+  it('is a note past it, never a failure: leases are judged by the server', () => {
     expect(clock(state(5_200))).toMatchObject({
       status: 'note',
       kind: null,

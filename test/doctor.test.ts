@@ -101,7 +101,7 @@ describe('enrich doctor over real HTTP', () => {
     }
   });
 
-  it('an address that answers, but not as the service (a wrong base path), is exit 6 as for a batch run, and not blamed on the key', async () => {
+  it('a wrong base path is exit 6 as for a batch run, and not blamed on the key', async () => {
     const r = await doctor([], { ENRICH_BASE_URL: `${sb.url}/wrong/prefix` });
     expect(r.code, r.stdout).toBe(6);
     // The fix is on the reachable row (not "reachable ok (HTTP 404)", not on the key's).
@@ -120,7 +120,7 @@ describe('enrich doctor over real HTTP', () => {
     }
   });
 
-  it('usage problems are fixes with exit 2: no address, plain http to another host, no key, a directory as the store', async () => {
+  it('usage problems are fixes, exit 2: no address, http elsewhere, no key, a folder as store', async () => {
     expect((await doctor([], { ENRICH_BASE_URL: '' })).code).toBe(2);
     const http = await doctor(['--base-url', 'http://data.example.invalid']);
     expect(http.code).toBe(2);
@@ -191,7 +191,7 @@ describe('the key check, as the service answers it', () => {
     expect(blank.text).toBe('refused (401 ?): check ENRICH_API_KEY or --api-key-file');
   });
 
-  it('stops as a batch would (exit 6) when the service asks to wait longer than a batch waits out', async () => {
+  it('stops as a batch would (exit 6) when asked to wait longer than a batch waits', async () => {
     expect(await keyCheck(refusing(new RateLimitedError(problem(429, 'rate_limited'), 86_400)), [])).toMatchObject({
       status: 'fail',
       kind: 'unavailable',
@@ -205,7 +205,7 @@ describe('the key check, as the service answers it', () => {
 });
 
 describe('the store check', () => {
-  it('says a store cannot be made past a name that is not a folder (a dangling link), as a batch would find', async () => {
+  it('says a store cannot be made past a dangling link, as a batch would find', async () => {
     const link = dir.file('state-link');
     symlinkSync(dir.file('nowhere'), link);
     expect(await storeCheck(`${link}/x/enrich/store.db`, null)).toMatchObject({ status: 'fail', kind: 'usage', text: `${link}/x/enrich/store.db cannot be created: ${link} is not a folder` });

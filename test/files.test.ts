@@ -104,7 +104,8 @@ describe.skipIf(!existsSync('/dev/full'))('a full disk', () => {
 });
 
 describe('an output folder gone once the run has bought', () => {
-  it('fails to write the results with exit 1 (not a usage error: it was billed), keeps what it bought, and the rerun buys nothing again', async () => {
+  // Exit 1, not a usage error: the run was billed.
+  it('fails to write the results with exit 1, keeps what it bought, and the rerun buys nothing', async () => {
     const folder = join(dir.path, 'gone');
     mkdirSync(folder);
     const out = join(folder, 'out.csv');
@@ -126,7 +127,8 @@ describe('an output folder gone once the run has bought', () => {
 
 // Root plays the other user: only it can make a link owned by someone else.
 describe.skipIf(process.getuid?.() !== 0)('a link planted in a folder anyone may write to', () => {
-  it('-o (and --summary-json, and an export) through a link another user made in a sticky world-writable folder is refused, and its target left as it was', async () => {
+  // The same for --summary-json and an export.
+  it("refuses -o through another user's link in a shared sticky folder, its target untouched", async () => {
     const shared = join(dir.path, 'shared');
     mkdirSync(shared);
     chmodSync(shared, 0o1777);

@@ -22,7 +22,8 @@ function expectStyle(value: unknown, path = '$'): void {
 }
 
 describe('every JSON the CLI writes', () => {
-  it('is snake_case with ISO 8601 UTC times: --summary-json, ledger, ledger runs, release, export, doctor', async () => {
+  // --summary-json, ledger, ledger runs, release, export and doctor.
+  it('is snake_case with ISO 8601 UTC times, in every command that writes JSON', async () => {
     await t.sandbox();
     const domains = [...t.sb.directory].slice(0, 4).map((c) => c.domain);
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains.map((d) => [d]), [domains[0] as string]]));

@@ -62,7 +62,8 @@ const masked = (text: string): string => text.replace(/\d{4}-\d\d-\d\d \d\d:\d\d
 const exportRows = (csv: string): string[] => csv.trim().split('\n').map((l) => l.replace(/^([^,]*),[^,]*,/, '$1,,')).sort();
 
 describe('enrich ledger on the team store', () => {
-  it('show, runs, export and spend say on PostgreSQL what they say on SQLite for the same purchases; runs say user@host; spend adds up to the charges', async () => {
+  // Runs say user@host; spend adds up to the charges.
+  it('show, runs, export and spend say on PostgreSQL what they say on SQLite', async () => {
     await t.sandbox({ keys: [{ key: KEY }, { key: KEY2 }] });
     input('a.csv', [...domains(0, 5), 'no-such-company-zz.com']);
     input('b.csv', domains(5, 8));
@@ -147,7 +148,8 @@ describe('enrich ledger on the team store', () => {
     expect(service(json(await ledger(team, 'spend', '--json'))).total).toStrictEqual({ credits: 11, bought: 11, unconfirmed: 0, companies: 8 });
   });
 
-  it('release never frees a purchase a live run on another machine holds (by the server clock); prune waits for the maintenance lock, refuses beside a live run, and moves the key epoch on, as on SQLite', async () => {
+  // As on SQLite, a run's life judged by the server clock.
+  it("release spares a live run's purchase; prune waits, refuses beside a run, moves the epoch", async () => {
     await t.sandbox({ keys: [{ key: KEY }, { key: KEY2 }] });
     input('a.csv', domains(0, 3));
     const stuck = domains(3, 4)[0] as string;
@@ -217,7 +219,7 @@ describe('enrich ledger on the team store', () => {
 });
 
 describe('enrich ledger runs on the team store', () => {
-  it('tells a run under way from one that ended unrecorded (killed, or lost the store), by its heartbeat on the server clock', async () => {
+  it('tells a run under way from one that ended unrecorded, by its heartbeat (server clock)', async () => {
     await t.sandbox();
     const store = await freshDatabase();
     const live = await PgStore.open(store, { tool: 'test', host: 'cron-b' });
@@ -243,7 +245,8 @@ describe('enrich ledger runs on the team store', () => {
 });
 
 describe('enrich ledger copy', () => {
-  it("merges a laptop's SQLite store into the team's: a run of the same input there buys nothing; copying again adds nothing; spend by person still counts the laptop's purchases; and back the other way", async () => {
+  // The same input on the team store then buys nothing; spend by person counts the laptop's purchases.
+  it("merges a laptop's SQLite store into the team's and back, adding nothing when copied again", async () => {
     await t.sandbox();
     const laptop = t.dir.file('laptop.db');
     const team = await freshDatabase();
@@ -303,7 +306,7 @@ describe('enrich ledger copy', () => {
     expect(await enrich(['ledger', 'copy', team, team])).toMatchObject({ code: 2, stderr: `enrich: ledger copy: ${displayStore(team)} and ${displayStore(team)} are the same store; give the store to copy from, then another to copy into\n` });
   });
 
-  it('an open purchase copied stays open under the very key it was sent with: the team run resumes it, and the service replays instead of charging again', async () => {
+  it('keeps a copied open purchase under the key it was sent with, so the team run replays it', async () => {
     await t.sandbox();
     const laptop = t.dir.file('laptop.db');
     const team = await freshDatabase();
@@ -338,7 +341,8 @@ describe('enrich ledger copy', () => {
     expect(await sql(team, 'SELECT idempotency_key FROM companies WHERE domain = $1', [lost])).toStrictEqual([{ idempotency_key: key }]);
   });
 
-  it('says a purchase open in both stores under different keys (unsettled), keeps the target\'s key, and once the source settled it counts the target\'s key as possibly charged', async () => {
+  // Once the source settles its key, a copy counts the target's key as possibly charged.
+  it("says a purchase open under different keys in both stores, and keeps the target's key", async () => {
     await t.sandbox();
     const [laptop, cron] = [t.dir.file('laptop.db'), t.dir.file('cron.db')];
     input('u.csv', domains(0, 2));
@@ -367,7 +371,8 @@ describe('enrich ledger copy', () => {
   });
 
   for (const kind of ['sqlite', 'postgres'] as const) {
-    it(`into ${kind}: a record bought later there is never replaced by an older one from a store further on in its own count of purchases, and none is copied while a run there is buying the company`, async () => {
+    // Newer means bought later there, whatever each store's own count of purchases says.
+    it(`into ${kind}: never replaces a newer record with an older one, nor one being bought`, async () => {
       await t.sandbox();
       const laptop = t.dir.file('laptop.db');
       const target = kind === 'sqlite' ? t.dir.file('team.db') : await freshDatabase();
@@ -438,7 +443,8 @@ describe('enrich ledger copy', () => {
       expect(await record(y)).toStrictEqual([{ k: yKey, g: 1 }]);
     });
 
-    it(`into ${kind}: an open purchase whose key may have been charged replaces the target's open one whose key cannot have been, so the target's next run replays it (one charge)`, async () => {
+    // So the target's next run replays it: one charge.
+    it(`into ${kind}: an open purchase whose key may be charged beats one whose key cannot be`, async () => {
       await t.sandbox();
       const laptop = t.dir.file('laptop.db');
       const target = kind === 'sqlite' ? t.dir.file('team.db') : await freshDatabase();

@@ -5,7 +5,7 @@ import { runProcess } from './helpers/spawn.js';
 
 /** Issue 22: common mistakes get one line with the fix, exit 2, and never echo a secret. */
 describe('mistakes with a fix', () => {
-  it('--api-key is refused, pointing at ENRICH_API_KEY and --api-key-file, the value never shown', async () => {
+  it('--api-key is refused, pointing at ENRICH_API_KEY or --api-key-file, never showing it', async () => {
     for (const args of [['x.csv', '--api-key', 'sk_live_secret_1234'], ['--api-key=sk_live_secret_1234', 'x.csv'], ['doctor', '--api-key', 'sk_live_secret_1234']]) {
       const r = await runProcess(args);
       expect(r.code).toBe(2);

@@ -108,7 +108,7 @@ const internal = { status: 500, code: 'internal' };
 const limited = { status: 429, code: 'rate_limited' };
 
 describe('a lost paid answer', () => {
-  it('is never taken for uncharged on a repeated requestId: a constant one (req-1), then an empty one, then the replay of the charge: 1 charge', async () => {
+  it('is never taken for uncharged on a repeated or empty requestId: one charge in all', async () => {
     const svc = await service((_d, _k, n) => (n === 1 ? 'lose' : n <= 3 ? { ...internal, rid: 'req-1' } : n === 4 ? { ...internal, rid: '' } : 'replay'));
     const { run, totals, rows } = await enrich(['acme-co.com']);
     expect(run.code, run.stderr).toBe(0);
@@ -117,7 +117,8 @@ describe('a lost paid answer', () => {
     expect(rows[0]).toMatchObject({ enrich_status: 'matched', company_name: 'acme-co.com' });
   });
 
-  it("whose key a failing idempotency layer answers only with 500s is retired after --settle once the paid endpoint has answered afresh, and counted as possibly charged: the summary adds up to what the service charged", async () => {
+  // Once the paid endpoint has answered afresh; the summary adds up to what the service charged.
+  it('whose key gets only 500s is retired after --settle and counted as possibly charged', async () => {
     // other-co.com is bought normally, but only after acme's answer was lost: fresh proof the paid endpoint works.
     const svc = await service((d, key, n) => (d === 'other-co.com' ? 'charge' : n === 1 ? 'lose' : key.endsWith('v1') ? internal : 'charge'), {
       domain: (d) => d === 'other-co.com',
@@ -135,7 +136,7 @@ describe('a lost paid answer', () => {
     expect(run.stderr).toMatch(/this month +2 +credits charged to this service's runs since \S+ UTC, and up to 1 unconfirmed; \$0 on Free/);
   });
 
-  it('whose key is then answered with 402s stops for credits after --settle, and says the company may already have been charged', async () => {
+  it('whose key then gets 402s stops for credits after --settle, saying it may be charged', async () => {
     await service((d, _key, n) => (d === 'other-co.com' ? 'charge' : n === 1 ? 'lose' : { status: 402, code: 'insufficient_credits' }), {
       domain: (d) => d === 'other-co.com',
       // Once acme's answer was lost and its retry came: the client saw the loss before this answer.
@@ -149,7 +150,7 @@ describe('a lost paid answer', () => {
 });
 
 describe('a paid endpoint that goes down after answers were lost', () => {
-  it('never has a lost key retired: the outage run sends no new key, and the recovered run replays each (every company charged once)', async () => {
+  it('never has a lost key retired: no new key during the outage, each replayed after it', async () => {
     let phase: 'lose' | 'down' | 'up' = 'lose';
     const domains = Array.from({ length: 10 }, (_, i) => `outage-co${i}.com`);
     const svc = await service((_d, _k) => (phase === 'lose' ? 'lose' : phase === 'down' ? internal : 'replay'));
@@ -173,7 +174,8 @@ describe('a paid endpoint that goes down after answers were lost', () => {
 });
 
 describe('a service that stores a 500 under its key and replays it', () => {
-  it('is not taken for an outage once its paid endpoint answers afresh: the lost keys settle and are bought under new keys, exit 0, results written, each charged once', async () => {
+  // The lost keys settle and are bought under new keys.
+  it('is not taken for an outage once the paid endpoint answers afresh: one charge each', async () => {
     const stuck = Array.from({ length: 10 }, (_, i) => `stored-500-co${i}.com`);
     const fresh = Array.from({ length: 10 }, (_, i) => `fresh-co${i}.com`);
     // The first request under each stuck company's first key ran and failed; the service stored its
@@ -185,7 +187,8 @@ describe('a service that stores a 500 under its key and replays it', () => {
     expect([...stuck, ...fresh].map((d) => svc.charges.get(d))).toStrictEqual([...stuck, ...fresh].map(() => 1));
   });
 
-  it('is never stuck when those keys are all a run has left: one enrich it cannot bill (no domain: a 422) shows the endpoint answering, and the same command finishes, each charged once', async () => {
+  // The probe is one enrich it cannot bill (no domain: a 422); the same command then finishes.
+  it('is never stuck when only those keys are left: an unbillable probe shows the endpoint up', async () => {
     const stuck = Array.from({ length: 10 }, (_, i) => `stored-500-co${i}.com`);
     const svc = await service((d, key, n) => (n === 1 ? 'lose-error' : key.endsWith('v1') ? 'replay' : 'charge'));
     const run = await enrich(stuck, ['--settle', '2s', '--timeout', '2s']);
@@ -198,7 +201,7 @@ describe('a service that stores a 500 under its key and replays it', () => {
 });
 
 describe('a paid endpoint down behind a rate limiter, after answers were lost', () => {
-  it('the probe\'s 429 is no proof the paid endpoint answers: no lost key is retired during the outage, and each company is charged once', async () => {
+  it("retires no lost key on a probe's 429 during the outage; each company is charged once", async () => {
     let phase: 'lose' | 'down' | 'up' = 'lose';
     const domains = Array.from({ length: 4 }, (_, i) => `limited-co${i}.com`);
     // Down: every paid request that gets past the limiter fails (an outage in front of the

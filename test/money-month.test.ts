@@ -31,7 +31,8 @@ async function run(args: string[]): Promise<{ code: number; stderr: string; summ
 }
 
 describe('the dry run prices the month, with what was spent in it before', () => {
-  it('leads with what the run adds to the bill, counts earlier spend, keeps per-plan figures in the JSON only, says what it cannot see', async () => {
+  // Per-plan figures stay in the JSON.
+  it('leads with what the run adds to the bill, counts earlier spend, says what it cannot see', async () => {
     const store = freshStore();
     const first = await run([FIXTURE, '--store', store, '--dry-run']);
     expect(first.code, first.stderr).toBe(0);
@@ -111,7 +112,7 @@ describe('spend and savings are counted by company', () => {
     expect(written.filter((x) => x['enrich_source'] === 'repeat').length).toBe(152 * 3 - 138);
   });
 
-  it('"saved" only what this account would have paid again: not a rerun of the same input, claimed once per input', async () => {
+  it('"saved" counts only what this account would have paid again, once per input', async () => {
     const store = freshStore();
     const domains = (from: number, to: number): string[][] => readCsvRows(FIXTURE).slice(1 + from, 1 + to);
     const header = readCsvRows(FIXTURE)[0] as string[];

@@ -20,7 +20,7 @@ async function batch(sandbox: SandboxOptions, domains: string[], extra: Partial<
 }
 
 describe('the dry run says "exactly" only when every domain was answered', () => {
-  it('gives the known part and the unanswered count when free matches failed, and a rerun completes it', async () => {
+  it('gives a lower bound when free matches failed, and "exactly" once a rerun answers all', async () => {
     await t.sandbox({ failRate: 1 });
     const domains = [...t.sb.directory].slice(0, 6).map((c) => c.domain);
     const failed = await batch({}, domains, { dryRun: true });
@@ -36,7 +36,8 @@ describe('the dry run says "exactly" only when every domain was answered', () =>
 });
 
 describe('balances and stops', () => {
-  it('shows the lowest balance seen, not the last one written (answers arrive out of order, replays are old)', () => {
+  // Answers arrive out of order, and replays carry old balances.
+  it('shows the lowest balance seen, not the last one written', () => {
     const s = new RunState();
     s.addDomain('a.com');
     s.loadDomain(0, { action: 'hit', company: 'a.com', name: 'A' });

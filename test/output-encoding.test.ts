@@ -27,7 +27,7 @@ async function enrichFile(name: string, content: string | Buffer, extra: string[
 }
 
 describe('JSONL keeps one type per key', () => {
-  it('gives unmatched and invalid rows an empty specialties array, as matched rows have an array', async () => {
+  it('gives unmatched and invalid rows an empty specialties array, as matched rows have one', async () => {
     const company = [...sb.directory].find((c) => c.specialties.length > 0);
     if (company === undefined) throw new Error('fixture');
     const text = (await enrichFile('types.csv', `domain\n${company.domain}\nnobody-types.com\nnot a domain\n`, ['--format', 'jsonl'])).toString('utf8');
@@ -42,7 +42,7 @@ describe('JSONL keeps one type per key', () => {
 });
 
 describe('a CSV result has one encoding', () => {
-  it('writes the appended columns in Windows-1252 when the input is Latin-1, so the whole file is', async () => {
+  it('writes the appended columns in Windows-1252 when the input is Latin-1', async () => {
     const company = [...sb.directory].find((c) => c.name === 'Müller Labs GmbH');
     if (company === undefined) throw new Error('fixture');
     const input = Buffer.from(`Firma,domain\nMüller,${company.domain}\n`, 'latin1');

@@ -44,7 +44,7 @@ async function enrich(input: string, out: string, extra: string[] = []): Promise
 }
 
 describe("the service's text is made safe for spreadsheets and terminals", () => {
-  it('CSV: formulas from the service get a leading quote, controls are dropped, the input stays byte for byte', async () => {
+  it('CSV: service formulas get a leading quote, controls go, the input stays byte for byte', async () => {
     const text = await enrich('domain,note\nacme.com,=SUM(A1)\n', 'safe.csv');
     expect(text).not.toContain(ESC);
     expect(text).not.toContain('\u0000');
@@ -66,7 +66,7 @@ describe("the service's text is made safe for spreadsheets and terminals", () =>
     });
   });
 
-  it('ledger export makes the records it hands to a spreadsheet or a terminal safe the same way: CSV quoted, JSONL without controls', async () => {
+  it('ledger export makes its records safe the same way: CSV quoted, JSONL without controls', async () => {
     const store = dir.file('export.db');
     await enrich('domain\nacme.com\n', 'for-export.csv', ['--store', store]);
     const csv = await runCli(['ledger', 'export', '--store', store, '-o', dir.file('export.csv')]);

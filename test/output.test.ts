@@ -43,7 +43,7 @@ describe('CSV results copy every row byte for byte', () => {
     expect(text).toBe(`Name , "Web",${RESULT_HEADER}\r\n"Joe ""J"" Bloggs",  "nobody-here-1.com"  ,${miss}\r\n`);
   });
 
-  it('drops blank lines and all-empty padding rows, keeps quoted line breaks, and ends the last row', async () => {
+  it('drops blank lines and all-empty rows, keeps quoted line breaks, and ends the last row', async () => {
     const text = await enrich('domain,note\n\nnobody-a.com,"line one\nline two"\n,\n,,\n\nnobody-b.com,x');
     expect(text).toBe(`domain,note,${RESULT_HEADER}\nnobody-a.com,"line one\nline two",${miss}\nnobody-b.com,x,${miss}\n`);
   });
@@ -53,7 +53,7 @@ describe('CSV results copy every row byte for byte', () => {
     expect(text).toBe(`\ufeffNaam;Website;${RESULT_HEADER.replace(/,/g, ';')}\r\nA;nobody-c.nl;${miss.replace(/,/g, ';')}\r\n`);
   });
 
-  it('strips a byte-order mark only at the start of the file, never from a row that begins with U+FEFF', async () => {
+  it('strips a BOM only at the start of the file, never from a row that starts with U+FEFF', async () => {
     const text = await enrich(`\ufeffdomain,note\n\ufeffnobody-h.com,x\n`);
     expect(text).toBe(`\ufeffdomain,note,${RESULT_HEADER}\n\ufeffnobody-h.com,x,${miss}\n`);
   });
@@ -63,7 +63,7 @@ describe('CSV results copy every row byte for byte', () => {
     expect(text).toBe(`domain,${RESULT_HEADER}\nnobody-d.com,${miss}\nco.uk,invalid,public_suffix${','.repeat(15)}\n`);
   });
 
-  it('quotes result values that need it (commas in a description, a newline-free specialties list)', async () => {
+  it('quotes result values that need it: commas in a description, a specialties list', async () => {
     const c = [...sb.directory].find((x) => x.description?.includes(',') !== true && x.specialties.length > 1 && x.description !== null);
     if (c === undefined) throw new Error('fixture');
     const text = await enrich(`domain\n${c.domain}\n`);
@@ -74,7 +74,8 @@ describe('CSV results copy every row byte for byte', () => {
 });
 
 describe('results made a window of rows at a time', () => {
-  it('gives every row its record, in order, however far apart a company\'s rows are (CSV and JSONL, bought and reused)', async () => {
+  // CSV and JSONL, bought and reused.
+  it("gives every row its record, in order, however far apart a company's rows are", async () => {
     // More rows than three windows (io/output.ts ROW_WINDOW), and more companies than the records
     // held at once: a company's later rows come windows after its records were let go.
     const companies = [...sb.directory].slice(0, ROW_WINDOW + 400).map((c) => c.domain);
@@ -130,7 +131,7 @@ describe('the scan cache', () => {
 });
 
 describe('line endings', () => {
-  it('keeps rows that end otherwise than the header apart, each in its place, ending like the header', async () => {
+  it('keeps rows that end otherwise than the header apart, each ending like the header', async () => {
     // A line appended to a CRLF export with `echo`, and one ending in a lone CR.
     const text = await enrich('domain\r\nnobody-m1.com\nnobody-m2.com\r\nnobody-m3.com\rnobody-m4.com\r\n');
     expect(text).toBe(`domain,${RESULT_HEADER}\r\n${['m1', 'm2', 'm3', 'm4'].map((m) => `nobody-${m}.com,${miss}\r\n`).join('')}`);

@@ -50,7 +50,8 @@ describe('a paid answer that is not the record of the company bought', () => {
     ['a match with company: null', { matched: true, credits_charged: 1, credits_remaining: 9, company: null }],
     ['a match whose company has no name', { matched: true, credits_charged: 1, credits_remaining: 9, company: { ...company('co2-test.com', ''), name: undefined } }],
   ];
-  it.each(cases)('%s: bad_response, credit spent, nothing stored, exit 3; a rerun buys nothing and exits 0', async (_what, body) => {
+  // The credit is spent and nothing is stored.
+  it.each(cases)('%s: a bad_response, exit 3; a rerun buys nothing, exit 0', async (_what, body) => {
     const svc = await service(() => ({ status: 200, body, charged: 1 }));
     const first = await enrich();
     expect(first.run.code, first.run.stderr).toBe(3);
@@ -76,7 +77,7 @@ describe('a paid answer that is not the record of the company bought', () => {
 });
 
 describe('a refresh whose paid answer is unusable', () => {
-  it('is not bought again on every run: the company is held back (showing its older record) as long as a miss is believed', async () => {
+  it('is not bought again each run: held back with its older record while a miss is believed', async () => {
     const svc = await service((n) => ({ status: 200, body: { matched: true, credits_charged: 1, credits_remaining: 9, company: company(n === 1 ? 'co2-test.com' : 'other-co2-test.com', n === 1 ? 'Co2' : 'Other Co') }, charged: 1 }));
     const bought = await enrich();
     expect(bought.run.code, bought.run.stderr).toBe(0);
@@ -94,7 +95,7 @@ describe('a refresh whose paid answer is unusable', () => {
 });
 
 describe('a 422 from the paid endpoint on a company the free match found', () => {
-  it('charges nothing, fails the row for this run, and the rerun asks again (as the message says) and buys it', async () => {
+  it('charges nothing, fails the row for this run, and the rerun asks again and buys it', async () => {
     const svc = await service((n) =>
       n === 1
         ? { status: 422, body: { type: 'x/validation_error', title: 'Invalid', status: 422, code: 'validation_error', detail: 'domain unparseable' }, charged: 0 }

@@ -43,7 +43,7 @@ describe('doctor', () => {
 });
 
 describe('ledger', () => {
-  it('on a fresh machine says there is no store yet, exit 0; a named store that is not there is still refused', async () => {
+  it('on a fresh machine says there is no store yet (exit 0), but refuses a named missing store', async () => {
     const fresh = dir.file('fresh-state');
     const r = await runProcess(['ledger'], { env: { XDG_STATE_HOME: fresh, ENRICH_STORE: undefined } });
     expect(r.code, r.stderr).toBe(0);
@@ -116,7 +116,8 @@ describe('a failed run', () => {
     expect(existsSync(summary)).toBe(false);
   });
 
-  it('touches no file when the command line itself is refused (the path it names may be the mistake)', async () => {
+  // The path it names may be the mistake.
+  it('touches no file when the command line itself is refused', async () => {
     const summary = dir.file('kept.json', '{"status":"done"}\n');
     const r = await runProcess([dir.file('in.csv', 'domain\nacme.com\n'), '--sandbox', '--no-such-flag', '--summary-json', summary]);
     expect(r.code).toBe(2);
@@ -125,7 +126,8 @@ describe('a failed run', () => {
 });
 
 describe('a run with nothing to send', () => {
-  it('does not contact the service, so a wrong key exits 0 when the store answers every row; doctor names the refused key (exit 5)', async () => {
+  // doctor still names the refused key (exit 5).
+  it('does not contact the service: a wrong key exits 0 if the store answers every row', async () => {
     const input = dir.file('held.csv', csvText([['domain'], [[...sb.directory][0]?.domain ?? 'acme.com']]));
     const store = dir.file('held.db');
     const first = await runProcess([input, '-o', dir.file('held.out.csv'), '--store', store], { env: { ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY } });

@@ -36,7 +36,8 @@ function fillStore(path: string, service: string, n: number): void {
 }
 
 describe('two runs at once on a large store', () => {
-  it('over overlapping inputs, round after round, charge each company once: the plan reads one snapshot and a claim refuses a company held fresh', async () => {
+  // The plan reads one snapshot, and a claim refuses a company held fresh.
+  it('over overlapping inputs, round after round, charge each company once', async () => {
     await t.sandbox({ latencyMs: 2 });
     const store = t.dir.file('store.db');
     const env = t.env({ ENRICH_STORE: store });

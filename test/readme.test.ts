@@ -95,7 +95,7 @@ describe("the README's commands", () => {
     expect(r.out).toMatch(/^total +\d+/m);
   });
 
-  it('the crontab line works under env -i with no terminal, and a failed run keeps yesterday\'s results', async () => {
+  it('the crontab line runs under env -i with no terminal; a failed run keeps the old results', async () => {
     const [block] = blocks('crontab');
     const entries = (block as string).split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#'));
     const env = Object.fromEntries(entries.filter((l) => /^[A-Z_]+=/.test(l)).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1).replace(URL_IN_README, sb.url)]));

@@ -97,7 +97,7 @@ async function killAfter(sb: Sandbox, p: ReturnType<typeof spawnCli>, after: num
 }
 
 describe('resume', () => {
-  it('survives kill -9 at points picked by progress: every company charged once, output as an uninterrupted run', async () => {
+  it('survives kill -9 at points picked by progress: one charge each, output as if unbroken', async () => {
     const chaotic = await sandbox({ latencyMs: 10, failRate: 0.1, dropRate: 0.05, rateLimit: 400, burst: 20, seed: 9 });
     const inputPath = input(chaotic, 160);
     const expected = await reference(inputPath);
@@ -129,7 +129,8 @@ describe('resume', () => {
     expect(readdirSync(dir.path).filter((f) => f.includes('enrich-tmp'))).toStrictEqual([]);
   });
 
-  it('five kill -9s against a service that stores every outcome (Stripe-style, fresh request ids, 3% 500s), four rounds: the same command then exits 0 every time, each company charged once', async () => {
+  // Stripe-style: every outcome stored under its key, fresh request ids, 3% 500s.
+  it('four rounds of five kill -9s on a Stripe-style service: each ends in exit 0, charged once', async () => {
     // The audit's storm: in 3 of 9 rounds the last run took the stored 500s its keys replayed for
     // an outage (exit 6, no results). Each round kills at points picked by progress.
     const stripe = await sandbox({ idempotency: 'stripe', replayRequestId: 'fresh', latencyMs: 30, failRate: 0.03, seed: 23 });
@@ -150,7 +151,7 @@ describe('resume', () => {
     }
   });
 
-  it('five kill -9s against a service that stores every outcome (Stripe-style, fresh request ids, 3% 500s): exit 0, each company charged once', async () => {
+  it('five kill -9s on a Stripe-style service that drops answers: exit 0, each charged once', async () => {
     const stripe = await sandbox({ idempotency: 'stripe', replayRequestId: 'fresh', latencyMs: 5, failRate: 0.03, dropRate: 0.03, seed: 17 });
     const inputPath = input(stripe, 120);
     const out = dir.file('out.csv');
@@ -167,7 +168,7 @@ describe('resume', () => {
     expectEachChargedOnce(stripe, out);
   });
 
-  it('Ctrl-C lets requests already sent finish, keeps what they bought, exits 130, and the rerun completes', async () => {
+  it('Ctrl-C lets sent requests finish, keeps what they bought, exits 130; the rerun completes', async () => {
     const slow = await sandbox({ latencyMs: 150 });
     const inputPath = input(slow, 40);
     const expected = await reference(inputPath);
@@ -190,7 +191,7 @@ describe('resume', () => {
     expectEachChargedOnce(slow, out);
   });
 
-  it('a second Ctrl-C quits at once, before the answers in flight arrive, and the next run finishes', async () => {
+  it('a second Ctrl-C quits at once, before answers in flight arrive; the next run finishes', async () => {
     const slow = await sandbox({ latencyMs: 60_000 });
     const inputPath = input(slow, 10);
     const env = { ENRICH_BASE_URL: slow.url, ENRICH_API_KEY: KEY };
@@ -222,7 +223,8 @@ describe('resume', () => {
     expect(second).toMatchObject({ credits_charged: 6, bought: 6, reused: 4, estimated_credits: 0 });
   });
 
-  it("keeps the key out of the store, the output and every message; the store owner-only, the output as the umask makes a new file, and a replaced one's mode kept", async () => {
+  // A replaced output keeps its mode.
+  it('keeps the key out of every file and message; the store owner-only, outputs by the umask', async () => {
     const sb = await sandbox({ keys: [{ key: KEY, balance: 2 }] });
     const inputPath = input(sb, 6);
     const out = dir.file('out.csv');

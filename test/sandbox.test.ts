@@ -37,7 +37,7 @@ describe('match', () => {
     expect(sb.ledger(KEY)).toHaveLength(0);
   });
 
-  it('normalises URLs, www, case, ports and paths, and answers aliases with the canonical domain', async () => {
+  it('normalises URLs, www, case, ports and paths; answers aliases with the canonical domain', async () => {
     const { domain, alias } = companyWithAlias();
     for (const spelling of [`https://www.${domain.toUpperCase()}:8443/about?x=1`, `www.${domain}`, `shop.${domain}`, alias, `http://${alias}/`]) {
       const r = await call(sb.url, 'GET', `${MATCH}?domain=${encodeURIComponent(spelling)}`, { key: KEY });
@@ -202,7 +202,8 @@ describe('idempotency', () => {
     expect(sb.ledger(KEY)).toHaveLength(1);
   });
 
-  it('stores nothing for a 500 by default (spec 7: nothing charged, retry): the same key then executes afresh', async () => {
+  // Spec 7: nothing was charged, so the client retries.
+  it('stores nothing for a 500 by default: the same key then executes afresh', async () => {
     const { domain } = companyWithAlias();
     sb.setFailRate(1);
     const failed = await call(sb.url, 'POST', ENRICH, { key: KEY, body: { domain }, headers: { 'idempotency-key': 'ik-3' } });
@@ -214,7 +215,8 @@ describe('idempotency', () => {
     expect(sb.ledger(KEY)).toHaveLength(1);
   });
 
-  it('stores nothing for a 402 by default (spec 7: top up, then replay): after a top-up the same key buys', async () => {
+  // Spec 7: top up, then replay.
+  it('stores nothing for a 402 by default: after a top-up the same key buys', async () => {
     const { domain } = companyWithAlias();
     const poor = await startSandbox({ keys: [{ key: 'poor', balance: 0 }] });
     try {
@@ -248,7 +250,7 @@ describe('idempotency', () => {
       }
     };
 
-    it('replays a stored 500 byte for byte with its original request id; only a new key gets a new answer', async () => {
+    it('replays a stored 500 byte for byte with its request id; a new key gets a new answer', async () => {
       const { failed, replays, fresh, ledger } = await stored();
       expectProblem(failed, 500, 'internal');
       for (const r of replays) {
@@ -320,7 +322,7 @@ describe('idempotency', () => {
 });
 
 describe('rate limit', () => {
-  it('429s past the bucket with retryAfterSeconds and Retry-After, counting free calls, and refills', async () => {
+  it('429s past the bucket with Retry-After, counting free calls, then refills', async () => {
     let clock = 0;
     const limited = await startSandbox({ keys: [{ key: 'k' }], rateLimit: 2, burst: 3, now: () => clock });
     try {
@@ -352,7 +354,7 @@ describe('rate limit', () => {
     }
   });
 
-  it('counts per fixed window when asked (rate x window per window), with Retry-After to the boundary', async () => {
+  it("counts per fixed window when asked, with Retry-After to the window's end", async () => {
     let clock = 1_200;
     const limited = await startSandbox({ keys: [{ key: 'k' }], rateLimit: 2, fixedWindowMs: 2_000, now: () => clock });
     try {

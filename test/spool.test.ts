@@ -92,7 +92,8 @@ async function feed(run: Run, chunk: Buffer, until: () => boolean): Promise<void
 }
 
 describe('signals while spooling', () => {
-  it('SIGTERM once the spool holds 4 MiB stops reading at once (stdin still open) and removes the spool: exit 130', async () => {
+  // Sent once the spool holds 4 MiB, stdin still open.
+  it('SIGTERM while spooling stops reading at once and removes the spool: exit 130', async () => {
     const run = start(['-', '-o', dir.file('out.csv'), '--quiet'], 'pipe');
     await feed(run, Buffer.from(`${known}\n`.repeat(4096)), () => spooledBytes() >= 4 * 1024 * 1024);
     run.child.kill('SIGTERM');
@@ -125,7 +126,8 @@ describe('signals while spooling', () => {
 });
 
 describe('a real CSV on stdin', () => {
-  it('20 MiB with a 3 MiB line (a long quoted cell): spooled past every check, every row written, spool removed', async () => {
+  // 20 MiB with a 3 MiB line.
+  it('spools a big CSV with a very long quoted cell: every row written, the spool removed', async () => {
     const filler = 'x'.repeat(1000);
     const rows = Array.from({ length: 20_000 }, (_, i) => `${i % 2 === 0 ? known : 'nobody-spool.com'},${filler}\n`);
     const long = `${known},"${'y'.repeat(3 * 1024 * 1024)}"\r`;

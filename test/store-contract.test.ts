@@ -254,7 +254,7 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect((await a.records(['acme.com', 'other.com'])).has('other.com')).toBe(false);
   });
 
-  it('reserves each new purchase under the monthly caps in the claim: a miss gives its room back, a charge spends it, a call not sent frees it, and a lost answer keeps it held', async () => {
+  it('reserves each claim under the monthly caps: spent when charged, freed unless lost', async () => {
     const s = await open();
     const a = await s.begin();
     const [me] = await s.raw('SELECT "user" AS person FROM runs WHERE id = ?', a.runId);
@@ -287,7 +287,8 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(await a.append(intent('f.com'), true)).toStrictEqual({ kind: 'ok' });
   });
 
-  it('counts an open purchase with no reservation recorded (left open before budgets, copied, imported) as holding the price; a batch sees the room its own outcomes gave back', async () => {
+  // No reservation recorded: left open before budgets, copied or imported.
+  it('counts an open purchase with no reservation as held; a batch sees room its misses free', async () => {
     const s = await open();
     const a = await s.begin();
     await s.raw("INSERT INTO budgets (person, credits, set_at) VALUES ('', 2, 0)");
@@ -301,7 +302,7 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(claim).toStrictEqual({ kind: 'ok' });
   });
 
-  it("keeps a dead run's reservations held until a run takes its purchases over and settles them, and counts a cap's spend by the month it closed in", async () => {
+  it("holds a dead run's reservations until a taker settles them; spend counts by closing month", async () => {
     const s = await open();
     const a = await s.begin();
     await s.raw("INSERT INTO budgets (person, credits, set_at) VALUES ('', 2, 0)");
@@ -332,7 +333,8 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(await b.append(intent('acme.com'), true)).toMatchObject({ kind: 'held', held: { domain: 'acme.com', generation: 1 } });
   });
 
-  it("never takes a live run of this host for gone when its process looks started after it (the clock set forward since: an NTP step); a reused pid's run whose heartbeat stopped is", async () => {
+  // A clock set forward (an NTP step) makes a live run's process look started after it.
+  it("keeps a live run here live across a clock step; takes a reused pid's stale run for gone", async () => {
     const s = await open();
     const a = await s.begin();
     expect(await a.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
@@ -363,7 +365,7 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(await refresh(Date.now() + 60_000)).toStrictEqual({ kind: 'ok' });
   });
 
-  it('hands back a purchase whose key another run retired (counting it unconfirmed), and takes the new key', async () => {
+  it('hands back a purchase whose key another run retired, counted unconfirmed, for the new key', async () => {
     const s = await open();
     const a = await s.begin();
     await a.append(intent('acme.com'), true);
@@ -375,7 +377,7 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(await b.append(intent('acme.com', { keyVersion: 2, key: 'k2' }), true)).toStrictEqual({ kind: 'ok' });
   });
 
-  it('takes over a dead run\'s claim under its own key (tookOver), keeping when its answer went missing', async () => {
+  it("takes over a dead run's claim under its key, still uncertain as its answer went missing", async () => {
     const s = await open();
     const a = await s.begin();
     await a.append(intent('acme.com', { at: 1_000 }), true);
@@ -390,7 +392,7 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(await b.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
   });
 
-  it('lets a live run release a purchase it could not finish, and releases all its claims at the end', async () => {
+  it('lets a live run release a purchase it could not finish, and all its claims at the end', async () => {
     const s = await open();
     const a = await s.begin();
     const b = await s.begin();
@@ -411,7 +413,7 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect((await s.raw('SELECT status, credits, bought, reused, ended_at IS NOT NULL AS ended FROM runs WHERE id = ?', a.runId)).map((r) => [r['status'], Number(r['credits']), Number(r['bought']), Number(r['reused']), Boolean(r['ended'])])).toStrictEqual([['done', 3, 2, 1, true]]);
   });
 
-  it('gives back an unsent claim (unclaim), but only its own, and retires only the key it sent under', async () => {
+  it('gives back its own unsent claim only, and retires only the key it sent under', async () => {
     const s = await open();
     const a = await s.begin();
     await a.append(intent('acme.com'), true);
@@ -433,7 +435,7 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect((await b.companyState('beta.com')).purchase).toMatchObject({ keyVersion: 2, intentKey: null, unconfirmed: 0 });
   });
 
-  it('keeps a record of an older generation from replacing a newer one, and closes a final error as failed', async () => {
+  it('never lets an older generation replace a newer record; closes a final error as failed', async () => {
     const s = await open();
     const a = await s.begin();
     await a.append(hit('acme.com', 2));
@@ -446,7 +448,7 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect((await a.companyState('bad.com')).purchase).toMatchObject({ outcome: 'failed', errorCode: 'validation_error', intentKey: null });
   });
 
-  it('derives keys from the epoch of a prune that committed after the store was opened, before the run began', async () => {
+  it('derives keys from the epoch of a prune that committed between the open and the run', async () => {
     const s = await open();
     const first = await s.begin();
     await first.append(intent('old.com'), true);
@@ -484,7 +486,8 @@ describe.each(backends)('the store contract: $name', (backend) => {
 
   // The rule is written once (store/purchase.ts decideBatch); the tests' memory store applies it
   // to plain maps. This holds each backend to it: what it reads and writes in its transaction.
-  it.each([1, 2])('writes what the purchase rule decides: two runs, a seeded sequence of claims, answers, losses, retirements, releases and unclaims, the same claims and states after every event as the rule in memory (seed %i)', async (seed) => {
+  // Two runs, a seeded sequence: claims, answers, losses, retirements, releases, unclaims.
+  it.each([1, 2])('writes what the purchase rule in memory decides, event by event (seed %i)', async (seed) => {
     const s = await open();
     const runs = [await s.begin(), await s.begin()] as const;
     const memory = new MemoryStore();
@@ -506,7 +509,8 @@ describe.each(backends)('the store contract: $name', (backend) => {
     }
   });
 
-  it.each([1, 2])("keeps a cap's room through a batch as one event a batch does: a seeded mix of claims and outcomes under a cap of 3, appended together and one at a time, the same claims and budget lines (seed %i)", async (seed) => {
+  // A seeded mix of claims and outcomes under a cap of 3: the same claims and budget lines.
+  it.each([1, 2])("keeps a cap's room alike for a batch appended at once or event by event (seed %i)", async (seed) => {
     const together = await backend.open();
     try {
       const alone = await open();
@@ -534,7 +538,7 @@ describe.each(backends)('the store contract: $name', (backend) => {
     }
   });
 
-  it("counts a given-up purchase's earlier possible charges under the cap of the person who buys it again: refused where they do not fit", async () => {
+  it("counts a given-up purchase's possible charges under the cap of the person buying it again", async () => {
     const s = await open();
     const bob = await s.begin();
     await s.raw('UPDATE runs SET "user" = ? WHERE id = ?', 'bob', bob.runId);
@@ -551,7 +555,7 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(await ana.append(intent('other.com'), true)).toStrictEqual({ kind: 'ok' });
   });
 
-  it('releases only what is still at risk, and says which: one a run finished since it was listed is left alone', async () => {
+  it('releases only what is still at risk, leaving one a run finished since it was listed', async () => {
     const s = await open();
     const run = await s.begin();
     for (const c of ['a.com', 'b.com']) {

@@ -26,8 +26,9 @@ async function boughtStore(n: number): Promise<{ store: string; input: string }>
   return { store, input };
 }
 
-describe('what is at the store path (item 6)', () => {
-  it('refuses a store truncated to 0 bytes in one line, and leaves it as it is: nothing is bought again', async () => {
+// Issue 19, item 6.
+describe('what is at the store path', () => {
+  it('refuses a store truncated to 0 bytes in one line, leaving it as it is, buying nothing', async () => {
     await t.sandbox();
     const { store, input } = await boughtStore(3);
     writeFileSync(store, '');
@@ -42,7 +43,7 @@ describe('what is at the store path (item 6)', () => {
     expect(t.sb.stats.matchCalls.size).toBe(3);
   });
 
-  it('refuses an SQLite database that is not an enrich store, and a file that is not SQLite, without writing to either', async () => {
+  it('refuses a foreign SQLite database and a non-SQLite file, writing to neither', async () => {
     await t.sandbox();
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
     const other = t.dir.file('notes.db');
@@ -63,7 +64,7 @@ describe('what is at the store path (item 6)', () => {
     expect(t.sb.stats.requests).toBe(0);
   });
 
-  it('is made, complete and owner-only, by exactly one of several runs that start on a new path at once', async () => {
+  it('is made complete and owner-only by exactly one of several runs starting on it at once', async () => {
     await t.sandbox();
     const store = t.dir.file('new.db');
     const runs = [0, 1, 2, 3].map((i) => {
@@ -103,7 +104,8 @@ function damageTable(store: string, table: string): void {
   closeSync(fd);
 }
 
-describe('a damaged store (item 7)', () => {
+// Issue 19, item 7.
+describe('a damaged store', () => {
   const what = 'Move it aside and restore it from a backup (`enrich doctor --store <path>` checks one); a new store there would buy again everything this one held';
 
   it('found when opened: says so and what to do, exit 2, nothing sent', async () => {
@@ -117,7 +119,7 @@ describe('a damaged store (item 7)', () => {
     expect(t.sb.stats.requests).toBe(requests);
   });
 
-  it('found by a run at work: says so and what to do, exit 1, never that the store is intact; doctor and ledger say it too', async () => {
+  it('found by a run at work: says so and what to do, exit 1; doctor and ledger say it too', async () => {
     await t.sandbox();
     const { store, input } = await boughtStore(3);
     damageTable(store, 'companies');
@@ -152,8 +154,9 @@ function canMount(): boolean {
 
 const remount = (dir: string, mode: 'ro' | 'rw'): void => void execFileSync('mount', ['-o', `remount,${mode}`, dir]);
 
-describe('a store on a read-only mount (item 9)', () => {
-  it('is read by enrich ledger and doctor, with or without the -wal a run left, and a batch says it cannot write it', async (ctx) => {
+// Issue 19, item 9.
+describe('a store on a read-only mount', () => {
+  it('is read by ledger and doctor, -wal left or not, and a batch says it cannot write it', async (ctx) => {
     await t.sandbox();
     ctx.skip(!canMount(), 'needs root with the right to mount a tmpfs, to make a real read-only mount (root ignores chmod)');
     const mnt = t.dir.file('mnt');
@@ -195,8 +198,9 @@ describe('a store on a read-only mount (item 9)', () => {
   });
 });
 
-describe('what --store and ENRICH_STORE may name (item 8)', () => {
-  it('a plain file path only: an SQLite URI, :memory: and other addresses are refused in one line, exit 2, and no file is made', async () => {
+// Issue 19, item 8.
+describe('what --store and ENRICH_STORE may name', () => {
+  it('a plain file path only: an SQLite URI, :memory: and the like are refused, making no file', async () => {
     await t.sandbox();
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
     const cwd = t.dir.path;
@@ -222,7 +226,7 @@ describe('what --store and ENRICH_STORE may name (item 8)', () => {
     expect(t.sb.stats.requests).toBe(0);
   });
 
-  it('a postgres:// address is the team store: unreachable, it is one line naming the host and the cause, exit 6, the password never shown, nothing sent', async () => {
+  it('a postgres:// address is the team store; unreachable: exit 6, host named, no password', async () => {
     await t.sandbox();
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(1).map((d) => [d])]));
     for (const [args, env] of [
@@ -241,8 +245,10 @@ describe('what --store and ENRICH_STORE may name (item 8)', () => {
   });
 });
 
-describe('paths that are the input or the store under another name (item 11)', () => {
-  it('refuses --summary-json, -o and ledger export -o through a hard link of the input or the store, leaving both as they were', async () => {
+// Issue 19, item 11.
+describe('paths that are the input or the store under another name', () => {
+  // The outputs: --summary-json, -o and ledger export -o.
+  it('refuses outputs through a hard link of the input or the store, leaving both as they were', async () => {
     await t.sandbox();
     const { store, input } = await boughtStore(2);
     const inputLink = t.dir.file('input-link.csv');

@@ -49,7 +49,8 @@ async function until(condition: () => boolean): Promise<void> {
 }
 
 describe('the store lock', () => {
-  it('is held by a batch on the writer thread while other processes open, read and close the store: its WAL stays, nothing is bought twice', async () => {
+  // Its WAL stays, and nothing is bought twice.
+  it('is held by a batch on the writer thread while other processes open and close the store', async () => {
     await t.sandbox();
     const list = [...t.sb.directory].slice(0, 240).map((c) => c.domain);
     const input = t.dir.file('in.csv', csvText([['domain'], ...list.map((d) => [d])]));

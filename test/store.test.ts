@@ -50,7 +50,7 @@ describe('the store remembers what was bought', () => {
     expect(rows.every((r) => r['enrich_status'] !== 'matched' || r['company_name'] !== '')).toBe(true);
   });
 
-  it('a small file against a bigger store buys its new company and reuses the held one, each with its own record', async () => {
+  it('a small file against a bigger store buys its new company and reuses the held one', async () => {
     await t.sandbox();
     const held = domains(30);
     expect(await summaryOf([t.dir.file('big.csv', csvText([['domain'], ...held.map((d) => [d])])), '-o', t.dir.file('big.out.csv')])).toMatchObject({ bought: 30 });
@@ -77,7 +77,7 @@ describe('the store remembers what was bought', () => {
     expectEachChargedOnce(domains(60));
   });
 
-  it('seven daily pipes, shifted by a few domains a day, buy each distinct company once into the same -o', async () => {
+  it('seven daily pipes into the same -o, shifted a few domains a day, buy each company once', async () => {
     await t.sandbox();
     const out = t.dir.file('daily.jsonl');
     for (let day = 0; day < 7; day++) {
@@ -89,7 +89,7 @@ describe('the store remembers what was bought', () => {
     expectEachChargedOnce(domains(12 + 6 * 4));
   });
 
-  it('--max-age buys again exactly the records bought longer ago, under new keys; the dry run prices it', async () => {
+  it('--max-age buys again the records older than it, under new keys; the dry run prices it', async () => {
     await t.sandbox();
     const list = domains(10);
     const input = t.dir.file('in.csv', csvText([['domain'], ...list.map((d) => [d])]));
@@ -143,7 +143,7 @@ describe('the store remembers what was bought', () => {
 });
 
 describe('enrich ledger', () => {
-  it('shows holdings and runs, exports every record, and prunes old ones (which are then bought under new keys)', async () => {
+  it('shows holdings and runs, exports every record, and prunes old ones to be bought again', async () => {
     await t.sandbox();
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(5).map((d) => [d]), ['nobody-ledger.com']]));
     expect((await runCli([input, '-o', t.dir.file('o.csv')], { env: t.env() })).code).toBe(0);
@@ -191,8 +191,8 @@ describe('enrich ledger without a store', () => {
   });
 });
 
-describe('review findings', () => {
-  it('a --fresh run stopped by Ctrl-C and run again does not buy twice what it already refreshed', async () => {
+describe('runs stopped early, and exports', () => {
+  it('a --fresh run stopped by Ctrl-C and rerun does not buy twice what it refreshed', async () => {
     await t.sandbox({ latencyMs: 40 });
     const list = domains(16);
     const input = t.dir.file('in.csv', csvText([['domain'], ...list.map((d) => [d])]));
@@ -237,7 +237,7 @@ describe('review findings', () => {
 });
 
 describe('enrich ledger release', () => {
-  it('lists companies stuck on a paid call that never answered, and releases them to be bought under new keys', async () => {
+  it('lists companies stuck on an unanswered paid call and releases them to buy under new keys', async () => {
     await t.sandbox();
     const [stuck, other] = domains(2) as [string, string];
     // A run that sent stuck's paid call and never heard back (its process is gone).
@@ -268,7 +268,7 @@ describe('enrich ledger release', () => {
 });
 
 describe('enrich ledger release --all', () => {
-  it('leaves a key no run has resumed yet (its run killed before any answer, or copied in): the next run resumes it under that key, charged once', async () => {
+  it('leaves a key never resumed here: the next run resumes it under that key, charged once', async () => {
     await t.sandbox();
     const [killed] = domains(1) as [string];
     const { Store } = await import('../src/store/sqlite/store.js');
@@ -293,7 +293,7 @@ describe('enrich ledger release --all', () => {
 });
 
 describe('a journal written by enrich 0.1', () => {
-  it('is told from a file that is not one: ledger import refuses it (exit 2), a batch warns and goes on', async () => {
+  it('is told from a file that is not one: ledger import refuses it, a batch warns and goes on', async () => {
     await t.sandbox();
     const csv = t.dir.file('crm.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
     // Into a store in a mistyped folder: refused before anything is made there.
@@ -310,7 +310,7 @@ describe('a journal written by enrich 0.1', () => {
     expect(run.stderr).toContain(`${junk} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported from it`);
   });
 
-  it('is imported once: its companies are not bought again, and an unfinished purchase resumes under its own key', async () => {
+  it('is imported once, nothing bought again; an unfinished purchase resumes under its key', async () => {
     await t.sandbox();
     const input = t.dir.file('crm.csv');
     writeFileSync(input, readFileSync('fixtures/v0.1/crm.csv'));

@@ -42,7 +42,7 @@ describe('storms', () => {
     expectEachChargedOnce(domains);
   });
 
-  it('survives lost answers: the retry keeps its key, and the service replays instead of charging', async () => {
+  it('survives lost answers: the retry keeps its key and the service replays, not charges', async () => {
     const { result, domains, sb } = await batch({ dropRate: 0.3, seed: 5 }, 30);
     expect(result.summary).toMatchObject({ matched: 30, errors: 0 });
     expect(sb.stats.dropped).toBeGreaterThan(5);
@@ -58,7 +58,7 @@ describe('storms', () => {
     expectEachChargedOnce(domains);
   });
 
-  it('reports rows as errors when retries run out, and a rerun finishes them without paying twice', async () => {
+  it('reports rows as errors when retries run out; a rerun finishes them without paying twice', async () => {
     const first = await batch({ failRate: 1 }, 6, { retry: { maxAttempts: 2, maxRateLimitedAttempts: 2, baseDelayMs: 1, maxDelayMs: 2 } });
     expect(first.result.summary).toMatchObject({ errors: 6, matched: 0 });
     expect(readCsvFile(first.out).map((r) => [r['enrich_status'], r['enrich_error']])).toStrictEqual(Array(6).fill(['error', 'internal']));

@@ -43,8 +43,10 @@ async function contents(url: string): Promise<unknown> {
   return Object.fromEntries(await Promise.all(tables.map(async (name) => [name, await sql(url, `SELECT * FROM ${name} ORDER BY 1, 2`)])));
 }
 
-describe('a batch on the team store that cannot go ahead (issue 21)', () => {
-  it('sslmode as psql reads it: require against a server without TLS is one line and exit 2 (a setting, not an outage), with no driver warning; disable works', async () => {
+// From issue 21.
+describe('a batch on the team store that cannot go ahead', () => {
+  // A setting, not an outage: one line, with no driver warning.
+  it('sslmode as psql reads it: require without server TLS is exit 2 in one line; disable works', async () => {
     await t.sandbox();
     const url = await freshDatabase();
     const input = t.dir.file('ssl.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
@@ -109,7 +111,7 @@ describe('a batch on the team store that cannot go ahead (issue 21)', () => {
     expect(granted.code, granted.stderr).toBe(0);
   });
 
-  it('a role that may not create tables, on a database with no schema or an older one: one line, exit 2, nothing made or changed, nothing sent', async () => {
+  it('a role that may not create tables, no schema or an older one: exit 2, nothing changed', async () => {
     await t.sandbox();
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(1).map((d) => [d])]));
     const empty = await freshDatabase();
@@ -148,7 +150,7 @@ describe('a batch on the team store that cannot go ahead (issue 21)', () => {
     expect(await contents(url)).toStrictEqual(before);
   });
 
-  it('a wrong password: exit 2, the password never shown; a database that is not there: exit 2, naming createdb', async () => {
+  it('a wrong password is never shown; a missing database names createdb; both exit 2', async () => {
     await t.sandbox();
     const url = await freshDatabase();
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(1).map((d) => [d])]));
@@ -180,7 +182,8 @@ describe('a batch on the team store that cannot go ahead (issue 21)', () => {
   });
 });
 
-describe('two versions of enrich on one database (issue 21)', () => {
+// From issue 21.
+describe('two versions of enrich on one database', () => {
   it('a schema at version 1 is upgraded by a run, keeping its store id and what it holds', async () => {
     await t.sandbox();
     const url = await storeAtVersion1();
@@ -195,7 +198,7 @@ describe('two versions of enrich on one database (issue 21)', () => {
     expect(readCsvFile(t.dir.file('out.csv')).map((r) => r['enrich_status'])).toStrictEqual(['matched', 'matched']);
   });
 
-  it('an upgrade that another session holds a table from: given up after the lock timeout, exit 6, the schema as it was, nothing sent; no run left queued behind it; then it goes ahead', async () => {
+  it('an upgrade held up by a table lock: exit 6, nothing changed or queued; later it works', async () => {
     await t.sandbox();
     const url = await storeAtVersion1();
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
@@ -225,7 +228,8 @@ describe('two versions of enrich on one database (issue 21)', () => {
     expect(await sql(url, "SELECT value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ value: String(SCHEMA_VERSION) }]);
   });
 
-  it("an upgrade that another machine's maintenance lock holds up (a ledger copy): given up below the query timeout, exit 6 in words, the server left waiting on nothing", async () => {
+  // A ledger copy's lock: exit 6 in words, the server left waiting on nothing.
+  it("an upgrade held up by another machine's maintenance lock gives up below the query timeout", async () => {
     const url = await storeAtVersion1();
     const copy = new pg.Client({ connectionString: url });
     await copy.connect();
@@ -270,7 +274,7 @@ describe('two versions of enrich on one database (issue 21)', () => {
     await sql(url, 'DROP EVENT TRIGGER victim');
   });
 
-  it('two machines opening a database with no schema at once: both run, on one schema and one store id', async () => {
+  it('two machines opening a schema-less database at once share one schema and one store id', async () => {
     await t.sandbox();
     const url = await freshDatabase();
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(3).map((d) => [d])]));
@@ -316,7 +320,8 @@ describe('ledger maintenance on the team store that another holds up', () => {
     return { url, before, other, store: await ledger(url) };
   };
 
-  it("a prune or a copy while another holds the maintenance lock: given up below the query timeout, exit 6 in words naming it, nothing changed, the server left waiting on nothing; once it is let go, each goes ahead", async () => {
+  // Given up below the query timeout, exit 6 in words naming the lock, the server left waiting on nothing.
+  it('a prune or a copy gives up on a held maintenance lock, changing nothing, then goes ahead', async () => {
     const { url, before, other: copy, store } = await aged();
     try {
       await copy.query('SELECT pg_advisory_lock($1)', [MAINTENANCE_LOCK]);
@@ -344,7 +349,8 @@ describe('ledger maintenance on the team store that another holds up', () => {
     }
   });
 
-  it('a prune or a chunk of a copy that another session holds a table or rows from (an open transaction): given up after a shorter wait, in words naming it, what was written kept; a run under way still said as such', async () => {
+  // Rows held by an open transaction: given up after a shorter wait, in words; a run under way is still said as such.
+  it('a prune or a copy chunk gives up on rows another session holds, keeping what was written', async () => {
     const { url, before, other: analyst, store } = await aged();
     const rowsHeld = (doing: string, left: string): RegExp =>
       new RegExp(`^cannot ${doing} in ${place(url)}: another session has held a table or rows it needs for 1 s \\(an open transaction\\); ${left}; run the same command once it is done$`);
@@ -428,7 +434,7 @@ describe('a team store lost mid-run and back', () => {
     return { proxy, input, run };
   }
 
-  it('says so off a terminal, and --quiet: a line when it is lost, one when it answers again; the run then finishes', async () => {
+  it('says so off a terminal and with --quiet: a line when lost, one when back; it finishes', async () => {
     const { proxy, run } = await lostUnderRun();
     try {
       // It comes back once the run has said it lost it.
@@ -443,7 +449,7 @@ describe('a team store lost mid-run and back', () => {
     }
   });
 
-  it('interrupted while the store is out of reach: stops at once as interrupted (130), not after the reconnect budget as unavailable (6)', async () => {
+  it('interrupted while the store is out of reach, stops at once with 130, not later with 6', async () => {
     const { proxy, input, run } = await lostUnderRun();
     try {
       run.child.kill('SIGTERM');
@@ -459,7 +465,7 @@ describe('a team store lost mid-run and back', () => {
     }
   });
 
-  it('interrupted while the store answers, then a blip as it winds down: the loss is waited out, and every answer paid for is kept', async () => {
+  it('interrupted, then a blip while winding down: every answer paid for is still kept', async () => {
     await t.sandbox({ latencyMs: 30 });
     const url = await freshDatabase();
     const proxy = await breakableProxy(new URL(url));

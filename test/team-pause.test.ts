@@ -26,7 +26,8 @@ afterEach(async () => {
 
 const paidCalls = (): number => [...sb.stats.enrichCalls.values()].reduce((a, b) => a + b, 0);
 
-it('a run paused past its lease and resumed writes nothing over the run that took its claims: each company charged once, both runs end', async () => {
+// Each company is charged once, and both runs end.
+it('a run paused past its lease writes nothing over the run that took its claims', async () => {
   const store = await freshDatabase();
   const domains = [...sb.directory].slice(0, 40).map((c) => c.domain);
   const input = dir.file('in.csv', csvText([['domain'], ...domains.map((d) => [d])]));

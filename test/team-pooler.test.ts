@@ -48,7 +48,7 @@ async function run(host: string, store: string, domains: readonly string[]): Pro
 }
 
 describe.skipIf(PGBOUNCER === undefined)('the team store through PgBouncer in transaction mode', () => {
-  it('two machines at once over overlapping inputs on a fresh database, then a third over the union: all exit 0, each company charged once, nothing left held', async () => {
+  it('two machines on a fresh database, then a third on the union: each company charged once', async () => {
     const direct = await freshDatabase();
     const pooled = pooler.through(direct);
     const all = [...sb.directory].slice(0, 120).map((c) => c.domain);
@@ -68,7 +68,7 @@ describe.skipIf(PGBOUNCER === undefined)('the team store through PgBouncer in tr
     ran++;
   });
 
-  it('ledger copy, which holds a lock across transactions, refuses it in one line, exit 2, and leaves no lock behind', async () => {
+  it('refuses ledger copy, which holds a lock across transactions, in one line, leaving no lock', async () => {
     const laptop = dir.file('laptop.db');
     expect((await run('laptop', laptop, [...sb.directory].slice(0, 3).map((c) => c.domain))).code).toBe(0);
     const direct = await freshDatabase();
@@ -80,7 +80,8 @@ describe.skipIf(PGBOUNCER === undefined)('the team store through PgBouncer in tr
     ran++;
   });
 
-  it('a pool with no server connection free for the runs sharing it (a session holds the only one) is said as such, exit 6 in one line, not taken for a lost server', async () => {
+  // A session holds the pool's only server connection.
+  it('reports a pool with no free server connection as such (exit 6), not as a lost server', async () => {
     const small = await startPgBouncer(inject('postgresUrl'), 'transaction', 1);
     const direct = await freshDatabase();
     const pooled = small.through(direct);

@@ -65,8 +65,9 @@ function loseNextCommitAnswer(records: PgRecords): void {
   };
 }
 
-describe('a batch sent again after its COMMIT answer was lost (records.ts commit)', () => {
-  it('a claim that took over a dead run\'s purchase still says tookOver when its batch is sent again', async () => {
+// The commit in records.ts.
+describe('a batch sent again after its COMMIT answer was lost', () => {
+  it("a claim that took over a dead run's purchase still says tookOver when its batch is resent", async () => {
     // Run a wrote its intent and may have sent the paid call under k-acme.com, then went away.
     const { b } = await lapsedClaim();
     loseNextCommitAnswer(b);
@@ -81,8 +82,9 @@ describe('a batch sent again after its COMMIT answer was lost (records.ts commit
   });
 });
 
-describe('a purchase closed by two runs (writer.ts closing UPDATE, store/purchase.ts applyOutcome)', () => {
-  it('a paused run taken over, whose late answer is recorded after the taker\'s, counts the one charge once', async () => {
+// writer.ts's closing UPDATE, store/purchase.ts applyOutcome.
+describe('a purchase closed by two runs', () => {
+  it("a paused run taken over, its late answer recorded after the taker's, counts one charge", async () => {
     // a is paused (Ctrl-Z, a laptop lid) with its answer in hand; its lease lapses; b takes over and
     // sends under the same key: the service replays, charging nothing more (one charge in all).
     const { url, a, b } = await lapsedClaim();
@@ -96,7 +98,7 @@ describe('a purchase closed by two runs (writer.ts closing UPDATE, store/purchas
     expect(Number(row?.credits)).toBe(1);
   });
 
-  it('a resent batch after another run closed the same purchase in between adds the credit again (1 charge, 3 counted)', async () => {
+  it('a batch resent after another run closed the purchase in between still counts one credit', async () => {
     const { url, store, a, b } = await lapsedClaim();
     await b.append(intent('acme.com'), true);
     const serviceId = await store.serviceId('svc');
@@ -111,8 +113,10 @@ describe('a purchase closed by two runs (writer.ts closing UPDATE, store/purchas
   });
 });
 
-describe('what a lost tookOver would cost (pipeline/run-purchase.ts onClaim, pipeline/keys.ts keyVerdict)', () => {
-  it('a takeover answered as a plain ok leaves the key "claimed", so the next 500 (or a 409 while the dead run\'s call is still running) retires the key the dead run may have been charged under', async () => {
+// pipeline/run-purchase.ts onClaim, pipeline/keys.ts keyVerdict.
+describe('what a lost tookOver would cost', () => {
+  // The key left "claimed": a 500, or a 409 while the dead run's call still runs, retires it.
+  it('a takeover read as a plain ok would retire, on the next 500, a key that may be charged', async () => {
     const { onClaim, FIRST_PURCHASE } = await import('../src/pipeline/run-purchase.js');
     const { keyVerdict } = await import('../src/pipeline/keys.js');
     const { apiErrorFromResponse } = await import('../src/api/errors.js');
@@ -127,8 +131,9 @@ describe('what a lost tookOver would cost (pipeline/run-purchase.ts onClaim, pip
   });
 });
 
-describe('an import\'s batch sent again (run null: the retire UPDATE has no key-version guard)', () => {
-  it('a key retired on the settle rule counts one unconfirmed credit, however often its batch is sent', async () => {
+// Run null: the retire UPDATE has no key-version guard.
+describe("an import's batch sent again", () => {
+  it('a key retired on the settle rule counts one unconfirmed credit, however often resent', async () => {
     const url = await freshDatabase();
     const store = await open(url);
     const serviceId = await store.serviceId('svc');

@@ -65,7 +65,8 @@ describe('a team store whose network goes silent', () => {
 });
 
 describe('a team store connection lost while idle (PostgreSQL restarting)', () => {
-  it('does not end the process: every client has an error listener from the moment it is made (found under load, as a store opened)', async () => {
+  // Found under load, as a store opened.
+  it('does not end the process: every client has an error listener from the start', async () => {
     const url = await freshDatabase();
     const c = client(url);
     await c.connect();

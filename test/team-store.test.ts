@@ -83,7 +83,8 @@ describe('the team store on PostgreSQL', () => {
     }
   });
 
-  it('stops a run whose batch another session holds a company from (a psql transaction left open): given up below the query timeout, exit 6 in words, the server left waiting on nothing', async () => {
+  // Another session: a psql transaction left open on a company the batch claims.
+  it('gives up a batch another session blocks, below the query timeout, leaving nothing waiting', async () => {
     const url = await freshDatabase();
     pgRan++;
     // A query timeout of 2 s: a batch waits 1 s for a lock (30 s at the default 60).
@@ -137,7 +138,8 @@ describe('the team store on PostgreSQL', () => {
     }
   });
 
-  it("finds a service another machine registers at the same moment: its row, committed after this one's statement began, is asked for again", async () => {
+  // Its row, committed after this one's statement began, is asked for again.
+  it('finds a service another machine registers at the same moment', async () => {
     const url = await freshDatabase();
     pgRan++;
     const store = await PgStore.open(url, { tool: 'test' });
@@ -159,7 +161,8 @@ describe('the team store on PostgreSQL', () => {
     }
   });
 
-  it("two machines under one ENRICH_HOST never take each other's live claims: a pid is judged only by the boot that ran it", async () => {
+  // A pid is judged only by the boot that ran it.
+  it("two machines under one ENRICH_HOST never take each other's live claims", async () => {
     const url = await freshDatabase();
     pgRan++;
     const [a, b, again] = await Promise.all(['boot-a', 'boot-b', 'boot-a'].map((boot) => PgStore.open(url, { tool: 'test', host: 'same-name', boot })));
@@ -242,7 +245,8 @@ describe('the team store on PostgreSQL', () => {
   /** Makes the statistics of `c`'s writes so far visible to others now (they are flushed a second or more later). */
   const flushStats = (c: pg.Client): Promise<unknown> => c.query('SELECT pg_stat_force_next_flush()');
 
-  it("reads only a batch's own purchases and holdings, on a new store whose statistics are not gathered yet: every kind of write, custom plan and generic", async () => {
+  // Every kind of write, under custom plans and generic ones.
+  it("reads only a batch's own purchases and holdings on a store with no statistics yet", async () => {
     const url = await freshDatabase();
     pgRan++;
     const store = await PgStore.open(url, { tool: 'test' });
@@ -298,7 +302,7 @@ describe('the team store on PostgreSQL', () => {
     }
   }
 
-  it('a batch whose sending stopped midway (its process stopped between statements) frees its companies once the server ends it idle', async () => {
+  it('frees the companies of a batch cut off midway once the server ends it idle', async () => {
     const url = await freshDatabase();
     pgRan++;
     const store = await PgStore.open(url, { tool: 'test' });
@@ -333,7 +337,7 @@ describe('the team store on PostgreSQL', () => {
     }
   });
 
-  it('writes batches of 2,000 of every kind in rows that grow with the batch alone, on a store of 100,000 purchases never analyzed', async () => {
+  it('reads rows in proportion to a batch, not to a big store that was never analyzed', async () => {
     // A role that may not analyze, and autovacuum not come (or off): no statistics, ever.
     await withoutAutovacuum(async (c, run, id, host) => {
       await c.query(`INSERT INTO companies (service, domain, name, record, bought_at, credits, generation) SELECT $1, 'old-' || n || '.com', 'Old', '{}', 1, 1, 1 FROM generate_series(1, 100000) n`, [id]);
@@ -410,7 +414,8 @@ describe('the team store on PostgreSQL', () => {
     expect(await firstLook(900)).toStrictEqual([]);
   });
 
-  it("a run's release at its end passes a purchase another run's batch has read (that batch writes it whole), and never waits on it; the run's end lets it go", async () => {
+  // That batch writes the purchase whole; the run's end then lets it go.
+  it("a run's final release passes over a purchase another batch has read, without waiting", async () => {
     await withBatchWriter(async ({ url, store, writer }) => {
       const r = await store.beginRun('svc', info);
       const s = await store.beginRun('svc', info);
@@ -433,7 +438,8 @@ describe('the team store on PostgreSQL', () => {
     });
   });
 
-  it("holds the budgets' locks only with a batch's writes: another machine claims meanwhile, and a batch whose room it took is decided again under the locks, capped exactly", async () => {
+  // Another machine claims between the batch's reads and writes: the batch is capped exactly.
+  it("locks the budgets only with a batch's writes and decides its claims again under them", async () => {
     await withBatchWriter(async ({ url, store, writer }) => {
       let other: PgStore | undefined;
       try {
@@ -455,7 +461,8 @@ describe('the team store on PostgreSQL', () => {
     });
   });
 
-  it('a batch that reserves while it frees as much checks the caps with its writes: a cap lowered between its two round trips refuses its claim', async () => {
+  // A cap lowered between the batch's two round trips refuses its claim.
+  it("checks the caps with a batch's writes when it reserves as much as it frees", async () => {
     await withBatchWriter(async ({ url, store, writer }) => {
       await sql(url, "INSERT INTO budgets (person, credits, set_at) VALUES ('', 5, 0)");
       const run = await store.beginRun('svc', info);
@@ -470,7 +477,7 @@ describe('the team store on PostgreSQL', () => {
     });
   });
 
-  it("reads each claim of a pipelined batch from what its own reads found, outcomes and releases between them", async () => {
+  it('reads each claim of a pipelined batch from its own reads, outcomes and releases between', async () => {
     const url = await freshDatabase();
     pgRan++;
     const store = await PgStore.open(url, { tool: 'test' });
@@ -502,7 +509,8 @@ describe('the team store on PostgreSQL', () => {
     }
   });
 
-  it("prepares a batch's statements again on a new connection when its session no longer has them (a pooler's reset, DEALLOCATE)", async () => {
+  // A pooler's reset or a DEALLOCATE leaves the session without them.
+  it("prepares a batch's statements again on a new connection that does not have them", async () => {
     const url = await freshDatabase();
     pgRan++;
     const store = await PgStore.open(url, { tool: 'test' });
@@ -519,7 +527,7 @@ describe('the team store on PostgreSQL', () => {
     }
   });
 
-  it('refuses a store a newer enrich wrote, and says in one line when the server cannot be reached', async () => {
+  it('refuses a store a newer enrich wrote, and says in one line when the server is unreachable', async () => {
     const url = await freshDatabase();
     pgRan++;
     await (await PgStore.open(url, { tool: 'test' })).close();
@@ -615,7 +623,7 @@ describe('the team store when the connection is lost', () => {
     }
   }
 
-  it("a batch sent again after the month turned judges the caps by the new month's spend, not the one it was first planned in", async () => {
+  it("judges a batch sent again after the month turned by the new month's spend", async () => {
     const url = await freshDatabase();
     pgRan++;
     const proxy = await cuttableProxy(new URL(url));
@@ -644,7 +652,7 @@ describe('the team store when the connection is lost', () => {
     }
   });
 
-  it('connects again when the connection drops under a run: reads and writes go on, nothing is lost', async () => {
+  it('connects again when the connection drops under a run: reads and writes go on, none lost', async () => {
     await throughProxy(60_000, async (run, proxy, url) => {
       expect(await run.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
       proxy.cut();
@@ -666,7 +674,8 @@ describe('the team store when the connection is lost', () => {
     });
   });
 
-  it("never goes on without a lock it held: a session's advisory lock (ledger copy's) fails the statements after a lost connection; unlocked, they connect again", async () => {
+  // A session's advisory lock (ledger copy's) is lost with its connection.
+  it('never goes on without a lock it held, and connects again once it lets go', async () => {
     const url = await freshDatabase();
     pgRan++;
     const proxy = await cuttableProxy(new URL(url));
@@ -704,7 +713,8 @@ describe('the team store when the connection is lost', () => {
     }
   });
 
-  it('never goes on after a transaction whose connection was lost while idle: the next statement fails, and nothing of it runs elsewhere', async () => {
+  // The next statement fails, and nothing of the transaction runs elsewhere.
+  it('never goes on after a transaction whose connection was lost while idle', async () => {
     const url = await freshDatabase();
     pgRan++;
     await sql(url, 'CREATE TABLE t (x int)');
@@ -728,7 +738,7 @@ describe('the team store when the connection is lost', () => {
     }
   });
 
-  it('says a transaction lost under a statement as the store unavailable, and its ROLLBACK does not wait for the server', async () => {
+  it('reports a transaction lost under a statement as unavailable; its ROLLBACK does not wait', async () => {
     const url = await freshDatabase();
     pgRan++;
     const first = await connect(client(url));
@@ -748,7 +758,7 @@ describe('the team store when the connection is lost', () => {
     }
   });
 
-  it("a lease that cannot be renewed fails the run once: every later write and the run's end fail at once, with no second wait for the store", async () => {
+  it('fails the run once when its lease cannot be renewed; later writes fail without a wait', async () => {
     await throughProxy(300, async (run, proxy) => {
       await run.append(intent('acme.com'), true);
       proxy.cut();
@@ -762,7 +772,7 @@ describe('the team store when the connection is lost', () => {
     });
   });
 
-  it('stops writing when the store stays away past the budget: the claim fails as unavailable, naming the host, never the password', async () => {
+  it('stops when the store stays away too long: unavailable, host named, never the password', async () => {
     await throughProxy(300, async (run, proxy, url) => {
       await run.append(intent('acme.com'), true);
       proxy.cut();

@@ -318,7 +318,8 @@ async function storedLost500(held: readonly string[], unlucky: string): Promise<
 }
 
 describe('the team store, end to end', () => {
-  it('two machines at once over overlapping inputs charge each company once; each output is complete and as a clean run; a third machine on the union buys nothing', async () => {
+  // Each output is complete, as a clean run's would be.
+  it('two machines at once on overlapping inputs buy each company once; a third buys nothing', async () => {
     const sb = await sandbox({ latencyMs: 2 });
     const store = await freshDatabase();
     const { a, b, union } = overlapping(sb, 0, 150, 150);
@@ -365,7 +366,8 @@ describe('the team store, end to end', () => {
     expectSameAsClean(outU, await cleanRun(sb, union, 'union'), 'third');
     expectOneRecordEach([outA, outB, outU]);
   });
-  it('three rounds of kill -9 on both machines under 500s, lost answers and stored errors; then reruns until done: each company charged once, outputs as clean runs', async () => {
+  // Faults: 500s, lost answers and stored errors; the outputs end as clean runs' would.
+  it('kill -9 on both machines, three rounds, amid faults; reruns charge each company once', async () => {
     // Stripe-style: every executed outcome is stored under its key, a 500 included, so a key
     // that got one must move on; 5% of the answers are lost after the call ran (and charged).
     const sb = await sandbox({ idempotency: 'stripe', replayRequestId: 'fresh', latencyMs: 3, failRate: 0.05, seed: 21 });
@@ -416,7 +418,7 @@ describe('the team store, end to end', () => {
     expectSameAsClean(outB, await cleanRun(clean, b, 'b'), 'cron-b');
     expectOneRecordEach([outA, outB]);
   });
-  it('PostgreSQL restarted under a live run: nothing lost, nothing charged twice, the run (or its rerun) finishes', async () => {
+  it('PostgreSQL restarted under a live run: nothing lost or charged twice; the run finishes', async () => {
     const pg = await privatePostgres();
     const sb = await sandbox({ latencyMs: 20 });
     const { a } = overlapping(sb, 4_000, 100, 100);
@@ -450,7 +452,8 @@ describe('the team store, end to end', () => {
     await expectStoreSettled(pg.url, matched);
     expectSameAsClean(out, await cleanRun(sb, a, 'a'), 'laptop-a');
   });
-  it('a laptop killed mid-purchase and never back: cron-b waits on its purchases while its lease holds, takes them over once it lapses (server clock), under the same keys: the service replays, nothing is charged twice', async () => {
+  // Under the same keys (the service replays, nothing is charged twice); the lease runs on the server's clock.
+  it('a laptop killed mid-purchase: cron-b takes its purchases over once its lease lapses', async () => {
     // Answers take 100 ms, charged on arrival: a kill lands with paid calls charged and unanswered.
     const sb = await sandbox({ latencyMs: 100 });
     const store = await freshDatabase();
@@ -512,7 +515,8 @@ describe('the team store, end to end', () => {
     expect(await second.exited).toBe(0);
     expect(second.stderr()).toBe('');
   });
-  it("a laptop's SQLite store, cut off mid-purchase by kill -9, copied into the team store: cron-b buys nothing the laptop bought, finishes its open purchases under the laptop's keys (replayed), and a third machine buys nothing", async () => {
+  // cron-b buys nothing the laptop bought and finishes its open purchases; a third machine buys nothing.
+  it("a killed laptop's SQLite store copied in: nothing bought twice, its open keys replayed", async () => {
     // Answers take 100 ms, charged on arrival: the kill leaves paid calls charged and unanswered.
     const sb = await sandbox({ latencyMs: 100 });
     const store = await freshDatabase();
@@ -557,7 +561,7 @@ describe('the team store, end to end', () => {
     expect(summaryOf(dir.file('c.summary.json'))).toMatchObject({ credits_charged: 0, bought: 0, reused: own.length });
     expect(paidCalls(sb)).toBe(paidBefore);
   });
-  it('a Session that lost its connection connects again once, however many queries find it lost, and leaves nothing open when ended', async () => {
+  it('a lost Session reconnects once for many queries, and leaves nothing open when ended', async () => {
     const url = await freshDatabase();
     const database = new URL(url).pathname.slice(1);
     const first = client(url);
@@ -579,7 +583,7 @@ describe('the team store, end to end', () => {
     }
     expect(left).toBe(0);
   });
-  it('PostgreSQL restarted under two live runs: nothing lost, nothing charged twice, each run (or its rerun) finishes', async () => {
+  it('PostgreSQL restarted under two live runs: nothing lost or charged twice; both finish', async () => {
     const pg = await privatePostgres();
     const sb = await sandbox({ latencyMs: 20 });
     const { a, b } = overlapping(sb, 4_000, 100, 100);
@@ -627,7 +631,7 @@ describe('the team store, end to end', () => {
     expectSameAsClean(outB, await cleanRun(sb, b, 'b'), 'cron-b');
     expectOneRecordEach([outA, outB]);
   });
-  it('the balance runs out under both machines at once: they stop (exit 4) with nothing charged twice; after a top-up both reruns finish, each company charged once', async () => {
+  it('the balance runs out under both machines: exit 4, nothing charged twice; reruns finish', async () => {
     const sb = await startSandbox({ keys: [{ key: KEY, balance: 150 }, { key: REF_KEY }], latencyMs: 5 });
     sandboxes.push(sb);
     const store = await freshDatabase();

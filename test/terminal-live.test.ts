@@ -47,7 +47,7 @@ function expectWholeFields(line: string | undefined, columns: number): void {
 }
 
 describe('the live display, driven by progress', () => {
-  it('marks the enriching total as still growing, and never fills the bar while matching goes on', async () => {
+  it('marks the enriching total as still growing and never fills the bar while matching goes on', async () => {
     // Paid calls pass freely; matches only as allowed (the others get a 429, so none holds a slot).
     const t = await gatedRun(120, 0, sb.url, (path) => path.includes('/company/enrich'), 'refuse');
     // Nothing answered yet: the bars appear, the total to enrich is not known.
@@ -66,7 +66,7 @@ describe('the live display, driven by progress', () => {
     expect(await t.exited).toBe(130);
   });
 
-  it('lays out at 60 columns by dropping whole fields, re-lays out on a resize, and leaves no stale frame', async () => {
+  it('lays out at 60 columns by dropping whole fields; redraws on resize, no stale frame', async () => {
     const t = await gatedRun(60, 6);
     const narrow = await t.waitForScreen((s) => lineOf(s, 'enriching') !== undefined && lineOf(s, 'matching') !== undefined);
     for (const label of ['matching', 'enriching']) expectWholeFields(lineOf(narrow, label), 60);
@@ -92,7 +92,8 @@ describe('the live display, driven by progress', () => {
     expect(screen.join('\n')).not.toMatch(/[█░]|matching|enriching/);
   });
 
-  it('redraws row by row, never erasing to the end of the screen (tmux pushes a screen so cleared from its top row into scrollback, on every redraw)', async () => {
+  // tmux pushes a screen cleared that way from its top row into scrollback, on every redraw.
+  it('redraws row by row, never erasing to the end of the screen', async () => {
     const t = await gatedRun(80, 4);
     // Several redraws, each after more answers: progress, not time.
     for (let step = 1; step <= 3; step++) {

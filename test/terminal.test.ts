@@ -70,7 +70,7 @@ describe('the terminal experience', () => {
     }
   });
 
-  it('NO_COLOR changes colour only: the live display stays, uncoloured; --progress or ENRICH_PROGRESS=1 brings it back under CI', async () => {
+  it('NO_COLOR drops colour only; --progress or ENRICH_PROGRESS=1 shows the display under CI', async () => {
     for (const [env, flags] of [[{ NO_COLOR: '1' }, []], [{ CI: 'true', ENRICH_PROGRESS: '1' }, []], [{ CI: 'true' }, ['--progress']]] as const) {
       const { code, output } = await inTerminal([input, '-o', dir.file('live.csv'), '--fresh', '--concurrency', '2', ...flags], env);
       expect(code, output).toBe(0);
@@ -91,7 +91,7 @@ describe('the terminal experience', () => {
     expect(screen.join('\n')).not.toMatch(/[█░]/);
   });
 
-  it('falls back to plain lines on a terminal that reports no width (it cannot be redrawn in place)', async () => {
+  it('falls back to plain lines on a terminal that reports no width', async () => {
     const { code, output } = await inTerminal([input, '-o', dir.file('zero.csv'), '--fresh'], {}, 0);
     expect(code).toBe(0);
     expect(output).not.toContain('\x1b');

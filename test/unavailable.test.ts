@@ -42,7 +42,7 @@ describe('a service that cannot be reached stops the run with one line and exit 
     expect(run.stderr).toContain('refused');
   });
 
-  it('a wrong base path: the address answers, but not as the service, so rows are not marked not_found', async () => {
+  it('a wrong base path answers, but not as the service: exit 6, rows not marked not_found', async () => {
     const sb = await startSandbox({ keys: [{ key: KEY }] });
     try {
       const run = await runCli([input(), '-o', dir.file('out.csv')], { env: { ENRICH_BASE_URL: `${sb.url}/wrong/prefix`, ENRICH_API_KEY: KEY } });
@@ -68,13 +68,14 @@ describe('a service that cannot be reached stops the run with one line and exit 
     }
   });
 
+  // Each Retry-After header and body, and the wait said for it.
   it.each([
     // Just over the 5 minutes a run waits out: said as over them, not as "5 min".
     [{ 'retry-after': '301' }, undefined, '5 min 1 s'],
     // An HTTP date in year 9999, and a body's 1e308 seconds: not millions of days.
     [{ 'retry-after': 'Fri, 31 Dec 9999 23:59:59 GMT' }, undefined, 'over a year'],
     [{}, 1e308, 'over a year'],
-  ])('a Retry-After of %j (body %s) is said as "the service asks to wait %s"', async (headers, body, text) => {
+  ])('%j, body %s: says "wait %s"', async (headers, body, text) => {
     const server = await hostileServer((_req, res) => {
       res.writeHead(429, { 'content-type': 'application/problem+json', ...headers });
       res.end(JSON.stringify({ type: 'x/rate_limited', title: 'Slow down', status: 429, code: 'rate_limited', ...(body === undefined ? {} : { retryAfterSeconds: body }) }));
@@ -90,7 +91,7 @@ describe('a service that cannot be reached stops the run with one line and exit 
 });
 
 describe('a service that answers 429 for ever', () => {
-  it.each(['0', '-1', 'soon'])('with Retry-After: %s, stops once every request was refused for the longest wait worth waiting', async (retryAfter) => {
+  it.each(['0', '-1', 'soon'])('with Retry-After: %s, stops once refused for longer than is worth waiting', async (retryAfter) => {
     const server = await hostileServer((_req, res) => {
       res.writeHead(429, { 'content-type': 'application/problem+json', 'retry-after': retryAfter });
       res.end(JSON.stringify({ type: 'x/rate_limited', title: 'Slow down', status: 429, code: 'rate_limited' }));

@@ -56,7 +56,7 @@ describe('apiErrorFromResponse', () => {
     [402, 'plan_cap_reached', InsufficientCreditsError],
     [401, 'token_expired', InvalidTokenError],
     [403, 'key_suspended', InsufficientScopeError],
-  ])('an unknown %i code (%s) is its status class, keeping the real code and the detail', (status, code, Class) => {
+  ])('an unknown %i code (%s) takes its status class, keeping its code and detail', (status, code, Class) => {
     const e = problem(status, { code, status, detail: 'ask your admin' });
     expect(e).toBeInstanceOf(Class);
     expect(e).toMatchObject({ code, definitive: true });
@@ -68,12 +68,13 @@ describe('apiErrorFromResponse', () => {
     expect([e.balance, e.required]).toStrictEqual([undefined, undefined]);
   });
 
+  // Never a miss or a row error.
   it.each([
     ['a problem document (the sandbox, a mistyped path)', 'application/problem+json', JSON.stringify({ code: 'not_found', status: 404 })],
     ['an unknown code', 'application/problem+json', JSON.stringify({ code: 'route_missing', status: 404 })],
     ['an HTML page', 'text/html', '<h1>Not Found</h1>'],
     ['no body', '', ''],
-  ])('a 404 with %s is "not the service API", never a miss or a row error', (_what, contentType, body) => {
+  ])('a 404 with %s is not the service API', (_what, contentType, body) => {
     const e = apiErrorFromResponse({ status: 404, contentType, retryAfter: undefined, requestId: undefined, body });
     expect(e).toBeInstanceOf(NotServiceApiError);
     expect(e.code).toBe('not_service_api');
@@ -84,7 +85,8 @@ describe('apiErrorFromResponse', () => {
     expect(problem(405, { code: 'method_not_allowed', status: 405 })).toBeInstanceOf(NotServiceApiError);
   });
 
-  it('treats a 502, 503 or 504 as an unknown outcome even with a problem body: a gateway may stand in front of a service that ran the call', () => {
+  // A gateway may stand in front of a service that ran the call.
+  it('treats a 502, 503 or 504 as an unknown outcome, even with a problem body', () => {
     for (const status of [502, 503, 504]) {
       const e = apiErrorFromResponse({ status, contentType: 'application/problem+json', retryAfter: undefined, requestId: undefined, body: JSON.stringify({ code: 'upstream_timeout', status }) });
       expect(e.definitive, String(status)).toBe(false);

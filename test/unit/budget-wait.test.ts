@@ -99,7 +99,7 @@ function gate(): { wait: Promise<void>; open(): void } {
 }
 
 describe('a run the monthly cap turns away', () => {
-  it("asks again when one of its own purchases gave room back while its claim was out, rather than stop with a credit left (helper-4's case)", async () => {
+  it('asks again when its own purchase freed room while its claim was out, rather than stop', async () => {
     // Cap 1: y.com takes the credit; x.com's claim is decided with no room, and its answer comes
     // back only once y.com's miss (which gives the credit back) is written.
     const xDecided = gate();

@@ -37,7 +37,8 @@ describe('systemClock.until', () => {
     await expect(waiting).rejects.toThrow();
   });
 
-  it('stops when aborted in its last stretch, spent in event-loop turns (by progress: its clock stands still)', async () => {
+  // Driven by progress: its clock stands still.
+  it('stops when aborted in its last stretch of event-loop turns', async () => {
     const spinning = new AbortController();
     let turns = 0;
     // Half a millisecond before the deadline for as long as the test likes: the wait spins.

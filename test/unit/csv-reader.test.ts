@@ -29,7 +29,7 @@ describe('readCsv', () => {
     ]);
   });
 
-  it('ends a row at CRLF, LF or CR, mixed in one file, and keeps quoted line breaks in their field', async () => {
+  it('ends a row at CRLF, LF or CR, mixed in one file; quoted line breaks stay in their field', async () => {
     const rows = await records('id,domain\r\n1,a.com\n2,b.com\r\n3,"c\nd.com"\r4,e.com\r\n');
     expect(rows).toStrictEqual([['id', 'domain'], ['1', 'a.com'], ['2', 'b.com'], ['3', 'c\nd.com'], ['4', 'e.com']]);
     expect(await records('domain\rA.com\rb.com\r')).toStrictEqual([['domain'], ['A.com'], ['b.com']]);

@@ -40,7 +40,8 @@ describe('csvSuffix', () => {
     expect(csvSuffix(['a,b', 'c;d', 'say "hi"', 'two\nlines', '', 'plain'], format)).toBe(';a,b;"c;d";"say ""hi""";"two\nlines";;plain\r\n');
   });
 
-  it('quotes a lone LF in a CRLF file, which csv-stringify leaves bare by default (most readers then split the row)', () => {
+  // Most readers would then split the row.
+  it('quotes a lone LF in a CRLF file, which csv-stringify leaves bare by default', () => {
     const format: CsvFormat = { delimiter: ',', lineEnd: '\r\n', bom: false, utf8: true };
     expect(stringify([['', 'two\nlines']], { delimiter: ',', record_delimiter: '\r\n' })).toBe(',two\nlines\r\n');
     expect(csvSuffix(['two\nlines'], format)).toBe(',"two\nlines"\r\n');

@@ -47,7 +47,7 @@ describe('GroupCommit', () => {
 });
 
 describe('GroupCommit failed while a batch is out', () => {
-  it('fails an event the batch asks again for, rather than leave it waiting on a queue never drained again', async () => {
+  it('fails an event the batch asks again for, rather than leave it waiting for ever', async () => {
     let release = (): void => {};
     const out = new Promise<void>((resolve) => (release = resolve));
     let sent = false;

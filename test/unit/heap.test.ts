@@ -33,7 +33,7 @@ function youngAfterLoad(hold: boolean, env: NodeJS.ProcessEnv = process.env): nu
 }
 
 describe('holdYoungGeneration', () => {
-  it.runIf(tunes)("holds a big run's young generation where it stood, though a worker thread's start put V8's growth back", () => {
+  it.runIf(tunes)("holds a big run's young generation though a worker thread's start reset V8's growth", () => {
     const held = youngAfterLoad(true);
     expect(held).toBeGreaterThan(0);
     expect(held).toBeLessThanOrEqual(2 * YOUNG_SEMI_MIB * 2);
@@ -53,7 +53,8 @@ describe('growthFactor', () => {
     expect(growthFactor(YOUNG_SEMI_MIB * MiB, true)).toBe(1);
   });
 
-  it('lets V8 grow it again to the hold once V8 has shrunk it (an idle stretch), and leaves V8 alone before', () => {
+  // V8 shrinks it over an idle stretch.
+  it('lets V8 grow it back to the hold after V8 shrank it, and leaves V8 alone before', () => {
     // Held at 1 after a shrink, it would stay at 1 MiB and collect hundreds of times more (review).
     expect(growthFactor(MiB, true)).toBe(2);
     expect(growthFactor(MiB, false)).toBeNull();

@@ -37,7 +37,7 @@ describe('a run’s heartbeat', () => {
     }
   };
 
-  it('lapses once beats failed for a lease less an interval, and beats at once, counting before the next send asks', async () => {
+  it('lapses once beats failed for a lease less an interval, and beats at once when asked', async () => {
     const { beat, writes, clocks, fail } = setUp();
     await pass(clocks, HEARTBEAT_MS * 3);
     expect(writes).toHaveLength(3);
@@ -55,7 +55,8 @@ describe('a run’s heartbeat', () => {
     expect(writes).toHaveLength(4);
   });
 
-  it('lapses over a suspended machine (the wall clock moved, the steady clock did not), and over a stalled process with the wall clock set back', async () => {
+  // Suspended: the wall clock moved, the steady clock did not.
+  it('lapses over a suspended machine, and over a stalled process whose wall clock went back', async () => {
     const { beat, clocks } = setUp();
     // The lid closed for an hour: other hosts saw no beat, and may have taken the claims over.
     clocks.wall += 3_600_000;
@@ -98,7 +99,8 @@ describe('a run’s heartbeat', () => {
     expect(beat.lapsed()).toBe(true);
   });
 
-  it('counts a lapse its own timer found (the overdue tick beats first, after a sleep), so claims made before it are made again', async () => {
+  // After a sleep, the overdue tick beats first.
+  it('counts a lapse its own timer found, so claims made before it are made again', async () => {
     const { beat, clocks } = setUp();
     expect(beat.epoch).toBe(0);
     clocks.wall += 120_000;
@@ -115,7 +117,8 @@ describe('a run’s heartbeat', () => {
     beat.stop();
   });
 
-  it('counts a lapse a beat sent within the lease found by landing after it (the row others read stayed old until then)', async () => {
+  // The row others read stayed old until it landed.
+  it('counts a lapse found by a beat sent within the lease that landed after it', async () => {
     vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
     const clocks = { wall: 1_000_000, steady: 0 };
     let land!: () => void;

@@ -11,7 +11,8 @@ const fileInput = (path: string): InputSource => ({ path, displayName: path, fro
 /** A clock an hour ahead: every file written by the test is "old", past the racy window. */
 const later = (): number => Date.now() + 3600_000;
 
-describe('watching the input through a run (issue 19, item 15)', () => {
+// Issue 19, item 15.
+describe('watching the input through a run', () => {
   let dir: string;
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), 'enrich-watch-'));

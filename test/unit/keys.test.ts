@@ -29,13 +29,15 @@ describe('keyVerdict', () => {
   it('keeps a key whose answer was lost', () => {
     expect(keyVerdict(fresh, lost())).toBe('kept');
   });
-  it('keeps an uncertain key on any error before the settle time: a repeated requestId proves nothing (it may be constant)', () => {
+  // A repeated requestId proves nothing: it may be constant.
+  it('keeps an uncertain key on any error before the settle time, whatever its requestId', () => {
     expect(keyVerdict(uncertain, problem(500, 'internal', 'req_2'))).toBe('kept');
     expect(keyVerdict(uncertain, problem(500, 'internal', 'req_1'))).toBe('kept');
     expect(keyVerdict(uncertain, problem(500, 'internal', ''))).toBe('kept');
     expect(keyVerdict(uncertain, problem(402, 'insufficient_credits', 'req_3'))).toBe('kept');
   });
-  it('retires an uncertain key on the settle rule once the lost attempt must have finished at the service (unconfirmed: it may have been charged)', () => {
+  // Settled, not confirmed: the lost attempt may have been charged.
+  it('settles an uncertain key once the lost attempt must have finished at the service', () => {
     const settle = (now: number) => ({ now, afterMs: 60_000, answeredSince: () => true });
     expect(keyVerdict(uncertain, problem(500, 'internal', 'req_2'), settle(1_000_000 + 59_999))).toBe('kept');
     expect(keyVerdict(uncertain, problem(500, 'internal', 'req_2'), settle(1_000_000 + 60_000))).toBe('settled');
@@ -44,12 +46,14 @@ describe('keyVerdict', () => {
     expect(keyVerdict(uncertain, lost(), settle(9e12))).toBe('kept');
     expect(keyVerdict({ purchase: { ...uncertain.purchase, lostAt: null } }, problem(500, 'internal', 'req_2'), settle(9e12))).toBe('kept');
   });
-  it('never settles a key while the service has not answered a request of its own since it was lost (an outage answers 500 to a charged key too)', () => {
+  // An outage answers 500 to a charged key too.
+  it('never settles a key while the service has answered nothing since the key was lost', () => {
     const outage = { now: 9e12, afterMs: 60_000, answeredSince: (at: number) => at < 1_000_000 };
     expect(keyVerdict(uncertain, problem(500, 'internal', 'x'), outage)).toBe('kept');
     expect(keyVerdict(uncertain, problem(500, 'internal', 'x'), { ...outage, answeredSince: (at: number) => at <= 1_000_000 })).toBe('settled');
   });
-  it("keeps a key lost before and answered 409 (an idempotency layer's \"a request under this key is still running\"), past the settle time too, and asks again under it", () => {
+  // A 409 is an idempotency layer's "a request under this key is still running".
+  it('keeps a lost key answered 409, past the settle time too, and asks again under it', () => {
     const settle = { now: 1_000_000 + 3_600_000, afterMs: 60_000, answeredSince: () => true };
     for (const conflict of [problem(409, 'idempotency_key_in_use', 'req_4'), apiErrorFromResponse({ status: 409, contentType: 'text/plain', retryAfter: undefined, requestId: undefined, body: 'in progress' })]) {
       // Under a key never sent unanswered, nothing can be running: an error as any other.
@@ -158,7 +162,8 @@ describe('paid attempts and their keys', () => {
     expect(r.state.company('acme.com')?.status).toBe('hit');
   });
 
-  it('a charged answer lost, then 500s with one constant requestId: the key is kept (a requestId is no proof), and the replay of the charge comes', async () => {
+  // A requestId is no proof: it may be constant.
+  it('a lost charge, then 500s with a constant requestId: the key is kept, the charge replayed', async () => {
     const constant = { status: 500, code: 'internal', rid: 'req-1', beforeLookup: true };
     const r = await run(['lost-after-charge', constant, constant, { ...constant, rid: '' }, { ...constant, rid: '' }, 'ok']);
     expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#1', 'acme.com#1', 'acme.com#1', 'acme.com#1', 'acme.com#1']);
@@ -166,7 +171,7 @@ describe('paid attempts and their keys', () => {
     expect(r.state.company('acme.com')?.status).toBe('hit');
   });
 
-  it('--max-credits counts a key that may have been charged as spent: with a cap of 1, no new key is bought for it', async () => {
+  it('--max-credits counts a key that may have been charged as spent', async () => {
     const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', lostAt: Date.now() - 10 * 60_000 });
     const r = await run([{ status: 500, code: 'internal', rid: 'r1' }, 'ok'], { seed, maxCredits: 1, maxAttempts: 2 });
     expect(new Set(r.keys)).toStrictEqual(new Set(['acme.com#1']));
@@ -174,7 +179,8 @@ describe('paid attempts and their keys', () => {
     expect(r.charges).toBe(0);
   });
 
-  it('during an outage (every request a 500, the free match too) a lost key is never retired: kept, at risk, nothing bought under a new key', async () => {
+  // An outage: every request a 500, the free match too.
+  it('never retires a lost key during an outage: kept, at risk, nothing bought under a new key', async () => {
     const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', lostAt: Date.now() - 10 * 60_000 });
     const down = { status: 500, code: 'internal', rid: 'r', beforeLookup: true };
     const svc = await run([down, down, down, down], {
@@ -186,20 +192,21 @@ describe('paid attempts and their keys', () => {
     expect([svc.state.company('acme.com')?.keyVersion, svc.state.unconfirmedThisSession, svc.state.atRisk()]).toStrictEqual([1, 0, 1]);
   });
 
-  it('a lost answer that was charged, then a 500 before the service looked the key up: still one charge', async () => {
+  it('a lost charged answer, then a 500 before the key was looked up: still one charge', async () => {
     const r = await run(['lost-after-charge', { status: 500, code: 'internal', rid: 'r1', beforeLookup: true }, 'ok']);
     // The 500 is fresh (new requestId), so it proves nothing: the key is reused and replays the charge.
     expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#1', 'acme.com#1']);
     expect(r.charges).toBe(1);
   });
 
-  it('a 500 on a key whose attempts were all answered retires it: the stored 500 is never replayed forever', async () => {
+  // Kept, its stored 500 would be replayed forever.
+  it('a 500 under a key whose attempts were all answered retires the key', async () => {
     const r = await run([{ status: 500, code: 'internal', rid: 'r1' }, { status: 500, code: 'internal', rid: 'r2' }, 'ok']);
     expect(r.keys).toStrictEqual(['acme.com#1', 'acme.com#2', 'acme.com#3']);
     expect(r.charges).toBe(1);
   });
 
-  it('a 402 stops paid calls and retires a clean key, so the resume after a top-up is not refused forever', async () => {
+  it('a 402 stops paid calls and retires a clean key, so a resume after a top-up can buy', async () => {
     const r = await run([{ status: 402, code: 'insufficient_credits', rid: 'r1' }]);
     expect(r.stop?.reason).toBe('credits');
     const c = r.state.company('acme.com');
@@ -220,7 +227,7 @@ describe('a purchase this run could not finish', () => {
 });
 
 describe('paid attempts that end without an answer', () => {
-  it('ends a company whose 429s run out as an error (exit 3, retried by a rerun), not silently skipped', async () => {
+  it('ends a company whose 429s run out as an error for a rerun to retry, not as a skip', async () => {
     const r = await run(['429', '429', '429'], { maxRateLimited: 3 });
     expect(r.stop).toBeNull();
     const c = r.state.company('acme.com');
@@ -229,7 +236,7 @@ describe('paid attempts that end without an answer', () => {
     expect(r.charges).toBe(0);
   });
 
-  it('on resume, a 402 under a lost key with nothing else answered since proves nothing: the key is kept, the run is not stopped', async () => {
+  it('on resume, a 402 under a lost key with nothing answered since neither retires nor stops', async () => {
     const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', uncertain: true, lostAt: Date.now() - 10 * 60_000, errorCode: 'insufficient_credits' });
     const r = await run([{ status: 402, code: 'insufficient_credits', rid: 'req_old' }, 'ok'], { seed });
     expect(r.stop).toBeNull();
@@ -245,7 +252,7 @@ describe('paid attempts that end without an answer', () => {
 });
 
 describe('a purchase taken over from another run', () => {
-  it('waits out the settle time from the takeover, not from a loss the plan read earlier: a fresh error then keeps the key', async () => {
+  it('times the settle from the takeover, not an earlier loss: a fresh error keeps the key', async () => {
     // The plan read the key as uncertain long ago; the run that held it since has just released
     // it, and its last attempt may still be running at the service.
     const seed = (state: RunState): void => resumeFrom(state, { intentKey: 'acme.com#1', uncertain: true, lostAt: Date.now() - 10 * 60_000 });
@@ -269,7 +276,7 @@ describe('RunState resume from the store', () => {
     expect(keyVerdict(c as NonNullable<typeof c>, problem(402, 'insufficient_credits', 'x'))).toBe('kept');
   });
 
-  it('carries the loss time across a resume, so the settle rule applies to a key lost by an earlier run', () => {
+  it('carries the loss time across a resume, for the settle rule on a key an earlier run lost', () => {
     const s = new RunState();
     s.addDomain('acme.com');
     resumeFrom(s, { intentKey: 'k1', lostAt: 1_000, errorCode: 'insufficient_credits' });

@@ -18,7 +18,7 @@ function held(started: string[], name: string): { task: () => Promise<string>; e
 const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 describe('LaneQueue', () => {
-  it('runs at most its concurrency, every waiting enrich before any match, first come first served within a lane', async () => {
+  it('runs at most its concurrency, waiting enriches before matches, in order within a lane', async () => {
     const started: string[] = [];
     const q = new LaneQueue(1);
     const m1 = held(started, 'm1');
@@ -41,7 +41,7 @@ describe('LaneQueue', () => {
     expect(q.pending).toBe(0);
   });
 
-  it("in a run's end game, runs waiting matches first, but never keeps an enrich waiting past its bound", async () => {
+  it('in the end game runs waiting matches first, never keeping an enrich past its bound', async () => {
     const started: string[] = [];
     let now = 0;
     const q = new LaneQueue(1, () => now);
@@ -67,7 +67,7 @@ describe('LaneQueue', () => {
     m2.end();
   });
 
-  it('starts waiting tasks at once when its concurrency grows, and passes a task\'s failure to its caller', async () => {
+  it("starts waiting tasks when its concurrency grows; passes a task's failure to its caller", async () => {
     const started: string[] = [];
     const q = new LaneQueue(1);
     const a = held(started, 'a');

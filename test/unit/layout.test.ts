@@ -63,7 +63,7 @@ describe('progressLine, for logs', () => {
     expect(progressLine(Object.assign(p, { enrichDone: 1, credits: 1 }), 2_000)).toBe('matched 500/500 · enriched 1/284 · 1 credit');
   });
 
-  it('says what a run waits on when another run holds companies it needs, and stops saying it once none waits', () => {
+  it('says what a run waits on while another run holds its companies, until none waits', () => {
     const p = Object.assign(new Progress(), { phase: 'match', matchTotal: 10, matchDone: 10, enrichTotal: 10, enrichDone: 7, credits: 7 });
     p.apply({ type: 'waiting', by: 1, run: 'pid 4242' });
     p.apply({ type: 'waiting', by: 1 });

@@ -128,7 +128,7 @@ async function takeOver(store: MemoryStore, a: MemoryRun, svc: ReturnType<typeof
 }
 
 describe('a paid request queued before its lease lapsed', () => {
-  it('is not sent under a key another run has since retired and replaced: it claims again, and finds the purchase moved on (one charge)', async () => {
+  it('is not sent under a key another run retired since: it claims again, finding it moved on', async () => {
     const svc = service();
     const store = new MemoryStore();
     const a = store.beginRun();
@@ -173,7 +173,8 @@ describe('a paid request queued before its lease lapsed', () => {
     expect(state.company('x.com')?.status).toBe('hit');
   });
 
-  it('a wall clock set forward on a run whose beats answer late (the team store): each lapse renews the lease once, and every company is bought', async () => {
+  // Beats that answer late, as on the team store.
+  it('a wall clock set forward with late beats: one renewal per lapse, every company bought', async () => {
     const store = new MemoryStore();
     const a = store.beginRun();
     let wall = Date.now();
@@ -198,7 +199,8 @@ describe('a paid request queued before its lease lapsed', () => {
     expect(beats).toBeLessThanOrEqual(2);
   });
 
-  it('every request queued across a lapse claims again, not only the first to ask (whose beat makes the lease fresh for the rest)', async () => {
+  // The first one's beat makes the lease fresh for the rest.
+  it('every request queued across a lapse claims again, not only the first to ask', async () => {
     const svc = service();
     const store = new MemoryStore();
     const a = store.beginRun();

@@ -10,7 +10,7 @@ import { keptPurchase } from '../helpers/records.js';
 const kept = keptPurchase;
 
 describe('ledger copy and a key that may have been charged', () => {
-  it("the laptop's possibly-charged key is neither kept nor counted when the team holds the purchase open with nothing at risk", () => {
+  it("never silently drops the laptop's possibly charged key when the team's purchase is open", () => {
     // The laptop was killed after sending under its key (charged, answer lost); the team tried the
     // same company, got a fresh 500 (key retired: v2, nothing sent under it).
     const laptop = kept({ outcome: 'open', closedAt: null, credits: 0, intentKey: 'enrich-LAPTOP-g1-v1', uncertain: true, lostAt: 950 });
@@ -23,7 +23,7 @@ describe('ledger copy and a key that may have been charged', () => {
     expect(move === 'keep' && counts.unconfirmed === 0 && counts.open === 0 && counts.busy === 0 && counts.conflicts === 0).toBe(false);
   });
 
-  it("closing the team's open purchase from the laptop's answer forgets that the team's own key may have been charged", () => {
+  it("closing the team's open purchase from the laptop's answer counts the team's lost key", () => {
     const laptop = kept({ credits: 1, closedAt: 1_000 });
     // A team run sent under the team's key and lost the answer (uncertain), then ended.
     const team = kept({ outcome: 'open', closedAt: null, credits: 0, intentKey: 'enrich-TEAM-g1-v1', uncertain: true, lostAt: 990 });
@@ -36,7 +36,8 @@ describe('ledger copy and a key that may have been charged', () => {
     expect(written.unconfirmed + counts.unconfirmed).toBeGreaterThanOrEqual(1);
   });
 
-  it("a purchase open in both under different keys, each possibly charged, is said, not dropped: the target keeps its key, and the source's settles where it was sent", () => {
+  // The target keeps its key; once the source settles its own, the next copy closes it.
+  it('reports a purchase open in both under different keys as unsettled, not dropped', () => {
     const laptop = kept({ outcome: 'open', closedAt: null, credits: 0, intentKey: 'enrich-LAPTOP-g1-v1', uncertain: true, lostAt: 950 });
     const team = kept({ outcome: 'open', closedAt: null, credits: 0, intentKey: 'enrich-TEAM-g1-v1', uncertain: true, lostAt: 990 });
     const move = purchaseMove(laptop, team, false);

@@ -13,7 +13,7 @@ import { keptPurchase, runInfo } from '../helpers/records.js';
 const kept = keptPurchase;
 
 describe("ledger copy's rules", () => {
-  it('adds what the target lacks, leaves what it has as the source has it, and never adds credits closed differently in both', () => {
+  it('adds what the target lacks, leaves what matches, never adds credits closed differently', () => {
     expect(purchaseMove(kept(), null, false)).toBe('add');
     expect(purchaseMove(kept(), kept({ run: 3 }), false)).toBe('same');
     expect(purchaseMove(kept(), kept({ closedAt: 2_000 }), false)).toBe('conflict');
@@ -38,7 +38,7 @@ describe("ledger copy's rules", () => {
     expect(copiedPurchase(open, null, new Map()).run).toBeNull();
   });
 
-  it('takes a newer record or lookup, never an older one; a run copied while running never looks alive', () => {
+  it('takes the newer record or lookup; a run copied while running never looks alive', () => {
     // Newer by when it was bought: each store counts its own generations (review: a laptop's second
     // purchase, older, replaced the team's first, newer, and a run then bought it a third time).
     expect(companyWins({ boughtAt: 1 }, { boughtAt: 9 }, false)).toBe(false);
@@ -64,7 +64,7 @@ describe("ledger copy's rules", () => {
 describe('who ran it, on the SQLite store', () => {
   const dir = tempDir();
 
-  it('a store of schema 2 gains runs.user when opened; a run records user and host; the ledger says who', async () => {
+  it('opening a schema 2 store adds runs.user; runs record user and host; the ledger says who', async () => {
     const path = join(dir.path, 'old.db');
     Store.open(path, { tool: 'test' }).close();
     // As enrich wrote it before: no user column, schema 2.

@@ -15,7 +15,8 @@ describe('loading the SQLite binding', () => {
     expect(libsql()).toBe(Database);
   });
 
-  it('reads the right row with get() from a statement read before with all() or iterate() (libsql 0.5 stepped on from that read)', () => {
+  // libsql 0.5 stepped on from that earlier read.
+  it('reads the right row with get() from a statement read before with all() or iterate()', () => {
     const db = new (libsql())(':memory:');
     db.exec("CREATE TABLE t (k TEXT PRIMARY KEY, v TEXT); INSERT INTO t VALUES ('a', '1'), ('b', '2'), ('c', '3')");
     const point = db.prepare('SELECT k, v FROM t WHERE k = ?').raw(true);

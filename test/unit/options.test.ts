@@ -39,7 +39,8 @@ describe('argv -> options', () => {
     expect((await options(['in.csv', '--store', '/flag.db'], { ...ENV, ENRICH_STORE: '/env.db' })).store).toBe('/flag.db');
   });
 
-  it('refuses a named store in a folder that does not exist (a typo would start an empty store), but makes the default one\'s', async () => {
+  // A typo in the name would otherwise start an empty store.
+  it("refuses a named store in a missing folder, but makes the default one's folder", async () => {
     const refusal = 'the store /no-such-folder/enrich.db: the folder /no-such-folder does not exist; create it, or fix --store (or ENRICH_STORE)';
     await expect(options(['in.csv', '--store', '/no-such-folder/enrich.db'])).rejects.toThrow(refusal);
     await expect(options(['in.csv'], { ...ENV, ENRICH_STORE: '/no-such-folder/enrich.db' })).rejects.toThrow(refusal);
@@ -65,7 +66,8 @@ describe('argv -> options', () => {
     await expect(options(['in.csv', '--sandbox', '--base-url', 'https://x.example'])).rejects.toThrow('--sandbox and --base-url exclude each other');
   });
 
-  it('refuses a --settle shorter than a request may take: a call still running would have its key retired and be paid twice', async () => {
+  // A call still running would have its key retired and be paid twice.
+  it('refuses a --settle shorter than a request may take', async () => {
     await expect(options(['in.csv', '--settle', '0s'])).rejects.toThrow(
       '--settle 0s is shorter than a request may take (--timeout 60s): a paid call whose answer was lost may still be running, and retiring its key then can pay twice; give --settle 60s or more (or a shorter --timeout)',
     );

@@ -39,7 +39,8 @@ describe('makeDirs', () => {
     makeDirs(join(dir, 'a', 'b'), 0o700);
   });
 
-  it('stops at a name that is not a folder (a dangling link, a file) rather than make the rest past it', () => {
+  // A dangling link, or a file.
+  it('stops at a name that is not a folder rather than make the rest past it', () => {
     symlinkSync(join(dir, 'nowhere'), join(dir, 'link'));
     expect(() => makeDirs(join(dir, 'link', 'x'), 0o700)).toThrow(/EEXIST/);
     expect(existsSync(join(dir, 'nowhere'))).toBe(false);

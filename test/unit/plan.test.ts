@@ -34,7 +34,7 @@ describe('planCompany', () => {
     expect(planCompany(held(29, 2), purchase({ generation: 2, outcome: 'hit' }), policy({ maxAgeMs: 30 * DAY })).action).toBe('reuse');
   });
 
-  it('finishes an open purchase under its own key whenever money may be at risk, fresh record or not', () => {
+  it('finishes an open purchase under its key when money may be at risk, fresh record or not', () => {
     const open = purchase({ generation: 2, intentKey: 'k-g2-v1' });
     expect(planCompany(held(1), open, policy())).toMatchObject({ action: 'buy', generation: 2, resume: open });
     const kept = purchase({ keyVersion: 3, uncertain: true });
@@ -54,7 +54,8 @@ describe('planCompany', () => {
     expect(planCompany(null, { ...unusable, closedAt: NOW - 40 * DAY }, policy())).toMatchObject({ action: 'buy', generation: 2 });
   });
 
-  it('holds back a stale company whose refresh got an unusable answer, showing the older record, as long as a miss is believed', () => {
+  // As long as a miss is believed.
+  it('holds back a stale company whose refresh was unusable, showing its older record', () => {
     const held = { domain: 'acme.com', name: 'Acme', boughtAt: NOW - 90 * DAY, lastUpdated: null, generation: 1, credits: 1 };
     const refresh = purchase({ generation: 2, outcome: 'failed', errorCode: 'bad_response', closedAt: NOW - DAY });
     const stale = { ...policy(), maxAgeMs: 30 * DAY };
@@ -62,7 +63,7 @@ describe('planCompany', () => {
     expect(planCompany(held, { ...refresh, closedAt: NOW - 40 * DAY }, stale)).toMatchObject({ action: 'buy', generation: 3 });
   });
 
-  it('asks again at once about a company whose enrich was refused with a 422 (it charged nothing): a rerun retries it', () => {
+  it('asks again at once about a company whose enrich got a 422, which charged nothing', () => {
     expect(planCompany(null, purchase({ outcome: 'failed', errorCode: 'validation_error', closedAt: NOW - DAY }), policy())).toMatchObject({ action: 'buy', generation: 2 });
   });
 });

@@ -35,7 +35,7 @@ describe("a month's cheapest plan: min over plans of fee + max(0, credits - incl
     }
   });
 
-  it('Free holds at most its 100 credits; Enterprise is named past the largest plan, never priced', () => {
+  it('Free holds at most its 100 credits; Enterprise is named past the largest plan, not priced', () => {
     expect(monthlyCost(plan('Free'), 101)).toBeNull();
     expect(cheapestMonth(60_000).enterpriseWorthAsking).toBe(false);
     expect(cheapestMonth(60_001).enterpriseWorthAsking).toBe(true);

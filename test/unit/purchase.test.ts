@@ -60,7 +60,7 @@ describe('the purchase state machine', () => {
       expect(budgeted(null, 0)).toStrictEqual({ claim: { kind: 'capped', person: null, cap: 10 }, write: null });
       expect(budgeted(kept(), 2, intent({ price: 3 }))).toMatchObject({ claim: { kind: 'capped' }, write: null });
     });
-    it('needs no room for a purchase an attempt may already have gone under: its reservation stands', () => {
+    it('needs no room for a purchase an attempt may have gone under: its reservation stands', () => {
       for (const k of [kept({ intentKey: 'k1', ownerRun: OTHER, person: 'bo', reserved: 1 }), kept({ intentKey: 'k1', uncertain: true, person: 'bo', reserved: 1 })]) {
         expect(budgeted(k, 0)).toMatchObject({ claim: { kind: 'ok' }, reserved: 0, write: { person: 'bo', reserved: 1 } });
       }
@@ -96,7 +96,7 @@ describe('the purchase state machine', () => {
       expect(applyRelease(kept({ intentKey: 'k1', ownerRun: ME }), { type: 'release', company: 'acme.com', generation: 1 }, ME)).toMatchObject({ ownerRun: null, intentKey: 'k1' });
       expect(applyRelease(kept({ intentKey: 'k1', ownerRun: OTHER }), { type: 'release', company: 'acme.com', generation: 1 }, ME)).toBeNull();
     });
-    it('an unclaim gives back an intent nothing was sent under, never an uncertain one or another run\'s', () => {
+    it('an unclaim gives back an intent nothing was sent under, not an uncertain or foreign one', () => {
       const e = { type: 'unclaim', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1' } as const;
       expect(applyUnclaim(kept({ intentKey: 'k1', ownerRun: ME, lostAt: NOW }), e, ME)).toMatchObject({ intentKey: null, ownerRun: null, lostAt: null });
       expect(applyUnclaim(kept({ intentKey: 'k1', ownerRun: ME, uncertain: true }), e, ME)).toBeNull();

@@ -98,7 +98,8 @@ describe('keys earlier runs may have been charged under are settled before anyth
     return { stop, keys, state };
   }
 
-  it('a lost key answered only with a stored 500 is retired once the paid endpoint answered afresh since the loss: bought under a new key, counted as possibly charged', async () => {
+  // Bought under a new key, the old one counted as possibly charged.
+  it('a lost key answered only with a stored 500 is retired once the endpoint answers afresh', async () => {
     const r = await twoCompanies((key) => (key.endsWith('#1') ? 500 : 'ok'));
     expect(r.stop).toBeNull();
     expect(r.keys.filter((k) => k.startsWith('resumed')).at(-1)).toBe('resumed.com#2');
@@ -106,7 +107,7 @@ describe('keys earlier runs may have been charged under are settled before anyth
     expect([r.state.creditsThisSession, r.state.unconfirmedThisSession]).toStrictEqual([2, 1]);
   });
 
-  it('a 402 under the lost key is then taken for a stored one: the run goes on under a new key, and a top-up need not be proven', async () => {
+  it('a 402 under the lost key is taken for a stored one: the run goes on under a new key', async () => {
     const r = await twoCompanies((key) => (key.endsWith('#1') ? 402 : 'ok'));
     expect(r.stop).toBeNull();
     expect(r.state.company('resumed.com')?.status).toBe('hit');
@@ -120,7 +121,7 @@ describe('keys earlier runs may have been charged under are settled before anyth
     expect(r.state.unconfirmedThisSession).toBe(1);
   });
 
-  it('a resumed key that another live run holds (busy) holds nothing else back: the new purchases go on while it waits', async () => {
+  it('a resumed key busy in another live run holds no new purchase back', async () => {
     const state = new RunState();
     for (const domain of ['held-by-other.com', 'new-1.com', 'new-2.com']) state.loadDomain(state.addDomain(domain), { action: 'hit', company: domain, name: domain });
     const open = openPurchase({ domain: 'held-by-other.com', intentKey: 'held-by-other.com#1', lostAt: Date.now() });

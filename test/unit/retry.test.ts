@@ -18,7 +18,8 @@ describe('decideRetry', () => {
     expect(decideRetry(e, first429, P, max)).toStrictEqual({ retry: true, delayMs: 2000 + P.baseDelayMs - 1 });
   });
 
-  it('backs off exponentially on top of Retry-After as one request keeps getting 429s (spec 7.3)', () => {
+  // Spec 7.3.
+  it('backs off exponentially on top of Retry-After while a request keeps getting 429s', () => {
     const e = problem(429, 'rate_limited', { retryAfterSeconds: 1 });
     const waits = (random: () => number) => [1, 2, 3, 4, 5, 6, 7, 8].map((n) => {
       const d = decideRetry(e, { failures: 0, rateLimited: n }, P, random);
@@ -82,7 +83,7 @@ describe('decideRetry', () => {
     expect(decideRetry(problem(status, code), first, P, min)).toStrictEqual({ retry: false });
   });
 
-  it('never retries an answer that is not the service (a 404 page, a 405), nor a call the caller aborted', () => {
+  it('never retries an answer not from the service (a 404 page, a 405) or a call aborted', () => {
     const page = apiErrorFromResponse({ status: 404, contentType: 'text/html', retryAfter: undefined, requestId: undefined, body: '<h1>Not Found</h1>' });
     expect(decideRetry(page, first, P, min)).toStrictEqual({ retry: false });
     const aborted = connectionError(Object.assign(new Error('aborted'), { name: 'AbortError' }), 'h');

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { normaliseDomain } from '../../src/pipeline/normalise.js';
 import { registrableDomain } from '../../src/sandbox/domain.js';
 
-describe("the sandbox's reading of a domain parameter (spec 4.1: a registrable domain; a full URL or a leading www. is normalised)", () => {
+// Spec 4.1: a registrable domain; a full URL or a leading www. is normalised.
+describe("the sandbox's reading of a domain parameter", () => {
   it.each([
     ['acme.com', 'acme.com'],
     ['www.Acme.com', 'acme.com'],

@@ -30,7 +30,7 @@ describe('sandbox latency distributions', () => {
     expect(meanLatency({ kind: 'uniform', minMs: 100, maxMs: 300 })).toBe(200);
   });
 
-  it('draws a long tail: most answers near the median, a few many times slower, none past the cap', () => {
+  it('draws a long tail: most answers near the median, a few far slower, none past the cap', () => {
     const t = draws({ kind: 'lognormal', medianMs: 20, sigma: 1, maxMs: 1000 }, 20_000);
     expect(quantile(t, 0.5)).toBeGreaterThan(18);
     expect(quantile(t, 0.5)).toBeLessThan(22);

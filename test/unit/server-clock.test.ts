@@ -3,7 +3,7 @@ import { ServerClock } from '../../src/store/postgres/server-clock.js';
 
 afterEach(() => vi.useRealTimers());
 
-it("keeps the server's time from the reading with the shortest round trip, and takes a later one that shows the host's clock stepped", () => {
+it("keeps the server's time from the fastest round trip, or a later one after a clock step", () => {
   vi.useFakeTimers({ now: 1_000_000 });
   const clock = new ServerClock();
   // The server is 5 s ahead: read over 40 ms, then over 4 ms.

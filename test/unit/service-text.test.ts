@@ -15,7 +15,7 @@ describe('neutraliseCell (OWASP CSV injection)', () => {
     expect(neutraliseCell(input)).toBe(output);
   });
 
-  it('judges the first character after controls are stripped: a hidden NUL does not shield a formula', () => {
+  it('judges the first character after controls are stripped: a hidden NUL hides no formula', () => {
     expect(neutraliseCell('\u0000=1+1')).toBe("'=1+1");
     expect(neutraliseCell('\r=1+1')).toBe("'=1+1");
   });

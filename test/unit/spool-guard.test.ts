@@ -66,14 +66,15 @@ describe('SpoolGuard: what no real CSV does', () => {
     expect(SPOOL_LIMITS.freeFloor(10 * GiB)).toBe(0.5 * GiB);
   });
 
-  it('never asks about free space for a small input, so a nearly full disk still takes a short list', () => {
+  it('never asks about free space for a small input, so a nearly full disk takes a short list', () => {
     let asked = 0;
     const guard = new SpoolGuard('stdin', '/tmp', () => (asked++, { free: 0, size: GiB }));
     expect(feed(guard, lines(64 * 1024), 4 * MiB)).toBeNull();
     expect(asked).toBe(0);
   });
 
-  it('stops a piped input past its limit (4 GiB, or ENRICH_STDIN_LIMIT_MIB), pointing at a file, which has none', () => {
+  // The limit: 4 GiB, or ENRICH_STDIN_LIMIT_MIB.
+  it('stops a piped input past its limit, pointing at a file, which has none', () => {
     const roomy = (): DiskSpace => ({ free: 100 * GiB, size: 200 * GiB });
     expect(SPOOL_LIMITS.maxBytes).toBe(4 * GiB);
     expect(feed(new SpoolGuard('stdin', '/tmp', roomy, 2 * MiB), lines(64 * 1024), 2 * MiB)).toBeNull();

@@ -14,7 +14,7 @@ const info = runInfo;
 const hit = hitEvent;
 
 describe('the plan reads one moment of the store', () => {
-  it('never sees a purchase another run closed without the company it bought (the read is one snapshot)', async () => {
+  it('never sees a purchase another run closed without the company it bought', async () => {
     const path = join(files.dir.path, 'race.db');
     const buyer = open(path).beginRun('svc', info);
     const planner = open(path);
@@ -64,7 +64,7 @@ describe('the plan reads one moment of the store', () => {
     expect(await b.append({ type: 'intent', company: 'acme.com', generation: 2, keyVersion: 1, key: 'k2', freshSince: Date.now() + 60_000 }, true)).toStrictEqual({ kind: 'ok' });
   });
 
-  it('still finishes a purchase whose key may have been charged, under that key, though the company is held', async () => {
+  it('finishes a possibly charged purchase under its key, though the company is held', async () => {
     const path = join(files.dir.path, 'resume.db');
     const store = open(path);
     const a = store.beginRun('svc', info);
@@ -93,7 +93,8 @@ describe('leases never trust another host\'s clock', () => {
     return { store, runId: a.runId };
   }
 
-  it('a heartbeat in the future that never moves lapses after the lease, as this process sees it: its claim is taken over under its key', async () => {
+  // Its claim is then taken over under its key.
+  it("lapses a future heartbeat that never moves after a lease by this process's clock", async () => {
     const path = join(files.dir.path, 'skew.db');
     await skewedOwner(path);
     steady = 0;
@@ -120,7 +121,7 @@ describe('leases never trust another host\'s clock', () => {
     expect((await claim()).kind).toBe('busy');
   });
 
-  it('enrich ledger release watches such a run for a lease before it lists its purchase, and never lists one that beats', async () => {
+  it('ledger release watches such a run for a lease first, and never lists one that beats', async () => {
     const path = join(files.dir.path, 'release.db');
     const { store, runId } = await skewedOwner(path);
     steady = 0;

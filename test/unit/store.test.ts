@@ -87,7 +87,7 @@ describe('the SQLite store', () => {
       expect(batches).toHaveLength(4);
     });
 
-    it("writes a lookup no later than an intent that follows it: the lookup that named the company is on disk with the intent", async () => {
+    it('writes a lookup no later than the intent that follows it', async () => {
       const { batches, release, run } = heldRun();
       void run.append({ type: 'match', domain: 'www-acme.com', status: 'hit', company: 'acme.com', name: 'Acme' });
       void run.append(lookup('other.com'));
@@ -125,7 +125,7 @@ describe('the SQLite store', () => {
     expect(seen).toStrictEqual(['hit']);
   });
 
-  it('reads records in one read transaction, over before it answers, so a write on the same connection (the inline writer) lands', async () => {
+  it('ends its read transaction before it answers, so a write on the same connection lands', async () => {
     const store = open();
     const run = store.beginRun('svc', info);
     void run.append({ type: 'intent', company: 'a.com', generation: 1, keyVersion: 1, key: 'k-a.com' }, true);
@@ -142,7 +142,8 @@ describe('the SQLite store', () => {
     expect(open(store.path).db.prepare('SELECT status FROM runs WHERE id = ?').raw(true).get(run.runId)).toStrictEqual(['done']);
   });
 
-  it('keeps the last of two lookups of one domain (the writer sorts lookups by key, stably)', async () => {
+  // The writer sorts lookups by key, stably.
+  it('keeps the last of two lookups of one domain', async () => {
     const run = open().beginRun('svc', info);
     void run.append({ type: 'match', domain: 'b.com', status: 'miss' });
     void run.append({ type: 'match', domain: 'a.com', status: 'hit', company: 'acme.com', name: 'Acme' });
@@ -156,7 +157,7 @@ describe('the SQLite store', () => {
     ]);
   });
 
-  it('switches a new store to WAL even when SQLite refuses at once because another run is switching it too', () => {
+  it('switches a new store to WAL, waiting out SQLITE_BUSY from another run switching it too', () => {
     const busy = Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' });
     let calls = 0;
     enableWal({ pragma: () => (++calls < 4 ? raise(busy) : 'wal') } as never);
@@ -183,7 +184,7 @@ describe('the SQLite store', () => {
     expect(((await b.records(['acme.com'])).get('acme.com') ?? null)?.name).toBe('acme.com');
   });
 
-  it('lets a live run release a purchase it could not finish, so another takes it over instead of waiting for it to exit', async () => {
+  it('lets a live run release a purchase it could not finish, for another to take over', async () => {
     const path = join(files.dir.path, 'released.db');
     const first = open(path);
     const a = first.beginRun('svc', info);
@@ -204,7 +205,7 @@ describe('the SQLite store', () => {
     expect(first.db.prepare('SELECT owner_run FROM purchases').raw(true).get()).toStrictEqual([b.runId]);
   });
 
-  it('retires only the key a run sent under, and not once another run has taken the purchase over', async () => {
+  it('retires only the key a run sent under, and not once another run took the purchase over', async () => {
     const path = join(files.dir.path, 'retire.db');
     const store = open(path);
     const a = store.beginRun('svc', info);
@@ -234,7 +235,7 @@ describe('the SQLite store', () => {
     expect(store.db.prepare("SELECT key_version, intent_key, uncertain, owner_run FROM purchases WHERE domain = 'acme.com'").raw(true).get()).toStrictEqual([1, 'k1', 1, null]);
   });
 
-  it('gives back only its own claim: an unclaim once another run has taken the purchase over changes nothing', async () => {
+  it('gives back only its own claim, not one another run has taken over', async () => {
     const path = join(files.dir.path, 'unclaim.db');
     const store = open(path);
     const a = store.beginRun('svc', info);
@@ -290,7 +291,7 @@ describe('the SQLite store', () => {
     expect(() => open(junk)).toThrow(expect.objectContaining({ kind: 'usage', message: expect.stringContaining('damaged or not an enrich store') }));
   });
 
-  it('stamps its schema version, and refuses a store a newer enrich wrote (its layout may mean other things)', () => {
+  it('stamps its schema version and refuses a store a newer enrich wrote', () => {
     const path = join(files.dir.path, 'versioned.db');
     open(path).close();
     const raw = new (libsql())(path);
@@ -300,7 +301,7 @@ describe('the SQLite store', () => {
     expect(() => open(path)).toThrow(expect.objectContaining({ kind: 'usage', message: `the store ${path} was written by a newer enrich (schema 99); upgrade enrich to use it` }));
   });
 
-  it('says in one line that the store is locked when a run cannot even begin (another run paused inside a commit)', () => {
+  it('says in one line that the store is locked when a run cannot begin', () => {
     const path = join(files.dir.path, 'locked.db');
     const holder = open(path);
     holder.db.exec('BEGIN IMMEDIATE');
@@ -319,7 +320,7 @@ describe('the SQLite store', () => {
     await expect(run.append(hit('b.com'))).rejects.toThrow(/cannot write the store/);
   });
 
-  it('knows a live run from a dead one: a lapsed heartbeat on another host, a reused pid here, never a paused process', async () => {
+  it('tells a live run from a dead one: a lapsed heartbeat, a reused pid, but never a pause', async () => {
     const path = join(files.dir.path, 'lease.db');
     const first = open(path);
     const a = first.beginRun('svc', info);
@@ -365,7 +366,7 @@ describe('the SQLite store', () => {
     expect((await run.companyState('acme.com')).purchase).toMatchObject({ outcome: 'open', intentKey: null, keyVersion: 1 });
   });
 
-  it('brings a store of an earlier layout up to date, and refuses one missing a column it cannot add back', async () => {
+  it('upgrades a store of an earlier layout, and refuses one missing a column it cannot add', async () => {
     const path = join(files.dir.path, 'older.db');
     const older = open(path);
     older.db.exec('ALTER TABLE runs DROP COLUMN heartbeat_at; ALTER TABLE runs DROP COLUMN policy_now; ALTER TABLE purchases DROP COLUMN lost_at');
@@ -390,7 +391,7 @@ describe('the SQLite store', () => {
     await new Promise((r) => setTimeout(r, 10));
   });
 
-  it('keeps the freshness cutoff of a job only for a rerun of that job cut short, and not for long', () => {
+  it("keeps a job's freshness cutoff only for a prompt rerun of that job cut short", () => {
     let now = 1_000_000_000;
     const store = files.open(join(files.dir.path, 'policy.db'), { now: () => now });
     const job = { ...info, options: { max_age_ms: 0 } };

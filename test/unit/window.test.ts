@@ -11,7 +11,7 @@ function pending(): { task: Promise<void>; settle(): void } {
 describe('Window', () => {
   const signal = new AbortController().signal;
 
-  it('has room below the limit without a promise to await, and a promise at it that resolves as a match ends', async () => {
+  it('has room below the limit at once; at it, a promise that resolves as a match ends', async () => {
     const w = new Window(() => {});
     const a = pending();
     w.track(a.task, true);

@@ -69,7 +69,7 @@ describe("the writer's batch", () => {
   // A batch reads every purchase and holding it touches at once and then sees its own writes
   // (writer.ts BatchView): it must decide exactly as writing each event in a transaction of its
   // own, reading the store afresh, does.
-  it('decides and writes as the same events one transaction each do: the same claims, the same rows', () => {
+  it('decides and writes as one transaction per event would: the same claims, the same rows', () => {
     for (let seed = 1; seed <= 150; seed++) {
       const list = events(seed, 40);
       const [together, apart] = ['together.db', 'apart.db'].map((name) => {
@@ -86,7 +86,7 @@ describe("the writer's batch", () => {
 });
 
 describe("the writer's statements", () => {
-  it('are a few, whatever the sizes of the batches: each is prepared once and kept for the connection\'s life', () => {
+  it("are a few whatever the batch sizes, each prepared once for the connection's life", () => {
     const store = files.open();
     const run = store.beginRun('svc', runInfo);
     const writer = new RecordWriter(store, store.serviceId('svc'), run.runId);
