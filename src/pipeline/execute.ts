@@ -12,7 +12,7 @@ import type { ProgressSink } from './progress.js';
 import { StoppedError, type Scheduler } from './scheduler.js';
 import type { Company, RunState } from './state.js';
 import { sharedController, Stops, type Stop } from './stops.js';
-import { Window } from './window.js';
+import { Tasks } from './tasks.js';
 
 export type { Stop } from './stops.js';
 
@@ -84,8 +84,8 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   const stops = new Stops();
   const grace = onInterrupt(interrupt, stops, options.graceMs);
   // A task only throws when the store cannot be written: stop everything, report it.
-  const window = new Window(() => stops.stopAll({ reason: 'interrupted' }));
-  const { resuming, enqueueEnrich, match } = wire(state, options, deps, { stops, inflight: grace.inflight, window });
+  const tasks = new Tasks(() => stops.stopAll({ reason: 'interrupted' }));
+  const { resuming, enqueueEnrich, match } = wire(state, options, deps, { stops, inflight: grace.inflight, tasks });
 
   // Companies the store already matched but never bought (or holds stale) go first, resumed keys first of all.
   for (const company of resuming) enqueueEnrich(company);
@@ -106,7 +106,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   // under way (a match may bring an enrich after it).
   let matchesLeft = 0;
   for (let d = 0; d < state.domainCount; d++) if (state.needsMatch(d)) matchesLeft++;
-  deps.scheduler.remainingFrom(() => 2 * matchesLeft + window.remaining);
+  deps.scheduler.remainingFrom(() => 2 * matchesLeft + tasks.remaining);
   for (let d = 0; d < state.domainCount; d++) {
     if (stops.all.signal.aborted) break;
     if (!state.needsMatch(d)) continue;
@@ -115,15 +115,15 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
       deps.scheduler.matchesFirst(END_GAME_SECONDS * 1000);
     }
     matchesLeft--;
-    const wait = window.room(matchRoom, stops.all.signal);
+    const wait = tasks.room(matchRoom, stops.all.signal);
     if (wait !== undefined) await wait;
     if (stops.all.signal.aborted) break;
-    window.track(match(d), true);
+    tasks.track(match(d), true);
   }
-  await window.drain();
+  await tasks.drain();
 
   grace.dispose();
-  if (window.failure !== null) throw window.failure;
+  if (tasks.failure !== null) throw tasks.failure;
   return stops.first;
 }
 
@@ -158,9 +158,9 @@ interface Wired {
 }
 
 /** The steps of one run, wired to each other: attempts through the breaker, matches that hand hits to enriches. */
-function wire(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, run: { stops: Stops; inflight: AbortController; window: Window }): Wired {
+function wire(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, run: { stops: Stops; inflight: AbortController; tasks: Tasks }): Wired {
   const { progress } = deps;
-  const { stops, window } = run;
+  const { stops, tasks } = run;
   const record = (event: StoreEvent): void => {
     void deps.store.append(event);
     state.apply(event);
@@ -212,7 +212,7 @@ function wire(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, run: 
     if (options.dryRun || queued.has(company.index) || !state.needsEnrich(company)) return;
     queued.add(company.index);
     progress({ type: 'enrich-queued' });
-    window.track(enrich(company), false);
+    tasks.track(enrich(company), false);
   };
   // A company first met mid-run is planned from the store before anything is decided about it:
   // its enrich (asked for by this match or an alias's) waits for that plan.
@@ -220,13 +220,13 @@ function wire(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, run: 
   const planCompany = (company: Company): void => {
     const plan = Promise.resolve(deps.planCompany(company));
     plans.set(company.index, plan);
-    window.track(plan, false);
+    tasks.track(plan, false);
   };
   const enqueueEnrich = (company: Company): void => {
     const plan = plans.get(company.index);
     if (plan === undefined) enqueueNow(company);
-    else window.track(plan.then(() => enqueueNow(company)), false);
+    else tasks.track(plan.then(() => enqueueNow(company)), false);
   };
-  const match = matchStep({ state, client: deps.client, attempt, stops, progress, record, planCompany, enqueueEnrich, resting: (on) => window.rest(on) });
+  const match = matchStep({ state, client: deps.client, attempt, stops, progress, record, planCompany, enqueueEnrich, resting: (on) => tasks.rest(on) });
   return { resuming, enqueueEnrich, match };
 }

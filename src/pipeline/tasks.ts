@@ -3,7 +3,7 @@
  * million-row input never has a million promises waiting. A task that throws (the store cannot
  * be written) is kept as the run's failure and stops the rest through `onFailure`.
  */
-export class Window {
+export class Tasks {
   private outstanding = 0;
   private matches = 0;
   /** Matches waiting out a retry's backoff: they hold no slot, and leave room for others (room()). */
@@ -50,7 +50,7 @@ export class Window {
   /**
    * Whether `limit` matches are queued or in flight. Those resting hold no slot and do not count,
    * up to three windows of them (the cap keeps an outage's retries from queueing the whole
-   * input): counted, they left a window of `--concurrency` plus 32 short of work when many
+   * input): counted, they left `--concurrency` plus 32 slots short of work when many
    * answers failed (a review measured 14% slower against a service failing a fifth of them at
    * `--concurrency 64`; a second set found 31 to 33 s either way).
    */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Window } from '../../src/pipeline/window.js';
+import { Tasks } from '../../src/pipeline/tasks.js';
 
 /** A task that settles when told to. */
 function pending(): { task: Promise<void>; settle(): void } {
@@ -8,11 +8,11 @@ function pending(): { task: Promise<void>; settle(): void } {
   return { task, settle };
 }
 
-describe('Window', () => {
+describe('Tasks (the matches and enriches of a run under way)', () => {
   const signal = new AbortController().signal;
 
   it('has room below the limit at once; at it, a promise that resolves as a match ends', async () => {
-    const w = new Window(() => {});
+    const w = new Tasks(() => {});
     const a = pending();
     w.track(a.task, true);
     expect(w.room(() => 2, signal)).toBeUndefined();
@@ -25,7 +25,7 @@ describe('Window', () => {
   });
 
   it('does not count a match waiting out a retry, up to three windows of them', async () => {
-    const w = new Window(() => {});
+    const w = new Tasks(() => {});
     for (let i = 0; i < 2; i++) w.track(pending().task, true);
     const wait = w.room(() => 2, signal);
     expect(wait).toBeInstanceOf(Promise);
@@ -35,7 +35,7 @@ describe('Window', () => {
     w.rest(false);
     expect(w.room(() => 2, signal)).toBeInstanceOf(Promise);
     // Limit 1: eight tracked, all resting; three windows' worth are not counted, five are.
-    const busy = new Window(() => {});
+    const busy = new Tasks(() => {});
     for (let i = 0; i < 8; i++) {
       busy.track(pending().task, true);
       busy.rest(true);
