@@ -73,7 +73,7 @@ describe('the built CLI', () => {
     }
   });
 
-  it('refuses a bad subcommand flag value in one line with exit 2, never naming 2^53 - 1', async () => {
+  it('refuses a bad flag value in one line with exit 2, never naming 2^53 - 1', async () => {
     const port = await runProcess(['sandbox', '--port', 'abc']);
     expect(port).toMatchObject({ code: 2, stdout: '' });
     expect(port.stderr).toBe("enrich: option '--port <n>' argument 'abc' is invalid. --port must be a whole number from 0 to 65535 (see enrich sandbox --help)\n");

@@ -63,7 +63,7 @@ describe('CSV results copy every row byte for byte', () => {
     expect(text).toBe(`domain,${RESULT_HEADER}\nnobody-d.com,${miss}\nco.uk,invalid,public_suffix${','.repeat(15)}\n`);
   });
 
-  it('quotes result values that need it: commas in a description, a specialties list', async () => {
+  it("writes a matched row's record in the columns, specialties joined by '; '", async () => {
     const c = [...sb.directory].find((x) => x.description?.includes(',') !== true && x.specialties.length > 1 && x.description !== null);
     if (c === undefined) throw new Error('fixture');
     const text = await enrich(`domain\n${c.domain}\n`);

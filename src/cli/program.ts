@@ -6,10 +6,9 @@ import { defineBudget, defineLedger, type LedgerFlags } from '../commands/ledger
 import { defineRun, type RunFlags } from '../commands/run-flags.js';
 import { defineSandbox } from '../commands/sandbox-flags.js';
 
-export { DEFAULT_CONCURRENCY, type RunFlags } from '../commands/run-flags.js';
+export type { RunFlags } from '../commands/run-flags.js';
 export type { DoctorFlags } from '../commands/doctor-flags.js';
 export type { LedgerFlags } from '../commands/ledger-flags.js';
-export { parseDuration } from '../commands/values.js';
 
 /**
  * `--api-key sk_...` (or `--api-key=sk_...`): refused before parsing, so the value is never echoed

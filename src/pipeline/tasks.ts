@@ -49,7 +49,7 @@ export class Tasks {
 
   /**
    * Whether `limit` matches are queued or in flight. Those resting hold no slot and do not count,
-   * up to three windows of them (the cap keeps an outage's retries from queueing the whole
+   * up to three times `limit` of them (the cap keeps an outage's retries from queueing the whole
    * input): counted, they left `--concurrency` plus 32 slots short of work when many
    * answers failed (a review measured 14% slower against a service failing a fifth of them at
    * `--concurrency 64`; a second set found 31 to 33 s either way).

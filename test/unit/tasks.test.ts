@@ -24,7 +24,7 @@ describe('Tasks (the matches and enriches of a run under way)', () => {
     expect(w.room(() => 2, signal)).toBeUndefined();
   });
 
-  it('does not count a match waiting out a retry, up to three windows of them', async () => {
+  it('does not count a match waiting out a retry, up to three times the limit', async () => {
     const w = new Tasks(() => {});
     for (let i = 0; i < 2; i++) w.track(pending().task, true);
     const wait = w.room(() => 2, signal);
@@ -34,7 +34,7 @@ describe('Tasks (the matches and enriches of a run under way)', () => {
     expect(w.room(() => 2, signal)).toBeUndefined();
     w.rest(false);
     expect(w.room(() => 2, signal)).toBeInstanceOf(Promise);
-    // Limit 1: eight tracked, all resting; three windows' worth are not counted, five are.
+    // Limit 1: eight tracked, all resting; three limits' worth are not counted, five are.
     const busy = new Tasks(() => {});
     for (let i = 0; i < 8; i++) {
       busy.track(pending().task, true);
