@@ -33,7 +33,7 @@ export interface RunFlags {
 }
 
 /**
- * The bound on requests in flight; the scheduler learns how many the service needs below it
+ * The bound on requests in flight; the flow (pipeline/flow.ts) learns how many the service needs below it
  * (rate x latency). 128 keeps 500 req/s at 200 ms a request saturated, and is the size of the
  * connection pool, which opens connections only as they are used.
  */

@@ -448,16 +448,14 @@ interface Pipeline {
 /** Loads the network side once and returns a pass over what is owed: matches only (dry) or everything. */
 async function executor(options: RunOptions, ctx: RunContext, progress: ProgressSink, cleanups: Cleanups, p: Pipeline): Promise<(dryRun: boolean) => Promise<Stop | null>> {
   const { state, records, policy, heldAny, clock } = p;
-  const [client, { execute }, { AdaptiveLimiter }, { Scheduler }, { DEFAULT_RETRY_POLICY }, { idempotencyKey }] = await Promise.all([
+  const [client, { execute }, { Flow }, { DEFAULT_RETRY_POLICY }, { idempotencyKey }] = await Promise.all([
     connect(options, cleanups),
     import('../pipeline/execute.js'),
-    import('../pipeline/limiter.js'),
-    import('../pipeline/scheduler.js'),
+    import('../pipeline/flow.js'),
     import('../api/retry.js'),
     import('../pipeline/idempotency-key.js'),
   ]);
-  const limiter = new AdaptiveLimiter({ clock });
-  const scheduler = new Scheduler(limiter, clock, options.concurrency);
+  const flow = new Flow(clock, options.concurrency);
   return (dryRun) =>
     execute(
       state,
@@ -475,7 +473,7 @@ async function executor(options: RunOptions, ctx: RunContext, progress: Progress
       },
       {
         client,
-        scheduler,
+        flow,
         store: records,
         clock,
         random: p.random,

@@ -4,7 +4,7 @@ import { formatWait } from '../errors.js';
 import type { Health, Outage } from './health.js';
 import type { Clock } from './clock.js';
 import type { ProgressSink } from './progress.js';
-import { NotSentError, StoppedError, type Lane, type Scheduler } from './scheduler.js';
+import { NotSentError, StoppedError, type Flow, type Lane } from './flow.js';
 
 export type Attempt<T> = { kind: 'ok'; value: T } | { kind: 'error'; error: unknown } | { kind: 'stopped' };
 
@@ -38,14 +38,14 @@ export interface AttemptHooks {
 }
 
 export interface AttemptDeps {
-  scheduler: Scheduler;
+  flow: Flow;
   clock: Clock;
   random: () => number;
   retry: RetryPolicy;
   progress: ProgressSink;
   /** Aborts requests already sent (once an interrupt's grace period is over). */
   inflight: AbortSignal;
-  /** Until when every caller is held back (the limiter's shared pause); 0: none. */
+  /** Until when every caller is held back (the flow's shared pause); 0: none. */
   pausedUntil: () => number;
   /** The circuit breaker every attempt's outcome goes through. */
   health: Health;
@@ -60,7 +60,7 @@ export type Attempter = <T>(lane: Lane, signal: AbortSignal, call: (s: AbortSign
  * again is the pure decision in api/retry.ts; this only carries it out.
  */
 export function attempter(deps: AttemptDeps): Attempter {
-  const { scheduler, clock, progress, inflight } = deps;
+  const { flow, clock, progress, inflight } = deps;
   return async function attempt<T>(lane: Lane, signal: AbortSignal, call: (s: AbortSignal) => Promise<T>, hooks: AttemptHooks = {}): Promise<Attempt<T>> {
     const attempts = { failures: 0, rateLimited: 0 };
     const send = (): Promise<T> => (hooks.stale?.() === true ? Promise.reject(new NotSentError('stale when its slot came')) : call(inflight));
@@ -68,7 +68,7 @@ export function attempter(deps: AttemptDeps): Attempter {
       if (signal.aborted) return { kind: 'stopped' };
       if (hooks.before !== undefined && !(await hooks.before())) return { kind: 'stopped' };
       try {
-        const value = await scheduler.run(lane, send, signal);
+        const value = await flow.run(lane, send, signal);
         deps.health.answered(lane === 'enrich');
         return { kind: 'ok', value };
       } catch (error) {

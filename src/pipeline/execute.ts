@@ -9,7 +9,7 @@ import { Health } from './health.js';
 import { ResumeGate } from './resume-gate.js';
 import { matchStep } from './match-step.js';
 import type { ProgressSink } from './progress.js';
-import { StoppedError, type Scheduler } from './scheduler.js';
+import { StoppedError, type Flow } from './flow.js';
 import type { Company, RunState } from './state.js';
 import { sharedController, Stops, type Stop } from './stops.js';
 import { Tasks } from './tasks.js';
@@ -42,7 +42,7 @@ export interface ExecuteOptions {
   maxCredits: number | null;
   retry: RetryPolicy;
   /**
-   * The most matches queued or in flight at once. Below it, as many as the scheduler's learned
+   * The most matches queued or in flight at once. Below it, as many as the flow's learned
    * window and 32 more: enough to keep it busy, few enough to stay small.
    */
   matchWindow: number;
@@ -58,7 +58,7 @@ export interface ExecuteOptions {
 
 export interface ExecuteDeps {
   client: ServiceClient;
-  scheduler: Scheduler;
+  flow: Flow;
   store: EventSink;
   clock: Clock;
   random: () => number;
@@ -90,9 +90,9 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   // Companies the store already matched but never bought (or holds stale) go first, resumed keys first of all.
   for (const company of resuming) enqueueEnrich(company);
   for (const company of state.companies) enqueueEnrich(company);
-  // As many matches as the scheduler has room for now, and 32 more queued: what waits in its queue
+  // As many matches as the flow has room for now, and 32 more queued: what waits in its queue
   // waits in memory, long enough to outlive a young collection or two (up to matchWindow).
-  const matchRoom = (): number => Math.min(options.matchWindow, deps.scheduler.window.size + 32);
+  const matchRoom = (): number => Math.min(options.matchWindow, deps.flow.window + 32);
   // The end game: once the matches left are fewer than END_GAME_SECONDS at a learned pace, the
   // matches waiting go before the enriches waiting (none of which waits longer than that), each
   // slot freed going to a match while the room keeps 32 queued. A match answered late (a
@@ -101,18 +101,18 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   // second after the run's every other request (4 sandbox runs in 16 ended at 0.92 of the ceiling).
   // Each pass starts in the usual order (a dry pass's end game is not the purchase pass's).
   let endGame = false;
-  deps.scheduler.matchesFirst(null);
-  // The requests left, for the limiter's last stretch: the matches not yet queued, and each task
+  deps.flow.matchesFirst(null);
+  // The requests left, for the flow's last stretch: the matches not yet queued, and each task
   // under way (a match may bring an enrich after it).
   let matchesLeft = 0;
   for (let d = 0; d < state.domainCount; d++) if (state.needsMatch(d)) matchesLeft++;
-  deps.scheduler.remainingFrom(() => 2 * matchesLeft + tasks.remaining);
+  deps.flow.remainingFrom(() => 2 * matchesLeft + tasks.remaining);
   for (let d = 0; d < state.domainCount; d++) {
     if (stops.all.signal.aborted) break;
     if (!state.needsMatch(d)) continue;
-    if (!endGame && Number.isFinite(deps.scheduler.pace) && matchesLeft <= deps.scheduler.pace * END_GAME_SECONDS) {
+    if (!endGame && deps.flow.paced && matchesLeft <= deps.flow.rate * END_GAME_SECONDS) {
       endGame = true;
-      deps.scheduler.matchesFirst(END_GAME_SECONDS * 1000);
+      deps.flow.matchesFirst(END_GAME_SECONDS * 1000);
     }
     matchesLeft--;
     const wait = tasks.room(matchRoom, stops.all.signal);
@@ -172,13 +172,13 @@ function wire(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, run: 
     clock: () => deps.clock.now(),
   });
   const attempt = attempter({
-    scheduler: deps.scheduler,
+    flow: deps.flow,
     clock: deps.clock,
     random: deps.random,
     retry: options.retry,
     progress,
     inflight: run.inflight.signal,
-    pausedUntil: () => deps.scheduler.pausedUntil,
+    pausedUntil: () => deps.flow.pausedUntil,
     health,
     unavailable: (outage) => stops.stopAll({ reason: 'unavailable', ...outage }),
   });

@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import { InsufficientCreditsError, InsufficientScopeError, InvalidTokenError } from '../api/errors.js';
-import { StoppedError, type Lane } from './scheduler.js';
+import { StoppedError, type Lane } from './flow.js';
 
 /** Why a run ended early. Each maps to an exit code and a "what now" message. */
 export type Stop =

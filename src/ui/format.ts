@@ -49,7 +49,7 @@ export function waitingText(p: Progress): string | null {
   return `waiting for another run${p.waitingOn === '' ? '' : ` (${p.waitingOn})`} to finish ${count(p.waiting, 'company', 'companies')}`;
 }
 
-/** `paused 3s (rate limited)` while the limiter holds every request back, else null. */
+/** `paused 3s (rate limited)` while the flow holds every request back, else null. */
 export function pausedText(p: Progress, now: number): string | null {
   return p.pausedUntil > now ? `paused ${countdown(p.pausedUntil - now)} (rate limited)` : null;
 }

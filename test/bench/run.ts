@@ -20,8 +20,9 @@
  *   9. mechanisms: each speed mechanism kept beside its removal (issue 20; mechanisms.ts).
  *  10. team: the PostgreSQL store beside SQLite: 1,000,000 rows, 100 req/s with 20 ms between the
  *      client and PostgreSQL, unlimited (issues 21 and 23; team.ts).
+ *  11. machines: two machines on one team store sharing one key's 100 req/s (issue 37; team.ts).
  *
- * BENCH_ONLY=rate,unlimited,scale,sandbox,buckets,latency,startup,mechanisms,team picks sections;
+ * BENCH_ONLY=rate,unlimited,scale,sandbox,buckets,latency,startup,mechanisms,team,machines picks sections;
  * BENCH_QUICK=1 shrinks them.
  */
 import { execFileSync } from 'node:child_process';
@@ -34,9 +35,9 @@ import { buildBaseline, V01_REF } from './baseline-v01.js';
 import { BIN, fmt, median, runMeasured, sandboxServer, sandboxStats, type Measured, type Server } from './lib.js';
 import { mechanisms } from './mechanisms.js';
 import { benchSandbox } from './sandbox.js';
-import { team } from './team.js';
+import { team, twoMachines } from './team.js';
 
-const only = new Set((process.env['BENCH_ONLY'] ?? 'rate,unlimited,scale,sandbox,buckets,latency,startup,mechanisms,team').split(','));
+const only = new Set((process.env['BENCH_ONLY'] ?? 'rate,unlimited,scale,sandbox,buckets,latency,startup,mechanisms,team,machines').split(','));
 const quick = process.env['BENCH_QUICK'] === '1';
 const BASELINE = fileURLToPath(new URL('./baseline-fetch.mjs', import.meta.url));
 const PACED = fileURLToPath(new URL('./baseline-paced.mjs', import.meta.url));
@@ -318,6 +319,7 @@ try {
   if (only.has('startup')) await startup();
   if (only.has('mechanisms')) await mechanisms(say, work, quick);
   if (only.has('team')) await team(say, work, quick);
+  if (only.has('machines')) await twoMachines(say, work, quick);
 } finally {
   await shared?.stop();
   rmSync(work, { recursive: true, force: true });

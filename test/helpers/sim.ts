@@ -5,9 +5,8 @@ import { DEFAULT_RETRY_POLICY } from '../../src/api/retry.js';
 import { memoryStore } from './memory-store.js';
 import type { Clock } from '../../src/pipeline/clock.js';
 import { execute } from '../../src/pipeline/execute.js';
-import { AdaptiveLimiter } from '../../src/pipeline/limiter.js';
 import { Progress } from '../../src/pipeline/progress.js';
-import { Scheduler } from '../../src/pipeline/scheduler.js';
+import { Flow } from '../../src/pipeline/flow.js';
 import { RunState } from '../../src/pipeline/state.js';
 import { mulberry32 } from '../../src/sandbox/random.js';
 import { rateGate } from '../../src/sandbox/accounts.js';
@@ -155,7 +154,7 @@ export interface SimResult {
    */
   ofCeiling: number;
   share429: number;
-  /** Times the limiter held every caller for a Retry-After. */
+  /** Times the flow held every caller for a Retry-After. */
   pauses: number;
   /** The most requests in flight at once, and the average over the run. */
   peakInFlight: number;
@@ -259,20 +258,20 @@ const simCompany = (domain: string) => ({
 });
 
 /**
- * The real executor, scheduler and limiter against a model of the service (a token bucket or a
+ * The real executor and flow against a model of the service (a token bucket or a
  * fixed window), on simulated time: `domains` matches that all hit, then as many enriches.
  */
-export async function simulate(server: SimServerOptions, domains: number, concurrency = 128, observe?: (limiter: AdaptiveLimiter, scheduler: Scheduler, clock: SimClock) => void): Promise<SimResult> {
+export async function simulate(server: SimServerOptions, domains: number, concurrency = 128, observe?: (flow: Flow, clock: SimClock) => void): Promise<SimResult> {
   return (await simulatePasses(server, domains, { concurrency, ...(observe === undefined ? {} : { observe }) })).result;
 }
 
 export interface Passes {
   concurrency?: number;
-  observe?: (limiter: AdaptiveLimiter, scheduler: Scheduler, clock: SimClock) => void;
+  observe?: (flow: Flow, clock: SimClock) => void;
   /**
    * A dry pass first (matches only), then this long before the purchase pass, as a person at a
-   * terminal answering the question before a large spend (commands/run.ts): one limiter and
-   * scheduler for both, as the CLI has.
+   * terminal answering the question before a large spend (commands/run.ts): one flow
+   * for both, as the CLI has.
    */
   dryFirstMs?: number;
   /** Domains an earlier run matched already: only bought. */
@@ -299,16 +298,15 @@ export async function simulatePasses(server: SimServerOptions, domains: number, 
     const d = state.addDomain(`company-${i}.com`);
     if (i < (passes.known ?? 0)) state.loadDomain(d, { action: 'hit', company: `company-${i}.com`, name: `company-${i}.com` });
   }
-  const limiter = new AdaptiveLimiter({ clock });
-  const scheduler = new Scheduler(limiter, clock, concurrency);
-  passes.observe?.(limiter, scheduler, clock);
+  const flow = new Flow(clock, concurrency);
+  passes.observe?.(flow, clock);
   const progress = new Progress();
   const pass = async (dryRun: boolean): Promise<void> => {
     const stop = await clock.run(
       execute(
         state,
         { dryRun, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchWindow: concurrency + 32, graceMs: 1000 },
-        { client, scheduler, store: memoryStore(), clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress: progress.sink },
+        { client, flow, store: memoryStore(), clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress: progress.sink },
         new AbortController().signal,
       ),
       3_600_000,
@@ -323,7 +321,39 @@ export async function simulatePasses(server: SimServerOptions, domains: number, 
   await pass(false);
   const companies = missEvery > 0 ? domains - Math.ceil(domains / missEvery) : domains;
   if (progress.enrichDone !== companies) throw new Error(`only ${progress.enrichDone} of ${companies} enriched`);
-  return { result: service.result(clock.now(), limiter.pauses), purchaseMs: clock.now() - purchaseFrom };
+  return { result: service.result(clock.now(), flow.pauses), purchaseMs: clock.now() - purchaseFrom };
+}
+
+/**
+ * `machines` runs at once, each with a flow of its own (two machines of a team on one key),
+ * against one service: `domains` matches each, every other one a company, the later machines
+ * starting `staggerMs` after the one before. What the service saw, together.
+ */
+export async function simulateMachines(server: SimServerOptions, domains: number, machines = 2, staggerMs = 0): Promise<SimResult> {
+  const clock = new SimClock();
+  const random = mulberry32(server.seed ?? 1);
+  const service = new SimService(server, clock, random);
+  const client: ServiceClient = {
+    match: (domain) => service.answer(Number(/\d+/.exec(domain)?.[0]) % 2 === 0 ? { matched: false, credits_charged: 0, company: null } : { matched: true, credits_charged: 0, company: { domain, name: domain } }),
+    enrich: (domain) => service.answer(simCompany(domain)),
+  };
+  const flows: Flow[] = [];
+  const machine = async (m: number): Promise<void> => {
+    await clock.sleep(m * staggerMs);
+    const state = new RunState();
+    for (let i = 0; i < domains; i++) state.addDomain(`company-${m}-${i}.com`);
+    const flow = new Flow(clock, 128);
+    flows.push(flow);
+    const stop = await execute(
+      state,
+      { dryRun: false, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchWindow: 160, graceMs: 1000 },
+      { client, flow, store: memoryStore(), clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress: new Progress().sink },
+      new AbortController().signal,
+    );
+    if (stop !== null) throw new Error(`simulation stopped: ${stop.reason}`);
+  };
+  await clock.run(Promise.all(Array.from({ length: machines }, (_, m) => machine(m))), 3_600_000);
+  return service.result(clock.now(), flows.reduce((n, f) => n + f.pauses, 0));
 }
 
 /**

@@ -2,9 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { ServiceClient } from '../../src/api/client.js';
 import { systemClock } from '../../src/pipeline/clock.js';
 import { execute, type EventSink } from '../../src/pipeline/execute.js';
-import { AdaptiveLimiter } from '../../src/pipeline/limiter.js';
 import { Progress } from '../../src/pipeline/progress.js';
-import { Scheduler } from '../../src/pipeline/scheduler.js';
+import { Flow } from '../../src/pipeline/flow.js';
 import { RunState } from '../../src/pipeline/state.js';
 import { applyOutcome, applyRelease, applyUnclaim, decideClaim, type KeptPurchase } from '../../src/store/purchase.js';
 import type { Claim, StoreEvent } from '../../src/store/types.js';
@@ -79,7 +78,7 @@ function go(state: RunState, client: ServiceClient, store: EventSink, concurrenc
     { dryRun: false, maxCredits, retry: { maxAttempts: 3, maxRateLimitedAttempts: 3, baseDelayMs: 2, maxDelayMs: 4 }, matchWindow: 4, graceMs: 100, settleMs: 5 },
     {
       client,
-      scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, concurrency),
+      flow: new Flow(systemClock, concurrency),
       store,
       planCompany: () => {},
       clock: systemClock,

@@ -9,9 +9,8 @@ import { execute } from '../../src/pipeline/execute.js';
 import { idempotencyKey } from '../../src/pipeline/idempotency-key.js';
 import { keyVerdict } from '../../src/pipeline/keys.js';
 import { decideRetry, DEFAULT_RETRY_POLICY } from '../../src/api/retry.js';
-import { AdaptiveLimiter } from '../../src/pipeline/limiter.js';
 import { Progress } from '../../src/pipeline/progress.js';
-import { Scheduler } from '../../src/pipeline/scheduler.js';
+import { Flow } from '../../src/pipeline/flow.js';
 import { RunState, type Company } from '../../src/pipeline/state.js';
 import { openPurchase } from '../helpers/records.js';
 
@@ -141,7 +140,7 @@ async function run(
     { dryRun: false, maxCredits: options.maxCredits ?? null, retry: { maxAttempts: options.maxAttempts ?? 8, maxRateLimitedAttempts: options.maxRateLimited ?? 8, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100 },
     {
       client: options.client?.(svc.client) ?? svc.client,
-      scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, 2),
+      flow: new Flow(systemClock, 2),
       store,
       planCompany: () => {},
       clock: { now: systemClock.now, sleep: () => Promise.resolve(), until: () => Promise.resolve() },

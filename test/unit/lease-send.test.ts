@@ -3,9 +3,8 @@ import { apiErrorFromResponse } from '../../src/api/errors.js';
 import type { ServiceClient } from '../../src/api/client.js';
 import { systemClock } from '../../src/pipeline/clock.js';
 import { execute } from '../../src/pipeline/execute.js';
-import { AdaptiveLimiter } from '../../src/pipeline/limiter.js';
 import { Progress } from '../../src/pipeline/progress.js';
-import { Scheduler } from '../../src/pipeline/scheduler.js';
+import { Flow } from '../../src/pipeline/flow.js';
 import { RunState } from '../../src/pipeline/state.js';
 import { Heartbeat } from '../../src/store/heartbeat.js';
 import { MemoryStore, type MemoryRun } from '../helpers/memory-store.js';
@@ -57,7 +56,7 @@ const run = (state: RunState, client: ServiceClient, store: MemoryRun, concurren
     { dryRun: false, maxCredits: null, retry: { maxAttempts: 20, maxRateLimitedAttempts: 3, baseDelayMs: 2, maxDelayMs: 4 }, matchWindow: 4, graceMs: 100, settleMs: 5 },
     {
       client,
-      scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, concurrency),
+      flow: new Flow(systemClock, concurrency),
       store,
       planCompany: () => {},
       clock: systemClock,

@@ -4,10 +4,9 @@ import type { ServiceClient } from '../../src/api/client.js';
 import { systemClock } from '../../src/pipeline/clock.js';
 import { execute, type EventSink } from '../../src/pipeline/execute.js';
 import type { Clock } from '../../src/pipeline/clock.js';
-import { AdaptiveLimiter } from '../../src/pipeline/limiter.js';
 import { Progress } from '../../src/pipeline/progress.js';
 import { ResumeGate } from '../../src/pipeline/resume-gate.js';
-import { Scheduler } from '../../src/pipeline/scheduler.js';
+import { Flow } from '../../src/pipeline/flow.js';
 import { RunState } from '../../src/pipeline/state.js';
 import { memoryStore } from '../helpers/memory-store.js';
 import { companyRecord, openPurchase } from '../helpers/records.js';
@@ -21,7 +20,7 @@ function run(state: RunState, client: ServiceClient, over: { store?: EventSink; 
     { dryRun: false, maxCredits: null, retry: { maxAttempts: 3, maxRateLimitedAttempts: 3, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100, ...(over.busyPollMs === undefined ? {} : { busyPollMs: over.busyPollMs }) },
     {
       client,
-      scheduler: new Scheduler(new AdaptiveLimiter({ clock: systemClock }), systemClock, 8),
+      flow: new Flow(systemClock, 8),
       store: over.store ?? memoryStore(),
       planCompany: () => {},
       clock: over.clock ?? { now: systemClock.now, sleep: () => Promise.resolve(), until: () => Promise.resolve() },

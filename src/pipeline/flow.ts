@@ -1,0 +1,508 @@
+import { ConnectionError, RateLimitedError } from '../api/errors.js';
+import type { Clock } from './clock.js';
+
+/** The two kinds of request: enriches go first (spending is never starved), but in a run's end game. */
+export type Lane = 'enrich' | 'match';
+
+export class StoppedError extends Error {
+  override readonly name = 'StoppedError';
+}
+
+/** A request its caller withdrew in its slot, before it left (AttemptHooks.stale): nothing was sent. */
+export class NotSentError extends Error {
+  override readonly name = 'NotSentError';
+}
+
+/** Requests in flight before anything is known, and the fewest while unpaced. */
+const INITIAL_WINDOW = 8;
+const MIN_UNPACED = 16;
+/** Paced, Little's law's in-flight count with this much more for slow answers. */
+const HEADROOM = 1.5;
+/** Unpaced, the window grows while a lane's answers come within QUEUEING of its floor (QUEUEING_FIRST of a near service's fastest at first), shrinks past CONGESTED. */
+const QUEUEING = 1.5;
+const QUEUEING_FIRST = 1.2;
+const NEAR_MS = 100;
+const CONGESTED = 3;
+/** A lane's floor: the least smoothed latency over the last two spans of this long (or 2,000 answers). */
+const SPAN_MS = 5_000;
+/** A service taking thousands a second unrefused keeps one in flight per this many a second, up to 64. */
+const PER_SECOND_FOR_ONE = 100;
+const THROUGHPUT_FLOOR_MAX = 64;
+/** Slow start: the pace grows eightfold a second, never past twice what was accepted over the last second. */
+const SLOW_START = 8;
+/** A cut: the pace times BACKOFF, compounded by the cuts of the last second (a deep bucket hid how far over it went). */
+const BACKOFF = 0.95;
+/** ...and after it, the pace climbs back to just under the ceiling: the pace refused, or what was accepted. */
+const PLATEAU = 0.99;
+/** Ten cuts within a second did not stop the 429s (the ceiling fell, a fixed window ran out): everyone waits, and goes on at 0.9 of what was accepted. */
+const CLUSTER_CUTS = 10;
+const MEASURED_FLOOR = 0.9;
+/**
+ * Refusals this few released requests apart are the pace over the ceiling; sparser ones brush it.
+ * A one-token bucket refuses a request that arrives even slightly early, so against it three within
+ * SHALLOW_DENSE are, and cuts compound at most twice.
+ */
+const DENSE_SPACING = 10;
+const SHALLOW_DENSE = 15;
+const SHALLOW_COMPOUND = 2;
+/**
+ * A sparse refusal steps the pace down STEP, and each accepted answer steps it up so much less that
+ * they balance where SHARE of requests are refused: against a one-token bucket, whose jitter
+ * refusals no pace avoids, a client told the ceiling does best where 1.5-3% are refused.
+ */
+const STEP = 0.01;
+const SHALLOW_SHARE = 0.015;
+/** Of a bucket whose depth the first wave did not tell, sparse refusals under this share (over about SHARE_SPAN paced requests) are jitter. */
+const JITTER_SHARE = 0.015;
+const SHARE_SPAN = 200;
+/** CUBIC's time back to the plateau after a cut against a deep bucket. */
+const CUBIC_SECONDS = 5;
+/** Accepted answers are measured over the last second, and sustained over the last SUSTAINED_MS (a deep bucket's last tokens inflate one second). */
+const SUSTAINED_MS = 3_000;
+/** A first wave with at most this many accepted, and at least as many more refused, is a one-token bucket. */
+const SHALLOW_WAVE = 2;
+/** A run's last stretch (fewer requests left than this many seconds at the pace): a refusal there ends the run a Retry-After later, so the pace sits lower and stops growing. */
+const TAIL_SECONDS = 1.5;
+const TAIL_MARGIN = 0.97;
+/** Pacing intervals from this long are kept to the fraction of a millisecond (clock.until). */
+const PRECISE_FROM_MS = 4;
+/** Against a deep bucket, a release that came late may be caught up this far behind its schedule. */
+const CATCH_UP_MS = 5;
+
+/** A request waiting for its turn; `gone` once its caller gave up. */
+interface Waiter {
+  readonly lane: Lane;
+  readonly since: number;
+  readonly signal: AbortSignal | undefined;
+  readonly call: () => Promise<unknown>;
+  resolve(value: unknown): void;
+  reject(reason: unknown): void;
+  gone: boolean;
+}
+
+/** The last `size` event times (in the order they came, so never decreasing): how many fell after a moment. */
+class Recent {
+  private readonly times: Float64Array;
+  private count = 0;
+
+  constructor(size: number) {
+    this.times = new Float64Array(size);
+  }
+
+  add(t: number): void {
+    this.times[this.count++ % this.times.length] = t;
+  }
+
+  since(from: number): number {
+    let [lo, hi] = [Math.max(0, this.count - this.times.length), this.count];
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((this.times[mid % this.times.length] as number) > from) hi = mid;
+      else lo = mid + 1;
+    }
+    return this.count - lo;
+  }
+}
+
+/**
+ * One endpoint's latency, smoothed, and the least of it over the last two spans (BBR's min RTT,
+ * per lane). The first span (a second at most) is cold and forgotten; in it, a near service
+ * (under NEAR_MS) is judged by its fastest answer yet, since requests queued in this process are
+ * most of such an answer, and whatever is in flight at a ceiling's first 429 is refused together.
+ */
+class LaneLatency {
+  latency = 0;
+  private floorNow = Number.POSITIVE_INFINITY;
+  private floorBefore = Number.POSITIVE_INFINITY;
+  private fastest = Number.POSITIVE_INFINITY;
+  private spanStart = Number.NaN;
+  private answers = 0;
+  private seen = 0;
+  private spans = 0;
+
+  private get byFastest(): boolean {
+    return this.spans === 0 && this.latency < NEAR_MS;
+  }
+
+  get floor(): number {
+    return this.byFastest ? this.fastest : Math.min(this.floorNow, this.floorBefore);
+  }
+
+  /** Answers come about as fast as this endpoint can: more in flight would not only queue. */
+  get unqueued(): boolean {
+    return this.latency <= this.floor * (this.byFastest ? QUEUEING_FIRST : QUEUEING);
+  }
+
+  add(ms: number, busy: boolean, now: number): void {
+    this.latency = this.latency === 0 ? ms : this.latency * 0.9 + ms * 0.1;
+    this.fastest = Math.min(this.fastest, ms);
+    if (Number.isNaN(this.spanStart)) this.spanStart = now;
+    const first = this.spans === 0;
+    if (++this.answers >= (first ? 200 : 2000) || now - this.spanStart >= (first ? 1000 : SPAN_MS)) {
+      [this.floorBefore, this.floorNow, this.spanStart, this.answers] = [first ? Number.POSITIVE_INFINITY : this.floorNow, Number.POSITIVE_INFINITY, now, 0];
+      this.spans++;
+    }
+    // Only a full window measures the service under our load; the first answers are single ones.
+    if (++this.seen >= 10 && busy) this.floorNow = Math.min(this.floorNow, this.latency);
+  }
+}
+
+/**
+ * Every request of a run goes through here: it waits in its lane, leaves one pacing interval after
+ * the last and only while fewer than the window are in flight, and its answer teaches the pace and
+ * the window.
+ *
+ * - The pace is the rate of the service's token bucket, learned: none until the first 429, then
+ *   what was accepted so far, after everyone waits out that Retry-After once (not against a
+ *   one-token bucket, whose first wave is refused nearly whole: it refills in an interval).
+ * - Slow start grows it until refusals come dense; each dense refusal cuts it, and it climbs back
+ *   to just under the ceiling (by slow start against a one-token bucket, along CUBIC's curve
+ *   against a deep one). Sparse refusals step it down a little. A refused request waits out its
+ *   own Retry-After (attempt.ts); nobody else does, but after cuts that did not stop the 429s.
+ * - The window is Little's law once paced; unpaced, it grows while answers come fast and shrinks
+ *   while they queue.
+ */
+export class Flow {
+  /** Requests a second; infinite until the first 429. */
+  rate = Number.POSITIVE_INFINITY;
+  pausedUntil = 0;
+  /** Times every caller was held for a Retry-After. */
+  pauses = 0;
+  window: number;
+  private readonly lanes: Record<Lane, (Waiter | undefined)[]> = { enrich: [], match: [] };
+  private readonly watched = new WeakSet<AbortSignal>();
+  private readonly heads: Record<Lane, number> = { enrich: 0, match: 0 };
+  private waiting = 0;
+  private inFlight = 0;
+  private lastRelease = Number.NEGATIVE_INFINITY;
+  private wake: AbortController | null = null;
+  private pumping = false;
+  private matchesFirstMs: number | null = null;
+  private remaining: () => number = () => Number.POSITIVE_INFINITY;
+  private inTail = false;
+  private slowStart = true;
+  private depth: 'unknown' | 'deep' | 'shallow' = 'unknown';
+  private startedAt: number | null = null;
+  private acceptedAll = 0;
+  private firstRefusalAt = Number.NEGATIVE_INFINITY;
+  private waveRefused = 0;
+  private lastGrowth = 0;
+  private lastStep = Number.NEGATIVE_INFINITY;
+  private lastCut = Number.NEGATIVE_INFINITY;
+  /** Slow start's end: where the pace was refused, or what the service accepted (TCP's ssthresh); CUBIC's plateau. */
+  private threshold = Number.POSITIVE_INFINITY;
+  private from = 0;
+  private sinceCut = 0;
+  private roundTrip = Number.POSITIVE_INFINITY;
+  private released = 0;
+  private lastRefusal = Number.NEGATIVE_INFINITY;
+  private refusalBefore = Number.NEGATIVE_INFINITY;
+  private readonly cuts = new Recent(CLUSTER_CUTS);
+  /** The share of paced requests refused, a moving average over about SHARE_SPAN. */
+  private refusedShare = 0;
+  /** Enough for the throughput floor's 6,400 a second. */
+  private readonly acceptedTimes = new Recent(8192);
+  private readonly latency: Record<Lane, LaneLatency> = { enrich: new LaneLatency(), match: new LaneLatency() };
+  private smoothed = 0;
+  private growth = 0;
+
+  /** `concurrency`: the most requests ever in flight (the window is learned below it). */
+  constructor(
+    private readonly clock: Clock,
+    private readonly concurrency: number,
+  ) {
+    this.window = Math.min(INITIAL_WINDOW, concurrency);
+  }
+
+  get paced(): boolean {
+    return Number.isFinite(this.rate);
+  }
+
+  /** Where to ask how many requests the run has left (its last stretch); each pass tells it afresh. */
+  remainingFrom(remaining: () => number): void {
+    this.remaining = remaining;
+    this.inTail = false;
+  }
+
+  /** From now on waiting matches go before waiting enriches, but no enrich waits over `atMostMs`; null: enriches first. */
+  matchesFirst(atMostMs: number | null): void {
+    this.matchesFirstMs = atMostMs;
+  }
+
+  /** Runs `call` as one request. Rejects with StoppedError if `signal` aborts before it is sent. */
+  run<T>(lane: Lane, call: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    if (signal?.aborted === true) return Promise.reject(new StoppedError('stopped before it was sent'));
+    this.startedAt ??= this.clock.now();
+    // One listener a signal, not one a request: a run's thousands of requests share two.
+    if (signal !== undefined && !this.watched.has(signal)) {
+      this.watched.add(signal);
+      signal.addEventListener('abort', () => this.drop(signal), { once: true });
+    }
+    return new Promise<T>((resolve, reject) => {
+      this.lanes[lane].push({ lane, since: this.clock.now(), signal, call, resolve: resolve as (value: unknown) => void, reject, gone: false });
+      this.waiting++;
+      void this.pump();
+    });
+  }
+
+  /** Every request still waiting under `signal` is stopped; a long pause must not hold the process open. */
+  private drop(signal: AbortSignal): void {
+    for (const lane of ['enrich', 'match'] as const) {
+      for (let i = this.heads[lane]; i < this.lanes[lane].length; i++) {
+        const waiter = this.lanes[lane][i];
+        if (waiter === undefined || waiter.gone || waiter.signal !== signal) continue;
+        waiter.gone = true;
+        this.waiting--;
+        waiter.reject(new StoppedError('stopped before it was sent'));
+      }
+    }
+    this.kick();
+  }
+
+  private head(lane: Lane): Waiter | undefined {
+    while (this.lanes[lane][this.heads[lane]]?.gone === true) this.shift(lane);
+    return this.lanes[lane][this.heads[lane]];
+  }
+
+  /** Drops the lane's head, its slot cleared (a request gone keeps nothing alive), the array compacted now and then. */
+  private shift(lane: Lane): void {
+    const queue = this.lanes[lane];
+    queue[this.heads[lane]] = undefined;
+    if (++this.heads[lane] > 1024 && this.heads[lane] * 2 > queue.length) {
+      this.lanes[lane] = queue.slice(this.heads[lane]);
+      this.heads[lane] = 0;
+    }
+  }
+
+  /** The next to go: the enrich lane's head, or in the end game the match lane's while no enrich has waited too long. */
+  private next(): Waiter | undefined {
+    const enrich = this.head('enrich');
+    const match = this.head('match');
+    if (match === undefined) return enrich;
+    if (enrich === undefined) return match;
+    const first = this.matchesFirstMs !== null && this.clock.now() - enrich.since <= this.matchesFirstMs;
+    return first ? match : enrich;
+  }
+
+  private nextAt(): number {
+    return Math.max(this.pausedUntil, this.paced ? this.lastRelease + 1000 / this.rate : 0);
+  }
+
+  private kick(): void {
+    this.wake?.abort();
+  }
+
+  /** Releases waiters in order, one interval apart, while the window has room. One timer at a time. */
+  private async pump(): Promise<void> {
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      for (let waiter = this.next(); waiter !== undefined && this.inFlight < this.window; waiter = this.next()) {
+        const now = this.clock.now();
+        const at = this.nextAt();
+        if (now < at) {
+          this.wake = new AbortController();
+          const precise = 1000 / this.rate >= PRECISE_FROM_MS;
+          await (precise ? this.clock.until(at, this.wake.signal) : this.clock.sleep(at - now, this.wake.signal)).catch(() => {});
+          this.wake = null;
+          continue;
+        }
+        this.shift(waiter.lane);
+        this.waiting--;
+        this.inFlight++;
+        this.released++;
+        // The next interval counts from when this one left, not when it was due (a late timer
+        // must not make the next gap short), but against a deep bucket, which absorbs it.
+        this.lastRelease = this.depth === 'deep' ? Math.max(at, now - CATCH_UP_MS) : now;
+        this.send(waiter.lane, waiter.call).then(waiter.resolve, waiter.reject);
+      }
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  private async send<T>(lane: Lane, call: () => Promise<T>): Promise<T> {
+    const sentAt = this.clock.now();
+    try {
+      const value = await call();
+      this.accepted(sentAt, lane, this.inFlight >= this.window, true);
+      return value;
+    } catch (error) {
+      if (error instanceof RateLimitedError) this.refused(sentAt, error.retryAfterSeconds);
+      // An error answer (a proxy's quick 5xx, a 4xx) is no measure of how fast the service works.
+      else if (!(error instanceof ConnectionError) && !(error instanceof NotSentError)) this.accepted(sentAt, lane, this.inFlight >= this.window, false);
+      throw error;
+    } finally {
+      this.inFlight--;
+      void this.pump();
+    }
+  }
+
+  /** An answer other than a 429; `busy`: every slot was taken as it came (it still holds its own). */
+  private accepted(sentAt: number, lane: Lane, busy: boolean, ok: boolean): void {
+    const now = this.clock.now();
+    this.acceptedAll++;
+    this.acceptedTimes.add(now);
+    this.roundTrip = Math.min(this.roundTrip, Math.max(1, now - sentAt));
+    if (this.paced) this.refusedShare -= this.refusedShare / SHARE_SPAN;
+    if (ok) this.learnWindow(now - sentAt, lane, busy, now);
+    // Against a one-token bucket slow start begins at a request a round trip, as one worker's would.
+    if (this.depth === 'shallow' && !Number.isFinite(this.threshold) && this.rate < 1000 / this.roundTrip) {
+      this.rate = 1000 / this.roundTrip;
+      this.kick();
+    }
+    // Grow only while requests wait for the pace (not the input, nor the window, is the
+    // bottleneck), and not on answers to requests sent before the last cut.
+    const paceBound = this.waiting > 0 && this.inFlight < this.window;
+    if (!this.paced || !paceBound || sentAt <= this.lastCut || this.tail()) {
+      this.lastGrowth = now;
+      return;
+    }
+    const dt = Math.min(1000, now - this.lastGrowth) / 1000;
+    if (this.depth === 'shallow' && !this.slowStart) {
+      this.rate *= 1 + (STEP * SHALLOW_SHARE) / (1 - SHALLOW_SHARE);
+    } else if (dt < 0.05) {
+      return;
+    } else if (this.slowStart) {
+      this.lastGrowth = now;
+      const since = Math.max(now - 1000, this.pausedUntil);
+      const acceptedRate = (this.acceptedTimes.since(since) * 1000) / Math.max(100, now - since);
+      this.rate = Math.max(this.rate, Math.min(this.rate * SLOW_START ** dt, 2 * acceptedRate, this.threshold));
+      if (this.rate >= this.threshold) this.slowStart = false;
+    } else {
+      // CUBIC's curve: fast at first, flat just under the ceiling, then probing past it.
+      this.lastGrowth = now;
+      this.sinceCut += dt;
+      const x = (this.sinceCut - CUBIC_SECONDS) / CUBIC_SECONDS;
+      this.rate = Math.max(1, this.threshold + (this.threshold - this.from) * x * x * x);
+    }
+    this.kick();
+  }
+
+  private refused(sentAt: number, retryAfterSeconds: number): void {
+    const now = this.clock.now();
+    if (sentAt <= this.firstRefusalAt) {
+      // The first wave refused nearly whole: a one-token bucket, which refills in an interval, so
+      // nobody waits, and the pace starts at a request a round trip.
+      if (++this.waveRefused > SHALLOW_WAVE && this.depth === 'unknown') {
+        this.depth = 'shallow';
+        this.pausedUntil = now;
+        this.rate = Math.max(this.rate, Number.isFinite(this.roundTrip) ? 1000 / this.roundTrip : 1);
+        this.kick();
+      }
+      return;
+    }
+    if (!this.paced) {
+      // The first 429: everything in flight went too fast, so everyone waits once, then goes on
+      // at what was accepted so far.
+      this.pause(now, retryAfterSeconds);
+      this.rate = Math.max(1, this.acceptedAll / Math.max(1, (now - (this.startedAt ?? now)) / 1000));
+      this.firstRefusalAt = this.lastCut = now;
+      this.waveRefused = 1;
+      if (this.acceptedAll > SHALLOW_WAVE) this.depth = 'deep';
+      return;
+    }
+    // Answers to requests sent before the last cut say nothing about the pace since.
+    if (sentAt <= this.lastCut) return;
+    const shallow = this.depth === 'shallow';
+    this.refusedShare += (1 - this.refusedShare) / SHARE_SPAN;
+    const dense = shallow ? this.released - this.refusalBefore < SHALLOW_DENSE : this.released - this.lastRefusal < DENSE_SPACING;
+    this.refusalBefore = this.lastRefusal;
+    this.lastRefusal = this.released;
+    if (dense) {
+      this.cut(now, retryAfterSeconds);
+    } else if (this.depth === 'deep' || (this.depth === 'unknown' && this.refusedShare > JITTER_SHARE)) {
+      // A deep bucket refuses only once empty: the pace brushes its rate (of a bucket of unknown
+      // depth, a share of refusals over what jitter explains says so). The curve starts again just under.
+      this.threshold = this.rate * PLATEAU;
+      this.rate *= 1 - 2 * STEP;
+      [this.from, this.sinceCut, this.lastCut, this.slowStart] = [this.rate, 0, now, false];
+      this.kick();
+    } else if (shallow && sentAt > this.lastStep) {
+      // Against a one-token bucket, one small step per refusal of a request sent since the last (a
+      // late request brings the next one early: the pair counts once).
+      this.lastStep = now;
+      this.rate = Math.max(1, this.rate * (1 - STEP));
+      this.kick();
+    }
+  }
+
+  /**
+   * The pace is over the ceiling: cut it, harder for each cut within the last second, then climb
+   * back to just under where it was refused (a one-token bucket), or to what the service accepted
+   * over the last second or sustained over three, whichever is less (a deep bucket, whose last
+   * tokens inflate either).
+   */
+  private cut(now: number, retryAfterSeconds: number): void {
+    const shallow = this.depth === 'shallow';
+    const compound = Math.min(shallow ? SHALLOW_COMPOUND : CLUSTER_CUTS, this.cuts.since(now - 1000) + 1);
+    this.cuts.add(now);
+    const measured = this.acceptedTimes.since(now - 1000);
+    const span = Math.min(SUSTAINED_MS, now - (this.startedAt ?? now));
+    const sustained = span < 1000 ? 0 : (this.acceptedTimes.since(now - span) * 1000) / span;
+    const refused = this.rate;
+    this.rate = Math.max(1, this.rate * BACKOFF ** compound);
+    this.threshold = Math.max(this.rate, PLATEAU * (shallow ? refused : Math.max(this.rate / BACKOFF, Math.min(sustained, measured))));
+    if (compound >= CLUSTER_CUTS) {
+      this.pause(now, retryAfterSeconds);
+      this.rate = Math.max(this.rate, MEASURED_FLOOR * measured);
+      this.threshold = Math.max(this.threshold, PLATEAU * measured);
+    }
+    // A deep bucket climbs back along CUBIC's curve from here; a one-token bucket's slow start, if
+    // still on, goes on up to the new threshold, and after it the share steps climb.
+    if (!shallow) this.slowStart = false;
+    this.from = this.rate;
+    this.sinceCut = 0;
+    this.lastCut = this.lastGrowth = now;
+    this.kick();
+  }
+
+  private pause(now: number, retryAfterSeconds: number): void {
+    if (this.pausedUntil <= now) this.pauses++;
+    this.pausedUntil = Math.max(this.pausedUntil, now + retryAfterSeconds * 1000);
+    this.kick();
+  }
+
+  /** In a run's last stretch: the pace TAIL_MARGIN lower once, and growing no more until the run turns out longer. */
+  private tail(): boolean {
+    // Not in slow start: its pace is no estimate yet.
+    if (this.slowStart) return false;
+    const left = this.remaining();
+    if (this.inTail) {
+      this.inTail = left < 2 * this.rate * TAIL_SECONDS;
+      return this.inTail;
+    }
+    if (left >= this.rate * TAIL_SECONDS) return false;
+    this.inTail = true;
+    // Still climbing back after a cut, from where the cut left it: the climb's target may be a
+    // deep bucket's last tokens counted as its rate.
+    const climbing = this.from > 0 && this.clock.now() - this.lastCut < 2 * CUBIC_SECONDS * 1000;
+    this.rate = Math.max(1, (climbing ? Math.min(this.rate, this.from) : this.rate) * TAIL_MARGIN);
+    this.kick();
+    return true;
+  }
+
+  private learnWindow(ms: number, lane: Lane, busy: boolean, now: number): void {
+    this.smoothed = this.smoothed === 0 ? ms : this.smoothed * 0.9 + ms * 0.1;
+    const own = this.latency[lane];
+    own.add(ms, busy, now);
+    if (this.paced) {
+      const before = this.window;
+      this.window = Math.min(this.concurrency, Math.max(1, Math.ceil((this.rate * this.smoothed * HEADROOM) / 1000) + 2));
+      if (this.window > before) void this.pump();
+      return;
+    }
+    const floor = Math.max(MIN_UNPACED, Math.min(THROUGHPUT_FLOOR_MAX, Math.floor(this.acceptedTimes.since(now - 1000) / PER_SECOND_FOR_ONE)));
+    const congested = busy && own.latency > own.floor * CONGESTED;
+    if (congested && this.window > floor) this.window--;
+    else if (busy && (this.window < floor || (!congested && own.unqueued))) {
+      // One more per two answers: half again per round trip.
+      this.growth += 0.5;
+      if (this.growth >= 1) {
+        this.growth -= 1;
+        this.window = Math.min(this.concurrency, this.window + 1);
+        void this.pump();
+      }
+    }
+  }
+}
