@@ -397,7 +397,7 @@ export class Flow {
       // at what was accepted so far.
       this.pause(now, retryAfterSeconds);
       this.rate = Math.max(1, this.acceptedAll / Math.max(1, (now - (this.startedAt ?? now)) / 1000));
-      this.firstRefusalAt = this.lastCut = now;
+      this.firstRefusalAt = this.lastCut = this.lastGrowth = now;
       this.waveRefused = 1;
       if (this.acceptedAll > SHALLOW_WAVE) this.depth = 'deep';
       return;
@@ -415,8 +415,8 @@ export class Flow {
       // A deep bucket refuses only once empty: the pace brushes its rate (of a bucket of unknown
       // depth, a share of refusals over what jitter explains says so). The curve starts again just under.
       this.threshold = this.rate * PLATEAU;
-      this.rate *= 1 - 2 * STEP;
-      [this.from, this.sinceCut, this.lastCut, this.slowStart] = [this.rate, 0, now, false];
+      this.rate = Math.max(1, this.rate * (1 - 2 * STEP));
+      [this.from, this.sinceCut, this.lastCut, this.lastGrowth, this.slowStart] = [this.rate, 0, now, now, false];
       this.kick();
     } else if (shallow && sentAt > this.lastStep) {
       // Against a one-token bucket, one small step per refusal of a request sent since the last (a

@@ -82,6 +82,28 @@ describe('Flow (its rules, on simulated time)', () => {
     expect(clock.now() - before).toBeLessThanOrEqual(20); // not the second the Retry-After asked of the three
   });
 
+  it('cuts a bucket of unknown depth for sparse refusals only past the share jitter explains', async () => {
+    // Two in flight, both refused: a first wave too small to tell a one-token bucket from a deep one.
+    const cutsAt = async (every: number): Promise<number> => {
+      const clock = new SimClock();
+      const flow = new Flow(clock, 2);
+      await clock.run(Promise.all([1, 2].map(() => flow.run('match', request(clock, 1, true)).catch(() => {}))), 10_000);
+      let cuts = 0;
+      let i = 0;
+      const call = async (): Promise<void> => {
+        await clock.sleep(5);
+        if (++i % every !== 0) return;
+        const before = flow.rate;
+        setImmediate(() => void (flow.rate < before && cuts++)); // after the flow has taken the refusal
+        throw refusal();
+      };
+      await clock.run(Promise.all(Array.from({ length: 1000 }, () => flow.run('match', call).catch(() => {}))), 3_600_000);
+      return cuts;
+    };
+    expect(await cutsAt(100)).toBe(0); // 1%: the long tail of the way there
+    expect(await cutsAt(12)).toBeGreaterThan(0); // 8%: the pace itself is over
+  });
+
   it('keeps one in flight per 100 answers a second before any 429, up to 64, however answers slow', async () => {
     // A local service on the machine this process shares: answers slow as more are in flight, yet
     // more in flight is more done. Judged by latency alone (8 ms, a few at 1 ms), it sat at 16.
