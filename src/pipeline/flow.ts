@@ -346,11 +346,7 @@ export class Flow {
     this.roundTrip = Math.min(this.roundTrip, Math.max(1, now - sentAt));
     if (this.paced) this.refusedShare -= this.refusedShare / SHARE_SPAN;
     if (ok) this.learnWindow(now - sentAt, lane, busy, now);
-    // Against a one-token bucket slow start begins at a request a round trip, as one worker's would.
-    if (this.depth === 'shallow' && !Number.isFinite(this.threshold) && this.rate < 1000 / this.roundTrip) {
-      this.rate = 1000 / this.roundTrip;
-      this.kick();
-    }
+    this.startShallow();
     // Grow only while requests wait for the pace (not the input, nor the window, is the
     // bottleneck), and not on answers to requests sent before the last cut.
     const paceBound = this.waiting > 0 && this.inFlight < this.window;
@@ -387,8 +383,8 @@ export class Flow {
       if (++this.waveRefused > SHALLOW_WAVE && this.depth === 'unknown') {
         this.depth = 'shallow';
         this.pausedUntil = now;
-        this.rate = Math.max(this.rate, Number.isFinite(this.roundTrip) ? 1000 / this.roundTrip : 1);
         this.kick();
+        this.startShallow();
       }
       return;
     }
@@ -416,8 +412,8 @@ export class Flow {
       // depth, a share of refusals over what jitter explains says so). The curve starts again just under.
       this.threshold = this.rate * PLATEAU;
       this.rate = Math.max(1, this.rate * (1 - 2 * STEP));
-      [this.from, this.sinceCut, this.lastCut, this.lastGrowth, this.slowStart] = [this.rate, 0, now, now, false];
-      this.kick();
+      this.slowStart = false;
+      this.climbFrom(now);
     } else if (shallow && sentAt > this.lastStep) {
       // Against a one-token bucket, one small step per refusal of a request sent since the last (a
       // late request brings the next one early: the pair counts once).
@@ -451,9 +447,21 @@ export class Flow {
     // A deep bucket climbs back along CUBIC's curve from here; a one-token bucket's slow start, if
     // still on, goes on up to the new threshold, and after it the share steps climb.
     if (!shallow) this.slowStart = false;
+    this.climbFrom(now);
+  }
+
+  /** A cut at `now`: CUBIC's curve starts again from the pace as it is, and answers sent before it are ignored. */
+  private climbFrom(now: number): void {
     this.from = this.rate;
     this.sinceCut = 0;
     this.lastCut = this.lastGrowth = now;
+    this.kick();
+  }
+
+  /** Against a one-token bucket, slow start begins at a request a round trip, as one worker's would. */
+  private startShallow(): void {
+    if (this.depth !== 'shallow' || Number.isFinite(this.threshold) || !(this.rate < 1000 / this.roundTrip)) return;
+    this.rate = 1000 / this.roundTrip;
     this.kick();
   }
 

@@ -250,6 +250,15 @@ class SimService {
   }
 }
 
+/** The service's two endpoints on the model: every `missEvery`-th domain (by its first number) is no company; 0: none. */
+function simClient(service: SimService, missEvery: number): ServiceClient {
+  const missed = (domain: string): boolean => missEvery > 0 && Number(/\d+/.exec(domain)?.[0]) % missEvery === 0;
+  return {
+    match: (domain) => service.answer(missed(domain) ? { matched: false, credits_charged: 0, company: null } : { matched: true, credits_charged: 0, company: { domain, name: domain } }),
+    enrich: (domain) => service.answer(simCompany(domain)),
+  };
+}
+
 const simCompany = (domain: string) => ({
   matched: true as const,
   credits_charged: 1,
@@ -284,14 +293,10 @@ export interface Passes {
 export async function simulatePasses(server: SimServerOptions, domains: number, passes: Passes = {}): Promise<{ result: SimResult; purchaseMs: number }> {
   const concurrency = passes.concurrency ?? 128;
   const missEvery = passes.missEvery ?? 0;
-  const missed = (domain: string): boolean => missEvery > 0 && Number(/\d+/.exec(domain)?.[0]) % missEvery === 0;
   const clock = new SimClock();
   const random = mulberry32(server.seed ?? 1);
   const service = new SimService(server, clock, random);
-  const client: ServiceClient = {
-    match: (domain) => service.answer(missed(domain) ? { matched: false, credits_charged: 0, company: null } : { matched: true, credits_charged: 0, company: { domain, name: domain } }),
-    enrich: (domain) => service.answer(simCompany(domain)),
-  };
+  const client = simClient(service, missEvery);
 
   const state = new RunState();
   for (let i = 0; i < domains; i++) {
@@ -333,15 +338,12 @@ export async function simulateMachines(server: SimServerOptions, domains: number
   const clock = new SimClock();
   const random = mulberry32(server.seed ?? 1);
   const service = new SimService(server, clock, random);
-  const client: ServiceClient = {
-    match: (domain) => service.answer(Number(/\d+/.exec(domain)?.[0]) % 2 === 0 ? { matched: false, credits_charged: 0, company: null } : { matched: true, credits_charged: 0, company: { domain, name: domain } }),
-    enrich: (domain) => service.answer(simCompany(domain)),
-  };
+  const client = simClient(service, 2);
   const flows: Flow[] = [];
   const machine = async (m: number): Promise<void> => {
     await clock.sleep(m * staggerMs);
     const state = new RunState();
-    for (let i = 0; i < domains; i++) state.addDomain(`company-${m}-${i}.com`);
+    for (let i = 0; i < domains; i++) state.addDomain(`company-${i}.machine-${m}.com`);
     const flow = new Flow(clock, 128);
     flows.push(flow);
     const stop = await execute(
