@@ -320,13 +320,14 @@ describe('enrich ledger copy', () => {
     expect(sent.status).toBe(200);
     const lostAt = Date.now() - 600_000;
     sqlite(laptop, "INSERT INTO lookups (service, domain, status, company, name, checked_at) VALUES (1, ?, 'hit', ?, 'Lost', ?)", lost, lost, lostAt);
-    sqlite(laptop, "INSERT INTO purchases (service, domain, generation, key_version, intent_key, uncertain, error_code, lost_at, outcome, owner_run, opened_at) VALUES (1, ?, 1, 1, ?, 1, 'network_error', ?, 'open', 1, ?)", lost, key, lostAt, lostAt);
+    // Sent under a 10-minute --timeout: its settle goes with it.
+    sqlite(laptop, "INSERT INTO purchases (service, domain, generation, key_version, intent_key, uncertain, error_code, lost_at, settle_ms, outcome, owner_run, opened_at) VALUES (1, ?, 1, 1, ?, 1, 'network_error', ?, 600000, 'open', 1, ?)", lost, key, lostAt, lostAt);
     expect(t.sb.ledger(KEY)).toHaveLength(2);
 
     const copied = await enrich(['ledger', 'copy', laptop, team, '--json']);
     expect(json(copied.stdout)).toMatchObject({ companies: 1, purchases: 1, open_purchases: 1, credits: 1 });
-    expect(await sql(team, 'SELECT key_version, intent_key, uncertain, lost_at, owner_run, outcome FROM purchases WHERE domain = $1', [lost])).toStrictEqual([
-      { key_version: 1, intent_key: key, uncertain: 1, lost_at: String(lostAt), owner_run: null, outcome: 'open' },
+    expect(await sql(team, 'SELECT key_version, intent_key, uncertain, lost_at, settle_ms, owner_run, outcome FROM purchases WHERE domain = $1', [lost])).toStrictEqual([
+      { key_version: 1, intent_key: key, uncertain: 1, lost_at: String(lostAt), settle_ms: '600000', owner_run: null, outcome: 'open' },
     ]);
     expect(await ledger(team, 'release')).toContain(`${lost}  (${t.sb.url}/api/v1/public; last error network_error;`);
     expect((await enrich(['ledger', 'copy', laptop, team])).stdout).toContain('nothing new');

@@ -136,6 +136,23 @@ describe('a lost paid answer', () => {
     expect(run.stderr).toMatch(/this month +2 +credits charged to this service's runs since \S+ UTC, and up to 1 unconfirmed; \$0 on Free/);
   });
 
+  // Issue 36: the settle a key was lost under goes with it to the store, for the runs after.
+  it("lost under a long --timeout, is kept by a later run with a short one: that run's --settle cannot cut it", async () => {
+    const svc = await service((d, key, n) => (d === 'other-co.com' ? 'charge' : n === 1 ? 'lose' : key.endsWith('v1') ? internal : 'charge'), {
+      domain: (d) => d === 'other-co.com',
+      released: (seen) => (seen.get('acme-co.com') ?? 0) >= 2,
+    });
+    // A lost call here may run 5 minutes at the service: nothing this run or the next sees retires its key.
+    const first = await enrich(['acme-co.com', 'other-co.com'], ['--settle', '5m', '--timeout', '5m']);
+    expect(first.run.code, first.run.stderr).toBe(3);
+    // The next run (2 s of its own, which it waits out on its own clock) keeps the key and buys nothing new.
+    const second = await enrich(['acme-co.com', 'other-co.com'], ['--settle', '2s', '--timeout', '2s']);
+    expect(second.run.code, second.run.stderr).toBe(3);
+    expect(svc.charges.get('acme-co.com')).toBe(1);
+    expect([...svc.keys].filter((k) => !k.endsWith('v1'))).toStrictEqual([]);
+    expect(second.totals).toMatchObject({ credits_charged: 0, credits_unconfirmed: 0, at_risk: 1 });
+  });
+
   it('whose key then gets 402s stops for credits after --settle, saying it may be charged', async () => {
     await service((d, _key, n) => (d === 'other-co.com' ? 'charge' : n === 1 ? 'lose' : { status: 402, code: 'insufficient_credits' }), {
       domain: (d) => d === 'other-co.com',

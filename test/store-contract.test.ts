@@ -161,7 +161,9 @@ function steps(seed: number, count: number): Step[] {
     let event: StoreEvent;
     if (roll < 0.35) {
       const fresh = pick([undefined, null, at - 5_000, at - 500_000]);
-      event = { type: 'intent', company, generation, keyVersion, key, at, ...(fresh === undefined ? {} : { freshSince: fresh }) };
+      // The sending run's settle, kept with the purchase (the longest of those sent under its key).
+      const settleMs = pick([undefined, 60_000, 600_000]);
+      event = { type: 'intent', company, generation, keyVersion, key, at, ...(fresh === undefined ? {} : { freshSince: fresh }), ...(settleMs === undefined ? {} : { settleMs }) };
     } else if (roll < 0.75) {
       const status = pick(['hit', 'miss', 'error', 'error'] as const);
       const base = { type: 'enrich' as const, company, generation, keyVersion, at };
@@ -170,7 +172,7 @@ function steps(seed: number, count: number): Step[] {
       else {
         const final = r() < 0.2;
         const verdict = pick(['retired', 'kept'] as const);
-        event = { ...base, status, code: pick(['internal', 'network_error', 'validation_error']), verdict, ...(final ? { final: true } : {}), ...(r() < 0.3 ? { lost: true } : {}), ...(verdict === 'retired' && r() < 0.3 ? { unconfirmed: true } : {}) };
+        event = { ...base, status, code: pick(['internal', 'network_error', 'validation_error']), verdict, ...(final ? { final: true } : {}), ...(r() < 0.3 ? { lost: true, settleMs: pick([60_000, 120_000, 600_000]) } : {}), ...(verdict === 'retired' && r() < 0.3 ? { unconfirmed: true } : {}) };
       }
     } else if (roll < 0.88) {
       event = { type: 'release', company, generation };

@@ -5,7 +5,7 @@ import type { Attempter } from './attempt.js';
 import type { CreditBudget } from './budget.js';
 import type { Clock } from './clock.js';
 import type { Health } from './health.js';
-import { keyVerdict, type Settle } from './keys.js';
+import { keyVerdict, settleAfter, type Settle } from './keys.js';
 import type { ProgressSink } from './progress.js';
 import type { ResumeGate } from './resume-gate.js';
 import { chargeMayBeUnseen, holdsReservation, keyOf, type TimedIntent } from './run-purchase.js';
@@ -151,7 +151,7 @@ class EnrichStep {
       for (;;) {
         if (this.stops.paid.signal.aborted || !this.state.needsEnrich(c)) return false;
         if (this.capped && !holdsReservation(c.purchase)) return false;
-        const intent: TimedIntent = { type: 'intent', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, key: this.keyOf(c), at: this.deps.now(), freshSince: this.deps.freshSince };
+        const intent: TimedIntent = { type: 'intent', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, key: this.keyOf(c), at: this.deps.now(), freshSince: this.deps.freshSince, settleMs: this.deps.settleMs };
         this.reserving.add(c.index);
         const seen = this.settles;
         const claim = await this.deps.claim(intent);
@@ -222,7 +222,7 @@ class EnrichStep {
       // A 422 ends the purchase only under a key nothing can have charged; under a lost key the
       // purchase stays open, its key kept, for a later run to finish (no new key may buy it).
       ...(answer instanceof ValidationError && verdict !== 'kept' ? { final: true } : {}),
-      ...(lost ? { lost: true } : {}),
+      ...(lost ? { lost: true, settleMs: this.deps.settleMs } : {}),
       at: this.deps.now(),
     });
   }
@@ -375,9 +375,10 @@ class EnrichStep {
   private async settleWait(c: Company, answered: boolean): Promise<boolean> {
     const p = c.purchase;
     if (!answered || p.state !== 'uncertain' || p.lostAt === null || this.stops.paid.signal.aborted) return false;
-    const wait = p.lostAt + this.deps.settleMs - this.deps.now();
+    const settleMs = settleAfter(this.deps.settleMs, p.settleMs);
+    const wait = p.lostAt + settleMs - this.deps.now();
     // Longer than a run should sit idle: the company is left to a later run, which says why.
-    if (wait > Math.min(this.deps.settleMs, MAX_SETTLE_WAIT_MS)) return false;
+    if (wait > Math.min(settleMs, MAX_SETTLE_WAIT_MS)) return false;
     try {
       if (wait > 0) await this.deps.clock.sleep(wait, this.stops.paid.signal);
     } catch {

@@ -37,7 +37,7 @@ export function keyVerdict(company: Pick<Company, 'purchase'>, error: unknown, s
   if (error instanceof ApiError && error.status === IN_PROGRESS && p.state === 'uncertain') return 'kept';
   if (!(error instanceof ApiError) || !error.definitive) return 'kept';
   if (p.state !== 'uncertain') return 'retired';
-  return settled(p.lostAt, settle) ? 'settled' : 'kept';
+  return settled(p.lostAt, settle, p.settleMs) ? 'settled' : 'kept';
 }
 
 /**
@@ -59,7 +59,13 @@ export interface Settle {
 }
 const NEVER: Settle = { now: 0, afterMs: Number.POSITIVE_INFINITY, answeredSince: () => false };
 
-/** `lostAt`: when an attempt under the key last went unanswered; null: not known. */
-export function settled(lostAt: number | null, settle: Settle): boolean {
-  return lostAt !== null && settle.now - lostAt >= settle.afterMs && settle.answeredSince(lostAt);
+/**
+ * `lostAt`: when an attempt under the key last went unanswered; null: not known. `recordedMs`: the
+ * settle of the run that sent it (a longer --timeout there), which a shorter one here never cuts.
+ */
+export function settled(lostAt: number | null, settle: Settle, recordedMs: number | null = null): boolean {
+  return lostAt !== null && settle.now - lostAt >= settleAfter(settle.afterMs, recordedMs) && settle.answeredSince(lostAt);
 }
+
+/** How long a lost attempt may still run: this run's settle, or the sending run's if longer. */
+export const settleAfter = (ownMs: number, recordedMs: number | null): number => Math.max(ownMs, recordedMs ?? 0);

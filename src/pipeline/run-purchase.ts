@@ -11,8 +11,9 @@ import type { CompanyPlan } from './plan.js';
  * - released: such an intent that this run let go of with no answer recorded under it (it stopped
  *   after sending: a 429 last, or an attempt an interrupt cut off), not counted at risk here; the
  *   store keeps it, and a later run resumes it under its key, as uncertain;
- * - uncertain: an attempt under the key may have been charged unseen (lost at `lostAt`; `key` as
- *   written, null when derived: a 0.1 journal wrote no intent), so every retry and resume reuses it;
+ * - uncertain: an attempt under the key may have been charged unseen (lost at `lostAt`, and may run
+ *   on for `settleMs` as the run that sent it said; `key` as written, null when derived: a 0.1
+ *   journal wrote no intent), so every retry and resume reuses it;
  * - bought / missed: the service's answer closed it (a record bought by this run, or no match);
  * - reused: the store's record will do: nothing to buy;
  * - failed: closed without a record (a 422, an unusable paid answer), `mayBeCharged` when it
@@ -25,7 +26,7 @@ export type RunPurchase =
   | { readonly state: 'unclaimed'; readonly error: string | null }
   | { readonly state: 'claimed'; readonly key: string; readonly error: string | null }
   | { readonly state: 'released'; readonly key: string; readonly error: string | null }
-  | { readonly state: 'uncertain'; readonly key: string | null; readonly lostAt: number | null; readonly error: string | null }
+  | { readonly state: 'uncertain'; readonly key: string | null; readonly lostAt: number | null; readonly settleMs: number | null; readonly error: string | null }
   | { readonly state: 'bought' }
   | { readonly state: 'reused' }
   | { readonly state: 'missed' }
@@ -104,7 +105,7 @@ function adopted(k: KnownPurchase, p: Purchase): Move {
   if (p.outcome === 'failed') return { generation: p.generation, purchase: failed(p.errorCode ?? 'error', chargeMayBeUnseen(k.purchase)) };
   const error = errorOf(k.purchase);
   // An intent written by another invocation may have been sent before it stopped.
-  const purchase: RunPurchase = p.intentKey !== null || p.uncertain ? { state: 'uncertain', key: p.intentKey, lostAt: p.lostAt, error } : unclaimed(error);
+  const purchase: RunPurchase = p.intentKey !== null || p.uncertain ? { state: 'uncertain', key: p.intentKey, lostAt: p.lostAt, settleMs: p.settleMs, error } : unclaimed(error);
   return { generation: p.generation, keyVersion: p.keyVersion, purchase };
 }
 
@@ -152,7 +153,7 @@ export function onIntent(p: RunPurchase, intent: IntentEvent): Move {
 function tookOver(p: RunPurchase, intent: TimedIntent): Move {
   if (!isOpen(p)) return {};
   const lostAt = Math.max((p.state === 'uncertain' ? p.lostAt : null) ?? 0, intent.at);
-  return { keyVersion: intent.keyVersion, purchase: { state: 'uncertain', key: intent.key, lostAt, error: p.error } };
+  return { keyVersion: intent.keyVersion, purchase: { state: 'uncertain', key: intent.key, lostAt, settleMs: p.state === 'uncertain' ? p.settleMs : null, error: p.error } };
 }
 
 /** An answer to a paid attempt, or its absence: the same event the store writes. `now`: a hit's bought_at when the event has none. */
@@ -170,7 +171,9 @@ export function onEnrich(k: KnownPurchase, e: EnrichEvent, now: number): Move {
   if (e.final === true) return { purchase: failed(error, chargeMayBeUnseen(k.purchase)) };
   const p = k.purchase;
   const lostAt = e.lost === true && e.at !== undefined ? e.at : p.state === 'uncertain' ? p.lostAt : null;
-  return { purchase: { state: 'uncertain', key: keyOf(p), lostAt, error } };
+  const recorded = p.state === 'uncertain' ? p.settleMs : null;
+  const settleMs = e.lost === true && e.settleMs !== undefined ? Math.max(recorded ?? 0, e.settleMs) : recorded;
+  return { purchase: { state: 'uncertain', key: keyOf(p), lostAt, settleMs, error } };
 }
 
 /** This run is done with a purchase it could not finish: an intent it sent under is no longer its own. */

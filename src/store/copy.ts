@@ -205,6 +205,7 @@ export function toKept(r: Record<string, unknown>): KeptPurchase {
     unconfirmed: num(r['unconfirmed']),
     errorCode: (r['error_code'] as string | null) ?? null,
     lostAt: numOrNull(r['lost_at']),
+    settleMs: numOrNull(r['settle_ms']),
     outcome: r['outcome'] as KeptPurchase['outcome'],
     credits: num(r['credits']),
     ownerRun: numOrNull(r['owner_run']),

@@ -99,18 +99,24 @@ export function decideClaim({ held, kept, event, run, now, alive, person, room }
     ownerRun: run,
     // From then the request may be in flight: a later settle counts from the latest such moment.
     lostAt: Math.max(kept?.lostAt ?? 0, at),
+    settleMs: longest(kept?.settleMs, event.settleMs),
   };
   return { claim: tookOver ? { kind: 'ok', tookOver } : { kind: 'ok' }, write, reserved: reserves ? price : 0 };
 }
 
 /** The purchase as the pipeline sees it. */
 export function publicPart(k: KeptPurchase): Purchase {
-  return { domain: k.domain, generation: k.generation, keyVersion: k.keyVersion, intentKey: k.intentKey, uncertain: k.uncertain, unconfirmed: k.unconfirmed, lostAt: k.lostAt, errorCode: k.errorCode, outcome: k.outcome, closedAt: k.closedAt };
+  return { domain: k.domain, generation: k.generation, keyVersion: k.keyVersion, intentKey: k.intentKey, uncertain: k.uncertain, unconfirmed: k.unconfirmed, lostAt: k.lostAt, settleMs: k.settleMs, errorCode: k.errorCode, outcome: k.outcome, closedAt: k.closedAt };
+}
+
+/** The longer of two settles; null when neither is known. */
+function longest(a: number | null | undefined, b: number | null | undefined): number | null {
+  return a == null ? (b ?? null) : b == null ? a : Math.max(a, b);
 }
 
 /** A purchase an imported journal names without an intent (0.1 wrote none): opened as it was then. */
 export function importedPurchase(e: EnrichEvent, at: number): KeptPurchase {
-  return { domain: e.company, generation: e.generation, keyVersion: e.keyVersion, intentKey: null, uncertain: false, unconfirmed: 0, lostAt: null, errorCode: null, outcome: 'open', closedAt: null, ownerRun: null, credits: 0, run: null, openedAt: at, person: null, reserved: 0 };
+  return { domain: e.company, generation: e.generation, keyVersion: e.keyVersion, intentKey: null, uncertain: false, unconfirmed: 0, lostAt: null, settleMs: null, errorCode: null, outcome: 'open', closedAt: null, ownerRun: null, credits: 0, run: null, openedAt: at, person: null, reserved: 0 };
 }
 
 /**
@@ -135,10 +141,10 @@ export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: num
     // purchase go, so a retire arriving once another run has taken it over (and perhaps sent under
     // that key, perhaps handed it back since) is stale, and must not free it for a new key.
     if (p.keyVersion !== e.keyVersion || (run !== null && p.ownerRun !== run)) return null;
-    return { ...p, keyVersion: e.keyVersion + 1, intentKey: null, uncertain: false, lostAt: null, errorCode: code, unconfirmed: p.unconfirmed + (e.unconfirmed === true ? 1 : 0) };
+    return { ...p, keyVersion: e.keyVersion + 1, intentKey: null, uncertain: false, lostAt: null, settleMs: null, errorCode: code, unconfirmed: p.unconfirmed + (e.unconfirmed === true ? 1 : 0) };
   }
   // Kept: an attempt under the key may have been charged unseen.
-  return { ...p, uncertain: true, errorCode: code, lostAt: e.lost === true ? at : p.lostAt };
+  return e.lost === true ? { ...p, uncertain: true, errorCode: code, lostAt: at, settleMs: longest(p.settleMs, e.settleMs) } : { ...p, uncertain: true, errorCode: code };
 }
 
 /** This run is done with a purchase it could not finish: other runs may take it over now. */
@@ -151,7 +157,7 @@ export function applyRelease(kept: KeptPurchase | null, e: ReleaseEvent, run: nu
 export function applyUnclaim(kept: KeptPurchase | null, e: UnclaimEvent, run: number | null): KeptPurchase | null {
   if (kept === null || kept.outcome !== 'open' || kept.keyVersion !== e.keyVersion || kept.intentKey !== e.key || kept.uncertain) return null;
   if (run !== null && kept.ownerRun !== run) return null;
-  return { ...kept, intentKey: null, ownerRun: null, lostAt: null };
+  return { ...kept, intentKey: null, ownerRun: null, lostAt: null, settleMs: null };
 }
 
 /** The purchase's claim was taken by another live run: the backend says who holds it. */

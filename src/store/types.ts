@@ -42,6 +42,8 @@ export interface IntentEvent {
   freshSince?: number | null;
   /** Credits the call costs (store/budget.ts ENRICH_PRICE by default): what its reservation holds under a monthly cap. */
   price?: number;
+  /** How long the request may run at the service once its answer is lost: the sending run's settle (Purchase.settleMs). */
+  settleMs?: number;
 }
 
 export interface EnrichEvent {
@@ -74,6 +76,8 @@ export interface EnrichEvent {
   final?: boolean;
   /** error: no answer came (the attempt may be running still, or charged) as of `at`. */
   lost?: boolean;
+  /** error, lost: the settle of the run that lost it (Purchase.settleMs). */
+  settleMs?: number;
 }
 
 /**
@@ -150,6 +154,12 @@ export interface Purchase {
   unconfirmed: number;
   /** When an attempt under keyVersion last went unanswered (or its intent was written). */
   lostAt: number | null;
+  /**
+   * How long that attempt may still run at the service: the longest settle of the runs that sent
+   * under the key (a run's --settle covers its --timeout). A later run waits the longer of it and
+   * its own; null: its own.
+   */
+  settleMs: number | null;
   errorCode: string | null;
   outcome: 'open' | 'hit' | 'miss' | 'failed';
   closedAt: number | null;

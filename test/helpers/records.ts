@@ -37,6 +37,7 @@ export const openPurchase = (over: Partial<Purchase> = {}): Purchase => ({
   uncertain: false,
   unconfirmed: 0,
   lostAt: null,
+  settleMs: null,
   errorCode: null,
   outcome: 'open',
   closedAt: null,

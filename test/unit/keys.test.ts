@@ -20,7 +20,7 @@ const lost = () => connectionError(new Error('ECONNRESET'));
 
 describe('keyVerdict', () => {
   const fresh = { purchase: { state: 'claimed', key: 'acme.com#1', error: null } } satisfies Pick<Company, 'purchase'>;
-  const uncertain = { purchase: { state: 'uncertain', key: 'acme.com#1', lostAt: 1_000_000, error: null } } satisfies Pick<Company, 'purchase'>;
+  const uncertain = { purchase: { state: 'uncertain', key: 'acme.com#1', lostAt: 1_000_000, settleMs: null, error: null } } satisfies Pick<Company, 'purchase'>;
   it('retires a key whose every attempt was answered with an error', () => {
     expect(keyVerdict(fresh, problem(500, 'internal', 'req_9'))).toBe('retired');
     expect(keyVerdict(fresh, problem(402, 'insufficient_credits', 'req_9'))).toBe('retired');
@@ -44,6 +44,17 @@ describe('keyVerdict', () => {
     // A gateway's 503 or a lost answer is not the service's word: the key stays, however late.
     expect(keyVerdict(uncertain, lost(), settle(9e12))).toBe('kept');
     expect(keyVerdict({ purchase: { ...uncertain.purchase, lostAt: null } }, problem(500, 'internal', 'req_2'), settle(9e12))).toBe('kept');
+  });
+  // Lost by a run whose --timeout (so --settle) was 10 minutes: this run's minute does not cut it short.
+  it('waits out the settle of the run that lost the key when it is longer than its own', () => {
+    const settle = (now: number) => ({ now, afterMs: 60_000, answeredSince: () => true });
+    const long = { purchase: { ...uncertain.purchase, settleMs: 600_000 } };
+    expect(keyVerdict(long, problem(500, 'internal', 'req_2'), settle(1_000_000 + 60_000))).toBe('kept');
+    expect(keyVerdict(long, problem(500, 'internal', 'req_2'), settle(1_000_000 + 599_999))).toBe('kept');
+    expect(keyVerdict(long, problem(500, 'internal', 'req_2'), settle(1_000_000 + 600_000))).toBe('settled');
+    // A shorter one recorded never shortens this run's own.
+    const short = { purchase: { ...uncertain.purchase, settleMs: 2_000 } };
+    expect(keyVerdict(short, problem(500, 'internal', 'req_2'), settle(1_000_000 + 59_999))).toBe('kept');
   });
   // An outage answers 500 to a charged key too.
   it('never settles a key while the service has answered nothing since the key was lost', () => {
@@ -271,7 +282,7 @@ describe('RunState resume from the store', () => {
     s.addDomain('acme.com');
     resumeFrom(s, { keyVersion: 3, intentKey: 'k3' });
     const c = s.company('acme.com');
-    expect([c?.keyVersion, c?.purchase]).toStrictEqual([3, { state: 'uncertain', key: 'k3', lostAt: null, error: null }]);
+    expect([c?.keyVersion, c?.purchase]).toStrictEqual([3, { state: 'uncertain', key: 'k3', lostAt: null, settleMs: null, error: null }]);
     expect(keyVerdict(c as NonNullable<typeof c>, problem(402, 'insufficient_credits', 'x'))).toBe('kept');
   });
 

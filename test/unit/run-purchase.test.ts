@@ -9,7 +9,7 @@ const NOW = 1_000_000;
 const unclaimed: RunPurchase = { state: 'unclaimed', error: null };
 const claimed: RunPurchase = { state: 'claimed', key: 'k1', error: null };
 const released: RunPurchase = { state: 'released', key: 'k1', error: 'network_error' };
-const uncertain: RunPurchase = { state: 'uncertain', key: 'k1', lostAt: NOW - 50, error: 'network_error' };
+const uncertain: RunPurchase = { state: 'uncertain', key: 'k1', lostAt: NOW - 50, settleMs: null, error: 'network_error' };
 const failed: RunPurchase = { state: 'failed', error: 'bad_response', mayBeCharged: false };
 const known = (purchase: RunPurchase, over: Partial<KnownPurchase> = {}): KnownPurchase => ({ ...FIRST_PURCHASE, purchase, ...over });
 const held: HeldCompany = { domain: 'acme.com', name: 'Acme', boughtAt: NOW - 100, lastUpdated: null, generation: 1, credits: 1 };
@@ -41,8 +41,9 @@ describe('a purchase as the run knows it', () => {
       ['a miss believed: missed', { action: 'no_match', code: null, held: null }, { purchase: { state: 'missed' } }],
       ['an unusable answer held back: failed by an earlier run, the older record still shown', { action: 'no_match', code: 'bad_response', held }, { purchase: { ...failed, earlier: true }, boughtAt: NOW - 100 }],
       ['never bought: unclaimed, at its generation', buy({ generation: 2, refresh: true, held }), { purchase: unclaimed, generation: 2, refresh: true, boughtAt: NOW - 100 }],
-      ['an open intent left by a run that stopped: uncertain, under the key it wrote', buy({ resume: openPurchase({ keyVersion: 3, intentKey: 'k3', lostAt: 5 }) }), { purchase: { state: 'uncertain', key: 'k3', lostAt: 5, error: null }, keyVersion: 3 }],
-      ['an uncertain key a 0.1 journal left (no intent): uncertain, its key derived', buy({ resume: openPurchase({ uncertain: true }) }), { purchase: { state: 'uncertain', key: null, lostAt: null, error: null } }],
+      ['an open intent left by a run that stopped: uncertain, under the key it wrote', buy({ resume: openPurchase({ keyVersion: 3, intentKey: 'k3', lostAt: 5 }) }), { purchase: { state: 'uncertain', key: 'k3', lostAt: 5, settleMs: null, error: null }, keyVersion: 3 }],
+      ['an open intent a run with a long --timeout left: uncertain, with that run\'s settle', buy({ resume: openPurchase({ intentKey: 'k1', lostAt: 5, settleMs: 600_000 }) }), { purchase: { state: 'uncertain', key: 'k1', lostAt: 5, settleMs: 600_000, error: null } }],
+      ['an uncertain key a 0.1 journal left (no intent): uncertain, its key derived', buy({ resume: openPurchase({ uncertain: true }) }), { purchase: { state: 'uncertain', key: null, lostAt: null, settleMs: null, error: null } }],
       ['an open purchase nothing was sent under: unclaimed, at its key version', buy({ resume: openPurchase({ keyVersion: 2 }) }), { purchase: unclaimed, keyVersion: 2 }],
     ];
     it.each(cases)('%s', (_what, plan, expected) => {
@@ -55,7 +56,7 @@ describe('a purchase as the run knows it', () => {
       ['unclaimed, ok: claimed under the intent\'s key', known(unclaimed), intent({ keyVersion: 2, key: 'k2' }), { kind: 'ok' }, { purchase: { state: 'claimed', key: 'k2', error: null }, keyVersion: 2 }],
       ['released, ok: claimed again, its last error kept for the row', known(released), intent(), { kind: 'ok' }, { purchase: { state: 'claimed', key: 'k1', error: 'network_error' } }],
       ['uncertain, ok: still uncertain, its loss time kept', known(uncertain), intent(), { kind: 'ok' }, { purchase: uncertain }],
-      ['unclaimed, took over another run\'s intent: uncertain from now', known(unclaimed), intent(), { kind: 'ok', tookOver: true }, { purchase: { state: 'uncertain', key: 'k1', lostAt: NOW, error: null } }],
+      ['unclaimed, took over another run\'s intent: uncertain from now', known(unclaimed), intent(), { kind: 'ok', tookOver: true }, { purchase: { state: 'uncertain', key: 'k1', lostAt: NOW, settleMs: null, error: null } }],
       ['uncertain, took over: the settle time counts from the takeover, not the earlier loss', known(uncertain), intent(), { kind: 'ok', tookOver: true }, { purchase: { ...uncertain, lostAt: NOW } }],
       ['held by a run that bought it since: reused', known(claimed), intent(), { kind: 'held', held: { ...held, generation: 2 } }, { purchase: { state: 'reused' }, boughtAt: NOW - 100, generation: 2 }],
       ['its key retired by another run: adopted where it stands', known(unclaimed), intent(), { kind: 'moved', purchase: openPurchase({ keyVersion: 2 }) }, { keyVersion: 2 }],
@@ -78,7 +79,9 @@ describe('a purchase as the run knows it', () => {
       ['a 422 under a key nothing can have charged: failed', known(claimed), { code: 'validation_error', verdict: 'retired', final: true }, { purchase: { state: 'failed', error: 'validation_error', mayBeCharged: false }, keyVersion: 2 }],
       ['an unusable paid answer: failed', known(claimed), { code: 'bad_response', charged: 1, final: true }, { purchase: failed }],
       ['an unusable paid answer under an uncertain key: failed, perhaps charged', known(uncertain), { code: 'bad_response', charged: 0, final: true }, { purchase: { ...failed, mayBeCharged: true } }],
-      ['a lost answer: uncertain from then, the key kept', known(claimed), { code: 'network_error', verdict: 'kept', lost: true }, { purchase: { state: 'uncertain', key: 'k1', lostAt: NOW, error: 'network_error' } }],
+      ['a lost answer: uncertain from then, the key kept', known(claimed), { code: 'network_error', verdict: 'kept', lost: true }, { purchase: { state: 'uncertain', key: 'k1', lostAt: NOW, settleMs: null, error: 'network_error' } }],
+      ['a lost answer under a longer settle than the one recorded: the longer kept', known({ ...uncertain, settleMs: 60_000 }), { code: 'network_error', verdict: 'kept', lost: true, settleMs: 600_000 }, { purchase: { ...uncertain, lostAt: NOW, settleMs: 600_000 } }],
+      ['a lost answer under a shorter settle than the one recorded: the longer kept', known({ ...uncertain, settleMs: 600_000 }), { code: 'network_error', verdict: 'kept', lost: true, settleMs: 60_000 }, { purchase: { ...uncertain, lostAt: NOW, settleMs: 600_000 } }],
       ['an error that proves nothing: still uncertain, its loss time kept', known(uncertain), { code: 'internal', verdict: 'kept' }, { purchase: { ...uncertain, error: 'internal' } }],
     ];
     it.each(cases)('%s', (_what, before, event, expected) => {

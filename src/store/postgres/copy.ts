@@ -8,7 +8,7 @@ import { LEASE_MS } from './writer.js';
 import type { PgStore } from './store.js';
 
 const RUN_COLUMNS = `id, started_at, ended_at, pid, host, "user", tool, input_name, input_sha256, rows, dry_run, options, status, heartbeat_at, policy_now, credits, bought, reused`;
-const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, outcome, credits, owner_run, run, opened_at, closed_at';
+const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at';
 const COMPANY_COLUMNS = 'domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run';
 const SERVICE = '(SELECT id FROM services WHERE name = $1)';
 
@@ -268,9 +268,9 @@ export class PgCopyTarget implements CopyTarget {
     const col = <K extends keyof KeptPurchase>(k: K): KeptPurchase[K][] => list.map((p) => p[k]);
     const { rowCount } = await this.db.query(
       `INSERT INTO purchases (service, ${PURCHASE_COLUMNS})
-       SELECT $1, u.* FROM unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::text[], $11::int[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[]) AS u
+       SELECT $1, u.* FROM unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::int[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[]) AS u
        ON CONFLICT (service, domain, generation) DO UPDATE SET key_version = excluded.key_version, intent_key = excluded.intent_key, uncertain = excluded.uncertain,
-         unconfirmed = excluded.unconfirmed, error_code = excluded.error_code, lost_at = excluded.lost_at, outcome = excluded.outcome, credits = excluded.credits,
+         unconfirmed = excluded.unconfirmed, error_code = excluded.error_code, lost_at = excluded.lost_at, settle_ms = excluded.settle_ms, outcome = excluded.outcome, credits = excluded.credits,
          owner_run = excluded.owner_run, run = excluded.run, opened_at = excluded.opened_at, closed_at = excluded.closed_at
        WHERE purchases.outcome = 'open' AND (excluded.outcome <> 'open' OR (purchases.intent_key IS NULL AND purchases.uncertain = 0))
        RETURNING 1`,
@@ -284,6 +284,7 @@ export class PgCopyTarget implements CopyTarget {
         col('unconfirmed'),
         col('errorCode'),
         col('lostAt'),
+        col('settleMs'),
         col('outcome'),
         col('credits'),
         col('ownerRun'),

@@ -220,7 +220,7 @@ export class PgRecords implements ServiceStore {
     for (const part of chunks([...new Set(companies)])) {
       const { rows } = await this.store.db.query<Record<string, unknown>>(
         `SELECT d.domain, c.name, c.bought_at, c.last_updated, c.generation AS c_generation, c.credits,
-                p.generation, p.key_version, p.intent_key, p.uncertain, p.unconfirmed, p.error_code, p.outcome, p.closed_at, p.lost_at
+                p.generation, p.key_version, p.intent_key, p.uncertain, p.unconfirmed, p.error_code, p.outcome, p.closed_at, p.lost_at, p.settle_ms
            FROM unnest($2::text[]) AS d(domain)
            LEFT JOIN companies c ON c.service = $1 AND c.domain = d.domain
            LEFT JOIN LATERAL (SELECT * FROM purchases q WHERE q.service = $1 AND q.domain = d.domain ORDER BY q.generation DESC LIMIT 1) p ON true
@@ -554,6 +554,7 @@ function stateOf(r: Record<string, unknown>): CompanyState {
             outcome: r['outcome'] as 'open' | 'hit' | 'miss' | 'failed',
             closedAt: n('closed_at'),
             lostAt: n('lost_at'),
+            settleMs: n('settle_ms'),
           },
   };
 }

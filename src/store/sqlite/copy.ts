@@ -7,7 +7,7 @@ const num = (v: unknown): number => Number(v ?? 0);
 const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
 
 const RUN_COLUMNS = 'id, started_at, ended_at, pid, host, user, tool, input_name, input_sha256, rows, dry_run, options, status, heartbeat_at, policy_now, credits, bought, reused';
-const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, outcome, credits, owner_run, run, opened_at, closed_at';
+const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at';
 const COMPANY_COLUMNS = 'domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run';
 
 /**
@@ -187,7 +187,7 @@ export class SqliteCopyTarget implements CopyTarget {
     return this.transaction(() => {
       const serviceId = this.service(service);
       const read = this.store.db.prepare(`SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`);
-      const write = this.store.db.prepare(`INSERT OR REPLACE INTO purchases (service, ${PURCHASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+      const write = this.store.db.prepare(`INSERT OR REPLACE INTO purchases (service, ${PURCHASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
       const counts = noPurchases();
       const buying = this.buying(serviceId);
       for (const source of rows) {
@@ -197,7 +197,7 @@ export class SqliteCopyTarget implements CopyTarget {
         tally(counts, move, source, there);
         if ((move !== 'add' && move !== 'close') || this.dryRun) continue;
         const p = copiedPurchase(source, there, ids);
-        write.run(serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt);
+        write.run(serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.settleMs, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt);
       }
       return counts;
     });

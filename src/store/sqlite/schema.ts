@@ -3,7 +3,7 @@
  * the epoch; every table but meta and runs is keyed by service, so one store serves any number
  * of services (a base URL's origin and prefix, or the embedded sandbox) without mixing them.
  */
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 /**
  * Every table's columns as SCHEMA creates them, name -> definition: a store made by an earlier
@@ -67,6 +67,7 @@ CREATE TABLE IF NOT EXISTS purchases (
   unconfirmed INTEGER NOT NULL DEFAULT 0,
   error_code  TEXT,
   lost_at     INTEGER,
+  settle_ms   INTEGER,
   outcome     TEXT NOT NULL CHECK (outcome IN ('open', 'hit', 'miss', 'failed')),
   credits     INTEGER NOT NULL DEFAULT 0,
   owner_run   INTEGER,

@@ -21,10 +21,10 @@ const lookupInsert = (n: number): string =>
 
 /** A purchase row with who holds it and what it cost (store/purchase.ts KeptPurchase). */
 type KeptRow = [...PurchaseRow, number, number | null, number, string | null, number];
-const KEPT_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, outcome, closed_at, owner_run, lost_at, credits, run, opened_at, person, reserved';
+const KEPT_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, outcome, closed_at, owner_run, lost_at, settle_ms, credits, run, opened_at, person, reserved';
 
 function toKept(r: KeptRow): KeptPurchase {
-  const p = toPurchase(r.slice(0, 11) as PurchaseRow);
+  const p = toPurchase(r.slice(0, 12) as PurchaseRow);
   // Field by field, not a spread and four more: V8 builds that shape slowly, and this runs per claim and outcome.
   return {
     domain: p.domain,
@@ -37,18 +37,19 @@ function toKept(r: KeptRow): KeptPurchase {
     outcome: p.outcome,
     closedAt: p.closedAt,
     lostAt: p.lostAt,
+    settleMs: p.settleMs,
     ownerRun: r[9] === null ? null : Number(r[9]),
-    credits: Number(r[11]),
-    run: r[12] === null ? null : Number(r[12]),
-    openedAt: Number(r[13]),
-    person: r[14],
-    reserved: Number(r[15] ?? 0),
+    credits: Number(r[12]),
+    run: r[13] === null ? null : Number(r[13]),
+    openedAt: Number(r[14]),
+    person: r[15],
+    reserved: Number(r[16] ?? 0),
   };
 }
 
-export type PurchaseRow = [string, number, number, string | null, number, number, string | null, Purchase['outcome'], number | null, number | null, number | null];
+export type PurchaseRow = [string, number, number, string | null, number, number, string | null, Purchase['outcome'], number | null, number | null, number | null, number | null];
 export type CompanyRow = [string, string, number, string | null, number, number];
-export const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, outcome, closed_at, owner_run, lost_at';
+export const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, outcome, closed_at, owner_run, lost_at, settle_ms';
 export const COMPANY_COLUMNS = 'domain, name, bought_at, last_updated, generation, credits';
 
 export function toPurchase(r: PurchaseRow): Purchase {
@@ -63,6 +64,7 @@ export function toPurchase(r: PurchaseRow): Purchase {
     outcome: r[7],
     closedAt: r[8],
     lostAt: r[10] === null ? null : Number(r[10]),
+    settleMs: r[11] === null || r[11] === undefined ? null : Number(r[11]),
   };
 }
 
@@ -265,14 +267,14 @@ export class RecordWriter {
   private save(p: KeptPurchase): void {
     this.store
       .sql(
-        `INSERT INTO purchases (service, domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, outcome, credits, owner_run, run, opened_at, closed_at, person, reserved)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        `INSERT INTO purchases (service, domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at, person, reserved)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (service, domain, generation) DO UPDATE SET
            key_version = excluded.key_version, intent_key = excluded.intent_key, uncertain = excluded.uncertain, unconfirmed = excluded.unconfirmed,
-           error_code = excluded.error_code, lost_at = excluded.lost_at, outcome = excluded.outcome, credits = excluded.credits,
+           error_code = excluded.error_code, lost_at = excluded.lost_at, settle_ms = excluded.settle_ms, outcome = excluded.outcome, credits = excluded.credits,
            owner_run = excluded.owner_run, run = excluded.run, closed_at = excluded.closed_at, person = excluded.person, reserved = excluded.reserved`,
       )
-      .run([this.serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt, p.person, p.reserved]);
+      .run([this.serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.settleMs, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt, p.person, p.reserved]);
   }
 
   /** A hit's record, unless a newer generation's is already held. */
