@@ -564,7 +564,7 @@ describe.each(backends)('the store contract: $name', (backend) => {
     const run = await s.begin();
     for (const c of ['a.com', 'b.com']) {
       await run.append(intent(c), true);
-      await run.append({ type: 'enrich', company: c, generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true });
+      await run.append({ type: 'enrich', company: c, generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true, settleMs: 600_000 });
     }
     await run.flush();
     await run.endRun({ status: 'interrupted', credits: 0, bought: 0, reused: 0 });
@@ -579,6 +579,10 @@ describe.each(backends)('the store contract: $name', (backend) => {
     } finally {
       await ledger.close();
     }
+    // Released, the key is retired with its loss and the settle it was lost under.
+    const states: Record<string, CompanyState> = {};
+    await (await s.begin()).loadCompanies(['a.com'], (d, state) => (states[d] = state));
+    expect(states['a.com']?.purchase).toMatchObject({ keyVersion: 2, uncertain: false, lostAt: null, settleMs: null });
   });
 
   it('refuses a prune beside a run that has begun', async () => {

@@ -189,7 +189,7 @@ export class PgLedger implements LedgerStore {
         await this.db.query(HASHED); // writer.ts: never the array read again for each purchase
         const { rows } = await this.db.query<{ domain: string; generation: number }>(
           `WITH freed AS (
-             UPDATE purchases p SET key_version = p.key_version + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, owner_run = NULL, unconfirmed = p.unconfirmed + 1
+             UPDATE purchases p SET key_version = p.key_version + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, settle_ms = NULL, owner_run = NULL, unconfirmed = p.unconfirmed + 1
                FROM unnest($2::text[], $3::int[], $4::int[]) AS u(domain, generation, v)
               WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.domain = ANY($2::text[]) AND p.key_version = u.v AND ${AT_RISK}
                 AND (p.owner_run IS NULL OR NOT EXISTS (SELECT 1 FROM runs o WHERE o.id = p.owner_run AND ${ALIVE('o', '$5')}))

@@ -159,7 +159,7 @@ export function release(store: Store, purchases: readonly AtRisk[]): AtRisk[] {
       if (id === undefined) services.set(p.service, (id = store.serviceId(p.service)));
       const changed = store.db
         .prepare(
-          `UPDATE purchases SET key_version = key_version + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, owner_run = NULL, unconfirmed = unconfirmed + 1
+          `UPDATE purchases SET key_version = key_version + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, settle_ms = NULL, owner_run = NULL, unconfirmed = unconfirmed + 1
            WHERE service = ? AND domain = ? AND generation = ? AND key_version = ? AND outcome = 'open'`,
         )
         .run(id, p.domain, p.generation, p.keyVersion).changes;
