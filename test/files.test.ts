@@ -1,5 +1,6 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, createWriteStream, existsSync, lchownSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { once } from 'node:events';
+import { chmodSync, createReadStream, createWriteStream, existsSync, lchownSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -162,5 +163,43 @@ describe.skipIf(process.getuid?.() !== 0)('a link planted in a folder anyone may
     lchownSync(link, 0, 0);
     expect((await runCli([input, '--sandbox', '-o', link, '--store', dir.file('own.db')])).code).toBe(0);
     expect(readFileSync(victim, 'utf8')).toContain('enrich_status');
+  });
+});
+
+// Issue 36: a run blocked on a reader that stopped reading still hears a signal.
+describe('a reader that stops reading the results', () => {
+  /** 20,000 rows (a few MB of results, far past what a pipe holds), five of them companies. */
+  const bigInput = (name: string): string => {
+    const companies = [...sb.directory].slice(40, 45).map((c) => c.domain);
+    const rows = Array.from({ length: 20_000 }, (_, i) => `${i < 5 ? companies[i] : `nobody-${i % 300}.example`},${'x'.repeat(60)}`);
+    return dir.file(name, `domain,note\n${rows.join('\n')}\n`);
+  };
+
+  /** Runs the CLI; once the reader has its first results (and reads no more), SIGTERM. */
+  async function termOnceReading(args: string[], reader: (child: ReturnType<typeof spawn>) => Promise<unknown>): Promise<{ code: number | null; stderr: string }> {
+    const child = spawn(process.execPath, [BIN, ...args], { env: { ...baseEnv(), HOME: dir.path, ...env() }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    await reader(child);
+    child.kill('SIGTERM');
+    return { code: await exited, stderr };
+  }
+
+  it.each(['-o a FIFO', 'stdout, a pipe'])('writing to %s: SIGTERM stops it with exit 130, what it bought kept', async (what) => {
+    const fifo = what === '-o a FIFO';
+    const store = dir.file(`stalled-${fifo}.db`);
+    const input = bigInput(`stalled-${fifo}.csv`);
+    const out = join(dir.path, `stalled-${fifo}.out`);
+    if (fifo) execFileSync('mkfifo', [out]);
+    // The reader takes what it is first given, then stops reading (never closes).
+    const stalled = fifo ? createReadStream(out) : null;
+    const { code, stderr } = await termOnceReading([input, '-o', fifo ? out : '-', '--store', store, '--quiet'], (child) => once(stalled ?? (child.stdout as NodeJS.ReadableStream), 'readable'));
+    stalled?.destroy();
+    expect(code, stderr).toBe(130);
+    expect(stderr).toContain('enrich: interrupted while writing results; everything bought is in the store, run the same command to write them\n');
+    const again = await runCli([input, '-o', dir.file(`again-${fifo}.csv`), '--store', store, '--summary-json', '-', '--quiet'], { env: env() });
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ credits_charged: 0, reused: 5 });
   });
 });

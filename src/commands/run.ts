@@ -600,7 +600,7 @@ interface Written {
 async function writeResults({ options, scan, state, input, format, records, stop, ctx, watch, sha256 }: Written): Promise<RowTally> {
   const tally = emptyTally();
   await watch.verify(sha256);
-  const sink = await openSink(options.output, ctx.stdout, true);
+  const sink = await openSink(options.output, ctx.stdout, true, ctx.interrupt);
   const window = recordWindow(scan, state, records);
   const build = (ref: number): RowResult => resultForRow(ref, state, window.read, { dryRun: options.dryRun, stop });
   const raw = { raw: options.rawServiceText === true };

@@ -1,8 +1,9 @@
 import { once } from 'node:events';
-import { accessSync, constants, createWriteStream, openSync, readdirSync, type WriteStream } from 'node:fs';
+import { accessSync, constants, createWriteStream, open, openSync, readdirSync, type WriteStream } from 'node:fs';
 import { chmod, chown, rename, rm } from 'node:fs/promises';
+import { Socket } from 'node:net';
 import { basename, dirname, join, resolve } from 'node:path';
-import { EnrichError, UsageError } from '../errors.js';
+import { EnrichError, InterruptedError, UsageError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
 import { descriptorNumber, inheritedDescriptor, landsAt, lstatOrNull, ownDescriptor, plantedLink, statOrNull } from './paths.js';
 
@@ -42,8 +43,14 @@ function writeFailure(where: string, error: unknown): EnrichError {
   return new OutputWriteError(where, code, error);
 }
 
-/** Writes with backpressure, and fails (rather than waits forever) once the stream is broken. */
-async function writeTo(stream: NodeJS.WritableStream, chunk: string | Buffer, where: string): Promise<void> {
+/** What a signal ends a write to a reader that stopped reading with. */
+const INTERRUPTED_WRITING = 'interrupted while writing results; everything bought is in the store, run the same command to write them';
+
+/**
+ * Writes with backpressure, and fails (rather than waits forever) once the stream is broken, or
+ * once `interrupt` fires while it waits on a reader that stopped reading (a full pipe or FIFO).
+ */
+async function writeTo(stream: NodeJS.WritableStream, chunk: string | Buffer, where: string, interrupt?: AbortSignal): Promise<void> {
   const w = stream as NodeJS.WritableStream & { destroyed?: boolean; errored?: Error | null };
   if (w.destroyed === true || (w.errored ?? null) !== null) throw writeFailure(where, w.errored);
   if (stream.write(chunk)) return;
@@ -52,15 +59,19 @@ async function writeTo(stream: NodeJS.WritableStream, chunk: string | Buffer, wh
       stream.off('drain', onDrain);
       stream.off('error', onError);
       stream.off('close', onClose);
+      interrupt?.removeEventListener('abort', onAbort);
       if (error === undefined) resolve();
-      else reject(writeFailure(where, error));
+      else reject(error instanceof InterruptedError ? error : writeFailure(where, error));
     };
     const onDrain = (): void => done();
     const onError = (error: unknown): void => done(error);
     const onClose = (): void => done(w.errored ?? new Error('closed'));
+    const onAbort = (): void => done(new InterruptedError(INTERRUPTED_WRITING));
     stream.on('drain', onDrain);
     stream.on('error', onError);
     stream.on('close', onClose);
+    if (interrupt?.aborted === true) onAbort();
+    else interrupt?.addEventListener('abort', onAbort, { once: true });
   });
 }
 
@@ -155,6 +166,7 @@ async function streamSink(
   path: string,
   where: string,
   options: { flags?: string; mode?: number; fd?: number; autoClose?: boolean },
+  interrupt: AbortSignal | undefined,
   afterFinish: () => Promise<void> = async () => {},
   afterAbort: () => Promise<void> = async () => {},
 ): Promise<Sink> {
@@ -166,7 +178,7 @@ async function streamSink(
     });
   }
   return {
-    write: (chunk) => writeTo(stream, chunk, where),
+    write: (chunk) => writeTo(stream, chunk, where, interrupt),
     finish: async () => {
       stream.end();
       // The last buffered bytes can fail here too (a full disk is often found at the end).
@@ -183,6 +195,40 @@ async function streamSink(
 }
 
 /**
+ * A FIFO or socket: written on the event loop, never by a thread blocked in write(2) while its
+ * reader has stopped reading (a signal could not end such a run: the process waits on that thread
+ * to exit). Opened without blocking when a reader is there; else the open waits for one, as any
+ * writer of a FIFO does.
+ */
+async function pipeSink(target: string, where: string, interrupt: AbortSignal | undefined): Promise<Sink> {
+  // A plain descriptor (not a FileHandle, which would close it when collected): the socket owns it.
+  const openFd = (flags: number | string): Promise<number> => new Promise((resolve, reject) => open(target, flags, (error, fd) => (error === null ? resolve(fd) : reject(error))));
+  let fd: number;
+  try {
+    fd = await openFd(constants.O_WRONLY | constants.O_NONBLOCK).catch((error: unknown) => {
+      if ((error as NodeJS.ErrnoException).code !== 'ENXIO') throw error;
+      return openFd('w');
+    });
+  } catch (error) {
+    throw writeFailure(where, error);
+  }
+  const socket = new Socket({ fd, readable: false, writable: true });
+  return {
+    write: (chunk) => writeTo(socket, chunk, where, interrupt),
+    finish: async () => {
+      socket.end();
+      await once(socket, 'finish').catch((error: unknown) => {
+        throw writeFailure(where, error);
+      });
+      socket.destroy();
+    },
+    abort: async () => {
+      socket.destroy();
+    },
+  };
+}
+
+/**
  * A file is written to a temp file beside it and renamed into place at the end (with the mode of
  * the file it replaces, else the umask's),
  * so a crash never leaves a half-written output that looks finished. A symlink is followed (the
@@ -190,17 +236,17 @@ async function streamSink(
  * renaming over it would replace it; `-o /dev/stdout` or `/dev/stderr` is written through the
  * descriptor (see inheritedDescriptor). Writes respect backpressure.
  */
-export async function openSink(destination: string, stdout: NodeJS.WritableStream, afterWork = false): Promise<Sink> {
+export async function openSink(destination: string, stdout: NodeJS.WritableStream, afterWork = false, interrupt?: AbortSignal): Promise<Sink> {
   const inherited = inheritedDescriptor(destination);
   if (destination === '-' || inherited === 1) {
     return {
-      write: (chunk) => writeTo(stdout, chunk, 'stdout'),
+      write: (chunk) => writeTo(stdout, chunk, 'stdout', interrupt),
       finish: async () => {},
       abort: async () => {},
     };
   }
   // Through the descriptor, left open for the messages after it.
-  if (inherited === 2) return streamSink(destination, destination, { fd: 2, autoClose: false });
+  if (inherited === 2) return streamSink(destination, destination, { fd: 2, autoClose: false }, interrupt);
   // The checks are synchronous: a few metadata calls, each a thread-pool round trip as promises.
   // A link planted since the run started (it was looked at then too) is not followed either.
   const { target } = outputTarget(destination);
@@ -210,7 +256,8 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
   if (refused !== null && afterWork) throw new EnrichError(`cannot write the results: ${refused}; what was bought is kept in the store: once they can be written there, run the same command (nothing is bought again)`, 'failure');
   if (refused !== null) throw new UsageError(refused);
   const existing = statOrNull(target);
-  if (existing !== null && !existing.isFile()) return streamSink(target, destination, { flags: 'w' });
+  if (existing !== null && (existing.isFIFO() || existing.isSocket())) return pipeSink(target, destination, interrupt);
+  if (existing !== null && !existing.isFile()) return streamSink(target, destination, { flags: 'w' }, interrupt);
   // A file replaced keeps its mode (a results file a teammate or a BI tool reads from a shared
   // folder stays readable), taken on as it is renamed into place; a new one gets what the umask
   // gives any new file.
@@ -219,6 +266,7 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
     tempPath,
     destination,
     { fd },
+    interrupt,
     async () => {
       if (existing !== null) {
         await chmod(tempPath, existing.mode & 0o7777);
