@@ -43,6 +43,12 @@ function sh(script: string, cwd: string, env: Record<string, string>): { child: 
 }
 
 describe("the docs' commands", () => {
+  // Issue 36: 112 KB of dense text was too much to read; what a reader needs fits in about 72.
+  it('are at most about 75 KB in all', () => {
+    const bytes = readdirSync(DOCS).reduce((n, f) => n + Buffer.byteLength(readFileSync(join(DOCS, f))), 0);
+    expect(bytes).toBeLessThanOrEqual(75 * 1024);
+  });
+
   it('every sh block in docs/ has its doc here, so none goes unrun', () => {
     const withBlocks = readdirSync(DOCS).filter((f) => shBlocks(f).length > 0).sort();
     expect(withBlocks).toStrictEqual(['budgets.md', 'input-and-display.md', 'sandbox.md', 'store-and-resume.md', 'team.md']);
