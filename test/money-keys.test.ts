@@ -134,6 +134,9 @@ describe('a lost paid answer', () => {
     // The month: what was charged, and apart, what may have been (not one figure that mixes them).
     expect(totals['month']).toMatchObject({ credits: 2, unconfirmed_credits: 1 });
     expect(run.stderr).toMatch(/this month +2 +credits charged to this service's runs since \S+ UTC, and up to 1 unconfirmed; \$0 on Free/);
+    // A dry run's month says the same, in the same words.
+    const dry = await enrich(['acme-co.com', 'other-co.com', 'new-co.com'], ['--dry-run', '--overwrite']);
+    expect(dry.run.stderr).toMatch(/this month +3 +credits since \S+ UTC \(2 spent earlier by this service's runs \+ 1 this run, and up to 1 unconfirmed\)/);
   });
 
   // Issue 36: the settle a key was lost under goes with it to the store, for the runs after.

@@ -29,7 +29,7 @@ export function moneyRows(s: Summary): [string, string][] {
   if (m !== null) {
     rows.push(['adds to bill', `${dollars(m.adds_usd)}   to this month's bill on its cheapest plan (${dollars(m.bill_before_usd)} -> ${dollars(m.bill_usd)})`]);
     const earlier = m.earlier_credits > 0 ? `${num(m.earlier_credits)} spent earlier by this service's runs + ${num(m.run_credits)} this run` : 'none spent earlier by this service\'s runs';
-    const unconfirmed = m.unconfirmed_credits > 0 ? `; and up to ${num(m.unconfirmed_credits)} unconfirmed` : '';
+    const unconfirmed = m.unconfirmed_credits > 0 ? `, and up to ${num(m.unconfirmed_credits)} unconfirmed` : '';
     rows.push(['this month', `${num(m.credits)}   credits since ${m.since.slice(0, 10)} UTC (${earlier}${unconfirmed})`]);
     rows.push(["month's bill", `${dollars(m.bill_usd)}   on ${describeCheapest(m)}`]);
   }
