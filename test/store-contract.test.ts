@@ -585,6 +585,28 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(states['a.com']?.purchase).toMatchObject({ keyVersion: 2, uncertain: false, lostAt: null, settleMs: null });
   });
 
+  // Issue 36: --all releases a key only once a later run took it up again and got no answer either.
+  it('counts a lost key as tried only once a later run resumed it', async () => {
+    const s = await open();
+    const tried = async (): Promise<boolean[]> => {
+      const ledger = await openLedgerStore(s.address, { tool: 'test', now: Date.now, env: {}, write: false, create: false });
+      try {
+        return (await ledger.atRisk([])).map((p) => p.tried);
+      } finally {
+        await ledger.close();
+      }
+    };
+    for (const expected of [[false], [true]]) {
+      const run = await s.begin();
+      await run.append(intent('a.com'), true);
+      await run.append({ type: 'enrich', company: 'a.com', generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true });
+      await run.flush();
+      await run.endRun({ status: 'partial', credits: 0, bought: 0, reused: 0 });
+      await run.releaseClaims();
+      expect(await tried()).toStrictEqual(expected);
+    }
+  });
+
   it('refuses a prune beside a run that has begun', async () => {
     const s = await open();
     const run = await s.begin();

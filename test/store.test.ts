@@ -240,14 +240,18 @@ describe('enrich ledger release', () => {
   it('lists companies stuck on an unanswered paid call and releases them to buy under new keys', async () => {
     await t.sandbox();
     const [stuck, other] = domains(2) as [string, string];
-    // A run that sent stuck's paid call and never heard back (its process is gone).
+    // A run that sent stuck's paid call and never heard back, and a later one that resumed it
+    // under the same key and did not either (both processes gone).
     const { Store } = await import('../src/store/sqlite/store.js');
     const store = Store.open(storePath(), { tool: 'test' });
-    const records = store.beginRun(`${t.sb.url}/api/v1/public`, { inputName: 'x', inputSha256: 'x', rows: 1, dryRun: false, options: {} });
-    await records.append({ type: 'intent', company: stuck, generation: 1, keyVersion: 1, key: 'lost-key-1' }, true);
-    await records.append({ type: 'enrich', company: stuck, generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true, at: Date.now() });
-    await records.flush();
-    store.db.prepare("UPDATE runs SET status = 'killed'").run();
+    for (let i = 0; i < 2; i++) {
+      const records = store.beginRun(`${t.sb.url}/api/v1/public`, { inputName: 'x', inputSha256: 'x', rows: 1, dryRun: false, options: {} });
+      await records.append({ type: 'intent', company: stuck, generation: 1, keyVersion: 1, key: 'lost-key-1' }, true);
+      await records.append({ type: 'enrich', company: stuck, generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true, at: Date.now() });
+      await records.flush();
+      store.db.prepare("UPDATE runs SET status = 'killed'").run();
+      await records.releaseClaims();
+    }
     store.close();
 
     const list = await runCli(['ledger', 'release']);
@@ -282,7 +286,7 @@ describe('enrich ledger release --all', () => {
     const list = await runCli(['ledger', 'release']);
     expect(list.stdout).toContain(`${killed}  (`);
     expect(list.stdout).toContain('never resumed here');
-    expect(list.stdout).toContain('1 of them was never resumed here (its run ended first, or it was copied in): the next run resumes it under the same key, a charged one replayed for free, so --all leaves it');
+    expect(list.stdout).toContain('1 of them was never resumed here (no later run here has taken its key up again; or it was copied in): the next run resumes it under the same key, a charged one replayed for free, so --all leaves it');
     const all = await runCli(['ledger', 'release', '--all']);
     expect(all.stdout).toContain('released 0 companies');
     expect(all.stdout).toContain('1 company was never resumed here and is left for the next run to resume under its key');

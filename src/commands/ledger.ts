@@ -184,7 +184,7 @@ async function releaseHeld(store: LedgerStore, action: Extract<LedgerAction, { k
     if (held.length === 0) return print('no purchase is waiting on an unanswered paid call');
     print(held.map((p) => `${p.domain}  (${p.service}; ${p.tried ? `last error ${p.errorCode ?? 'none'}` : 'never resumed here'}${p.lostAt === null ? '' : `; unanswered since ${stamp(p.lostAt)}`})`).join('\n'));
     const untried = held.filter((p) => !p.tried).length;
-    const note = untried === 0 ? '' : `; ${count(untried, 'of them was', 'of them were')} never resumed here (its run ended first, or it was copied in): the next run resumes ${untried === 1 ? 'it' : 'them'} under the same key, a charged one replayed for free, so --all leaves ${untried === 1 ? 'it' : 'them'}`;
+    const note = untried === 0 ? '' : `; ${count(untried, 'of them was', 'of them were')} never resumed here (no later run here has taken its key up again; or it was copied in): the next run resumes ${untried === 1 ? 'it' : 'them'} under the same key, a charged one replayed for free, so --all leaves ${untried === 1 ? 'it' : 'them'}`;
     return print(`${count(held.length, 'company waits', 'companies wait')} on a paid call whose answer never came: at most ${count(held.length, 'credit')} at risk${note}. Rerun first; if the service never answers for them, release them with --all or by name (each may then be charged twice)`);
   }
   // --all: only keys a run here tried to resume and got no answer for; one never resumed is released only by name.

@@ -214,6 +214,7 @@ export function toKept(r: Record<string, unknown>): KeptPurchase {
     closedAt: numOrNull(r['closed_at']),
     person: (r['person'] as string | null | undefined) ?? null,
     reserved: num(r['reserved']),
+    resumed: num(r['resumed']) === 1,
   };
 }
 

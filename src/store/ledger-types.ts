@@ -59,9 +59,10 @@ export interface AtRisk {
   errorCode: string | null;
   lostAt: number | null;
   /**
-   * A run here sent under the key and got no answer (or only errors that could not retire it):
-   * stuck. False: an intent whose run ended before any answer (killed, or copied in from another
-   * store), which the next run resumes under its key, a charged one replayed for free.
+   * A later run here took the key up again (a resume) and got no answer either (or only errors
+   * that could not retire it): stuck. False: a key no run here has resumed yet (its own run ended
+   * first, or it was copied in from another store), which the next run resumes under that key, a
+   * charged one replayed for free.
    */
   tried: boolean;
 }

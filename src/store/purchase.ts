@@ -26,6 +26,12 @@ export interface KeptPurchase extends Purchase {
   /** Who reserved it under a monthly budget (store/budget.ts), and the price it holds while an attempt may be charged. */
   person: string | null;
   reserved: number;
+  /**
+   * A run took the key up again after another run sent under it (a resume): only such a key,
+   * still unanswered, is one `ledger release --all` gives up. One copied in from another store
+   * has not been resumed here.
+   */
+  resumed: boolean;
 }
 
 export function stateOf(p: Purchase): PurchaseState {
@@ -90,7 +96,7 @@ export function decideClaim({ held, kept, event, run, now, alive, person, room }
   if (reserves && room !== null && room.left < price) return { claim: { kind: 'capped', person: room.person, cap: room.cap }, write: null };
   const at = event.at ?? now;
   const write: KeptPurchase = {
-    ...(kept ?? { domain: event.company, uncertain: false, unconfirmed: 0, errorCode: null, closedAt: null, credits: 0, run: null, openedAt: now, person: null, reserved: 0 }),
+    ...(kept ?? { domain: event.company, uncertain: false, unconfirmed: 0, errorCode: null, closedAt: null, credits: 0, run: null, openedAt: now, person: null, reserved: 0, resumed: false }),
     ...(reserves ? { person, reserved: price } : {}),
     generation: event.generation,
     keyVersion: event.keyVersion,
@@ -100,6 +106,7 @@ export function decideClaim({ held, kept, event, run, now, alive, person, room }
     // From then the request may be in flight: a later settle counts from the latest such moment.
     lostAt: Math.max(kept?.lostAt ?? 0, at),
     settleMs: longest(kept?.settleMs, event.settleMs),
+    resumed: kept !== null && (kept.resumed || (kept.ownerRun !== run && (kept.uncertain || kept.intentKey !== null))),
   };
   return { claim: tookOver ? { kind: 'ok', tookOver } : { kind: 'ok' }, write, reserved: reserves ? price : 0 };
 }
@@ -116,7 +123,7 @@ function longest(a: number | null | undefined, b: number | null | undefined): nu
 
 /** A purchase an imported journal names without an intent (0.1 wrote none): opened as it was then. */
 export function importedPurchase(e: EnrichEvent, at: number): KeptPurchase {
-  return { domain: e.company, generation: e.generation, keyVersion: e.keyVersion, intentKey: null, uncertain: false, unconfirmed: 0, lostAt: null, settleMs: null, errorCode: null, outcome: 'open', closedAt: null, ownerRun: null, credits: 0, run: null, openedAt: at, person: null, reserved: 0 };
+  return { domain: e.company, generation: e.generation, keyVersion: e.keyVersion, intentKey: null, uncertain: false, unconfirmed: 0, lostAt: null, settleMs: null, errorCode: null, outcome: 'open', closedAt: null, ownerRun: null, credits: 0, run: null, openedAt: at, person: null, reserved: 0, resumed: false };
 }
 
 /**
@@ -141,7 +148,7 @@ export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: num
     // purchase go, so a retire arriving once another run has taken it over (and perhaps sent under
     // that key, perhaps handed it back since) is stale, and must not free it for a new key.
     if (p.keyVersion !== e.keyVersion || (run !== null && p.ownerRun !== run)) return null;
-    return { ...p, keyVersion: e.keyVersion + 1, intentKey: null, uncertain: false, lostAt: null, settleMs: null, errorCode: code, unconfirmed: p.unconfirmed + (e.unconfirmed === true ? 1 : 0) };
+    return { ...p, keyVersion: e.keyVersion + 1, intentKey: null, uncertain: false, lostAt: null, settleMs: null, resumed: false, errorCode: code, unconfirmed: p.unconfirmed + (e.unconfirmed === true ? 1 : 0) };
   }
   // Kept: an attempt under the key may have been charged unseen.
   return e.lost === true ? { ...p, uncertain: true, errorCode: code, lostAt: at, settleMs: longest(p.settleMs, e.settleMs) } : { ...p, uncertain: true, errorCode: code };

@@ -53,5 +53,6 @@ export const keptPurchase = (over: Partial<KeptPurchase> = {}): KeptPurchase => 
   openedAt: 900,
   person: null,
   reserved: 0,
+  resumed: false,
   ...over,
 });

@@ -7,7 +7,7 @@ import { openPurchase } from '../helpers/records.js';
 const NOW = 1_000_000;
 const ME = 7;
 const OTHER = 9;
-const kept = (over: Partial<KeptPurchase> = {}): KeptPurchase => ({ ...openPurchase(), ownerRun: null, credits: 0, run: null, openedAt: NOW - 10, person: null, reserved: 0, ...over });
+const kept = (over: Partial<KeptPurchase> = {}): KeptPurchase => ({ ...openPurchase(), ownerRun: null, credits: 0, run: null, openedAt: NOW - 10, person: null, reserved: 0, resumed: false, ...over });
 const held = (over: Partial<HeldCompany> = {}): HeldCompany => ({ domain: 'acme.com', name: 'Acme', boughtAt: NOW - 100, lastUpdated: null, generation: 1, credits: 1, ...over });
 const intent = (over: Partial<IntentEvent> = {}): IntentEvent => ({ type: 'intent', company: 'acme.com', generation: 1, keyVersion: 1, key: 'k1', at: NOW, freshSince: null, ...over });
 const claim = (k: KeptPurchase | null, e: IntentEvent, h: HeldCompany | null = null, alive = true): ClaimDecision => decideClaim({ held: h, kept: k, event: e, run: ME, now: NOW, alive: () => alive, person: null, room: null });

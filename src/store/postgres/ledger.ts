@@ -156,7 +156,7 @@ export class PgLedger implements LedgerStore {
   async atRisk(domains: readonly string[]): Promise<AtRisk[]> {
     const dead = await this.deadHere();
     const { rows } = await this.db.query<Record<string, unknown>>(
-      `SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at, p.uncertain FROM purchases p JOIN services s ON s.id = p.service
+      `SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at, p.uncertain, p.resumed FROM purchases p JOIN services s ON s.id = p.service
         LEFT JOIN runs o ON o.id = p.owner_run
         WHERE ${AT_RISK} AND (p.owner_run IS NULL OR o.id IS NULL OR NOT ${ALIVE('o', '$1')}) AND (cardinality($2::text[]) = 0 OR p.domain = any($2::text[]))
         ORDER BY s.id, p.domain COLLATE "C"`,
@@ -169,7 +169,7 @@ export class PgLedger implements LedgerStore {
       keyVersion: num(r['key_version']),
       errorCode: (r['error_code'] as string | null) ?? null,
       lostAt: numOrNull(r['lost_at']),
-      tried: num(r['uncertain']) === 1,
+      tried: num(r['uncertain']) === 1 && num(r['resumed']) === 1,
     }));
   }
 
@@ -189,7 +189,7 @@ export class PgLedger implements LedgerStore {
         await this.db.query(HASHED); // writer.ts: never the array read again for each purchase
         const { rows } = await this.db.query<{ domain: string; generation: number }>(
           `WITH freed AS (
-             UPDATE purchases p SET key_version = p.key_version + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, settle_ms = NULL, owner_run = NULL, unconfirmed = p.unconfirmed + 1
+             UPDATE purchases p SET key_version = p.key_version + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, settle_ms = NULL, resumed = 0, owner_run = NULL, unconfirmed = p.unconfirmed + 1
                FROM unnest($2::text[], $3::int[], $4::int[]) AS u(domain, generation, v)
               WHERE p.service = $1 AND p.domain = u.domain AND p.generation = u.generation AND p.domain = ANY($2::text[]) AND p.key_version = u.v AND ${AT_RISK}
                 AND (p.owner_run IS NULL OR NOT EXISTS (SELECT 1 FROM runs o WHERE o.id = p.owner_run AND ${ALIVE('o', '$5')}))

@@ -105,8 +105,10 @@ ALTER TABLE purchases ADD COLUMN IF NOT EXISTS reserved INTEGER NOT NULL DEFAULT
 CREATE INDEX IF NOT EXISTS purchases_closed ON purchases (closed_at) WHERE closed_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS purchases_held ON purchases (person) WHERE outcome = 'open' AND (intent_key IS NOT NULL OR uncertain = 1 OR unconfirmed > 0);
 `,
-  // 5: how long a lost paid call may still run at the service, as the run that sent it said (store/types.ts Purchase.settleMs).
-  `ALTER TABLE purchases ADD COLUMN IF NOT EXISTS settle_ms BIGINT;`,
+  // 5: how long a lost paid call may still run at the service, as the run that sent it said
+  // (store/types.ts Purchase.settleMs); whether a later run took its key up again (KeptPurchase.resumed).
+  `ALTER TABLE purchases ADD COLUMN IF NOT EXISTS settle_ms BIGINT;
+ALTER TABLE purchases ADD COLUMN IF NOT EXISTS resumed INTEGER NOT NULL DEFAULT 0;`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -140,7 +140,7 @@ const BUDGET_LOCKS = [
  */
 const READ_PURCHASES = `
 SELECT p.domain, p.generation, p.key_version, p.intent_key, p.uncertain, p.unconfirmed, p.error_code, p.outcome, p.closed_at, p.owner_run, p.lost_at, p.settle_ms,
-  p.credits, p.run, p.opened_at, p.person, p.reserved, o.pid, o.host, o.boot, o.started_at, (o.id IS NOT NULL AND ${RUN_ALIVE('o', '$3', '$4::bigint')}) AS alive
+  p.credits, p.run, p.opened_at, p.person, p.reserved, p.resumed, o.pid, o.host, o.boot, o.started_at, (o.id IS NOT NULL AND ${RUN_ALIVE('o', '$3', '$4::bigint')}) AS alive
 FROM purchases p LEFT JOIN runs o ON o.id = p.owner_run
 WHERE p.service = $1 AND p.domain = ANY($2::text[])`;
 const READ_HOLDINGS = `SELECT domain, name, bought_at, last_updated, generation, credits FROM companies WHERE service = $1 AND domain = ANY($2::text[])`;
@@ -161,13 +161,13 @@ SELECT 1 / (CASE WHEN EXISTS (
 const CAPS_MOVED = '22012';
 
 const WRITE_PURCHASES = `
-INSERT INTO purchases AS p (service, domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at, person, reserved)
-SELECT $1, u.* FROM unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::int[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::int[])
-  AS u(domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at, person, reserved)
+INSERT INTO purchases AS p (service, domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at, person, reserved, resumed)
+SELECT $1, u.* FROM unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::int[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::int[], $19::int[])
+  AS u(domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at, person, reserved, resumed)
 ON CONFLICT (service, domain, generation) DO UPDATE SET
   key_version = excluded.key_version, intent_key = excluded.intent_key, uncertain = excluded.uncertain, unconfirmed = excluded.unconfirmed,
   error_code = excluded.error_code, lost_at = excluded.lost_at, settle_ms = excluded.settle_ms, outcome = excluded.outcome, credits = excluded.credits,
-  owner_run = excluded.owner_run, run = excluded.run, closed_at = excluded.closed_at, person = excluded.person, reserved = excluded.reserved`;
+  owner_run = excluded.owner_run, run = excluded.run, closed_at = excluded.closed_at, person = excluded.person, reserved = excluded.reserved, resumed = excluded.resumed`;
 const WRITE_RECORDS = `
 INSERT INTO companies AS c (service, domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run)
 SELECT $1, u.*, $10::bigint FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::int[], $9::int[])
@@ -364,6 +364,7 @@ export class BatchPlan {
           ps.map((p) => p.closedAt),
           ps.map((p) => p.person),
           ps.map((p) => p.reserved),
+          ps.map((p) => (p.resumed ? 1 : 0)),
         ],
       });
     }

@@ -103,15 +103,15 @@ const AT_RISK = "p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain
 /** Purchases whose paid call may have been charged without an answer seen: a credit each at most. */
 export function atRisk(store: Store, domains: readonly string[]): AtRisk[] {
   const rows = store.db
-    .prepare(`SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at, p.owner_run, p.uncertain FROM purchases p JOIN services s ON s.id = p.service WHERE ${AT_RISK} ORDER BY s.id, p.domain`)
+    .prepare(`SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at, p.owner_run, p.uncertain, p.resumed FROM purchases p JOIN services s ON s.id = p.service WHERE ${AT_RISK} ORDER BY s.id, p.domain`)
     .raw(true)
-    .all() as [string, string, number, number, string | null, number | null, number | null, number][];
+    .all() as [string, string, number, number, string | null, number | null, number | null, number, number][];
   const wanted = new Set(domains);
   // A purchase a live run is buying right now is in flight, not lost: never listed, never released.
   return rows
     .filter((r) => r[6] === null || !store.runAlive(r[6]))
     .filter((r) => wanted.size === 0 || wanted.has(r[1]))
-    .map(([service, domain, generation, keyVersion, errorCode, lostAt, , uncertain]) => ({ service, domain, generation: num(generation), keyVersion: num(keyVersion), errorCode, lostAt: lostAt === null ? null : num(lostAt), tried: num(uncertain) === 1 }));
+    .map(([service, domain, generation, keyVersion, errorCode, lostAt, , uncertain, resumed]) => ({ service, domain, generation: num(generation), keyVersion: num(keyVersion), errorCode, lostAt: lostAt === null ? null : num(lostAt), tried: num(uncertain) === 1 && num(resumed) === 1 }));
 }
 
 /** How often a watched heartbeat is read again. */
@@ -159,7 +159,7 @@ export function release(store: Store, purchases: readonly AtRisk[]): AtRisk[] {
       if (id === undefined) services.set(p.service, (id = store.serviceId(p.service)));
       const changed = store.db
         .prepare(
-          `UPDATE purchases SET key_version = key_version + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, settle_ms = NULL, owner_run = NULL, unconfirmed = unconfirmed + 1
+          `UPDATE purchases SET key_version = key_version + 1, intent_key = NULL, uncertain = 0, lost_at = NULL, settle_ms = NULL, resumed = 0, owner_run = NULL, unconfirmed = unconfirmed + 1
            WHERE service = ? AND domain = ? AND generation = ? AND key_version = ? AND outcome = 'open'`,
         )
         .run(id, p.domain, p.generation, p.keyVersion).changes;

@@ -68,6 +68,7 @@ CREATE TABLE IF NOT EXISTS purchases (
   error_code  TEXT,
   lost_at     INTEGER,
   settle_ms   INTEGER,
+  resumed     INTEGER NOT NULL DEFAULT 0,
   outcome     TEXT NOT NULL CHECK (outcome IN ('open', 'hit', 'miss', 'failed')),
   credits     INTEGER NOT NULL DEFAULT 0,
   owner_run   INTEGER,

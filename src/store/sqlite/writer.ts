@@ -20,8 +20,8 @@ const lookupInsert = (n: number): string =>
   `INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES ${'(?, ?, ?, ?, ?, ?), '.repeat(n - 1)}(?, ?, ?, ?, ?, ?)`;
 
 /** A purchase row with who holds it and what it cost (store/purchase.ts KeptPurchase). */
-type KeptRow = [...PurchaseRow, number, number | null, number, string | null, number];
-const KEPT_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, outcome, closed_at, owner_run, lost_at, settle_ms, credits, run, opened_at, person, reserved';
+type KeptRow = [...PurchaseRow, number, number | null, number, string | null, number, number];
+const KEPT_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, outcome, closed_at, owner_run, lost_at, settle_ms, credits, run, opened_at, person, reserved, resumed';
 
 function toKept(r: KeptRow): KeptPurchase {
   const p = toPurchase(r.slice(0, 12) as PurchaseRow);
@@ -44,6 +44,7 @@ function toKept(r: KeptRow): KeptPurchase {
     openedAt: Number(r[14]),
     person: r[15],
     reserved: Number(r[16] ?? 0),
+    resumed: r[17] === 1,
   };
 }
 
@@ -267,14 +268,14 @@ export class RecordWriter {
   private save(p: KeptPurchase): void {
     this.store
       .sql(
-        `INSERT INTO purchases (service, domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at, person, reserved)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        `INSERT INTO purchases (service, domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at, person, reserved, resumed)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (service, domain, generation) DO UPDATE SET
            key_version = excluded.key_version, intent_key = excluded.intent_key, uncertain = excluded.uncertain, unconfirmed = excluded.unconfirmed,
            error_code = excluded.error_code, lost_at = excluded.lost_at, settle_ms = excluded.settle_ms, outcome = excluded.outcome, credits = excluded.credits,
-           owner_run = excluded.owner_run, run = excluded.run, closed_at = excluded.closed_at, person = excluded.person, reserved = excluded.reserved`,
+           owner_run = excluded.owner_run, run = excluded.run, closed_at = excluded.closed_at, person = excluded.person, reserved = excluded.reserved, resumed = excluded.resumed`,
       )
-      .run([this.serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.settleMs, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt, p.person, p.reserved]);
+      .run([this.serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.settleMs, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt, p.person, p.reserved, p.resumed ? 1 : 0]);
   }
 
   /** A hit's record, unless a newer generation's is already held. */
