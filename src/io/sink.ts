@@ -177,6 +177,11 @@ async function streamSink(
       throw writeFailure(where, error);
     });
   }
+  return sinkOver(stream, where, interrupt, afterFinish, afterAbort);
+}
+
+/** Writes to `stream`; ends it (then `afterFinish`) once complete, or destroys it (then `afterAbort`). */
+function sinkOver(stream: NodeJS.WritableStream & { destroy(): void }, where: string, interrupt: AbortSignal | undefined, afterFinish: () => Promise<void>, afterAbort: () => Promise<void>): Sink {
   return {
     write: (chunk) => writeTo(stream, chunk, where, interrupt),
     finish: async () => {
@@ -213,19 +218,7 @@ async function pipeSink(target: string, where: string, interrupt: AbortSignal | 
     throw writeFailure(where, error);
   }
   const socket = new Socket({ fd, readable: false, writable: true });
-  return {
-    write: (chunk) => writeTo(socket, chunk, where, interrupt),
-    finish: async () => {
-      socket.end();
-      await once(socket, 'finish').catch((error: unknown) => {
-        throw writeFailure(where, error);
-      });
-      socket.destroy();
-    },
-    abort: async () => {
-      socket.destroy();
-    },
-  };
+  return sinkOver(socket, where, interrupt, async () => void socket.destroy(), async () => {});
 }
 
 /**
