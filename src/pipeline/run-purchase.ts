@@ -119,7 +119,7 @@ export type TimedIntent = IntentEvent & { at: number };
 export function onClaim(k: KnownPurchase, intent: TimedIntent, claim: Claim): Move {
   switch (claim.kind) {
     case 'ok':
-      return claim.tookOver === true ? tookOver(k.purchase, intent) : onIntent(k.purchase, intent);
+      return claim.tookOver === true ? tookOver(k.purchase, intent, claim.settleMs) : onIntent(k.purchase, intent, claim.settleMs);
     case 'held':
       return reused(claim.held);
     case 'moved':
@@ -136,10 +136,13 @@ export function onClaim(k: KnownPurchase, intent: TimedIntent, claim: Claim): Mo
  */
 export const holdsReservation = (p: RunPurchase): boolean => p.state === 'claimed' || p.state === 'uncertain' || p.state === 'released';
 
-/** This run's intent is durable, and its own: claimed, or still uncertain if its key was. */
-export function onIntent(p: RunPurchase, intent: IntentEvent): Move {
+/**
+ * This run's intent is durable, and its own: claimed, or still uncertain if its key was (with the
+ * settle the store holds for it, which another run's may have lengthened since this one read it).
+ */
+export function onIntent(p: RunPurchase, intent: IntentEvent, settleMs?: number): Move {
   if (!isOpen(p)) return {};
-  const purchase: RunPurchase = p.state === 'uncertain' ? { ...p, key: intent.key } : { state: 'claimed', key: intent.key, error: p.error };
+  const purchase: RunPurchase = p.state === 'uncertain' ? { ...p, key: intent.key, settleMs: longer(p.settleMs, settleMs) } : { state: 'claimed', key: intent.key, error: p.error };
   return { keyVersion: intent.keyVersion, purchase };
 }
 
@@ -150,11 +153,14 @@ export function onIntent(p: RunPurchase, intent: IntentEvent): Move {
  * earlier loss would let a fresh error retire the key too soon, and a new key buy what the old
  * one may yet be charged for).
  */
-function tookOver(p: RunPurchase, intent: TimedIntent): Move {
+function tookOver(p: RunPurchase, intent: TimedIntent, settleMs: number | undefined): Move {
   if (!isOpen(p)) return {};
   const lostAt = Math.max((p.state === 'uncertain' ? p.lostAt : null) ?? 0, intent.at);
-  return { keyVersion: intent.keyVersion, purchase: { state: 'uncertain', key: intent.key, lostAt, settleMs: p.state === 'uncertain' ? p.settleMs : null, error: p.error } };
+  return { keyVersion: intent.keyVersion, purchase: { state: 'uncertain', key: intent.key, lostAt, settleMs: longer(p.state === 'uncertain' ? p.settleMs : null, settleMs), error: p.error } };
 }
+
+/** The longer of a settle known and one told; null when neither is. */
+const longer = (known: number | null, told: number | undefined): number | null => (told === undefined ? known : Math.max(known ?? 0, told));
 
 /** An answer to a paid attempt, or its absence: the same event the store writes. `now`: a hit's bought_at when the event has none. */
 export function onEnrich(k: KnownPurchase, e: EnrichEvent, now: number): Move {

@@ -108,7 +108,8 @@ export function decideClaim({ held, kept, event, run, now, alive, person, room }
     settleMs: longest(kept?.settleMs, event.settleMs),
     resumed: kept !== null && (kept.resumed || (kept.ownerRun !== run && (kept.uncertain || kept.intentKey !== null))),
   };
-  return { claim: tookOver ? { kind: 'ok', tookOver } : { kind: 'ok' }, write, reserved: reserves ? price : 0 };
+  const settle = write.settleMs === null ? {} : { settleMs: write.settleMs };
+  return { claim: tookOver ? { kind: 'ok', tookOver, ...settle } : { kind: 'ok', ...settle }, write, reserved: reserves ? price : 0 };
 }
 
 /** The purchase as the pipeline sees it. */

@@ -111,8 +111,9 @@ export type Claim =
   /**
    * The intent is durable; the paid call may go. `tookOver`: another run's open intent under the
    * same key was taken over (that run is gone), so the key may have been charged unseen.
+   * `settleMs`: the purchase's settle as written (Purchase.settleMs), which another run's may have lengthened.
    */
-  | { kind: 'ok'; tookOver?: boolean }
+  | { kind: 'ok'; tookOver?: boolean; settleMs?: number }
   /** Another live run holds an open intent for this purchase: wait for its outcome. `pid` (and `host`, when it is another machine) name that run, for a person to see what is waited on. */
   | { kind: 'busy'; pid?: number; host?: string }
   /** Another run has bought this company (this generation or later) since the plan was made. */

@@ -58,6 +58,9 @@ describe('a purchase as the run knows it', () => {
       ['uncertain, ok: still uncertain, its loss time kept', known(uncertain), intent(), { kind: 'ok' }, { purchase: uncertain }],
       ['unclaimed, took over another run\'s intent: uncertain from now', known(unclaimed), intent(), { kind: 'ok', tookOver: true }, { purchase: { state: 'uncertain', key: 'k1', lostAt: NOW, settleMs: null, error: null } }],
       ['uncertain, took over: the settle time counts from the takeover, not the earlier loss', known(uncertain), intent(), { kind: 'ok', tookOver: true }, { purchase: { ...uncertain, lostAt: NOW } }],
+      // Read unclaimed at the plan, then sent under by a run with a 10-minute --timeout that died: its settle is the store's.
+      ['unclaimed, took over a run whose settle was longer: uncertain, with that settle', known(unclaimed), intent(), { kind: 'ok', tookOver: true, settleMs: 600_000 }, { purchase: { state: 'uncertain', key: 'k1', lostAt: NOW, settleMs: 600_000, error: null } }],
+      ['uncertain, ok: the longer settle the store holds now is kept', known({ ...uncertain, settleMs: 60_000 }), intent(), { kind: 'ok', settleMs: 600_000 }, { purchase: { ...uncertain, settleMs: 600_000 } }],
       ['held by a run that bought it since: reused', known(claimed), intent(), { kind: 'held', held: { ...held, generation: 2 } }, { purchase: { state: 'reused' }, boughtAt: NOW - 100, generation: 2 }],
       ['its key retired by another run: adopted where it stands', known(unclaimed), intent(), { kind: 'moved', purchase: openPurchase({ keyVersion: 2 }) }, { keyVersion: 2 }],
       ['closed as a miss by another run: missed', known(uncertain), intent(), { kind: 'moved', purchase: openPurchase({ outcome: 'miss' }) }, { purchase: { state: 'missed' } }],

@@ -364,7 +364,7 @@ export class PgRecords implements ServiceStore {
     // second then finds it this run's own. Whether it took one over is no longer known, so every
     // claim is answered as one that did: its key counts as possibly charged (kept, never retired
     // but on the settle rule), which costs at most a wait, never a credit.
-    return sent === 1 ? claimed : claimed.map((c) => (c.claim.kind === 'ok' ? { ...c, claim: { kind: 'ok', tookOver: true } } : c));
+    return sent === 1 ? claimed : claimed.map((c) => (c.claim.kind === 'ok' ? { ...c, claim: { ...c.claim, tookOver: true } } : c));
   }
 
   /**
