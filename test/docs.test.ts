@@ -109,12 +109,15 @@ describe("the docs' commands", () => {
     teamUrl.password = server.password;
     expect(Number((await sql(teamUrl.toString(), 'SELECT count(*) AS n FROM companies'))[0]?.['n'])).toBeGreaterThan(100);
 
-    // sandbox.md: the server starts on a free port (the example's 4010 may be taken) and stops on SIGTERM.
-    const [line] = shBlocks('sandbox.md');
-    const sandbox = sh((line as string).replace('--port 4010', '--port 0'), work, env);
+    // sandbox.md: the server starts on a free port (the example's 4010 may be taken) and stops on
+    // SIGTERM (exec: the signal goes to it, not to a shell left behind it).
+    const [line, ...more] = shBlocks('sandbox.md');
+    expect(more).toStrictEqual([]);
+    const sandbox = sh(`exec ${(line as string).replace('--port 4010', '--port 0')}`, work, env);
     await new Promise<void>((resolve) => sandbox.child.stdout?.on('data', (c: Buffer) => c.toString().includes('listening on') && resolve()));
     sandbox.child.kill('SIGTERM');
     const stopped = await sandbox.done;
+    expect(stopped.code, stopped.err).toBe(0);
     expect(stopped.out).toMatch(/rate limit 50 req\/s per key · fail rate 0\.05 · drop rate 0 · latency 20 ms/);
     expect(stopped.out).toMatch(/1,000 credits/);
   });

@@ -8,6 +8,7 @@ import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { readCsvFile, runCli, tempDir } from './helpers/cli.js';
 import { BIN } from './helpers/spawn.js';
 import { baseEnv } from './helpers/setup.js';
+import { openSink, OutputStalledError } from '../src/io/sink.js';
 
 const KEY = 'sk_test_files';
 let sb: Sandbox;
@@ -201,5 +202,57 @@ describe('a reader that stops reading the results', () => {
     const again = await runCli([input, '-o', dir.file(`again-${fifo}.csv`), '--store', store, '--summary-json', '-', '--quiet'], { env: env() });
     expect(again.code, again.stderr).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject({ credits_charged: 0, reused: 5 });
+  });
+
+  it('-o a FIFO no reader ever opens: SIGTERM once every request is answered stops it with exit 130', async () => {
+    const out = join(dir.path, 'unread.fifo');
+    execFileSync('mkfifo', [out]);
+    const input = dir.file('unread.csv', `domain\n${[...sb.directory].slice(50, 53).map((c) => c.domain).join('\n')}\n`);
+    const before = sb.stats.requests;
+    // Three matches and three purchases; then the run waits for a reader of its results.
+    const { code, stderr } = await termOnceReading([input, '-o', out, '--store', dir.file('unread.db'), '--quiet'], async () => {
+      while (sb.stats.requests < before + 6) await new Promise((r) => setTimeout(r, 5));
+    });
+    expect(code, stderr).toBe(130);
+    expect(stderr).toMatch(/enrich: interrupted (while waiting for a reader of .*unread\.fifo|while writing results); everything bought is in the store/);
+  });
+
+  // A reader still reading gets whole rows: the run stops at a row, never inside one.
+  it('a reader of stdout still reading: SIGTERM ends the results at a whole row', async () => {
+    const input = bigInput('slow.csv');
+    const file = dir.file('slow.out');
+    // cat, in a process of its own, reads the run's stdout into a file for as long as it comes.
+    const cat = spawn('/bin/sh', ['-c', `exec cat > '${file}'`], { stdio: ['pipe', 'ignore', 'ignore'] });
+    const child = spawn(process.execPath, [BIN, input, '-o', '-', '--store', dir.file('slow.db'), '--quiet'], { env: { ...baseEnv(), HOME: dir.path, ...env() }, stdio: ['ignore', cat.stdin, 'pipe'] });
+    cat.stdin?.destroy();
+    let stderr = '';
+    child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const catDone = new Promise((resolve) => cat.on('exit', resolve));
+    while (statSync(file).size === 0) await new Promise((r) => setTimeout(r, 2));
+    child.kill('SIGTERM');
+    expect([0, 130], stderr).toContain(await exited);
+    await catDone;
+    const out = readFileSync(file, 'utf8');
+    expect(out.endsWith('\n'), out.slice(-80)).toBe(true);
+  });
+
+  // The last bytes sit in the stream's buffer, under its high-water mark: the wait is the end's, not a drain's.
+  it('a signal ends the wait for the last bytes a FIFO reader never takes', async () => {
+    const fifo = join(dir.path, 'tail.fifo');
+    execFileSync('mkfifo', [fifo]);
+    // A reader that opens the FIFO and reads nothing: the pipe takes what it holds (64 KiB on Linux).
+    const reader = spawn('/bin/sh', ['-c', `exec sleep 600 < '${fifo}'`], { stdio: 'ignore' });
+    try {
+      const interrupt = new AbortController();
+      const sink = await openSink(fifo, process.stdout, true, interrupt.signal);
+      for (let i = 0; i < 19; i++) await sink.write(Buffer.alloc(4096, 'x'));
+      const finished = sink.finish().then(() => 'finished', (e: unknown) => e);
+      interrupt.abort();
+      expect(await finished).toBeInstanceOf(OutputStalledError);
+      await sink.abort();
+    } finally {
+      reader.kill();
+    }
   });
 });

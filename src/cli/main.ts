@@ -124,9 +124,9 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
     if (error instanceof EnrichError) {
       // A reader that stopped reading wanted no more: nothing to say to it, or to anyone.
       if (error.kind !== 'closed_pipe') io.stderr.write(`enrich: ${redact(error.message)}\n`);
-      // Stopped while results waited on a reader of stdout that stopped reading: the process
-      // would wait on those bytes to end, so it ends here (nothing of them can matter now).
-      if (error.kind === 'interrupted' && ((io.stdout as NodeJS.WritableStream & { writableLength?: number }).writableLength ?? 0) > 0) io.hardExit(exitCode(error.kind));
+      // Stopped while results waited on a reader that stopped reading (io/sink.ts): the process
+      // would wait on the bytes it never took to end, so it ends here.
+      if ((error as { stalled?: boolean }).stalled === true) io.hardExit(exitCode(error.kind));
       return exitCode(error.kind);
     }
     io.stderr.write(`enrich: unexpected error: ${redact(errorMessage(error))}\n`);

@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { accessSync, constants, createWriteStream, open, openSync, readdirSync, type WriteStream } from 'node:fs';
+import { accessSync, close, constants, createWriteStream, open, openSync, readdirSync, type WriteStream } from 'node:fs';
 import { chmod, chown, rename, rm } from 'node:fs/promises';
 import { Socket } from 'node:net';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -43,31 +43,62 @@ function writeFailure(where: string, error: unknown): EnrichError {
   return new OutputWriteError(where, code, error);
 }
 
-/** What a signal ends a write to a reader that stopped reading with. */
-const INTERRUPTED_WRITING = 'interrupted while writing results; everything bought is in the store, run the same command to write them';
-
 /**
- * Writes with backpressure, and fails (rather than waits forever) once the stream is broken, or
- * once `interrupt` fires while it waits on a reader that stopped reading (a full pipe or FIFO).
+ * A signal came while the results waited on a reader that has stopped reading (a full pipe or
+ * FIFO): what it never took is dropped (main() then ends the process, which would otherwise wait
+ * on those bytes).
  */
+export class OutputStalledError extends InterruptedError {
+  readonly stalled = true;
+  constructor() {
+    super('interrupted while writing results; everything bought is in the store, run the same command to write them');
+  }
+}
+
+/** How often a signalled run looks whether its reader still takes what it writes. */
+const STALL_CHECK_MS = 1000;
+
+/** Writes with backpressure, and fails (rather than waits forever) once the stream is broken. */
 async function writeTo(stream: NodeJS.WritableStream, chunk: string | Buffer, where: string, interrupt?: AbortSignal): Promise<void> {
   const w = stream as NodeJS.WritableStream & { destroyed?: boolean; errored?: Error | null };
   if (w.destroyed === true || (w.errored ?? null) !== null) throw writeFailure(where, w.errored);
   if (stream.write(chunk)) return;
-  await new Promise<void>((resolve, reject) => {
+  await until(stream, 'drain', where, interrupt);
+}
+
+/**
+ * Waits for `event` ('drain', or 'finish' once ended). Once `interrupt` fires, a reader still
+ * taking bytes is waited for (the results end at a row), one that takes none between two looks
+ * is not (OutputStalledError).
+ */
+function until(stream: NodeJS.WritableStream, event: 'drain' | 'finish', where: string, interrupt: AbortSignal | undefined): Promise<void> {
+  const w = stream as NodeJS.WritableStream & { errored?: Error | null; writableLength?: number };
+  return new Promise<void>((resolve, reject) => {
+    let timer: NodeJS.Timeout | undefined;
     const done = (error?: unknown): void => {
-      stream.off('drain', onDrain);
+      stream.off(event, onEvent);
       stream.off('error', onError);
       stream.off('close', onClose);
       interrupt?.removeEventListener('abort', onAbort);
+      clearTimeout(timer);
       if (error === undefined) resolve();
       else reject(error instanceof InterruptedError ? error : writeFailure(where, error));
     };
-    const onDrain = (): void => done();
+    const onEvent = (): void => done();
     const onError = (error: unknown): void => done(error);
     const onClose = (): void => done(w.errored ?? new Error('closed'));
-    const onAbort = (): void => done(new InterruptedError(INTERRUPTED_WRITING));
-    stream.on('drain', onDrain);
+    if ((w.errored ?? null) !== null) return reject(writeFailure(where, w.errored));
+    const onAbort = (): void => {
+      let left = w.writableLength ?? 0;
+      const look = (): void => {
+        const now = w.writableLength ?? 0;
+        if (now >= left) return done(new OutputStalledError());
+        left = now;
+        timer = setTimeout(look, STALL_CHECK_MS);
+      };
+      timer = setTimeout(look, STALL_CHECK_MS);
+    };
+    stream.on(event, onEvent);
     stream.on('error', onError);
     stream.on('close', onClose);
     if (interrupt?.aborted === true) onAbort();
@@ -187,9 +218,7 @@ function sinkOver(stream: NodeJS.WritableStream & { destroy(): void }, where: st
     finish: async () => {
       stream.end();
       // The last buffered bytes can fail here too (a full disk is often found at the end).
-      await once(stream, 'finish').catch((error: unknown) => {
-        throw writeFailure(where, error);
-      });
+      await until(stream, 'finish', where, interrupt);
       await afterFinish();
     },
     abort: async () => {
@@ -200,26 +229,45 @@ function sinkOver(stream: NodeJS.WritableStream & { destroy(): void }, where: st
 }
 
 /**
- * A FIFO or socket: written on the event loop, never by a thread blocked in write(2) while its
+ * A FIFO: written on the event loop, never by a thread blocked in write(2) while its
  * reader has stopped reading (a signal could not end such a run: the process waits on that thread
  * to exit). Opened without blocking when a reader is there; else the open waits for one, as any
  * writer of a FIFO does.
  */
 async function pipeSink(target: string, where: string, interrupt: AbortSignal | undefined): Promise<Sink> {
   // A plain descriptor (not a FileHandle, which would close it when collected): the socket owns it.
-  const openFd = (flags: number | string): Promise<number> => new Promise((resolve, reject) => open(target, flags, (error, fd) => (error === null ? resolve(fd) : reject(error))));
-  let fd: number;
+  // Never a blocking open: it would hold a thread the process waits on to exit until a reader came.
+  const openFd = (): Promise<number> => new Promise((resolve, reject) => open(target, constants.O_WRONLY | constants.O_NONBLOCK, (error, fd) => (error === null ? resolve(fd) : reject(error))));
+  let fd: number | undefined;
+  while (fd === undefined) {
+    try {
+      fd = await openFd();
+    } catch (error) {
+      // No reader yet (ENXIO): look again shortly, as a blocking open would wait.
+      if ((error as NodeJS.ErrnoException).code !== 'ENXIO') throw writeFailure(where, error);
+      if (interrupt?.aborted === true) throw new InterruptedError(`interrupted while waiting for a reader of ${where}; everything bought is in the store, run the same command to write the results`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, READER_LOOK_MS);
+        interrupt?.addEventListener('abort', done, { once: true });
+        function done(): void {
+          clearTimeout(timer);
+          interrupt?.removeEventListener('abort', done);
+          resolve();
+        }
+      });
+    }
+  }
   try {
-    fd = await openFd(constants.O_WRONLY | constants.O_NONBLOCK).catch((error: unknown) => {
-      if ((error as NodeJS.ErrnoException).code !== 'ENXIO') throw error;
-      return openFd('w');
-    });
+    const socket = new Socket({ fd, readable: false, writable: true });
+    return sinkOver(socket, where, interrupt, async () => void socket.destroy(), async () => {});
   } catch (error) {
+    close(fd, () => {});
     throw writeFailure(where, error);
   }
-  const socket = new Socket({ fd, readable: false, writable: true });
-  return sinkOver(socket, where, interrupt, async () => void socket.destroy(), async () => {});
 }
+
+/** How often a FIFO with no reader yet is looked at again. */
+const READER_LOOK_MS = 100;
 
 /**
  * A file is written to a temp file beside it and renamed into place at the end (with the mode of
@@ -249,7 +297,7 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
   if (refused !== null && afterWork) throw new EnrichError(`cannot write the results: ${refused}; what was bought is kept in the store: once they can be written there, run the same command (nothing is bought again)`, 'failure');
   if (refused !== null) throw new UsageError(refused);
   const existing = statOrNull(target);
-  if (existing !== null && (existing.isFIFO() || existing.isSocket())) return pipeSink(target, destination, interrupt);
+  if (existing !== null && existing.isFIFO()) return pipeSink(target, destination, interrupt);
   if (existing !== null && !existing.isFile()) return streamSink(target, destination, { flags: 'w' }, interrupt);
   // A file replaced keeps its mode (a results file a teammate or a BI tool reads from a shared
   // folder stays readable), taken on as it is renamed into place; a new one gets what the umask
