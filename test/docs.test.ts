@@ -1,11 +1,10 @@
-import { spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { copyFileSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { tempDir } from './helpers/cli.js';
 import { sql } from './helpers/postgres.js';
+import { ROOT, sh, workspace } from './helpers/shell.js';
 
 /**
  * Every `sh` block in docs/ is run here as written (issue 36), each doc's blocks in order in one
@@ -14,7 +13,6 @@ import { sql } from './helpers/postgres.js';
  * example port for a free one. The `$` lines in docs/doctor.md are sample transcripts; their
  * cases are run by doctor.test.ts and doctor-team.test.ts, whose checks read those outputs.
  */
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DOCS = join(ROOT, 'docs');
 const KEY = 'sk_test_docs_0123456789';
 const TEAM_STORE_IN_DOCS = 'postgres://analyst@db.example.com/enrich_team';
@@ -32,15 +30,6 @@ afterAll(async () => {
   await sb.close();
   dir.cleanup();
 });
-
-function sh(script: string, cwd: string, env: Record<string, string>): { child: ReturnType<typeof spawn>; done: Promise<{ code: number; out: string; err: string }> } {
-  const child = spawn('/usr/bin/env', ['-i', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), '/bin/sh', '-c', script], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
-  child.stderr?.on('data', (c: Buffer) => (err += c.toString()));
-  return { child, done: new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code: code ?? (signal === null ? -1 : 128), out, err }))) };
-}
 
 describe("the docs' commands", () => {
   // Issue 36: 112 KB of dense text was too much to read; what a reader needs fits in about 72.
@@ -61,24 +50,11 @@ describe("the docs' commands", () => {
     teamUrl.pathname = `/${team}`;
     teamUrl.password = '';
     const pgEnv = { PGHOST: server.hostname, PGPORT: server.port, PGUSER: decodeURIComponent(server.username), PGPASSWORD: decodeURIComponent(server.password) };
-    const work = join(dir.path, 'work');
-    const home = join(dir.path, 'home');
-    const bin = join(dir.path, 'bin');
-    for (const d of [work, home, bin]) mkdirSync(d, { recursive: true });
+    const { work, home, path } = workspace(dir.path);
     // What the blocks read: a CRM export whose third column is the website, a journal of enrich 0.1.
     copyFileSync(join(ROOT, 'fixtures/companies.csv'), join(work, 'crm.csv'));
     copyFileSync(join(ROOT, 'fixtures/v0.1/crm.csv.enrich-journal'), join(work, 'crm.csv.enrich-journal'));
-    writeFileSync(join(bin, 'enrich'), `#!/bin/sh\nexec "${process.execPath}" "${join(ROOT, 'bin/enrich.cjs')}" "$@"\n`, { mode: 0o755 });
-    // Client tools this machine may lack, as the same statements through the project's drivers.
-    if (!existsSync('/usr/bin/createdb')) {
-      const create = `const pg = require(${JSON.stringify(join(ROOT, 'node_modules/pg'))}); const c = new pg.Client(); c.connect().then(() => c.query('CREATE DATABASE "' + process.argv[1] + '"')).then(() => c.end(), (e) => { console.error(e.message); process.exit(1); });`;
-      writeFileSync(join(bin, 'createdb'), `#!/bin/sh\nexec "${process.execPath}" -e '${create}' "$@"\n`, { mode: 0o755 });
-    }
-    if (!existsSync('/usr/bin/sqlite3')) {
-      const query = `const D = require(${JSON.stringify(join(ROOT, 'node_modules/libsql'))}); const db = new D(process.argv[1], { readonly: true }); for (const r of db.prepare(process.argv[2]).raw(true).all()) console.log(r.join('|'));`;
-      writeFileSync(join(bin, 'sqlite3'), `#!/bin/sh\nexec "${process.execPath}" -e "$(cat <<'JS'\n${query}\nJS\n)" "$@"\n`, { mode: 0o755 });
-    }
-    const env = { PATH: `${bin}:${dirname(process.execPath)}:/usr/bin:/bin`, HOME: home, ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY, ...pgEnv };
+    const env = { PATH: path, HOME: home, ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY, ...pgEnv };
     const run = async (doc: string, swap: (line: string) => string = (l) => l): Promise<{ out: string; err: string }> => {
       const script = shBlocks(doc).join('\n').split('\n').map(swap).join('\n');
       const r = await sh(`set -e\n${script}`, work, env).done;

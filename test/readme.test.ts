@@ -1,18 +1,16 @@
-import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { tempDir } from './helpers/cli.js';
 import { sql } from './helpers/postgres.js';
+import { ROOT, sh, workspace } from './helpers/shell.js';
 
 /**
  * Every command the README shows is run here, as written: its `sh` blocks in order, in one shell
  * with `set -e`, as a newcomer would type them (the example address and key swapped for a
  * sandbox's), and its crontab line under `env -i` with no terminal, as cron runs it.
  */
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
 const KEY = 'sk_test_readme_0123456789';
 const URL_IN_README = 'https://data.example.com';
@@ -33,16 +31,6 @@ afterAll(async () => {
   await sb.close();
   dir.cleanup();
 });
-
-function sh(script: string, cwd: string, env: Record<string, string>): Promise<{ code: number; out: string; err: string }> {
-  // Through env -i: nothing of this process's environment leaks in; stdin is not a terminal.
-  const child = spawn('/usr/bin/env', ['-i', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), '/bin/sh', '-c', script], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-  return new Promise((resolve) => child.on('exit', (code) => resolve({ code: code ?? -1, out, err })));
-}
 
 describe("the README's commands", () => {
   it('run as written, in order: the sandbox demo, the analyst, finance, doctor, the ledger', async () => {
@@ -65,20 +53,11 @@ describe("the README's commands", () => {
 
     // A working folder with the clone's bin and fixtures, a CRM export, and `enrich` on the PATH
     // as `npm install -g .` would put it.
-    const work = join(dir.path, 'work');
-    const home = join(dir.path, 'home');
-    const bin = join(dir.path, 'bin');
-    for (const d of [work, home, bin]) mkdirSync(d, { recursive: true });
+    const { work, home, path } = workspace(dir.path);
     symlinkSync(join(ROOT, 'bin'), join(work, 'bin'));
     symlinkSync(join(ROOT, 'fixtures'), join(work, 'fixtures'));
     copyFileSync(join(ROOT, 'fixtures/companies.csv'), join(work, 'companies.csv'));
-    writeFileSync(join(bin, 'enrich'), `#!/bin/sh\nexec "${process.execPath}" "${join(ROOT, 'bin/enrich.cjs')}" "$@"\n`, { mode: 0o755 });
-    // PostgreSQL's createdb, where this machine has no client tools: the same statement, through pg.
-    if (!existsSync('/usr/bin/createdb')) {
-      const create = `const pg = require(${JSON.stringify(join(ROOT, 'node_modules/pg'))}); const c = new pg.Client(); c.connect().then(() => c.query('CREATE DATABASE "' + process.argv[1] + '"')).then(() => c.end(), (e) => { console.error(e.message); process.exit(1); });`;
-      writeFileSync(join(bin, 'createdb'), `#!/bin/sh\nexec "${process.execPath}" -e '${create}' "$@"\n`, { mode: 0o755 });
-    }
-    const r = await sh(['set -e', ...script].join('\n'), work, { PATH: `${bin}:${dirname(process.execPath)}:/usr/bin:/bin`, HOME: home, ...pgEnv });
+    const r = await sh(['set -e', ...script].join('\n'), work, { PATH: path, HOME: home, ...pgEnv }).done;
     expect(r.code, r.err).toBe(0);
     expect(r.err).toContain('enrich: done');
     expect(r.err).toContain('adds to bill');
@@ -117,7 +96,7 @@ describe("the README's commands", () => {
       .replace('/home/ana/.config/enrich/key', keyFile);
     // What cron gives a job: HOME, LOGNAME, SHELL, PATH=/usr/bin:/bin, and the crontab's variables.
     const cron = { HOME: cronHome, LOGNAME: 'ana', SHELL: '/bin/sh', PATH: '/usr/bin:/bin', ...env };
-    const first = await sh(cmd, cronHome, cron);
+    const first = await sh(cmd, cronHome, cron).done;
     expect(first.code, first.err + readFileSync(join(crm, 'enrich.log'), 'utf8')).toBe(0);
     expect(first.out + first.err).toBe('');
     expect(readFileSync(join(crm, 'enrich.log'), 'utf8')).toBe('');
@@ -129,7 +108,7 @@ describe("the README's commands", () => {
     // why in the log, and yesterday's results stay as they were.
     writeFileSync(join(crm, 'crm.csv'), `${readFileSync(join(crm, 'crm.csv'), 'utf8')}9999,New Co,https://${[...sb.directory].at(-1)?.domain ?? 'x.com'}/,Ana,\n`);
     writeFileSync(keyFile, 'sk_wrong_key_000000\n');
-    const second = await sh(cmd, cronHome, cron);
+    const second = await sh(cmd, cronHome, cron).done;
     expect(second.code).toBe(5);
     expect(readFileSync(join(crm, 'enrich.log'), 'utf8')).toMatch(/refused the API key/);
     expect(readFileSync(join(crm, 'enriched.jsonl'), 'utf8')).toBe(results);
