@@ -170,9 +170,9 @@ describe.skipIf(process.getuid?.() !== 0)('a link planted in a folder anyone may
 // Issue 36: a run blocked on a reader that stopped reading still hears a signal.
 describe('a reader that stops reading the results', () => {
   /** 20,000 rows (a few MB of results, far past what a pipe holds), five of them companies. */
-  const bigInput = (name: string): string => {
+  const bigInput = (name: string, length = 20_000): string => {
     const companies = [...sb.directory].slice(40, 45).map((c) => c.domain);
-    const rows = Array.from({ length: 20_000 }, (_, i) => `${i < 5 ? companies[i] : `nobody-${i % 300}.example`},${'x'.repeat(60)}`);
+    const rows = Array.from({ length }, (_, i) => `${i < 5 ? companies[i] : `nobody-${i % 300}.example`},${'x'.repeat(60)}`);
     return dir.file(name, `domain,note\n${rows.join('\n')}\n`);
   };
 
@@ -218,11 +218,12 @@ describe('a reader that stops reading the results', () => {
   });
 
   // A reader still reading gets whole rows: the run stops at a row, never inside one.
-  it('a reader of stdout still reading: SIGTERM ends the results at a whole row', async () => {
-    const input = bigInput('slow.csv');
-    const file = dir.file('slow.out');
-    // cat, in a process of its own, reads the run's stdout into a file for as long as it comes.
-    const cat = spawn('/bin/sh', ['-c', `exec cat > '${file}'`], { stdio: ['pipe', 'ignore', 'ignore'] });
+  it('a slow reader of stdout (320 KiB/s): SIGTERM ends the results at a whole row', async () => {
+    const input = bigInput('slow.csv', 8_000);
+    const file = dir.file('slow.out', '');
+    // A reader in a process of its own: 16 KiB every 50 ms, into a file, to the end.
+    const slow = `const fs = require('fs'); const out = fs.openSync(process.argv[1], 'a'); process.stdin.on('readable', function take() { const c = process.stdin.read(16384); if (c === null) return; fs.writeSync(out, c); process.stdin.off('readable', take); setTimeout(() => { process.stdin.on('readable', take); take(); }, 50); });`;
+    const cat = spawn(process.execPath, ['-e', slow, file], { stdio: ['pipe', 'ignore', 'ignore'] });
     const child = spawn(process.execPath, [BIN, input, '-o', '-', '--store', dir.file('slow.db'), '--quiet'], { env: { ...baseEnv(), HOME: dir.path, ...env() }, stdio: ['ignore', cat.stdin, 'pipe'] });
     cat.stdin?.destroy();
     let stderr = '';
@@ -234,6 +235,7 @@ describe('a reader that stops reading the results', () => {
     expect([0, 130], stderr).toContain(await exited);
     await catDone;
     const out = readFileSync(file, 'utf8');
+    expect(out.length).toBeGreaterThan(0);
     expect(out.endsWith('\n'), out.slice(-80)).toBe(true);
   });
 
@@ -241,12 +243,14 @@ describe('a reader that stops reading the results', () => {
   it('a signal ends the wait for the last bytes a FIFO reader never takes', async () => {
     const fifo = join(dir.path, 'tail.fifo');
     execFileSync('mkfifo', [fifo]);
-    // A reader that opens the FIFO and reads nothing: the pipe takes what it holds (64 KiB on Linux).
+    // A reader that opens the FIFO and reads nothing: the pipe takes what it holds (16 pages on Linux).
     const reader = spawn('/bin/sh', ['-c', `exec sleep 600 < '${fifo}'`], { stdio: 'ignore' });
+    const pipeBytes = 16 * Number(execFileSync('getconf', ['PAGESIZE'], { encoding: 'utf8' }).trim());
     try {
       const interrupt = new AbortController();
       const sink = await openSink(fifo, process.stdout, true, interrupt.signal);
-      for (let i = 0; i < 19; i++) await sink.write(Buffer.alloc(4096, 'x'));
+      // What the pipe holds, and 12 KiB more: under the stream's high-water mark, left for the end.
+      for (let i = 0; i < pipeBytes / 4096 + 3; i++) await sink.write(Buffer.alloc(4096, 'x'));
       const finished = sink.finish().then(() => 'finished', (e: unknown) => e);
       interrupt.abort();
       expect(await finished).toBeInstanceOf(OutputStalledError);

@@ -585,6 +585,18 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(states['a.com']?.purchase).toMatchObject({ keyVersion: 2, uncertain: false, lostAt: null, settleMs: null });
   });
 
+  // A run with a 10-minute --timeout dies under its intent; the run taking it over learns that settle.
+  it('answers a takeover with the settle the purchase holds, the longer of the two runs\'', async () => {
+    const s = await open();
+    const a = await s.begin();
+    expect(await a.append(intent('a.com', { settleMs: 600_000 }), true)).toStrictEqual({ kind: 'ok', settleMs: 600_000 });
+    await a.flush();
+    await a.endRun({ status: 'interrupted', credits: 0, bought: 0, reused: 0 });
+    await a.releaseClaims();
+    const b = await s.begin();
+    expect(await b.append(intent('a.com', { settleMs: 60_000 }), true)).toStrictEqual({ kind: 'ok', tookOver: true, settleMs: 600_000 });
+  });
+
   // Issue 36: --all releases a key only once a later run took it up again and got no answer either.
   it('counts a lost key as tried only once a later run resumed it', async () => {
     const s = await open();

@@ -55,8 +55,8 @@ export class OutputStalledError extends InterruptedError {
   }
 }
 
-/** How often a signalled run looks whether its reader still takes what it writes. */
-const STALL_CHECK_MS = 1000;
+/** How often a signalled run looks whether its reader still takes what it writes (a reader behind a socket takes it in bursts). */
+const STALL_CHECK_MS = 5000;
 
 /** Writes with backpressure, and fails (rather than waits forever) once the stream is broken. */
 async function writeTo(stream: NodeJS.WritableStream, chunk: string | Buffer, where: string, interrupt?: AbortSignal): Promise<void> {
@@ -72,7 +72,10 @@ async function writeTo(stream: NodeJS.WritableStream, chunk: string | Buffer, wh
  * is not (OutputStalledError).
  */
 function until(stream: NodeJS.WritableStream, event: 'drain' | 'finish', where: string, interrupt: AbortSignal | undefined): Promise<void> {
-  const w = stream as NodeJS.WritableStream & { errored?: Error | null; writableLength?: number };
+  const w = stream as NodeJS.WritableStream & { errored?: Error | null; writableLength?: number; _handle?: { writeQueueSize?: number } | null };
+  // What is still to go: the stream's count drops only as a whole write completes (256 KiB or
+  // more, more than a pipe holds), libuv's as the kernel takes each part of one.
+  const pending = (): [number, number] => [w.writableLength ?? 0, w._handle?.writeQueueSize ?? 0];
   return new Promise<void>((resolve, reject) => {
     let timer: NodeJS.Timeout | undefined;
     const done = (error?: unknown): void => {
@@ -89,10 +92,12 @@ function until(stream: NodeJS.WritableStream, event: 'drain' | 'finish', where: 
     const onClose = (): void => done(w.errored ?? new Error('closed'));
     if ((w.errored ?? null) !== null) return reject(writeFailure(where, w.errored));
     const onAbort = (): void => {
-      let left = w.writableLength ?? 0;
+      let left = pending();
       const look = (): void => {
-        const now = w.writableLength ?? 0;
-        if (now >= left) return done(new OutputStalledError());
+        const now = pending();
+        // All taken (a write under the high-water mark emits no 'drain'): nothing to wait for.
+        if (now[0] === 0) return done();
+        if (now[0] >= left[0] && now[1] >= left[1]) return done(new OutputStalledError());
         left = now;
         timer = setTimeout(look, STALL_CHECK_MS);
       };
@@ -213,6 +218,9 @@ async function streamSink(
 
 /** Writes to `stream`; ends it (then `afterFinish`) once complete, or destroys it (then `afterAbort`). */
 function sinkOver(stream: NodeJS.WritableStream & { destroy(): void }, where: string, interrupt: AbortSignal | undefined, afterFinish: () => Promise<void>, afterAbort: () => Promise<void>): Sink {
+  // A failure between two writes (EPIPE, ENOSPC) is kept on the stream and thrown by the next
+  // write or the end; with no listener meanwhile it would end the process instead.
+  stream.on('error', () => {});
   return {
     write: (chunk) => writeTo(stream, chunk, where, interrupt),
     finish: async () => {
@@ -283,7 +291,11 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
     return {
       write: (chunk) => writeTo(stdout, chunk, 'stdout', interrupt),
       finish: async () => {},
-      abort: async () => {},
+      // Stopped by a signal with bytes still to go: the reader takes them (whole rows), or is
+      // found stalled (OutputStalledError), rather than the process waiting on them for ever.
+      abort: async () => {
+        if (interrupt?.aborted === true && ((stdout as NodeJS.WritableStream & { writableLength?: number }).writableLength ?? 0) > 0) await until(stdout, 'drain', 'stdout', interrupt);
+      },
     };
   }
   // Through the descriptor, left open for the messages after it.
