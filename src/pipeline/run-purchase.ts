@@ -1,3 +1,4 @@
+import { longest } from '../store/purchase.js';
 import type { Claim, EnrichEvent, HeldCompany, IntentEvent, Purchase } from '../store/types.js';
 import type { CompanyPlan } from './plan.js';
 
@@ -142,7 +143,7 @@ export const holdsReservation = (p: RunPurchase): boolean => p.state === 'claime
  */
 export function onIntent(p: RunPurchase, intent: IntentEvent, settleMs?: number): Move {
   if (!isOpen(p)) return {};
-  const purchase: RunPurchase = p.state === 'uncertain' ? { ...p, key: intent.key, settleMs: longer(p.settleMs, settleMs) } : { state: 'claimed', key: intent.key, error: p.error };
+  const purchase: RunPurchase = p.state === 'uncertain' ? { ...p, key: intent.key, settleMs: longest(p.settleMs, settleMs) } : { state: 'claimed', key: intent.key, error: p.error };
   return { keyVersion: intent.keyVersion, purchase };
 }
 
@@ -156,11 +157,8 @@ export function onIntent(p: RunPurchase, intent: IntentEvent, settleMs?: number)
 function tookOver(p: RunPurchase, intent: TimedIntent, settleMs: number | undefined): Move {
   if (!isOpen(p)) return {};
   const lostAt = Math.max((p.state === 'uncertain' ? p.lostAt : null) ?? 0, intent.at);
-  return { keyVersion: intent.keyVersion, purchase: { state: 'uncertain', key: intent.key, lostAt, settleMs: longer(p.state === 'uncertain' ? p.settleMs : null, settleMs), error: p.error } };
+  return { keyVersion: intent.keyVersion, purchase: { state: 'uncertain', key: intent.key, lostAt, settleMs: longest(p.state === 'uncertain' ? p.settleMs : null, settleMs), error: p.error } };
 }
-
-/** The longer of a settle known and one told; null when neither is. */
-const longer = (known: number | null, told: number | undefined): number | null => (told === undefined ? known : Math.max(known ?? 0, told));
 
 /** An answer to a paid attempt, or its absence: the same event the store writes. `now`: a hit's bought_at when the event has none. */
 export function onEnrich(k: KnownPurchase, e: EnrichEvent, now: number): Move {
@@ -177,8 +175,7 @@ export function onEnrich(k: KnownPurchase, e: EnrichEvent, now: number): Move {
   if (e.final === true) return { purchase: failed(error, chargeMayBeUnseen(k.purchase)) };
   const p = k.purchase;
   const lostAt = e.lost === true && e.at !== undefined ? e.at : p.state === 'uncertain' ? p.lostAt : null;
-  const recorded = p.state === 'uncertain' ? p.settleMs : null;
-  const settleMs = e.lost === true && e.settleMs !== undefined ? Math.max(recorded ?? 0, e.settleMs) : recorded;
+  const settleMs = longest(p.state === 'uncertain' ? p.settleMs : null, e.lost === true ? e.settleMs : null);
   return { purchase: { state: 'uncertain', key: keyOf(p), lostAt, settleMs, error } };
 }
 

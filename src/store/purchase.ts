@@ -118,7 +118,7 @@ export function publicPart(k: KeptPurchase): Purchase {
 }
 
 /** The longer of two settles; null when neither is known. */
-function longest(a: number | null | undefined, b: number | null | undefined): number | null {
+export function longest(a: number | null | undefined, b: number | null | undefined): number | null {
   return a == null ? (b ?? null) : b == null ? a : Math.max(a, b);
 }
 
