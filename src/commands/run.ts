@@ -12,7 +12,7 @@ import { stdinLimit } from '../io/spool-guard.js';
 import { inputSha256, watchInput, type InputWatch } from '../io/input-identity.js';
 import { loadScan, saveScan, type ScanKey } from '../io/scan-cache.js';
 import { copyCsvWithResults, csvResultSuffix, jsonlResultFormatter, ROW_WINDOW, writeJsonlResults, type OutputFormat } from '../io/output.js';
-import { openSink } from '../io/sink.js';
+import { INTERRUPTED_WRITING, openSink } from '../io/sink.js';
 import { systemClock, type Clock } from '../pipeline/clock.js';
 import type { Stop } from '../pipeline/execute.js';
 import { SCAN_RULES } from '../pipeline/scan-rules.js';
@@ -610,7 +610,7 @@ async function writeResults({ options, scan, state, input, format, records, stop
     await window.prepare(from, to, results.done);
   };
   const checkpoint = (): void => {
-    if (ctx.interrupt.aborted) throw new InterruptedError('interrupted while writing results; everything bought is in the store, run the same command to write them');
+    if (ctx.interrupt.aborted) throw new InterruptedError(INTERRUPTED_WRITING);
   };
   let done = false;
   try {

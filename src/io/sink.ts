@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { accessSync, close, constants, createWriteStream, open, openSync, readdirSync, type WriteStream } from 'node:fs';
 import { chmod, chown, rename, rm } from 'node:fs/promises';
 import { Socket } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { EnrichError, InterruptedError, UsageError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
@@ -51,9 +52,12 @@ function writeFailure(where: string, error: unknown): EnrichError {
 export class OutputStalledError extends InterruptedError {
   readonly stalled = true;
   constructor() {
-    super('interrupted while writing results; everything bought is in the store, run the same command to write them');
+    super(INTERRUPTED_WRITING);
   }
 }
+
+/** What a run stopped by a signal while it wrote its results says, stalled reader or not. */
+export const INTERRUPTED_WRITING = 'interrupted while writing results; everything bought is in the store, run the same command to write them';
 
 /** How often a signalled run looks whether its reader still takes what it writes (a reader behind a socket takes it in bursts). */
 const STALL_CHECK_MS = 5000;
@@ -254,15 +258,8 @@ async function pipeSink(target: string, where: string, interrupt: AbortSignal | 
       // No reader yet (ENXIO): look again shortly, as a blocking open would wait.
       if ((error as NodeJS.ErrnoException).code !== 'ENXIO') throw writeFailure(where, error);
       if (interrupt?.aborted === true) throw new InterruptedError(`interrupted while waiting for a reader of ${where}; everything bought is in the store, run the same command to write the results`);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, READER_LOOK_MS);
-        interrupt?.addEventListener('abort', done, { once: true });
-        function done(): void {
-          clearTimeout(timer);
-          interrupt?.removeEventListener('abort', done);
-          resolve();
-        }
-      });
+      // An interrupt ends the wait early; the next turn of the loop says so.
+      await delay(READER_LOOK_MS, undefined, interrupt === undefined ? undefined : { signal: interrupt }).catch(() => {});
     }
   }
   try {
