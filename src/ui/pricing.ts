@@ -18,6 +18,9 @@ export function describeCheapest(m: MonthJson): string {
   return `${plan.name}, ${dollars(plan.monthlyFee)} + ${num(m.overage_credits)} credits over at $${String(plan.overageRate)}${enterprise}`;
 }
 
+/** The month's credits possibly charged, said after what was (the dry run's words and the real run's). */
+export const unconfirmedMonth = (m: MonthJson): string => (m.unconfirmed_credits > 0 ? `, and up to ${num(m.unconfirmed_credits)} unconfirmed` : '');
+
 /**
  * The dry run's money rows, one answer first: what this run adds to this month's bill on the
  * cheapest plan. Then how the month adds up, the per-plan figures labelled as the marginal
@@ -29,8 +32,7 @@ export function moneyRows(s: Summary): [string, string][] {
   if (m !== null) {
     rows.push(['adds to bill', `${dollars(m.adds_usd)}   to this month's bill on its cheapest plan (${dollars(m.bill_before_usd)} -> ${dollars(m.bill_usd)})`]);
     const earlier = m.earlier_credits > 0 ? `${num(m.earlier_credits)} spent earlier by this service's runs + ${num(m.run_credits)} this run` : 'none spent earlier by this service\'s runs';
-    const unconfirmed = m.unconfirmed_credits > 0 ? `, and up to ${num(m.unconfirmed_credits)} unconfirmed` : '';
-    rows.push(['this month', `${num(m.credits)}   credits since ${m.since.slice(0, 10)} UTC (${earlier}${unconfirmed})`]);
+    rows.push(['this month', `${num(m.credits)}   credits since ${m.since.slice(0, 10)} UTC (${earlier}${unconfirmedMonth(m)})`]);
     rows.push(["month's bill", `${dollars(m.bill_usd)}   on ${describeCheapest(m)}`]);
   }
   // Per-plan overage figures no plan would bill for this run: only where the month cannot be priced (they stay in the JSON).

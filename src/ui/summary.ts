@@ -1,7 +1,7 @@
 import type { Stop } from '../pipeline/stops.js';
 import type { MonthJson, Summary } from '../pipeline/summary.js';
 import { count, elapsed, num, wrapWords } from './format.js';
-import { describeCheapest, dollars, moneyRows } from './pricing.js';
+import { describeCheapest, dollars, moneyRows, unconfirmedMonth } from './pricing.js';
 import { capName } from '../store/budget.js';
 
 /** The totals as a small aligned table for stderr, in the vocabulary of the summary JSON. */
@@ -187,5 +187,4 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
 }
 
 /** A month's keys retired as possibly charged, beside the credits charged: one honest figure, and its bound. */
-const unconfirmedMonth = (m: MonthJson): string => (m.unconfirmed_credits > 0 ? `, and up to ${num(m.unconfirmed_credits)} unconfirmed` : '');
 const maxBill = (m: MonthJson): string => (m.bill_max_usd > m.bill_usd ? ` (at most ${dollars(m.bill_max_usd)} if the unconfirmed were charged)` : '');
