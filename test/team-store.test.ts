@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { CompanyRecord } from '../src/api/types.js';
 import type { PgRecords } from '../src/store/postgres/records.js';
 import { PgStore } from '../src/store/postgres/store.js';
-import { client, connect, onConnectionNotice, Session } from '../src/store/postgres/connect.js';
+import { client, connect, inTransaction, onConnectionNotice, Session } from '../src/store/postgres/connect.js';
 import { MAINTENANCE_LOCK } from '../src/store/postgres/schema.js';
 import { BatchPlan, commitBatch } from '../src/store/postgres/writer.js';
 import type { Claim, ServiceStore, StoreEvent } from '../src/store/types.js';
@@ -734,6 +734,33 @@ describe('the team store when the connection is lost', () => {
       // Out of the transaction, a lost connection is connected again as ever.
       expect((await session.query<{ n: number }>('SELECT 1 AS n')).rows).toStrictEqual([{ n: 1 }]);
     } finally {
+      await session.end();
+    }
+  });
+
+  // The database's default isolation REPEATABLE READ (a team's choice): a statement on its own that
+  // meets another session's update of its row is rolled back by the server (40001), and is sent again;
+  // a transaction of enrich's own is READ COMMITTED, whatever the default.
+  it('sends a lone statement again after a serialization failure; its own transactions are READ COMMITTED', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    await sql(url, `ALTER DATABASE ${new URL(url).pathname.slice(1)} SET default_transaction_isolation = 'repeatable read'`);
+    await sql(url, 'CREATE TABLE t (id int PRIMARY KEY, n int); INSERT INTO t VALUES (1, 0)');
+    const session = new Session(url, await connect(client(url)), 5_000, 5_000);
+    const other = await connect(client(url));
+    try {
+      await other.query('BEGIN');
+      await other.query('UPDATE t SET n = n + 1 WHERE id = 1');
+      const waiting = session.query('UPDATE t SET n = n + 10 WHERE id = 1');
+      while ((await sql(url, "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'UPDATE t SET n = n + 10%' AND wait_event_type = 'Lock'")).length === 0);
+      await other.query('COMMIT');
+      // Before: "could not serialize access due to concurrent update", an unexpected error (exit 1).
+      expect((await waiting).rowCount).toBe(1);
+      expect(await sql(url, 'SELECT n FROM t')).toStrictEqual([{ n: 11 }]);
+      const level = await inTransaction(session, () => session.query<{ transaction_isolation: string }>('SHOW transaction_isolation'));
+      expect(level.rows).toStrictEqual([{ transaction_isolation: 'read committed' }]);
+    } finally {
+      await other.end();
       await session.end();
     }
   });

@@ -194,6 +194,20 @@ export const lockWait = (ms: number, queryTimeoutMs: number): number => Math.min
 /** A lock waited for up to `lock_timeout` and not got (lock_not_available). */
 export const isLockTimeout = (error: unknown): boolean => (error as { code?: unknown } | null)?.code === '55P03';
 
+/**
+ * A deadlock (40P01) or a serialization failure (40001): the server rolled the statement or its
+ * transaction back whole, and sending it again is what the server asks for. 40001 reaches a
+ * statement sent outside an explicit transaction when the database's default isolation is
+ * REPEATABLE READ or SERIALIZABLE.
+ */
+export const isRetryableConflict = (error: unknown): boolean => {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '40001' || code === '40P01';
+};
+
+/** How many times at most a statement or a batch is sent while the server rolls it back for a conflict. */
+export const CONFLICT_RETRIES = 5;
+
 const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -269,7 +283,9 @@ export const IDLE_IN_TRANSACTION_MS = 10_000;
  * (`SET LOCAL`: the session's setting is back as it was once the transaction ends).
  */
 export async function inTransaction<T>(db: { query(text: string): Promise<unknown> }, work: () => Promise<T>, lockTimeoutMs?: number): Promise<T> {
-  await db.query('BEGIN');
+  // Every transaction is written for READ COMMITTED, whatever the database's default (a pooler
+  // may not keep a session's SET, so it is said on each BEGIN).
+  await db.query('BEGIN ISOLATION LEVEL READ COMMITTED');
   try {
     await db.query(`SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`);
     if (lockTimeoutMs !== undefined) await db.query(`SET LOCAL lock_timeout = ${lockTimeoutMs}`);
@@ -387,7 +403,16 @@ export class Session {
     // The ROLLBACK after a transaction lost with its connection: nothing is left to undo, and a
     // server that is down must not hold the error up while a new connection is tried for.
     if (this.current === null && /^\s*ROLLBACK\s*$/i.test(text)) return { command: 'ROLLBACK', rowCount: null, oid: 0, fields: [], rows: [] };
-    return reconnecting(once, this.budgetMs);
+    // A statement on its own is its own transaction, at the database's default isolation: one the
+    // server rolled back for a conflict (a heartbeat meeting another run's lock under REPEATABLE
+    // READ) did nothing, and is sent again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await reconnecting(once, this.budgetMs);
+      } catch (error) {
+        if (!isRetryableConflict(error) || attempt >= CONFLICT_RETRIES) throw error;
+      }
+    }
   }
 
   /**

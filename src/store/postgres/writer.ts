@@ -3,7 +3,7 @@ import type { Claim, HeldCompany, MatchEvent, StoreEvent } from '../types.js';
 import { capRow, monthOf, runBudgetSql, type CapRow } from '../budget.js';
 import { decideBatch, type BatchDecision, type BatchReader, type KeptPurchase } from '../purchase.js';
 import { toKept } from '../copy.js';
-import { IDLE_IN_TRANSACTION_MS } from './connect.js';
+import { CONFLICT_RETRIES, IDLE_IN_TRANSACTION_MS, isRetryableConflict } from './connect.js';
 import { NOW_MS } from './schema.js';
 
 /** Outcomes, releases and unclaims are announced on this channel, in the transaction that writes them. */
@@ -482,7 +482,7 @@ export async function commitBatch(client: pg.Client, plan: BatchPlan, lockWaitMs
         locked = true;
         continue;
       }
-      if ((code === '40P01' || code === '40001') && attempt < 5) continue;
+      if (isRetryableConflict(error) && attempt < CONFLICT_RETRIES) continue;
       throw error;
     }
   }
