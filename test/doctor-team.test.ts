@@ -6,8 +6,7 @@ import { MIGRATIONS, SCHEMA_VERSION } from '../src/store/postgres/schema.js';
 import { PgStore } from '../src/store/postgres/store.js';
 import { READ_ONLY, roleSuite } from './helpers/pg-roles.js';
 import { freshDatabase, sql } from './helpers/postgres.js';
-import { csvText, tempDir } from './helpers/cli.js';
-import { runProcess } from './helpers/spawn.js';
+import { csvText, runCli, tempDir } from './helpers/cli.js';
 
 /**
  * Issue 21: `enrich doctor` with a team store (--store or ENRICH_STORE postgres://...) says
@@ -15,7 +14,7 @@ import { runProcess } from './helpers/spawn.js';
  */
 const roles = roleSuite();
 
-const doctor = (store: string, args: string[] = []) => runProcess(['doctor', '--sandbox', ...args], { env: { ENRICH_STORE: store } });
+const doctor = (store: string, args: string[] = []) => runCli(['doctor', '--sandbox', ...args], { env: { ENRICH_STORE: store } });
 
 /** The report's lines as { label: [status, text] }. */
 function report(stdout: string): Map<string, [string, string]> {
@@ -68,7 +67,7 @@ describe('enrich doctor on the team store', () => {
     expect(byCheck.get('writable')).toStrictEqual({ check: 'writable', status: 'ok', text: 'postgres may write every table a run writes (asked of the server: nothing was written)' });
     expect(byCheck.get('identity')?.text).toBe(`store id ${store.storeId}: every Idempotency-Key derives from it, so every machine on this store shows the same`);
     // Another machine (another host name) shows the same id.
-    const elsewhere = await runProcess(['doctor', '--sandbox'], { env: { ENRICH_STORE: url, ENRICH_HOST: 'cron-1' } });
+    const elsewhere = await runCli(['doctor', '--sandbox'], { env: { ENRICH_STORE: url, ENRICH_HOST: 'cron-1' } });
     expect(report(elsewhere.stdout).get('identity')?.[1]).toContain(`store id ${store.storeId}:`);
     expect(r.stdout).not.toContain(new URL(url).password);
     expect(await sql(url, 'SELECT count(*)::int AS n FROM runs')).toStrictEqual(before);
@@ -135,7 +134,7 @@ describe('enrich doctor on the team store', () => {
     const restricted = await doctor(runner.url);
     expect(report(restricted.stdout).get('writable')?.[0], restricted.stdout).toBe('ok');
     expect(report(restricted.stdout).get('budgets')).toStrictEqual(['ok', `${runner.name} may not change the team's monthly budgets (only SELECT on budgets): its runs meet them, and their owner sets them`]);
-    const refused = await runProcess(['budget', 'set', '10', '--store', runner.url]);
+    const refused = await runCli(['budget', 'set', '10', '--store', runner.url]);
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/^enrich: the role this store is opened as may not change this team store's budgets \(PostgreSQL: permission denied for table budgets\)/);
   });
@@ -148,7 +147,7 @@ describe('enrich doctor on the team store', () => {
     await new Promise<void>((resolve) => server.close(() => resolve()));
     const closed = new URL(url);
     closed.port = String(port);
-    const nobody = await runProcess(['doctor', '--sandbox', '--store', closed.toString()]);
+    const nobody = await runCli(['doctor', '--sandbox', '--store', closed.toString()]);
     expect(nobody.code).toBe(6);
     expect(storeLines(nobody.stdout)).toStrictEqual([
       ['store', 'FIX', `${shown(closed.toString())} (the team store): cannot reach 127.0.0.1:${port}: connection refused (is PostgreSQL running there?); check the address, the network or a firewall`],
@@ -186,7 +185,7 @@ describe('any PostgreSQL a team has', () => {
     expect(report(r.stdout).get('writable')).toStrictEqual(['FIX', `${database} on ${at} is read-only (a replica, or default_transaction_read_only = on): a run refuses it; give the primary's address`]);
     const dir = tempDir();
     try {
-      const run = await runProcess([dir.file('in.csv', csvText([['domain'], ['acme.com']])), '--sandbox', '--store', url, '-o', dir.file('out.csv')]);
+      const run = await runCli([dir.file('in.csv', csvText([['domain'], ['acme.com']])), '--sandbox', '--store', url, '-o', dir.file('out.csv')]);
       expect(run.code).toBe(2);
       expect(run.stderr.trim().split('\n')).toStrictEqual([`enrich: the team store ${database} on 127.0.0.1:${new URL(url).port} is read-only (a replica, or default_transaction_read_only = on); give the primary's address; nothing was sent to the service`]);
     } finally {

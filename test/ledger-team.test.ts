@@ -9,17 +9,17 @@ import { openLedgerStore } from '../src/store/open.js';
 import { displayStore } from '../src/store/path.js';
 import { MAINTENANCE_LOCK } from '../src/store/postgres/schema.js';
 import { PgStore } from '../src/store/postgres/store.js';
-import { csvText } from './helpers/cli.js';
+import { csvText, runCli } from './helpers/cli.js';
 import { freshDatabase, sql } from './helpers/postgres.js';
 import { sandboxSuite } from './helpers/sandbox-suite.js';
-import { runProcess, spawnCli } from './helpers/spawn.js';
+import { spawnCli } from './helpers/spawn.js';
 
 /**
  * Issue 21, "owning the team's data": `enrich ledger` on the team store (PostgreSQL) says what it
  * says on one person's (SQLite) for the same purchases; runs say who ran them; `spend` counts what
  * the sandbox charged, by month, person and input; `copy` merges a laptop's store into the team's
- * without buying or counting anything twice, an open purchase keeping its key. The built CLI runs
- * as its own process throughout; ENRICH_HOST plays two machines.
+ * without buying or counting anything twice, an open purchase keeping its key. The CLI runs in
+ * this process (main()); ENRICH_HOST plays two machines.
  */
 const KEY = 'sk_test_ledger_team_0001';
 const KEY2 = 'sk_test_ledger_team_0002';
@@ -29,9 +29,9 @@ const DAY = 86_400_000;
 
 const domains = (from: number, to: number): string[] => [...t.sb.directory].slice(from, to).map((c) => c.domain);
 const input = (name: string, list: readonly string[]): string => t.dir.file(name, csvText([['domain'], ...list.map((d) => [d])]));
-/** The built CLI in the test's folder (inputs by their names), as `host`, paying with `key`. */
-const enrich = (args: string[], host = 'laptop-a', key = KEY): ReturnType<typeof runProcess> =>
-  runProcess(args, { cwd: t.dir.path, env: { ...t.env(), ENRICH_API_KEY: key, ENRICH_HOST: host } });
+/** The CLI in the test's folder (inputs by their names), as `host`, paying with `key`. */
+const enrich = (args: string[], host = 'laptop-a', key = KEY): ReturnType<typeof runCli> =>
+  runCli(args, { cwd: t.dir.path, env: { ...t.env(), ENRICH_API_KEY: key, ENRICH_HOST: host } });
 
 async function batch(file: string, store: string, host: string, key = KEY): Promise<Record<string, unknown>> {
   const r = await enrich([file, '-o', t.dir.file(`out-${Math.random()}.csv`), '--store', store, '--quiet', '--summary-json', '-'], host, key);

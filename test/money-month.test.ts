@@ -1,9 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Summary } from '../src/pipeline/summary.js';
-import { csvText, readCsvFile, readCsvRows, tempDir } from './helpers/cli.js';
+import { csvText, readCsvFile, readCsvRows, runCli, tempDir } from './helpers/cli.js';
 import { liveTerminal, type LiveTerminal } from './helpers/pty.js';
-import { runProcess } from './helpers/spawn.js';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 
 const ASK_KEY = 'sk_test_question_0123456789';
@@ -26,7 +25,7 @@ const summaryOf = (path: string): Summary => JSON.parse(readFileSync(path, 'utf8
 
 async function run(args: string[]): Promise<{ code: number; stderr: string; summary: Summary }> {
   const json = dir.file(`sum${n++}.json`);
-  const r = await runProcess([...args, '--sandbox', '--summary-json', json]);
+  const r = await runCli([...args, '--sandbox', '--summary-json', json]);
   return { code: r.code, stderr: r.stderr, summary: summaryOf(json) };
 }
 
@@ -68,26 +67,26 @@ describe("a dry run's results", () => {
   it('never replace an existing -o file unless asked, and say "found" for a match not bought', async () => {
     const store = freshStore();
     const out = dir.file('real.csv', 'last night,s results\n');
-    const refused = await runProcess([FIXTURE, '--sandbox', '--store', store, '--dry-run', '-o', out]);
+    const refused = await runCli([FIXTURE, '--sandbox', '--store', store, '--dry-run', '-o', out]);
     expect(refused.code).toBe(2);
     expect(refused.stderr).toBe(`enrich: ${out} exists, and a dry run would replace it with estimates; give another -o, or add --overwrite\n`);
     expect(readFileSync(out, 'utf8')).toBe('last night,s results\n');
 
     // Nor the totals a real run wrote.
     const totals = dir.file('run.json', '{"credits_charged":138}\n');
-    const kept = await runProcess([FIXTURE, '--sandbox', '--store', store, '--dry-run', '--summary-json', totals]);
+    const kept = await runCli([FIXTURE, '--sandbox', '--store', store, '--dry-run', '--summary-json', totals]);
     expect(kept.code).toBe(2);
     expect(kept.stderr).toBe(`enrich: ${totals} exists, and a dry run would replace it with estimates; give another --summary-json, or add --overwrite\n`);
     expect(readFileSync(totals, 'utf8')).toBe('{"credits_charged":138}\n');
     // A nightly estimate replaces its own estimate of the night before.
     const estimate = dir.file('estimate.json');
     for (let night = 0; night < 2; night++) {
-      const r = await runProcess([FIXTURE, '--sandbox', '--store', store, '--dry-run', '--summary-json', estimate]);
+      const r = await runCli([FIXTURE, '--sandbox', '--store', store, '--dry-run', '--summary-json', estimate]);
       expect(r.code, r.stderr).toBe(0);
     }
     expect(JSON.parse(readFileSync(estimate, 'utf8'))).toMatchObject({ dry_run: true });
 
-    const ok = await runProcess([FIXTURE, '--sandbox', '--store', store, '--dry-run', '-o', out, '--overwrite']);
+    const ok = await runCli([FIXTURE, '--sandbox', '--store', store, '--dry-run', '-o', out, '--overwrite']);
     expect(ok.code, ok.stderr).toBe(0);
     const rows = readCsvFile(out);
     expect(rows.filter((r) => r['enrich_status'] === 'found')).toHaveLength(152);
@@ -174,7 +173,7 @@ describe('a question before a large spend, on a terminal only', () => {
 
   it('names the monthly budget and what it leaves, and that the run stops there', async () => {
     const store = freshStore();
-    expect((await runProcess(['budget', 'set', '120', '--store', store])).code).toBe(0);
+    expect((await runCli(['budget', 'set', '120', '--store', store])).code).toBe(0);
     live = liveTerminal([FIXTURE, '--store', store, '-o', dir.file('capped.csv')], service, 260, dir.file('tty-cap'));
     await live.waitForScreen((s) => s.some((l) => l.includes('[y/N]')));
     // The bill is of what the run can buy: 120 credits on Starter (2,000 included) is its $99.
@@ -191,7 +190,7 @@ describe('a question before a large spend, on a terminal only', () => {
     expect(await live.exited).toBe(0);
     expect(live.output()).toMatch(/bought +138/);
     // A pipe: the documented behaviour, no question.
-    const piped = await runProcess([FIXTURE, '--sandbox', '--store', freshStore(), '-o', dir.file('piped.csv')]);
+    const piped = await runCli([FIXTURE, '--sandbox', '--store', freshStore(), '-o', dir.file('piped.csv')]);
     expect(piped.code).toBe(0);
     expect(piped.stderr).not.toContain('[y/N]');
   });

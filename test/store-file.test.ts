@@ -20,7 +20,7 @@ async function boughtStore(n: number): Promise<{ store: string; input: string }>
   const store = t.dir.file('store.db');
   // In a process of its own: libsql frees a connection only when its statements are collected,
   // and one left open in this process could write into the store after the test damages it.
-  const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', store, '--quiet'], { env: t.env() });
+  const run = await runCli([input, '-o', t.dir.file('out.csv'), '--store', store, '--quiet'], { env: t.env() });
   expect(run.code, run.stderr).toBe(0);
   expect(t.sb.ledger(KEY)).toHaveLength(n);
   return { store, input };
@@ -113,7 +113,7 @@ describe('a damaged store', () => {
     const { store, input } = await boughtStore(3);
     damageTable(store, 'meta');
     const requests = t.sb.stats.requests;
-    const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', store], { env: t.env() });
+    const run = await runCli([input, '-o', t.dir.file('out.csv'), '--store', store], { env: t.env() });
     expect(run).toMatchObject({ code: 2, stdout: '' });
     expect(run.stderr).toBe(`enrich: the store ${store} is damaged (SQLite: database disk image is malformed); nothing was sent. ${what}\n`);
     expect(t.sb.stats.requests).toBe(requests);
@@ -123,16 +123,16 @@ describe('a damaged store', () => {
     await t.sandbox();
     const { store, input } = await boughtStore(3);
     damageTable(store, 'companies');
-    const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', store], { env: t.env() });
+    const run = await runCli([input, '-o', t.dir.file('out.csv'), '--store', store], { env: t.env() });
     expect(run.code, run.stderr).toBe(1);
     expect(run.stderr).toBe(
       `enrich: the store ${store} is damaged (SQLite: database disk image is malformed); the run stopped, and what it bought since it began may not be recorded. ${what}\n`,
     );
     expect(t.sb.ledger(KEY)).toHaveLength(3);
-    const ledger = await runProcess(['ledger', '--store', store]);
+    const ledger = await runCli(['ledger', '--store', store]);
     expect(ledger).toMatchObject({ code: 2, stderr: `enrich: the store ${store} is damaged (SQLite: database disk image is malformed); nothing was sent. ${what}\n` });
     // doctor has SQLite check every page, and fails the store as a batch would.
-    const doctor = await runProcess(['doctor', '--sandbox', '--store', store]);
+    const doctor = await runCli(['doctor', '--sandbox', '--store', store]);
     expect(doctor.code, doctor.stdout).toBe(2);
     expect(doctor.stdout).toMatch(new RegExp(`\\n  store +FIX +${store} is damaged \\(SQLite's integrity check: .+\\): move it aside and restore it from a backup; a batch would fail on it\\n`));
   });
@@ -165,16 +165,17 @@ describe('a store on a read-only mount', () => {
     try {
       const store = `${mnt}/store.db`;
       const input = t.dir.file('in.csv', csvText([['domain'], ...domains(3).map((d) => [d])]));
+      // Runs as processes: one in this process would hold the store open, and the mount busy.
       expect((await runProcess([input, '-o', t.dir.file('out.csv'), '--store', store], { env: t.env() })).code).toBe(0);
       const reads = async (): Promise<void> => {
-        const show = await runProcess(['ledger', '--store', store, '--json']);
+        const show = await runCli(['ledger', '--store', store, '--json']);
         expect(show.code, show.stderr).toBe(0);
         expect(JSON.parse(show.stdout)).toMatchObject({ services: [{ companies: 3 }] });
-        expect((await runProcess(['ledger', 'runs', '--store', store])).code).toBe(0);
-        const exported = await runProcess(['ledger', 'export', '--store', store, '-o', t.dir.file('all.jsonl')]);
+        expect((await runCli(['ledger', 'runs', '--store', store])).code).toBe(0);
+        const exported = await runCli(['ledger', 'export', '--store', store, '-o', t.dir.file('all.jsonl')]);
         expect(exported.code, exported.stderr).toBe(0);
         expect(readFileSync(t.dir.file('all.jsonl'), 'utf8').trim().split('\n')).toHaveLength(3);
-        const doctor = await runProcess(['doctor', '--sandbox', '--store', store]);
+        const doctor = await runCli(['doctor', '--sandbox', '--store', store]);
         expect(doctor.stdout).toMatch(/\n {2}store +ok +.*SQLite's integrity check: ok/);
       };
       // As a run left it: its process ended with the -wal and -shm beside the store.
@@ -214,12 +215,12 @@ describe('what --store and ENRICH_STORE may name', () => {
       [[], { ENRICH_STORE: ':memory:' }, plain('ENRICH_STORE', ':memory:')],
     ];
     for (const [args, env, stderr] of cases) {
-      const run = await runProcess([input, '-o', 'x.db', ...args], { env: t.env(env), cwd });
+      const run = await runCli([input, '-o', 'x.db', ...args], { env: t.env(env), cwd });
       expect(run, JSON.stringify([args, env])).toMatchObject({ code: 2, stdout: '', stderr });
     }
-    const ledger = await runProcess(['ledger', '--store', 'file:x.db'], { cwd });
+    const ledger = await runCli(['ledger', '--store', 'file:x.db'], { cwd });
     expect(ledger).toMatchObject({ code: 2, stderr: plain('--store', 'file:x.db') });
-    const doctor = await runProcess(['doctor', '--sandbox', '--store', ':memory:'], { cwd });
+    const doctor = await runCli(['doctor', '--sandbox', '--store', ':memory:'], { cwd });
     expect(doctor.code).toBe(2);
     expect(doctor.stdout).toContain(`  store      FIX   --store :memory:: give the store as a plain file path`);
     expect(readdirSync(cwd).sort()).toStrictEqual(['in.csv']);
@@ -233,7 +234,7 @@ describe('what --store and ENRICH_STORE may name', () => {
       [['--store', 'postgres://enrich:s3cret@127.0.0.1:1/enrich'], {}],
       [[], { ENRICH_STORE: 'postgresql://enrich:s3cret@127.0.0.1:1/enrich' }],
     ] as const) {
-      const run = await runProcess([input, ...args], { env: t.env(env) });
+      const run = await runCli([input, ...args], { env: t.env(env) });
       expect(run).toMatchObject({
         code: 6,
         stdout: '',
@@ -258,7 +259,7 @@ describe('paths that are the input or the store under another name', () => {
     const before = [readFileSync(input), readFileSync(store)];
     const requests = t.sb.stats.requests;
     const refused = async (args: string[], stderr: string): Promise<void> => {
-      const run = await runProcess(args, { env: t.env() });
+      const run = await runCli(args, { env: t.env() });
       expect(run, args.join(' ')).toMatchObject({ code: 2, stdout: '', stderr });
     };
     await refused([input, '-o', t.dir.file('out.csv'), '--store', store, '--summary-json', inputLink], `enrich: --summary-json and the input are the same file (${inputLink}); give each its own path\n`);
@@ -271,7 +272,7 @@ describe('paths that are the input or the store under another name', () => {
     expect(t.sb.stats.requests).toBe(requests);
     // A file that only looks alike is not the same file: a copy of the input takes the summary.
     const copy = t.dir.file('copy.csv', readFileSync(input, 'utf8'));
-    const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', store, '--summary-json', copy, '--quiet'], { env: t.env() });
+    const run = await runCli([input, '-o', t.dir.file('out.csv'), '--store', store, '--summary-json', copy, '--quiet'], { env: t.env() });
     expect(run.code, run.stderr).toBe(0);
     expect(JSON.parse(readFileSync(copy, 'utf8'))).toMatchObject({ rows: 2 });
   });

@@ -4,7 +4,7 @@ import pg from 'pg';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from '../src/store/postgres/schema.js';
 import { PgLedger } from '../src/store/postgres/ledger.js';
 import { PgStore, TABLE_WAIT_MS } from '../src/store/postgres/store.js';
-import { csvText, readCsvFile } from './helpers/cli.js';
+import { csvText, readCsvFile, runCli } from './helpers/cli.js';
 import { READ_ONLY, roleSuite } from './helpers/pg-roles.js';
 import { advisoryLocks, freshDatabase, lockWaits, sql } from './helpers/postgres.js';
 import { sandboxSuite } from './helpers/sandbox-suite.js';
@@ -24,7 +24,7 @@ const roles = roleSuite();
 /** A store made by a run of this enrich (one company bought), and the input it ran. */
 async function madeStore(url: string): Promise<string> {
   const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
-  const run = await runProcess([input, '-o', t.dir.file('first.csv'), '--store', url, '--quiet'], { env: t.env() });
+  const run = await runCli([input, '-o', t.dir.file('first.csv'), '--store', url, '--quiet'], { env: t.env() });
   expect(run.code, run.stderr).toBe(0);
   return input;
 }
@@ -60,22 +60,23 @@ describe('a batch on the team store that cannot go ahead', () => {
     });
     tries.push([url, { PGSSLMODE: 'require' }]);
     for (const [address, env] of tries) {
-      const run = await runProcess([input, '-o', t.dir.file('ssl-out.csv'), '--store', address], { env: { ...t.env(), ...env } });
+      // PGSSLMODE is read by pg from the process's environment: that case runs as a process.
+      const run = await (env['PGSSLMODE'] === undefined ? runCli : runProcess)([input, '-o', t.dir.file('ssl-out.csv'), '--store', address], { env: { ...t.env(), ...env } });
       expect(run.code, run.stderr).toBe(2);
       expect(run.stderr).toMatch(new RegExp(`^enrich: the team store at 127\\.0\\.0\\.1:${port} (takes no TLS connections and the address asks for them|.*does not support SSL)`));
       expect(run.stderr.trimEnd().split('\n')).toHaveLength(1);
-      const doctor = await runProcess(['doctor', '--sandbox', '--store', address], { env });
+      const doctor = await (env['PGSSLMODE'] === undefined ? runCli : runProcess)(['doctor', '--sandbox', '--store', address], { env });
       expect(doctor.code).toBe(2);
     }
     const ca = new URL(url);
     ca.searchParams.set('sslmode', 'verify-ca');
-    const verifyCa = await runProcess([input, '-o', t.dir.file('ssl-out.csv'), '--store', ca.toString()], { env: t.env() });
+    const verifyCa = await runCli([input, '-o', t.dir.file('ssl-out.csv'), '--store', ca.toString()], { env: t.env() });
     expect(verifyCa).toMatchObject({ code: 2, stderr: 'enrich: sslmode=verify-ca checks the server against a CA of your own: add sslrootcert=<file> to the address (or use verify-full, against the system CAs)\n' });
-    expect((await runProcess(['doctor', '--sandbox', '--store', ca.toString()])).stdout).toContain('sslmode=verify-ca checks the server against a CA of your own');
+    expect((await runCli(['doctor', '--sandbox', '--store', ca.toString()])).stdout).toContain('sslmode=verify-ca checks the server against a CA of your own');
     expect(t.sb.stats.requests).toBe(requests);
     const plain = new URL(url);
     plain.searchParams.set('sslmode', 'disable');
-    const ok = await runProcess([input, '-o', t.dir.file('ssl-out.csv'), '--store', plain.toString(), '--quiet'], { env: t.env() });
+    const ok = await runCli([input, '-o', t.dir.file('ssl-out.csv'), '--store', plain.toString(), '--quiet'], { env: t.env() });
     expect(ok.code, ok.stderr).toBe(0);
     expect(ok.stderr).toBe('');
   });
@@ -88,7 +89,7 @@ describe('a batch on the team store that cannot go ahead', () => {
     const requests = t.sb.stats.requests;
     const before = await contents(url);
     // --max-age 1s: everything held is stale, so this run would buy again if it could write.
-    const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', reader.url, '--max-age', '1s'], { env: t.env() });
+    const run = await runCli([input, '-o', t.dir.file('out.csv'), '--store', reader.url, '--max-age', '1s'], { env: t.env() });
     const { port, pathname } = new URL(url);
     const r = reader.name;
     expect(run).toMatchObject({
@@ -107,7 +108,7 @@ describe('a batch on the team store that cannot go ahead', () => {
     for (const grant of grants.split('; ')) await sql(url, grant);
     // No more than that is asked for: a service's row is only ever added, never updated.
     await sql(url, `REVOKE UPDATE ON services FROM ${r}`);
-    const granted = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', reader.url, '--quiet'], { env: t.env() });
+    const granted = await runCli([input, '-o', t.dir.file('out.csv'), '--store', reader.url, '--quiet'], { env: t.env() });
     expect(granted.code, granted.stderr).toBe(0);
   });
 
@@ -116,7 +117,7 @@ describe('a batch on the team store that cannot go ahead', () => {
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(1).map((d) => [d])]));
     const empty = await freshDatabase();
     const stranger = await roles.role(empty, READ_ONLY(empty));
-    const first = await runProcess([input, '--store', stranger.url], { env: t.env() });
+    const first = await runCli([input, '--store', stranger.url], { env: t.env() });
     expect(first.code, first.stderr).toBe(2);
     expect(first.stderr).toMatch(
       new RegExp(`^enrich: the role ${stranger.name} cannot create the schema of the team store in \\S+ on 127\\.0\\.0\\.1:\\d+ \\(permission denied for schema public\\); run enrich once as the database's owner, who may then let ${stranger.name} in: GRANT .*; nothing was sent to the service\\n$`),
@@ -126,7 +127,7 @@ describe('a batch on the team store that cannot go ahead', () => {
     await sql(old, MIGRATIONS[0] as string);
     await sql(old, "INSERT INTO meta (key, value) VALUES ('schema_version', '1'), ('store_id', '00112233aabbccdd')");
     const reader = await roles.role(old, READ_ONLY(old));
-    const behind = await runProcess([input, '--store', reader.url], { env: t.env() });
+    const behind = await runCli([input, '--store', reader.url], { env: t.env() });
     expect(behind.code, behind.stderr).toBe(2);
     expect(behind.stderr).toMatch(new RegExp(`^enrich: the role ${reader.name} cannot upgrade the team store's schema \\(version 1 to ${SCHEMA_VERSION}\\) in .* \\(must be owner of table runs\\); run enrich once as the database's owner`));
     expect(await sql(old, "SELECT value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ value: '1' }]);
@@ -140,7 +141,7 @@ describe('a batch on the team store that cannot go ahead', () => {
     await sql(url, "UPDATE meta SET value = '99' WHERE key = 'schema_version'");
     const requests = t.sb.stats.requests;
     const before = await contents(url);
-    const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--max-age', '1s'], { env: t.env() });
+    const run = await runCli([input, '-o', t.dir.file('out.csv'), '--store', url, '--max-age', '1s'], { env: t.env() });
     expect(run).toMatchObject({
       code: 2,
       stdout: '',
@@ -161,7 +162,7 @@ describe('a batch on the team store that cannot go ahead', () => {
       [['--store', wrong.toString()], {}],
       [[], { ENRICH_STORE: wrong.toString() }],
     ] as const) {
-      const login = await runProcess([input, ...args], { env: t.env(env) });
+      const login = await runCli([input, ...args], { env: t.env(env) });
       expect(login).toMatchObject({
         code: 2,
         stdout: '',
@@ -171,7 +172,7 @@ describe('a batch on the team store that cannot go ahead', () => {
     }
     const missing = new URL(url);
     missing.pathname = '/enrich_no_such_db';
-    const none = await runProcess([input, '--store', missing.toString()], { env: t.env() });
+    const none = await runCli([input, '--store', missing.toString()], { env: t.env() });
     expect(none).toMatchObject({
       code: 2,
       stdout: '',
@@ -188,7 +189,7 @@ describe('two versions of enrich on one database', () => {
     await t.sandbox();
     const url = await storeAtVersion1();
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
-    const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
+    const run = await runCli([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
     expect(run.code, run.stderr).toBe(0);
     expect(await sql(url, "SELECT key, value FROM meta WHERE key IN ('schema_version', 'store_id') ORDER BY key")).toStrictEqual([
       { key: 'schema_version', value: String(SCHEMA_VERSION) },
@@ -208,7 +209,7 @@ describe('two versions of enrich on one database', () => {
     try {
       await analyst.query('BEGIN');
       await analyst.query('SELECT count(*) FROM runs');
-      const blocked = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
+      const blocked = await runCli([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
       expect(blocked).toMatchObject({ code: 6, stdout: '' });
       expect(blocked.stderr).toMatch(
         new RegExp(`^enrich: cannot upgrade the team store's schema \\(version 1 to ${SCHEMA_VERSION}\\) in \\S+ on 127\\.0\\.0\\.1:\\d+: another session has held one of its tables for ${TABLE_WAIT_MS / 1000} s \\(an open transaction, a dump\\), and the schema is as it was; run the same command once it is done; nothing was sent to the service\\n$`),
@@ -223,7 +224,7 @@ describe('two versions of enrich on one database', () => {
       await analyst.end();
     }
     expect(await sql(url, "SELECT value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ value: '1' }]);
-    const after = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
+    const after = await runCli([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
     expect(after.code, after.stderr).toBe(0);
     expect(await sql(url, "SELECT value FROM meta WHERE key = 'schema_version'")).toStrictEqual([{ value: String(SCHEMA_VERSION) }]);
   });
@@ -265,7 +266,7 @@ describe('two versions of enrich on one database', () => {
     );
     await sql(url, "CREATE EVENT TRIGGER victim ON ddl_command_start WHEN TAG IN ('ALTER TABLE') EXECUTE FUNCTION victim()");
     const input = t.dir.file('in.csv', csvText([['domain'], ...domains(2).map((d) => [d])]));
-    const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
+    const run = await runCli([input, '-o', t.dir.file('out.csv'), '--store', url, '--quiet'], { env: t.env() });
     expect(run.code, run.stderr).toBe(0);
     // The first ALTER failed, then the retry ran every step from version 1 (each ALTER TABLE of migrations 2 on).
     const alters = MIGRATIONS.slice(1).join('\n').match(/ALTER TABLE/g)?.length ?? 0;
@@ -457,7 +458,7 @@ describe('a team store lost mid-run and back', () => {
       expect(run.stderr()).toMatch(/^enrich: interrupted while the team store could not be reached \(.+\); run the same command to finish: calls already sent resume under their keys, nothing is bought twice$/m);
       // Back up, the same command finishes, each company bought once.
       proxy.up();
-      const again = await runProcess([input, '-o', t.dir.file('lost-out.csv'), '--store', proxy.url, '--quiet'], { env: t.env() });
+      const again = await runCli([input, '-o', t.dir.file('lost-out.csv'), '--store', proxy.url, '--quiet'], { env: t.env() });
       expect(again.code, again.stderr).toBe(0);
       expect(new Set(t.sb.ledger(KEY).map((e) => e.domain)).size).toBe(t.sb.ledger(KEY).length);
     } finally {

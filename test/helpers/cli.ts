@@ -12,8 +12,32 @@ export interface CliRun {
   stderr: string;
 }
 
-/** Runs the CLI's main() in this process with captured streams: same code path as bin/enrich.cjs. */
-export async function runCli(argv: string[], options: { env?: Record<string, string | undefined>; stdin?: string } = {}): Promise<CliRun> {
+/** The folder in-process runs started in, and how many are under way there (they may overlap). */
+let inFolder: { cwd: string; before: string; runs: number } | null = null;
+
+/**
+ * Runs the CLI's main() in this process with captured streams: same code path as bin/enrich.cjs.
+ * With `cwd`, relative paths are read from that folder, as a process started there would (runs
+ * that overlap must share it).
+ */
+export async function runCli(argv: string[], options: { env?: Record<string, string | undefined>; stdin?: string; cwd?: string } = {}): Promise<CliRun> {
+  const { cwd } = options;
+  if (cwd === undefined) return runHere(argv, options);
+  if (inFolder !== null && inFolder.cwd !== cwd) throw new Error(`runCli: overlapping runs in two folders (${inFolder.cwd}, ${cwd})`);
+  inFolder ??= { cwd, before: process.cwd(), runs: 0 };
+  inFolder.runs++;
+  process.chdir(cwd);
+  try {
+    return await runHere(argv, options);
+  } finally {
+    if (--inFolder.runs === 0) {
+      process.chdir(inFolder.before);
+      inFolder = null;
+    }
+  }
+}
+
+async function runHere(argv: string[], options: { env?: Record<string, string | undefined>; stdin?: string }): Promise<CliRun> {
   const stdout = new PassThrough();
   const stderr = new PassThrough();
   const out: Buffer[] = [];
