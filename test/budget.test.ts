@@ -76,7 +76,8 @@ const until = async (condition: () => boolean): Promise<void> => {
 };
 
 describe('a monthly budget', () => {
-  it('on one machine, three runs (two at once) buy exactly the cap, the two that meet it exit 4; a dry run says 0', async () => {
+  // After them, a dry run says 0: a real run would buy nothing, the monthly budget has no room left.
+  it('on one machine, three runs (two at once) buy exactly the cap; the two that meet it exit 4', async () => {
     const store = join(dir.path, 'store.db');
     const ana = machine('laptop', store);
     const set = await done(ana(['budget', 'set', '60']));

@@ -168,7 +168,7 @@ describe('against a token-bucket service (simulated time, the real executor)', (
     expect(r.share429).toBeLessThanOrEqual(0.02);
   });
 
-  it("keeps a run's last stretch to the run: not in slow start, and not from a dry pass into the purchases after it", async () => {
+  it("holds back no run's last stretch: not in slow start, nor in the purchases after a dry pass", async () => {
     for (const seed of [1, 2, 3]) {
       // A terminal's question before a large spend: a dry pass over a few new domains (4,000 were
       // matched before), then the purchases. Held in the dry pass's last stretch, 4,200 enriches at
@@ -251,7 +251,7 @@ describe('against what real services do (simulated time, the real executor)', ()
     });
   }
 
-  it("ends a run at the ceiling too: a request refused in its last stretch would wait out its Retry-After after the rest (5 seeds)", async () => {
+  it('ends a run at the ceiling too: a 429 in its last stretch would wait out Retry-After (5 seeds)', async () => {
     // A deep bucket hides how far over it the pace was until it is empty, and its last tokens
     // inflate what was accepted: the pace climbed back over the ceiling, and half the runs had a
     // request refused in their last second and retried a second later, ending at 0.91 to 0.94.
@@ -261,7 +261,8 @@ describe('against what real services do (simulated time, the real executor)', ()
     expect(shares.filter((s) => s < 0.95).length).toBeLessThanOrEqual(1);
   });
 
-  it("ends a run at the ceiling when half the matches are companies and a few answers take over a second: its end game (5 seeds)", async () => {
+  // Half the matches are companies, and a few answers take over a second.
+  it('ends a run at the ceiling in its end game, half the matches companies (5 seeds)', async () => {
     // A match answered late among the last second's matches had no enrich work left behind it:
     // its enrich went after every other request (the bench's mix: 4,000 domains, half companies).
     const runs = await Promise.all(Array.from({ length: 5 }, (_, i) => simulatePasses({ rate: 500, burst: 500, latencyMs: 0, latency: LONG_TAIL, seed: 200 + i }, 4000, { missEvery: 2 })));
