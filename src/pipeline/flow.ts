@@ -37,19 +37,11 @@ const PLATEAU = 0.99;
 /** Ten cuts within a second did not stop the 429s (the ceiling fell, a fixed window ran out): everyone waits, and goes on at 0.9 of what was accepted. */
 const CLUSTER_CUTS = 10;
 const MEASURED_FLOOR = 0.9;
-/**
- * Refusals this few released requests apart are the pace over the ceiling; sparser ones brush it.
- * A one-token bucket refuses a request that arrives even slightly early, so against it three within
- * SHALLOW_DENSE are, and cuts compound at most twice.
- */
+/** Refusals this few released requests apart mean the pace is over the ceiling; sparser ones brush it. A one-token bucket refuses slightly early arrivals, so its span is wider and its cuts compound at most twice. */
 const DENSE_SPACING = 10;
 const SHALLOW_DENSE = 15;
 const SHALLOW_COMPOUND = 2;
-/**
- * A sparse refusal steps the pace down STEP, and each accepted answer steps it up so much less that
- * they balance where SHARE of requests are refused: against a one-token bucket, whose jitter
- * refusals no pace avoids, a client told the ceiling does best where 1.5-3% are refused.
- */
+/** Sparse refusals step the pace down STEP and accepted answers up, balancing at SHARE refused: against a one-token bucket (whose jitter refusals no pace avoids) 1.5-3% refused does best. */
 const STEP = 0.01;
 const SHALLOW_SHARE = 0.015;
 /** Of a bucket whose depth the first wave did not tell, sparse refusals under this share (over about SHARE_SPAN paced requests) are jitter. */
@@ -105,10 +97,8 @@ class Recent {
 }
 
 /**
- * One endpoint's latency, smoothed, and the least of it over the last two spans (BBR's min RTT,
- * per lane). The first span (a second at most) is cold and forgotten; in it, a near service
- * (under NEAR_MS) is judged by its fastest answer yet, since requests queued in this process are
- * most of such an answer, and whatever is in flight at a ceiling's first 429 is refused together.
+ * One endpoint's smoothed latency and its least over the last two spans (BBR's min RTT, per lane). In the cold first span a near service
+ * is judged by its fastest answer: queueing in this process is most of such an answer, and all in flight at the first 429 is refused together.
  */
 class LaneLatency {
   latency = 0;
@@ -148,19 +138,9 @@ class LaneLatency {
 }
 
 /**
- * Every request of a run goes through here: it waits in its lane, leaves one pacing interval after
- * the last and only while fewer than the window are in flight, and its answer teaches the pace and
- * the window.
- *
- * - The pace is the rate of the service's token bucket, learned: none until the first 429, then
- *   what was accepted so far, after everyone waits out that Retry-After once (not against a
- *   one-token bucket, whose first wave is refused nearly whole: it refills in an interval).
- * - Slow start grows it until refusals come dense; each dense refusal cuts it, and it climbs back
- *   to just under the ceiling (by slow start against a one-token bucket, along CUBIC's curve
- *   against a deep one). Sparse refusals step it down a little. A refused request waits out its
- *   own Retry-After (attempt.ts); nobody else does, but after cuts that did not stop the 429s.
- * - The window is Little's law once paced; unpaced, it grows while answers come fast and shrinks
- *   while they queue.
+ * Every request waits in its lane and leaves one pacing interval after the last, while the window has room; answers teach both. The pace
+ * is the service's token-bucket rate, learned from 429s: slow start until refusals come dense, a cut per dense refusal, a climb back under
+ * the ceiling (CUBIC against a deep bucket); sparse refusals step it down. The window is Little's law once paced, latency-driven before.
  */
 export class Flow {
   /** Requests a second; infinite until the first 429. */
@@ -424,10 +404,8 @@ export class Flow {
   }
 
   /**
-   * The pace is over the ceiling: cut it, harder for each cut within the last second, then climb
-   * back to just under where it was refused (a one-token bucket), or to what the service accepted
-   * over the last second or sustained over three, whichever is less (a deep bucket, whose last
-   * tokens inflate either).
+   * The pace is over the ceiling: cut it (harder per cut in the last second), then climb back under where it was refused (one-token
+   * bucket) or under the lesser of what was accepted over 1 s and sustained over 3 s (a deep bucket, whose last tokens inflate either).
    */
   private cut(now: number, retryAfterSeconds: number): void {
     const shallow = this.depth === 'shallow';

@@ -7,11 +7,7 @@ import { IntVector } from './vector.js';
 export const Match = { PENDING: 0, HIT: 1, MISS: 2, ERROR: 3 } as const;
 export type MatchStatus = (typeof Match)[keyof typeof Match];
 
-/**
- * A canonical company the service matched: enriched (and charged) at most once. What this run
- * knows of its purchase is one state (run-purchase.ts), moved only by RunState through the
- * transitions there; the row's status, error and source are read from it.
- */
+/** A company the service matched: enriched (and charged) at most once. Its purchase state moves only through run-purchase.ts's transitions. */
 export class Company implements KnownPurchase {
   readonly purchase: RunPurchase = FIRST_PURCHASE.purchase;
   readonly generation: number = FIRST_PURCHASE.generation;
@@ -45,12 +41,7 @@ export interface MatchError {
   final: boolean;
 }
 
-/**
- * Everything the batch knows, keyed compactly: the unique input domains in first-seen order with
- * their match state in typed arrays (a million domains cost tens of MB, not hundreds), and the
- * matched companies. What the store knew is loaded through the plan; live outcomes go through
- * `apply`, the same events the store writes.
- */
+/** Everything the batch knows: unique domains in first-seen order with their match state in typed arrays (a million domains: tens of MB), and the matched companies. */
 export class RunState {
   private readonly domainIndex = new Map<string, number>();
   readonly domains: string[] = [];
@@ -97,10 +88,7 @@ export class RunState {
     return c < 0 ? undefined : this.companies[c];
   }
 
-  /**
-   * Whether every error this run shows is a company an earlier run's failure holds back (an
-   * unusable paid answer): nothing a rerun could clear, so the run is done, not partial.
-   */
+  /** Whether every error is a company an earlier run's unusable answer holds back: nothing a rerun could clear, so the run is done, not partial. */
   errorsAllEarlier(): boolean {
     return this.matchErrors.size === 0 && this.companies.every((c) => c.status !== 'error' || (c.purchase.state === 'failed' && c.purchase.earlier === true));
   }
@@ -234,12 +222,7 @@ export class RunState {
     return n;
   }
 
-  /** Companies this run still owes a purchase, and how many of those refresh a held record. */
-  /**
-   * Companies still to buy, how many refresh a stale record, and how many of them hold a
-   * reservation under the monthly budgets already (an open purchase an attempt may be under: a
-   * real run finishes them without new room).
-   */
+  /** Companies still to buy, how many refresh a stale record, and how many already hold a budget reservation (a real run finishes them without new room). */
   owed(): { buy: number; refresh: number; reserved: number } {
     let buy = 0;
     let refresh = 0;
