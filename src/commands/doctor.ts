@@ -47,10 +47,7 @@ function addressLine(url: string): Check {
   return ok('address', u.protocol === 'https:' ? url : `${url} (plain http: allowed only because ${u.hostname} is this machine)`);
 }
 
-/**
- * Any answer means something is there; a 5xx means it is not working (a gateway's 502/503 when
- * the service behind it is down), which a batch would meet as "unavailable" too.
- */
+/** Any answer means something is there; a 5xx (a gateway's 502/503) means the service is down, which a batch would meet as "unavailable" too. */
 function reachableCheck(origin: string, status: number): Check {
   if (status >= 500) return fail('reachable', `${origin} answered HTTP ${status}: the service is down or failing behind its gateway; try again later`, 'unavailable');
   return ok('reachable', `${origin} answered (HTTP ${status})`);
@@ -131,10 +128,7 @@ async function storeChecks(options: DoctorOptions): Promise<Check[]> {
   return teamStoreChecks(options.storePath);
 }
 
-/**
- * `enrich doctor`: for a cron set-up, whether a batch would work here, one line per check, ok or
- * the fix. Null when all pass, else the kind of the first failure (its exit code, in cli/main.ts).
- */
+/** `enrich doctor`: whether a batch would work here, one line per check. Null when all pass, else the first failure's kind (its exit code). */
 export async function runDoctor(options: DoctorOptions, out: NodeJS.WritableStream): Promise<ErrorKind | null> {
   const checks = [...(await allChecks(options)), ...(await storeChecks(options))];
   out.write(options.json === true ? jsonReport(checks) : formatReport(checks));
