@@ -176,12 +176,10 @@ export async function storeCheck(path: string, folderProblem: string | null): Pr
   // A batch makes only the default store's folder: a named one must be there already.
   if (folderProblem !== null) return fail('store', `${path} cannot be created: ${folderProblem}`, 'usage');
   let dir = dirname(path);
-  // The deepest name there is, link or not: a dangling link or a file there is no folder to make
-  // the rest in (a batch would fail on it).
+  // The deepest name there is, link or not: a dangling link or a file there is no folder to make the rest in.
   while ((await lstat(dir).catch(() => null)) === null && dirname(dir) !== dir) dir = dirname(dir);
   if ((await stat(dir).catch(() => null))?.isDirectory() !== true) return fail('store', `${path} cannot be created: ${dir} is not a folder`, 'usage');
-  // Made and removed for real: access() says yes to root anywhere, and a folder may refuse what
-  // its permission bits allow (a read-only mount, /proc).
+  // Made and removed for real: access() says yes to root anywhere, and a folder may refuse what its bits allow (a read-only mount, /proc).
   const refused = await mkdtemp(join(dir, '.enrich-doctor-')).then(
     async (probe) => {
       await rm(probe, { recursive: true, force: true });

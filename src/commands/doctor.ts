@@ -73,8 +73,7 @@ async function serviceChecks(url: string, apiKey: string | { problem: string }, 
     if (typeof apiKey !== 'string') return [...checks, fail('key', apiKey.problem, 'usage'), endpointsCheck(description)];
     const client = createClient({ baseUrl: url, apiKey, dispatcher, userAgent: `enrich/${VERSION} doctor`, timeoutMs: options.timeoutMs });
     const key = await keyCheck(client, samples);
-    // No description and the match is not the service API either: the address is wrong (a base
-    // path), which is the reachable row's to say, not the key's.
+    // No description and no service API at the match either: the base path is wrong, the reachable row's to say, not the key's.
     if (description.status === 404 && key.status === 'fail' && key.kind === 'unavailable') {
       checks[checks.length - 1] = fail('reachable', `${origin} answers, but not as the service API (HTTP 404 at ${prefix}/openapi.json and the match endpoint): check the base path in ENRICH_BASE_URL`, 'unavailable');
       checks.push(note('key', 'not checked: no service API at this address'));

@@ -64,8 +64,7 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
   if (options.action.kind === 'copy') return copyStores(options.action, options.json, how, print);
   // A file that is not there (or empty) is no store; a team store's database is checked when opened.
   if (!isTeamStore(options.store) && missingFile(options, io)) return;
-  // Every journal is checked before the store is opened (and so perhaps made): a refused import
-  // leaves nothing behind.
+  // Every journal is checked before the store is opened (and perhaps made): a refused import leaves nothing behind.
   if (options.action.kind === 'import') {
     for (const path of options.action.journals) {
       const info = statOrNull(path);
@@ -128,7 +127,6 @@ function readsOnly(action: LedgerAction): boolean {
 /** `enrich budget set` and `clear` write (and may make a store, so a cap can come before the first run). */
 const setsBudget = (action: LedgerAction): boolean => action.kind === 'budget' && action.change !== undefined;
 
-/** The subcommand itself, on the open store. */
 async function act(store: LedgerStore, options: LedgerOptions, print: (s: string) => void, io: LedgerIO): Promise<void> {
   const action = options.action;
   switch (action.kind) {

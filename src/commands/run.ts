@@ -509,7 +509,6 @@ async function connect(options: RunOptions, cleanups: Cleanups): Promise<Service
 
 /** The formatted results of rows, each distinct one made once (formattedResults). */
 interface Formatted<T> {
-  /** Row i's result, formatted. */
   of(row: number): T;
   /** Whether every row of company `c` to come is formatted already (its first and its repeats): its record is not needed. */
   done(c: Company): boolean;
@@ -526,8 +525,7 @@ function formattedResults<T>(
   tally: RowTally,
 ): Formatted<T> {
   const cache = new Map<string, { status: RowResult['status']; value: T }>();
-  // Companies whose first row was written: their later rows say `repeat`, so that counting
-  // `bought` rows counts credits (one a company), not rows.
+  // After a company's first row its later rows say `repeat`, so counting `bought` rows counts credits, not rows.
   const seen = new Set<string>();
   return {
     of(row) {

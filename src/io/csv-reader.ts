@@ -47,10 +47,7 @@ class RangedParser extends Parser {
 
 const allEmpty = (record: string[]): boolean => record.every((f) => f === '');
 
-/**
- * The 1-based line of a byte offset; CRLF, LF and a lone CR each end a line. With `skipBlank`, blank lines at the offset are passed.
- * csv-parse's own counter counts a CRLF inside a quoted field twice, so messages use this.
- */
+/** The 1-based line of a byte offset (CRLF, LF or a lone CR ends a line; `skipBlank` passes blank lines first); csv-parse's counter doubles a quoted CRLF. */
 export async function lineAt(path: string, offset: number, skipBlank: boolean): Promise<number> {
   let line = 1;
   let pos = 0;

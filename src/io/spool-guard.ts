@@ -66,8 +66,7 @@ export class SpoolGuard {
       throw new InputError(`${name} is UTF-16 encoded; save it as UTF-8 CSV and run again`);
     }
     if (chunk.includes(0)) throw new InputError(`${name} is not a text file (it contains NUL bytes)`);
-    // A line that ends in this chunk is checked whole; lines between two breaks of one chunk are
-    // shorter than the chunk, which a stream hands over in tens of KiB.
+    // A line ending in this chunk is checked whole; lines between two breaks of a chunk are shorter than the chunk (tens of KiB).
     const first = lineBreakAt(chunk, false);
     const longest = first === -1 ? this.line + chunk.length : this.line + first;
     if (longest > SPOOL_LIMITS.maxLineBytes) {

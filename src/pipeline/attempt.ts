@@ -33,7 +33,6 @@ export interface AttemptDeps {
   inflight: AbortSignal;
   /** Until when every caller is held back (the flow's shared pause); 0: none. */
   pausedUntil: () => number;
-  /** The circuit breaker every attempt's outcome goes through. */
   health: Health;
   /** Stops the run: the service is down, or asks to wait longer than it is worth. */
   unavailable(outage: Outage): void;
@@ -74,8 +73,7 @@ export function attempter(deps: AttemptDeps): Attempter {
           return { kind: 'stopped' };
         }
         if (!decision.retry) return { kind: 'error', error };
-        // A pause that holds every request is shown as one, so a wait never looks like a hang; a
-        // lone 429 that only this request waits out is not a pause of the run.
+        // A pause holding every request is shown, so a wait never looks like a hang; a lone 429 only this request waits out is not a pause.
         if (error instanceof RateLimitedError && deps.pausedUntil() > clock.now()) progress({ type: 'paused', until: deps.pausedUntil() });
         progress({ type: 'retry' });
         hooks.resting?.(true);

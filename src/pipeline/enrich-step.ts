@@ -122,8 +122,7 @@ class EnrichStep {
     });
   }
 
-  // The key an attempt goes under: the open intent's as written (a resume must not recompute it,
-  // in case the derivation ever changes), else a new one for the generation and version.
+  // The open intent's key as written (a resume must not recompute it, should the derivation change), else a new one.
   private keyOf(c: Company): string {
     return keyOf(c.purchase) ?? this.deps.idempotencyKey(c, c.keyVersion);
   }
@@ -263,8 +262,7 @@ class EnrichStep {
     const claimStale = (): boolean => this.deps.leaseLapsed() || claimedIn !== this.deps.leaseEpoch();
     const call = (signal: AbortSignal) => {
       const key = this.keyOf(c);
-      // A key that may have been sent unanswered (by this run or one before) may answer with a
-      // stored outcome: what it answers is weighed as such (pipeline/health.ts).
+      // A key that may have been sent unanswered may answer with a stored outcome: its answer is weighed as such (health.ts).
       const p = c.purchase;
       lostKey = p.state === 'uncertain' ? { lostAt: p.lostAt } : undefined;
       sentKeys.add(key);
@@ -278,8 +276,7 @@ class EnrichStep {
         const lapsed = lapsedInQueue || this.deps.leaseLapsed();
         lapsedInQueue = false;
         if (c.purchase.state === 'claimed' && !lapsed && claimedIn === this.deps.leaseEpoch()) return true;
-        // The lease renewed before the claim: a claim over a lease still lapsed would be judged
-        // stale again in its slot, and the company never sent.
+        // Renew before claiming: a claim over a lease still lapsed would be judged stale again in its slot, and never sent.
         if (lapsed && !(await this.renewLease())) return false;
         claimedIn = this.deps.leaseEpoch();
         return this.claimPurchase(c, place);
@@ -354,7 +351,6 @@ class EnrichStep {
     return true;
   }
 
-  /** The probe under way, if one is. */
   private probing: Promise<void> | null = null;
 
   /**
@@ -401,8 +397,7 @@ class EnrichStep {
           outcome = await this.buy(c, sentKeys, place, arrived, claimedIn);
         }
       } finally {
-        // A key left uncertain may have been charged, and so may one retired on the settle rule
-        // after the last attempt: --max-credits counts both as spent.
+        // An uncertain key may have been charged, as may one retired on the settle rule after the last attempt: --max-credits counts both as spent.
         const uncertain = chargeMayBeUnseen(c.purchase) ? Math.max(outcome.charged, 1) : outcome.charged;
         if (place.held) this.deps.budget.settle(uncertain + c.unconfirmed - place.counted);
         this.unclaim(c, sentKeys);

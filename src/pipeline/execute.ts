@@ -60,7 +60,6 @@ export interface ExecuteDeps {
   idempotencyKey(company: Company, version: number): string;
   /** A company first met in this run's matches: load what the store holds of it, and plan. */
   planCompany(company: Company): Promise<void> | void;
-  /** Where progress is told (pipeline/progress.ts). */
   progress: ProgressSink;
   /** Wall-clock ms since the epoch (default Date.now): when records were bought. */
   now?: () => number;
@@ -87,8 +86,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   // (none waiting longer than that), so a late match's enrich is not left trailing the run. Each pass starts in the usual order.
   let endGame = false;
   deps.flow.matchesFirst(null);
-  // The requests left, for the flow's last stretch: the matches not yet queued, and each task
-  // under way (a match may bring an enrich after it).
+  // Requests left, for the flow's last stretch: matches not yet queued, and each task under way (a match may bring an enrich).
   let matchesLeft = 0;
   for (let d = 0; d < state.domainCount; d++) if (state.needsMatch(d)) matchesLeft++;
   deps.flow.remainingFrom(() => 2 * matchesLeft + tasks.remaining);
@@ -196,8 +194,7 @@ function wire(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, run: 
     progress({ type: 'enrich-queued' });
     tasks.track(enrich(company), false);
   };
-  // A company first met mid-run is planned from the store before anything is decided about it:
-  // its enrich (asked for by this match or an alias's) waits for that plan.
+  // A company first met mid-run is planned from the store first: its enrich (from this match or an alias's) waits for that plan.
   const plans = new Map<number, Promise<void>>();
   const planCompany = (company: Company): void => {
     const plan = Promise.resolve(deps.planCompany(company));

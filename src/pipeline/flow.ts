@@ -327,8 +327,7 @@ export class Flow {
     if (this.paced) this.refusedShare -= this.refusedShare / SHARE_SPAN;
     if (ok) this.learnWindow(now - sentAt, lane, busy, now);
     this.startShallow();
-    // Grow only while requests wait for the pace (not the input, nor the window, is the
-    // bottleneck), and not on answers to requests sent before the last cut.
+    // Grow only while requests wait for the pace (neither input nor window is the bottleneck), and not on answers sent before the last cut.
     const paceBound = this.waiting > 0 && this.inFlight < this.window;
     if (!this.paced || !paceBound || sentAt <= this.lastCut || this.tail()) {
       this.lastGrowth = now;
@@ -358,8 +357,7 @@ export class Flow {
   private refused(sentAt: number, retryAfterSeconds: number): void {
     const now = this.clock.now();
     if (sentAt <= this.firstRefusalAt) {
-      // The first wave refused nearly whole: a one-token bucket, which refills in an interval, so
-      // nobody waits, and the pace starts at a request a round trip.
+      // The first wave refused nearly whole: a one-token bucket, refilled in an interval, so nobody waits and the pace starts at one a round trip.
       if (++this.waveRefused > SHALLOW_WAVE && this.depth === 'unknown') {
         this.depth = 'shallow';
         this.pausedUntil = now;
@@ -369,8 +367,7 @@ export class Flow {
       return;
     }
     if (!this.paced) {
-      // The first 429: everything in flight went too fast, so everyone waits once, then goes on
-      // at what was accepted so far.
+      // The first 429: everything in flight went too fast, so everyone waits once, then goes on at what was accepted so far.
       this.pause(now, retryAfterSeconds);
       this.rate = Math.max(1, this.acceptedAll / Math.max(1, (now - (this.startedAt ?? now)) / 1000));
       this.firstRefusalAt = this.lastCut = this.lastGrowth = now;
@@ -395,8 +392,7 @@ export class Flow {
       this.slowStart = false;
       this.climbFrom(now);
     } else if (shallow && sentAt > this.lastStep) {
-      // Against a one-token bucket, one small step per refusal of a request sent since the last (a
-      // late request brings the next one early: the pair counts once).
+      // Against a one-token bucket, one small step per refusal of a request sent since the last (a late one brings the next early).
       this.lastStep = now;
       this.rate = Math.max(1, this.rate * (1 - STEP));
       this.kick();
@@ -460,8 +456,7 @@ export class Flow {
     }
     if (left >= this.rate * TAIL_SECONDS) return false;
     this.inTail = true;
-    // Still climbing back after a cut, from where the cut left it: the climb's target may be a
-    // deep bucket's last tokens counted as its rate.
+    // Still climbing back after a cut: the climb's target may be a deep bucket's last tokens counted as its rate.
     const climbing = this.from > 0 && this.clock.now() - this.lastCut < 2 * CUBIC_SECONDS * 1000;
     this.rate = Math.max(1, (climbing ? Math.min(this.rate, this.from) : this.rate) * TAIL_MARGIN);
     this.kick();

@@ -63,8 +63,7 @@ export function planCompany(held: HeldCompany | null, purchase: Purchase | null,
   }
   // Nothing was sent under this open purchase's key: continuing it is a clean start.
   if (open !== null) return { action: 'buy', generation: open.generation, refresh, held, resume: open };
-  // A miss is believed like a lookup's. Any other failure (a 422 on a company the free match
-  // found) cost nothing, and the next run asks again.
+  // A miss is believed like a lookup's; any other failure (a 422) cost nothing, and the next run asks again.
   if (held === null && purchase !== null && purchase.outcome === 'miss' && policy.now - (purchase.closedAt ?? 0) <= policy.missMaxAgeMs) {
     return { action: 'no_match', code: null, held: null };
   }

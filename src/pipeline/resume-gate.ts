@@ -10,7 +10,6 @@ export class ResumeGate {
     if (this.waiting.size === 0) this.open();
   }
 
-  /** Whether the company at `index` is one the gate waits for. */
   holds(index: number): boolean {
     return this.waiting.has(index);
   }

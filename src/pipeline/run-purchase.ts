@@ -139,8 +139,7 @@ export function onEnrich(k: KnownPurchase, e: EnrichEvent, now: number): Move {
   if (e.status === 'miss') return { purchase: MISSED };
   const error = e.code ?? 'error';
   if (e.verdict === 'retired') {
-    // Proven uncharged: a service that stored this error under the key would replay it forever,
-    // so the next attempt gets a new one.
+    // Proven uncharged: a service that stored this error under the key would replay it forever, so the next attempt gets a new one.
     const unconfirmed = k.unconfirmed + (e.unconfirmed === true ? 1 : 0);
     return { keyVersion: e.keyVersion + 1, unconfirmed, purchase: e.final === true ? failed(error, false) : unclaimed(error) };
   }

@@ -3,7 +3,6 @@ import type { CompanyPlan, DomainPlan } from './plan.js';
 import { errorOf, FIRST_PURCHASE, holdsReservation, isOpen, onClaim, onEnrich, onIntent, onPlan, onRelease, onUnclaim, rowStatus, sourceOf, type KnownPurchase, type Move, type RunPurchase, type TimedIntent } from './run-purchase.js';
 import { IntVector } from './vector.js';
 
-/** Where a domain's free match stands. */
 export const Match = { PENDING: 0, HIT: 1, MISS: 2, ERROR: 3 } as const;
 export type MatchStatus = (typeof Match)[keyof typeof Match];
 
@@ -179,8 +178,7 @@ export class RunState {
   private applyEnrich(c: Company, entry: EnrichEvent): void {
     const charged = entry.charged ?? 0;
     this.creditsThisSession += charged;
-    // Answers arrive out of order, and a replay carries the balance of its first time: the lowest
-    // balance seen is the freshest (it only falls while a run spends).
+    // Answers arrive out of order and a replay carries its first balance: the lowest seen is the freshest (it only falls while a run spends).
     if (entry.remaining !== undefined) this.creditsRemaining = Math.min(entry.remaining, this.creditsRemaining ?? entry.remaining);
     if (entry.verdict === 'retired' && entry.unconfirmed === true && entry.status === 'error') this.unconfirmedThisSession++;
     move(c, onEnrich(c, entry, Date.now()));

@@ -54,7 +54,6 @@ export class Tasks {
     this.notify();
   }
 
-  /** Resolves once every task has settled. */
   async drain(): Promise<void> {
     while (this.outstanding > 0) await this.next();
   }

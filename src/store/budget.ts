@@ -77,10 +77,7 @@ const HELD = `p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain = 
 /** An open purchase an attempt may be under holds its reservation; one with none recorded (older, copied, imported) holds the price all the same. */
 const HOLDS = `CASE WHEN p.intent_key IS NOT NULL OR p.uncertain = 1 THEN (CASE WHEN p.reserved > 0 THEN p.reserved ELSE ${ENRICH_PRICE} END) ELSE 0 END`;
 
-/**
- * Spent and held under each cap row `b`: the store's ('' person) counts every purchase, a person's only theirs.
- * `ph(n)`: the dialect's placeholder; 1 since, 2 until (ms).
- */
+/** Spent and held under each cap row `b` (the store's '' row counts every purchase, a person's only theirs); `ph(n)`: placeholder, 1 since, 2 until. */
 export function budgetUsedSql(ph: (n: number) => string): string {
   const whose = `(b.person = '' OR p.person = b.person)`;
   return `

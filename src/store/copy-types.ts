@@ -52,7 +52,6 @@ export interface CopySource {
   lookups(service: string): AsyncIterable<CopyLookup[]>;
   companies(service: string): AsyncIterable<CopyCompany[]>;
   purchases(service: string): AsyncIterable<KeptPurchase[]>;
-  /** Ends the snapshot. */
   end(): Promise<void>;
 }
 

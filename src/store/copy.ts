@@ -78,7 +78,6 @@ export function copiedPurchase(source: KeptPurchase, target: KeptPurchase | null
 
 export const mapRun = (run: number | null, ids: RunIds): number | null => (run === null ? null : (ids.get(run) ?? null));
 
-/** Tallies one purchase's move into a chunk's counts. */
 export function tally(counts: PurchasesCopied, move: PurchaseMove, source: KeptPurchase, target: KeptPurchase | null): void {
   if (move === 'add' || move === 'close') {
     if (source.outcome === 'open') counts.open++;
@@ -105,7 +104,6 @@ export function copiedRun(r: CopyRun): CopyRun {
 /** The status of a run that was under way (or killed) in the store it was copied from. */
 export const COPIED_RUNNING = 'unfinished (copied)';
 
-/** What a copy moved, in all. */
 export interface Copied extends PurchasesCopied {
   services: number;
   runs: number;

@@ -1,6 +1,5 @@
 import type { Claim, StoreEvent } from './types.js';
 
-/** An event waiting for its group commit. */
 export interface Queued {
   event: StoreEvent;
   durable: boolean;
@@ -169,8 +168,7 @@ export class GroupCommit {
         this.shared = null;
         this.queue = [];
       }
-      // Gather the full time unless an intent waits, the queue is large or a flush asked: many small commits each
-      // rewrite every B-tree page they touch.
+      // Gather the full time unless an intent waits, the queue is large or a flush asked: many small commits each rewrite every page they touch.
       if (this.queue.length > 0 && !this.urgentQueued && this.queue.length < this.timing.batchRows && this.flushing === 0) {
         await this.nextBatch(false);
         this.hurry = null;

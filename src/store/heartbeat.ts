@@ -80,8 +80,7 @@ export class Heartbeat {
     if (this.beating !== null) return this.beating;
     const sentAt = this.readClocks();
     const landed = (): void => {
-      // The row others read stayed at the last beat until this one landed: a gap up to the
-      // landing counts, though the beat is dated when it was sent.
+      // Others saw the last beat until this one landed: a gap up to the landing counts, though the beat is dated when sent.
       if (this.gapTo(sentAt) || this.gapTo(this.readClocks())) this.epoch++;
       this.beatAt = sentAt;
     };

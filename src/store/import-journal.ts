@@ -63,7 +63,6 @@ export interface JournalTarget {
   importedBytes(path: string): Promise<number | null>;
   /** One service's records, to apply a journal's events to as the past (no run claims anything). */
   importer(service: string): Promise<{ importEvents(events: JournalEvents): Promise<void>; loadCompanies: ServiceStore['loadCompanies'] }>;
-  /** Notes that the journal was imported up to `bytes`. */
   markImported(path: string, bytes: number, companies: number): Promise<void>;
 }
 

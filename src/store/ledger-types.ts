@@ -64,7 +64,6 @@ export interface Pruned {
   purchases: number;
 }
 
-/** How `enrich ledger spend` groups what was spent. */
 export type SpendBy = 'month' | 'person' | 'input';
 
 /** Credits of the purchases one group closed, as the month's bill counts them: charged with an answer seen, and keys retired as possibly charged. */

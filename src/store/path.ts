@@ -66,10 +66,7 @@ export function scanCacheDir(store: string, env: NodeJS.ProcessEnv): string {
   return join(dirname(isTeamStore(store) ? defaultStorePath(env) : store), 'scans');
 }
 
-/**
- * A named store's folder must exist, as -o's must: a mistyped one would get an empty store, and what is held be bought
- * again. Only the default's folder is made on first use. Returns the trouble, or null.
- */
+/** A named store's folder must exist, as -o's must: a mistyped one would get an empty store and everything bought again. Returns the trouble, or null. */
 export function storeFolderProblem(store: string, env: NodeJS.ProcessEnv): string | null {
   if (isTeamStore(store)) return null;
   if (store === defaultStorePath(env)) return homeProblem(env, '--store or ENRICH_STORE');

@@ -77,8 +77,7 @@ export function decideClaim({ held, kept, event, run, now, alive, person, room }
       return { claim: { kind: 'moved', purchase: publicPart(kept) }, write: null };
     }
   }
-  // A key an attempt may have gone under keeps its reservation until settled; any other needs room
-  // for its price under every cap.
+  // A key an attempt may have gone under keeps its reservation until settled; any other needs room for its price under every cap.
   const reserves = kept === null || !mayBeCharged(kept);
   const price = event.price ?? ENRICH_PRICE;
   if (reserves && room !== null && room.left < price) return { claim: { kind: 'capped', person: room.person, cap: room.cap }, write: null };
@@ -115,10 +114,7 @@ export function importedPurchase(e: EnrichEvent, at: number): KeptPurchase {
   return { domain: e.company, generation: e.generation, keyVersion: e.keyVersion, intentKey: null, uncertain: false, unconfirmed: 0, lostAt: null, settleMs: null, errorCode: null, outcome: 'open', closedAt: null, ownerRun: null, credits: 0, run: null, openedAt: at, person: null, reserved: 0, resumed: false };
 }
 
-/**
- * What an answer (or its absence) does to the purchase; null: nothing (it is not there, or the
- * event is stale). `run`: the run that got it (null: an import, whose events are the past).
- */
+/** What an answer (or its absence) does to the purchase; null: nothing (absent, or a stale event). `run` null: an import, whose events are the past. */
 export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: number | null, now: number): KeptPurchase | null {
   const at = e.at ?? now;
   // A live run always wrote the intent first; an imported journal may have none.
@@ -159,10 +155,7 @@ export interface Busy {
   busy: number;
 }
 
-/**
- * What a batch's transaction reads before it decides. Purchases and holdings are read under the batch's
- * company locks; the team store reads caps before locking them and rechecks them under the locks.
- */
+/** What a batch's transaction reads: purchases and holdings under its company locks; the team store rechecks caps under their own locks. */
 export interface BatchReader {
   purchase(domain: string, generation: number): KeptPurchase | null;
   holding(domain: string): HeldCompany | null;
@@ -203,10 +196,7 @@ export function countedUnderCaps(p: KeptPurchase, since: number, until: number):
 
 const purchaseKey = (domain: string, generation: number): string => `${generation} ${domain}`;
 
-/**
- * One batch's events in order, each seeing the earlier ones' writes. `now`: the store's clock, or each
- * event's own moment (an import). `run` null: an import, which claims nothing from anyone.
- */
+/** One batch's events in order, each seeing the earlier ones' writes; `now`: the store's clock, or each event's own (an import: `run` null, claiming nothing). */
 export function decideBatch(events: readonly StoreEvent[], read: BatchReader, run: number | null, now: number | readonly number[]): BatchDecision {
   const written = new Map<string, KeptPurchase>();
   /** Records the batch bought, the newest generation's of each company. */

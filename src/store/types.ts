@@ -206,7 +206,6 @@ export interface ServiceStore {
   flush(): Promise<void>;
   /** Flushes, then stops the writer if one was started: the last write of a run. */
   close(): Promise<void>;
-  /** Records how the run ended. */
   endRun(end: RunEnd): Promise<void>;
   /** Releases the open intents this run holds, so other runs need not wait for them. */
   releaseClaims(): Promise<void>;

@@ -81,7 +81,6 @@ class LiveDisplay {
     this.spinner = ora({ stream: this.options.stream, text, discardStdin: false, hideCursor: true, ...color }).start();
   }
 
-  /** Clears the bars and the spinner. */
   clear(): void {
     this.frame.clear();
     this.stopSpinner();

@@ -123,7 +123,6 @@ export function describe(error: unknown): string {
   return message.split('\n')[0] ?? message;
 }
 
-/** A connection, or a Session. */
 export interface Queryable {
   query<R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
 }
@@ -246,8 +245,7 @@ export const IDLE_IN_TRANSACTION_MS = 10_000;
 
 /** `work` in one transaction: committed, or rolled back and its error thrown. `lockTimeoutMs` bounds each lock wait (SET LOCAL: it ends with the transaction). */
 export async function inTransaction<T>(db: { query(text: string): Promise<unknown> }, work: () => Promise<T>, lockTimeoutMs?: number): Promise<T> {
-  // Every transaction is written for READ COMMITTED, whatever the database's default (a pooler
-  // may not keep a session's SET, so it is said on each BEGIN).
+  // Every transaction is written for READ COMMITTED, whatever the default; said on each BEGIN, as a pooler may not keep a session's SET.
   await db.query('BEGIN ISOLATION LEVEL READ COMMITTED');
   try {
     await db.query(`SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`);
@@ -348,15 +346,13 @@ export class Session {
         throw error;
       }
     };
-    // A lock or a transaction lives on its connection: what follows must never run on a new one,
-    // without the lock, or outside any transaction.
+    // A lock or a transaction lives on its connection: what follows must never run on a new one, without it.
     const held = this.pinned ? 'the lock it held' : this.inTransaction ? 'the transaction it was in' : null;
     if (held !== null) return this.onItsConnection(once, held);
     // The ROLLBACK after a transaction lost with its connection: nothing is left to undo, and a
     // server that is down must not hold the error up while a new connection is tried for.
     if (this.current === null && /^\s*ROLLBACK\s*$/i.test(text)) return { command: 'ROLLBACK', rowCount: null, oid: 0, fields: [], rows: [] };
-    // A lone statement is its own transaction at the database's default isolation: one rolled back for a conflict did
-    // nothing, and is sent again.
+    // A lone statement is its own transaction: one rolled back for a conflict did nothing, and is sent again.
     for (let attempt = 1; ; attempt++) {
       try {
         return await reconnecting(once, this.budgetMs);

@@ -7,7 +7,6 @@ import { NOW_MS, SCHEMA_VERSION } from './schema.js';
 
 /** The tables a run writes (meta is written only by a migration, which the tables' owner runs). */
 export const WRITTEN_TABLES = ['services', 'lookups', 'companies', 'purchases', 'runs', 'imports'] as const;
-/** Every table of the schema. */
 const ALL_TABLES = ['meta', ...WRITTEN_TABLES];
 /** The tables whose ids come from a sequence (BIGSERIAL), which an insert must be allowed to use. */
 const SEQUENCED_TABLES = ['services', 'runs'];

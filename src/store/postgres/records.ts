@@ -149,8 +149,6 @@ export class PgRecords implements ServiceStore {
     return `${host}:${port}`;
   }
 
-  // ---- reads ----
-
   async holdsAny(): Promise<boolean> {
     const { rows } = await this.store.db.query<{ any: boolean }>(
       'SELECT EXISTS (SELECT 1 FROM companies WHERE service = $1) OR EXISTS (SELECT 1 FROM purchases WHERE service = $1) AS any',
@@ -262,8 +260,6 @@ export class PgRecords implements ServiceStore {
     return found;
   }
 
-  // ---- writes ----
-
   append(event: StoreEvent, durable = false): Promise<Claim> {
     return this.group.append(event, durable);
   }
@@ -354,8 +350,6 @@ export class PgRecords implements ServiceStore {
     return !isProcessAlive(holder.pid);
   }
 
-  // ---- waiting on another run ----
-
   /** Resolves when another run's outcome (or release) for `company` commits, or after `ms` (polling: a notification sent while the listener reconnects is lost). */
   async waitForOutcome(company: string, ms: number, signal?: AbortSignal): Promise<'notified' | 'timeout'> {
     // Behind a pooler in transaction mode a LISTEN would stay on a session others are handed: polling alone.
@@ -400,8 +394,6 @@ export class PgRecords implements ServiceStore {
     });
     return this.listening;
   }
-
-  // ---- the run's lease ----
 
   /** Whether this run's lease may have lapsed (heartbeat.ts): then it must claim again before it sends. */
   leaseLapsed(): boolean {
@@ -449,8 +441,7 @@ export class PgRecords implements ServiceStore {
   async endRun(end: RunEnd): Promise<void> {
     this.heartbeat.stop();
     if (this.run === null) return;
-    // The store was out of reach past the budget: a second wait on the way out would only delay
-    // the exit. The run's row is left to lapse, as a dead run's does.
+    // Out of reach past the budget: a second wait would only delay the exit; the run's row is left to lapse, as a dead run's does.
     if (this.group.failure instanceof PgWriteError && this.group.failure.lost) return;
     await this.store.db.query('UPDATE runs SET ended_at = $1, status = $2, credits = $3, bought = $4, reused = $5 WHERE id = $6', [this.store.now(), end.status, end.credits, end.bought, end.reused, this.run]);
   }

@@ -31,7 +31,6 @@ export class ServerClock {
     }
   }
 
-  /** The best reading kept. */
   reading(): ClockReading {
     return { skewMs: this.offset, roundTripMs: this.roundTrip };
   }

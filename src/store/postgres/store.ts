@@ -196,12 +196,10 @@ export class PgStore {
     await this.db.end();
   }
 
-  /** How long a lost connection is tried again. */
   get reconnectMs(): number {
     return this.options.reconnectMs ?? RECONNECT_MS;
   }
 
-  /** How long a statement may go unanswered. */
   get queryTimeoutMs(): number {
     return this.options.queryTimeoutMs ?? QUERY_TIMEOUT_MS;
   }

@@ -283,7 +283,6 @@ export class BatchPlan {
   /** What the first round trip read; set by first(). */
   private read: PgBatchRead | null = null;
 
-  /** The rule's answer to what was read. */
   decide(): BatchDecision {
     return decideBatch(this.events, this.read ?? new PgBatchRead(), this.run, this.now);
   }

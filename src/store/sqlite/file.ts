@@ -64,8 +64,7 @@ function publish(temp: string, target: string): void {
     const code = (error as NodeJS.ErrnoException).code ?? '';
     if (code === 'EEXIST') return; // another run made it first: that one is the store
     if (!NO_LINKS.has(code)) throw error;
-    // An exclusive copy never replaces a store either; only a run opening it mid-copy could
-    // find it incomplete there, and would refuse it rather than start it afresh.
+    // An exclusive copy never replaces a store either; a run opening it mid-copy would refuse it as incomplete, not start afresh.
     try {
       copyFileSync(temp, target, constants.COPYFILE_EXCL);
     } catch (copyError) {

@@ -84,8 +84,6 @@ export class ServiceRecords implements ServiceStore {
     return this.run ?? 0;
   }
 
-  // ---- reads ----
-
   /** Point queries for a few keys, one scan for many: past about an eighth of the table a scan beats a probe per key. */
   private visit<R extends unknown[]>(keys: readonly string[], table: string, columns: string, has: (domain: string) => boolean, each: (row: R) => void): void {
     if (keys.length === 0) return;
@@ -168,8 +166,6 @@ export class ServiceRecords implements ServiceStore {
     });
     return found;
   }
-
-  // ---- writes ----
 
   append(event: StoreEvent, durable = false): Promise<Claim> {
     return this.group.append(event, durable);

@@ -88,8 +88,7 @@ export function threadChannel(file: string, data: WriterThreadData): WriteChanne
     // A small young generation: the thread's garbage is short-lived, and V8's default grows it by tens of MiB for no speed.
     const w = new Worker(file, { workerData: data, resourceLimits: { maxYoungGenerationSizeMb: WRITER_YOUNG_MB } });
     w.unref();
-    // V8 resets the young generation's growth factor when it sets up this thread's isolate: a
-    // large run holds its young generation from here (heap.ts).
+    // V8 resets the young generation's growth factor when it sets up this thread's isolate: hold it from here (heap.ts).
     w.once('online', holdYoungGeneration);
     w.on('message', (reply: WriterReply) => {
       const p = pending.get(reply.id);

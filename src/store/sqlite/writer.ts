@@ -208,8 +208,7 @@ export class RecordWriter {
 
   /** Writes events of the past (an imported journal) in one transaction, each at its own time. */
   importEvents(events: readonly { event: StoreEvent; at: number }[]): void {
-    // IMMEDIATE: each event reads before it writes, and a plain BEGIN would fail (SQLITE_BUSY_SNAPSHOT) if another
-    // process committed in between.
+    // IMMEDIATE: each event reads before it writes, and a plain BEGIN would fail (SQLITE_BUSY_SNAPSHOT) if another process committed between.
     this.store.db.transaction(() => {
       const lookup = this.store.sql('INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES (?, ?, ?, ?, ?, ?)');
       for (const { event: e, at } of events) if (e.type === 'match' && e.status !== 'error') lookup.run([this.serviceId, e.domain, e.status, e.company ?? null, e.name ?? null, at]);
@@ -253,7 +252,6 @@ export class RecordWriter {
     return row[1] === this.store.host ? { kind: 'busy', pid: row[0] } : { kind: 'busy', pid: row[0], host: row[1] };
   }
 
-  /** Writes a purchase as the rules (store/purchase.ts) left it. */
   private save(p: KeptPurchase): void {
     this.store
       .sql(
