@@ -1,7 +1,4 @@
-/**
- * Exit codes are a public contract (README "Exit codes"); scripts branch on them.
- * Only src/cli/main.ts turns an outcome or an error into one of these, from its kind.
- */
+/** Exit codes are a public contract (README "Exit codes") scripts branch on; only cli/main.ts turns an outcome into one. */
 export const ExitCode = {
   OK: 0,
   FAILURE: 1,
@@ -12,18 +9,12 @@ export const ExitCode = {
   /** The service cannot be reached, or asks to wait too long: nothing is wrong with the input; rerun later. */
   UNAVAILABLE: 6,
   INTERRUPTED: 130,
-  /**
-   * The reader of stdout went away (`| head`): stop without a word, as rg and qsv do, with the
-   * status a shell shows for a program ended by SIGPIPE (128 + 13), so `set -o pipefail` can tell.
-   */
+  /** stdout's reader went away (`| head`): stop quietly, as rg and qsv do, with SIGPIPE's shell status (128 + 13) so `set -o pipefail` can tell. */
   CLOSED_PIPE: 141,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
-/**
- * What kind of trouble an error (or a stopped run, or a failed check) is: the one table in
- * cli/main.ts maps each kind to its exit code.
- */
+/** What kind of trouble an error, a stopped run or a failed check is; cli/main.ts maps each kind to its exit code. */
 export type ErrorKind = 'failure' | 'usage' | 'partial' | 'credits' | 'auth' | 'unavailable' | 'interrupted' | 'closed_pipe';
 
 /** An error whose message is fit to show the user as one line, with the kind of trouble it is. */
@@ -74,12 +65,7 @@ export class InterruptedError extends EnrichError {
 
 const YEAR_S = 365 * 86_400;
 
-/**
- * "45 s", "5 min 1 s", "1.5 h", "3 days", "over a year": a wait the service asked for, as a
- * person reads it. Every unit is rounded up, never down, so a wait just over a threshold (the
- * run's 5 minutes) never reads as the threshold itself; a wait past a year (a Retry-After of
- * 1e308 s, or an HTTP date in year 9999) is not a count of days anyone can use.
- */
+/** A wait as a person reads it ("45 s", "5 min 1 s", "3 days", "over a year"), rounded up so a wait just past a threshold never reads as the threshold. */
 export function formatWait(seconds: number): string {
   if (!(seconds <= YEAR_S)) return 'over a year';
   const s = Math.max(0, Math.ceil(seconds));
@@ -90,10 +76,8 @@ export function formatWait(seconds: number): string {
 }
 
 /**
- * The run cannot go on for reasons outside the input and the key: the service cannot be reached
- * (DNS, refused, TLS, no answer), the address is not the service, or it asks to wait longer than
- * a run should sit. Exit 6, so cron can tell "service down" from "some rows failed"; everything
- * done so far is kept, and rerunning the same command later resumes.
+ * The run cannot go on for reasons outside the input and the key: the service is unreachable, not the service, or asks to wait too long.
+ * Exit 6, so cron can tell "service down" from "some rows failed"; what was done is kept, and a rerun resumes.
  */
 export class ServiceUnavailableError extends EnrichError {
   override readonly name = 'ServiceUnavailableError';

@@ -3,10 +3,8 @@ import type v8 from 'node:v8';
 import type perfHooks from 'node:perf_hooks';
 
 /**
- * Heap tuning for a large input, kept because it pays (`npm run bench`, section 9: a 20,000-domain
- * run's peak 1.12x lower, a 1,000,000-row run's 1.15x, for a few per cent of CPU). Flags are set only on the
- * V8s of Node 20 to 24 (11 to 13): V8 prints an unknown flag's error to stdout (our data). A flag
- * the user started Node with stands.
+ * Heap tuning for a large input (it lowers the peak measurably for a few per cent of CPU). Flags are set only on the V8s of Node 20-24:
+ * V8 prints an unknown flag's error to stdout, our data. A flag the user started Node with stands.
  */
 function setFlag(name: string, flag: string): void {
   const given = `${process.execArgv.join(' ')}\n${process.env['NODE_OPTIONS'] ?? ''}`;
@@ -29,11 +27,7 @@ export const YOUNG_SEMI_MIB = 8;
 /** Whether tuneHeap tuned this run: then holdYoungGeneration holds the young generation too. */
 let tuned = false;
 
-/**
- * Keeps the heap near what is live for a large input: V8 otherwise lets the old generation grow
- * up to fourfold between collections under a high allocation rate. The flag is read on every
- * collection, so setting it once the input's size is known, before it is parsed, takes effect.
- */
+/** Keeps the heap near what is live for a large input (V8 lets the old generation grow fourfold under heavy allocation); read on every collection, so setting it before parsing takes effect. */
 export function tuneHeap(inputBytes: number): void {
   if (inputBytes < TUNE_HEAP_FROM_BYTES || !knownV8()) return;
   setFlag('heap-growing-percent', '--heap-growing-percent=25');
@@ -42,11 +36,8 @@ export function tuneHeap(inputBytes: number): void {
 }
 
 /**
- * Holds a tuned run's young generation at YOUNG_SEMI_MIB a semi-space. V8 doubles it up to 16 MiB
- * whenever enough survives, and a run keeps much alive. Each collection reads the growth factor,
- * so it is judged again after every one: V8 puts the factor back to 2 when it sets up an isolate
- * (the store's writer thread calls this once online), and shrinks an idle young generation, which
- * must then grow again. A young generation the user sized is left alone.
+ * Holds a tuned run's young generation at YOUNG_SEMI_MIB a semi-space (V8 doubles it up to 16 MiB when much survives). Judged after every
+ * collection: V8 resets the growth factor for each new isolate (the writer thread calls this once online) and shrinks an idle one. A user-sized one is left alone.
  */
 export function holdYoungGeneration(): void {
   if (!tuned || /--(max|min)[-_]semi[-_]space[-_]size/.test(`${process.execArgv.join(' ')}\n${process.env['NODE_OPTIONS'] ?? ''}`)) return;
@@ -69,11 +60,7 @@ function judgeYoung(): void {
   young.holding = factor === 1;
 }
 
-/**
- * The growth factor for a semi-space of `semiBytes`, `holding` if the last judgement held it: 1
- * at the hold (set each time: a worker's start resets it), 2 below it once held (V8 shrank it),
- * null to leave V8's own.
- */
+/** The growth factor for a semi-space of `semiBytes`: 1 at the hold (set each time, as a worker's start resets it), 2 below it once held, null for V8's own. */
 export function growthFactor(semiBytes: number, holding: boolean): 1 | 2 | null {
   if (semiBytes >= YOUNG_SEMI_MIB * 1024 * 1024) return 1;
   return holding ? 2 : null;

@@ -1,10 +1,6 @@
 import { readFileSync } from 'node:fs';
 
-/**
- * Whether a process with this pid runs on this host (EPERM: it exists, owned by someone else). A
- * zombie, dead but not yet reaped by its parent (a container whose PID 1 reaps nothing), answers
- * the signal check as if alive: on Linux its state in /proc says it is not.
- */
+/** Whether a process with this pid runs on this host (EPERM: someone else's). A zombie (a container whose PID 1 reaps nothing) passes the signal check; /proc says it is not alive. */
 export function isProcessAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -19,10 +15,7 @@ function isZombie(pid: number): boolean {
   return state === 'Z' || state === 'X';
 }
 
-/**
- * The fields of Linux's /proc/<pid>/stat after the command name (the state first), which is in
- * parentheses and may hold any character; null where that cannot be read.
- */
+/** The fields of /proc/<pid>/stat after the command name (which is in parentheses and may hold anything); null where unreadable. */
 function statFields(pid: number): string[] | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
@@ -32,10 +25,7 @@ function statFields(pid: number): string[] | null {
   }
 }
 
-/**
- * When a process on this host started (ms since the epoch), from Linux's /proc; null where that
- * cannot be read (another OS, or the process is gone). Tells a live run from a reused pid.
- */
+/** When a process on this host started (ms), from /proc; null where unreadable (another OS, a gone process). Tells a live run from a reused pid. */
 export function processStartedAt(pid: number): number | null {
   const fields = statFields(pid);
   if (fields === null) return null;
@@ -51,12 +41,9 @@ export function processStartedAt(pid: number): number | null {
 }
 
 /**
- * Whether a run of this host, in process `pid`, registered at `startedAt` (ms, this host's clock),
- * is gone: its process is, or the pid now belongs to a program that started after the run did (a
- * reused pid) and the run's heartbeat has stopped (`beating` false). A clock set forward since the
- * run began (an NTP step, a VM resumed) also makes its own process look started after it: the
- * heartbeat tells the two apart, so a live run is never taken for gone, and its purchases never
- * bought again under new keys beside it (review: a 10 s step did, with `ledger release`).
+ * Whether a run of this host in process `pid`, registered at `startedAt`, is gone: no process, or a reused pid (started after the run) with
+ * the heartbeat stopped. A clock set forward also makes the run's own process look newer; the heartbeat tells them apart, so a live run is never
+ * taken for gone and its purchases bought again under new keys.
  */
 export function goneOnThisHost(pid: number, startedAt: number, beating: () => boolean): boolean {
   if (!isProcessAlive(pid)) return true;

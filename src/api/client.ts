@@ -27,12 +27,7 @@ export interface CallOptions {
 export interface ServiceClient {
   match(domain: string, options?: CallOptions): Promise<MatchResponse>;
   enrich(domain: string, options: CallOptions & { idempotencyKey: string }): Promise<EnrichResponse>;
-  /**
-   * Asks the paid endpoint something it cannot bill: an enrich with no domain, which the spec
-   * answers 422 (4.2: `domain` is required; 7: no error response charges). Its answer says only
-   * that the endpoint is answering now (pipeline/enrich-step.ts, the settle rule). Rejects with
-   * the answer's error, as any call.
-   */
+  /** An enrich the paid endpoint cannot bill (no domain: 422 by spec 4.2; no error charges, spec 7), to learn it answers now (the settle rule). Rejects with its error. */
   probeEnrich?(options?: CallOptions): Promise<void>;
 }
 

@@ -3,13 +3,9 @@ import { classifyConnectionFailure, type ConnectionFailure } from './network.js'
 export type { ConnectionFailure } from './network.js';
 
 /**
- * One error hierarchy for everything the service client can throw, built by one factory from the
- * response (RFC 9457 problem+json, spec section 7). Messages never carry request headers, so the
- * API key cannot leak through an error.
- *
- * `definitive` is what the money rules hinge on: true when the service itself answered with a
- * problem document, which by spec 7 rule 2 charged nothing. Anything else (a connection reset, a
- * timeout, a proxy's HTML 502) leaves the outcome unknown, and a paid retry must reuse its key.
+ * Every error the service client throws, built by one factory from the response (RFC 9457, spec 7); messages never carry request headers,
+ * so the API key cannot leak. `definitive` is what the money rules hinge on: the service itself answered with a problem document, which by
+ * spec 7 rule 2 charged nothing; anything else (a reset, a timeout, a proxy's 502) leaves the outcome unknown, so a paid retry reuses its key.
  */
 export interface Problem {
   type?: string;
@@ -55,10 +51,8 @@ export class ApiError extends Error {
 const credits = (v: unknown): number | undefined => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : undefined);
 
 /**
- * A 200 to a paid call that contradicts itself or is another company's record: the service says
- * it charged, but what came is not the record of the company bought. It is never retried (a retry
- * under the key would replay it), never stored as that company's record, and its credit counts as
- * spent. `charged`: what the answer cost by the spec (1 on a match) or by its own word.
+ * A 200 to a paid call that contradicts itself or is another company's record. Never retried (the key would replay it), never stored as
+ * the company's record, its credit counted as spent. `charged`: what it cost by the spec (1 on a match) or by its own word.
  */
 export class UnusablePaidAnswerError extends ApiError {
   override readonly name = 'UnusablePaidAnswerError';
@@ -111,11 +105,7 @@ export interface ConnectionErrorInit extends ApiErrorInit {
   causeText: string;
 }
 
-/**
- * No usable answer arrived (refused, reset, timed out). `neverSent` is true when the failure
- * came before a connection existed (DNS, refused, unreachable, TLS handshake): the service never
- * saw the request, so it cannot have run it. Otherwise the request may or may not have run.
- */
+/** No usable answer arrived. `neverSent`: the failure came before a connection existed (DNS, refused, TLS), so the service cannot have run it. */
 export class ConnectionError extends ApiError {
   override readonly name: string = 'ConnectionError';
   readonly host: string;
@@ -137,11 +127,7 @@ export class UnexpectedResponseError extends ApiError {
   override readonly name: string = 'UnexpectedResponseError';
 }
 
-/**
- * The address answers, but not as the service: a 404 or 405 on a documented endpoint (a miss is
- * never a 404, spec 1 rule 1), or a 2xx page that is not JSON (a wrong base path, a captive
- * portal). Every other call will get the same, so a run should stop rather than fail each row.
- */
+/** The address answers, but not as the service: a 404/405 on a documented endpoint (a miss is never a 404, spec 1) or a non-JSON 2xx page; every call would get the same. */
 export class NotServiceApiError extends UnexpectedResponseError {
   override readonly name = 'NotServiceApiError';
 }
@@ -185,10 +171,7 @@ const STATUS_CLASSES: Record<number, typeof ApiError> = {
   422: ValidationError,
 };
 
-/**
- * The service's prose as it may be shown on a terminal: a string, without control characters
- * (an ESC sequence in a `detail` would drive the user's terminal), and not a page long.
- */
+/** The service's prose as it may be shown on a terminal: no control characters (an ESC in a `detail` would drive it), at most 300 characters. */
 export function printable(text: unknown): string {
   if (typeof text !== 'string') return '';
   // eslint-disable-next-line no-control-regex
@@ -204,20 +187,13 @@ export interface ErrorResponse {
   body: string;
 }
 
-/**
- * Definitive means the service itself refused the request, so by spec 7 rule 2 nothing was
- * charged: a problem document (application/problem+json, as every service error is) with a 4xx
- * or a 500. A 502, 503 or 504, even with a JSON body, may come from a gateway in front of a
- * service that did run the call: its outcome is unknown.
- */
+/** Definitive: a problem document with a 4xx or 500, so by spec 7 rule 2 nothing was charged. A 502-504, even with JSON, may come from a gateway in front of a service that ran the call. */
 const isDefinitive = (status: number, contentType: string): boolean =>
   /^application\/problem\+json\b/i.test(contentType) && (status < 500 || status === 500);
 
 /**
- * 409 to a paid call: what an idempotency layer says while a request under the same key is still
- * running (Stripe's, and those built like it). Under a key whose earlier attempt lost its answer,
- * that one may yet be charged: the key is kept (pipeline/keys.ts) and asked again later under it
- * (api/retry.ts). Under a key never sent unanswered it proves nothing runs: an error as any other.
+ * 409 to a paid call: an idempotency layer saying a request under the same key is still running. Under a key whose earlier attempt lost its
+ * answer, that attempt may yet be charged: the key is kept (pipeline/keys.ts). Under a key never lost it is an error as any other.
  */
 export const IN_PROGRESS = 409;
 
@@ -270,11 +246,7 @@ function notServiceApi(res: ErrorResponse, problem: Problem | undefined, request
   });
 }
 
-/**
- * A transport failure as one line that names the host and the cause ("cannot reach
- * data.example.com: DNS lookup failed"). The host comes from the configured address, never from
- * the request, so neither the key nor the query leaks into it.
- */
+/** A transport failure as one line naming the host and cause; the host comes from the configured address, never the request, so neither key nor query leaks. */
 export function connectionError(cause: unknown, host = 'the service'): ConnectionError {
   const { failure, text } = classifyConnectionFailure(cause);
   const lead = failure === 'dns' || failure === 'refused' || failure === 'unreachable' || failure === 'tls' ? 'cannot reach' : 'no answer from';

@@ -22,15 +22,9 @@ export class CallerAborted extends Error {
 }
 
 /**
- * One request over undici's dispatch API, the layer its own `request()` is built on: the body is
- * gathered straight from the parser's callbacks, without the Readable stream, the async resource
- * and the per-request timer `request()` would add. This runs for every answer, tens of thousands
- * a second, so it is written to allocate little.
- *
- * The whole-request deadline: undici's headersTimeout bounds the headers; a body that is complete
- * in the packet that brought its headers (nearly every answer) needs no timer at all; any other
- * body gets one, armed on the next tick, for what is left of the deadline. A body dripped a byte
- * at a time, never idle, ends there.
+ * One request over undici's dispatch API, gathering the body from the parser's callbacks without the stream, async resource and timer
+ * `request()` adds: it runs for every answer. The deadline: headersTimeout bounds the headers; a body not complete in their packet gets
+ * a timer, armed on the next tick, for what is left, so a body dripped a byte at a time still ends.
  */
 class Exchange implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | null = null;
@@ -135,18 +129,9 @@ class Exchange implements Dispatcher.DispatchHandler {
 }
 
 /**
- * The exchanges open under one signal, and the one listener that stops them all. Every request of
- * a run shares one signal (its grace period's): a listener added and removed per request cost the
- * event loop measurably, and the listener stays for the signal's life (Node keeps a timeout's
- * signal alive while it has one, until it fires: none is passed here).
- *
- * The open exchanges are a list linked through themselves, and an exchange that settles is
- * unlinked with its own links cleared. V8's young-generation collector keeps alive whatever an
- * old object points to, dead or not, until the next full collection: a removed listener of
- * Node's EventTarget, or an outgrown table of a Set, still pointing at newer entries, kept each
- * later request's objects (headers, buffers, the request itself) alive through two collections
- * and into the old generation, chain after chain (trace-gc: 45 of 385 MB promoted in a match-only
- * run with 4 in flight, against 10 without the signal).
+ * The exchanges open under one signal, and its one listener (a listener per request cost the event loop; all of a run's share one signal).
+ * They form a list linked through themselves, and a settled one is unlinked with its links cleared: V8's young-generation collector keeps
+ * alive whatever an old object points to, so stale links (a removed EventTarget listener, an outgrown Set table) promoted later requests' objects.
  */
 interface Watched {
   head: Exchange | null;
@@ -186,10 +171,7 @@ function armDeadline(exchange: Exchange): void {
   exchange.arm();
 }
 
-/**
- * Sends one request on `dispatcher` and gathers its answer. Rejects with undici's error for a
- * transport failure, CallerAborted when `signal` aborts, DeadlineExceeded past the deadline.
- */
+/** Sends one request and gathers its answer; rejects with undici's error on a transport failure, CallerAborted on `signal`, DeadlineExceeded past the deadline. */
 export function exchange(
   dispatcher: Dispatcher,
   options: Dispatcher.DispatchOptions,

@@ -15,10 +15,7 @@ export interface RetryPolicy {
   maxRateLimitedAttempts: number;
   baseDelayMs: number;
   maxDelayMs: number;
-  /**
-   * The longest Retry-After worth waiting out inside a run. Beyond it the run should stop and
-   * say so ("rerun later"), not sit for hours looking hung. Default 300.
-   */
+  /** The longest Retry-After worth waiting out inside a run; beyond it the run stops and says "rerun later" rather than look hung. Default 300. */
   maxRetryAfterSeconds?: number;
 }
 
@@ -35,11 +32,7 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
 /** setTimeout fires at once (and warns) for anything longer: 2^31-1 ms, about 24.8 days. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
-/**
- * Whether and when to try again. Which Idempotency-Key the next try uses is pipeline/keys.ts's
- * call. `giveUp: 'wait_too_long'` means the service asked for a pause longer than the policy
- * allows (`waitSeconds`): not a failure of the row, a reason to stop the run and rerun later.
- */
+/** Whether and when to retry (which key is pipeline/keys.ts's call). `giveUp: 'wait_too_long'`: the service asked for a longer pause than allowed: stop, rerun later. */
 export type RetryDecision =
   | { retry: false }
   | { retry: false; giveUp: 'wait_too_long'; waitSeconds: number }
@@ -58,10 +51,7 @@ export function backoffDelay(failures: number, policy: RetryPolicy, random: () =
   return Math.floor(random() * ceiling);
 }
 
-/**
- * "Equal jitter": half the doubling ceiling for sure, half at random, so the wait grows with each
- * 429 of one request (spec 7.3) while paused callers still spread out.
- */
+/** "Equal jitter": half the doubling ceiling for sure, half at random, so one request's waits grow with each 429 (spec 7.3) while paused callers spread out. */
 function rateLimitBackoff(rateLimited: number, policy: RetryPolicy, random: () => number): number {
   const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** Math.max(0, rateLimited - 1));
   return Math.floor(ceiling / 2 + random() * (ceiling / 2));
@@ -82,12 +72,7 @@ const isRetryable = (error: unknown): boolean =>
   (error instanceof UnexpectedResponseError && !(error instanceof NotServiceApiError) && !(error.status >= 400 && error.status < 500 && error.status !== 408)) ||
   (error instanceof ApiError && (error.status >= 500 || error.status === IN_PROGRESS));
 
-/**
- * Whether and when to try a failed call again: a pure decision, unit-tested on its own.
- * 429: after at least Retry-After plus a backoff that doubles with each 429 of this request; a
- * Retry-After past `maxRetryAfterSeconds` gives up with the wait it asked for.
- * 5xx and lost answers: capped exponential backoff with full jitter. Other 4xx: never.
- */
+/** Whether and when to retry, pure: a 429 after Retry-After plus a doubling backoff (too long a Retry-After gives up); 5xx and lost answers with full jitter; other 4xx never. */
 export function decideRetry(error: unknown, attempts: Attempts, policy: RetryPolicy, random: () => number): RetryDecision {
   if (error instanceof RateLimitedError) return decideRateLimited(error, attempts, policy, random);
   if (!isRetryable(error) || attempts.failures >= policy.maxAttempts) return { retry: false };

@@ -29,10 +29,7 @@ export interface CompanyRecord {
 
 export interface EnrichResponse {
   matched: boolean;
-  /**
-   * What the call cost by the spec's price (1 on a match, 0 on a miss), not the answer's own
-   * `credits_charged`, which may be missing, a string or negative: money is counted by the rule.
-   */
+  /** What the call cost by the spec's price (1 on a match, 0 on a miss), not the answer's own `credits_charged`, which may be missing or wrong. */
   credits_charged: number;
   /** The answer's own `credits_charged` when it is a count (for a note when it disagrees), else null. */
   credits_reported?: number | null;

@@ -9,8 +9,7 @@ import { parseCommandLine, type RunFlags } from './program.js';
 import { monotonicMs } from '../pipeline/clock.js';
 import { inheritedDescriptor, plantedLink } from '../io/paths.js';
 
-// Only parsing is loaded up front: --version and --help must start as fast as node itself, so
-// the batch, the sandbox and the live display (ora, cli-progress, csv, undici) load when asked.
+// Only parsing loads up front, so --version and --help start as fast as node; the batch, sandbox and live display load when asked.
 
 export interface CliIO {
   stdin: NodeJS.ReadableStream;
@@ -24,12 +23,10 @@ export interface CliIO {
 }
 
 export function processIO(): CliIO {
-  // A reader that goes away (`enrich x.csv | head`, a closed terminal) is not a crash: writers
-  // see the stream's state and stop; nothing else needs the error event.
+  // A reader that goes away (`| head`, a closed terminal) is not a crash: writers see the stream's state and stop.
   for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
   const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
-  // Until a command listens (a batch, from its start), a signal ends the process as interrupted
-  // (130), as it does once one listens: not 143 or 129 because it came in the first second.
+  // Until a command listens, a signal ends the process as interrupted (130), as it does once one listens.
   const early = (signal: NodeJS.Signals): void => {
     process.stderr.write(`enrich: ${signal === 'SIGINT' ? 'Ctrl-C' : signal}: interrupted; run the same command to finish\n`);
     process.exit(ExitCode.INTERRUPTED);
@@ -51,8 +48,7 @@ export function processIO(): CliIO {
     stderr: process.stderr,
     env: process.env,
     onSignal(handler) {
-      // SIGHUP (a closed terminal, an ssh session that dropped) stops as gracefully as SIGTERM:
-      // by default it would kill the run at once, its requests in flight unrecorded.
+      // SIGHUP (a closed terminal, a dropped ssh) stops as gracefully as SIGTERM; by default it would kill the run, its requests unrecorded.
       if (listening++ === 0) idle(false);
       for (const s of signals) process.on(s, handler);
       return () => {
@@ -124,8 +120,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
     if (error instanceof EnrichError) {
       // A reader that stopped reading wanted no more: nothing to say to it, or to anyone.
       if (error.kind !== 'closed_pipe') io.stderr.write(`enrich: ${redact(error.message)}\n`);
-      // Stopped while results waited on a reader that stopped reading (io/sink.ts): the process
-      // would wait on the bytes it never took to end, so it ends here.
+      // Stopped while results waited on a reader that stopped reading: the process would wait on those bytes, so it ends here.
       if ((error as { stalled?: boolean }).stalled === true) io.hardExit(exitCode(error.kind));
       return exitCode(error.kind);
     }
@@ -145,11 +140,8 @@ async function storeState(error: unknown): Promise<string> {
 const setTo = (value: string | undefined): boolean => value !== undefined && value !== '' && value !== '0' && value.toLowerCase() !== 'false';
 
 /**
- * A live display only for a person at a terminal: stderr is a TTY that reports its width, and
- * neither --quiet, CI nor TERM=dumb says otherwise. --progress / --no-progress, or
- * ENRICH_PROGRESS=1 / 0, force it on (at a terminal) or off. NO_COLOR is about colour only
- * (no-color.org), and the display has none, so it changes nothing. Everything else gets plain
- * lines at most every few seconds (none with --quiet), with no escape sequences.
+ * A live display only for a person at a terminal: stderr a TTY reporting its width, and no --quiet, CI or TERM=dumb; --progress/--no-progress
+ * or ENRICH_PROGRESS force it. NO_COLOR changes nothing (the display has no colour). Else plain lines every few seconds, no escapes.
  */
 export async function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' | 'output'> & Partial<Pick<RunFlags, 'input'>>, io: Pick<CliIO, 'stderr' | 'stdout' | 'env'> & Partial<Pick<CliIO, 'stdin'>>): Promise<Reporter> {
   const now = monotonicMs;
@@ -171,8 +163,7 @@ export async function chooseReporter(flags: Pick<RunFlags, 'quiet' | 'progress' 
 async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redact: (s: string) => string): Promise<number> {
   const interrupt = new AbortController();
   const [reporter, { runBatch }] = await Promise.all([chooseReporter(flags, io), import('../commands/run.js')]);
-  // Through the reporter, which erases the live display first (and the ^C the terminal echoed
-  // onto it). "interrupted" is said once, by the summary's title.
+  // Through the reporter, which erases the live display (and the echoed ^C) first; "interrupted" is said once, by the summary's title.
   const off = io.onSignal((signal) => {
     if (!interrupt.signal.aborted) {
       reporter.warn(`${signal === 'SIGINT' ? 'Ctrl-C' : signal}: stopping; requests already sent finish and what they buy is kept (Ctrl-C again quits at once)`);
@@ -199,8 +190,7 @@ async function runCommand(flags: RunFlags, options: RunOptions, io: CliIO, redac
     off();
     throw error;
   }
-  // The run is over: a signal while its summary is written is let pass (the summary is short, and
-  // "interrupted" would be untrue of a run that finished), not the early listener's exit 130.
+  // The run is over: a signal while its summary is written is let pass ("interrupted" would be untrue), not the early listener's exit 130.
   const settled = io.onSignal(() => {});
   off();
   try {
@@ -215,8 +205,7 @@ async function reportRun(result: RunResult, flags: RunFlags, io: CliIO, redact: 
   const [{ fitSummary, formatSummary, nextStep }, { wrapWords }] = await Promise.all([import('../ui/summary.js'), import('../ui/format.js')]);
   const { summary, stop } = result;
   const next = nextStep(summary, stop);
-  // A refused key, or a service that never answered, leaves nothing to count: the one line that
-  // matters is all there is to say.
+  // A refused key, or a service that never answered, leaves nothing to count: the one line that matters is all.
   const nothingToCount = stop?.reason === 'auth' || (stop?.reason === 'unavailable' && !stop.worked);
   // Broken at spaces on a terminal, which would otherwise cut a word (or a path) in two.
   const columns = io.stderr.isTTY === true ? (io.stderr.columns ?? 0) - 1 : 0;
@@ -240,11 +229,7 @@ async function reportRun(result: RunResult, flags: RunFlags, io: CliIO, redact: 
   return exitCode(troubleOf(stop, summary));
 }
 
-/**
- * A run that fails (exit 2 for a malformed input, 1 for a full disk) must not leave yesterday's
- * --summary-json file looking like today's: it is removed. Its path was checked with the others
- * before the run (never the input or the store), so nothing else can be removed by this.
- */
+/** A failed run must not leave yesterday's --summary-json looking like today's: it is removed (its path was checked before the run, so nothing else can be). */
 async function withoutStaleSummary<T>(path: string | undefined, run: () => Promise<T>): Promise<T> {
   try {
     return await run();

@@ -57,8 +57,7 @@ export async function readApiKey(flags: Pick<RunFlags, 'apiKeyFile'>, env: NodeJ
     );
   }
   if (/\s/.test(key)) throw new UsageError(`the API key from ${source} contains whitespace; check it was copied whole`);
-  // It goes in an HTTP header, which takes printable ASCII only: anything else would fail every
-  // request as a "network error". The message never shows the key.
+  // It goes in an HTTP header (printable ASCII only): anything else would fail every request as a "network error". Never shown.
   if (/[^\x21-\x7e]/.test(key)) {
     throw new UsageError(`the API key from ${source} contains a non-ASCII or control character; check it was copied whole (the key is not shown)`);
   }
@@ -70,11 +69,7 @@ export function formatFor(output: string, requested: OutputFormat | undefined): 
   return /\.(jsonl|ndjson)$/i.test(output) ? 'jsonl' : 'csv';
 }
 
-/**
- * Refuses, before any work, paths that would fail or destroy something only once the work is
- * done: two roles on one file (results over the input, or over the store that holds what was
- * paid for), a directory where a file goes, a folder that does not exist.
- */
+/** Refuses before any work the paths that would fail or destroy something only once it is done: results over the input or the store, a directory, a missing folder. */
 function checkPaths(flags: RunFlags, store: string, env: NodeJS.ProcessEnv): void {
   const output = flags.output ?? '-';
   const files: [string, string][] = [];
@@ -134,10 +129,7 @@ function checkNotAWorkbook(flags: RunFlags): void {
   }
 }
 
-/**
- * A request may run at the service for as long as the client waits for it: a settle shorter than
- * that retires a key whose call may still be charged, and the company is paid for twice.
- */
+/** A request may run at the service as long as the client waits for it: a shorter settle retires a key whose call may still be charged, and the company is paid twice. */
 const seconds = (ms: number): string => `${Math.ceil(ms / 1000)}s`;
 /** The longest request deadline: far past any real answer, and far inside a timer's range. */
 const MAX_TIMEOUT_MS = 3_600_000;
@@ -169,15 +161,12 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     }
     service = { kind: 'remote', baseUrl: checkBaseUrl(raw.trim()), apiKey: await readApiKey(flags, env) };
   }
-  // The embedded sandbox buys with play credits: into a store of its own unless --store names
-  // one (ENRICH_STORE names the real store, perhaps the team's).
+  // The embedded sandbox buys with play credits: into a store of its own unless --store names one (ENRICH_STORE names the real store).
   const store = service.kind === 'sandbox' && (flags.store === undefined || flags.store === '') ? sandboxStorePath(env) : resolveStorePath(flags.store, env);
   checkPaths(flags, store, env);
   const output = flags.output ?? '-';
   const writesOutput = !flags.dryRun || flags.output !== undefined;
-  // A dry run's rows say what would be bought, not records: over last night's results they would
-  // destroy what was paid for, so that takes asking.
-  // Likewise the totals a real run wrote, which a cron job's check reads (a dry run's own are estimates already).
+  // A dry run writes estimates: replacing last night's results (or a real run's totals a cron check reads) takes --overwrite.
   for (const [flag, path] of [['-o', output], ['--summary-json', flags.summaryJson ?? '-']] as const) {
     if (flags.dryRun && path !== '-' && !flags.overwrite && inheritedDescriptor(path) === null && statOrNull(path)?.isFile() === true) {
       if (flag === '--summary-json' && dryRunTotals(path)) continue;

@@ -10,10 +10,7 @@ export type { RunFlags } from '../commands/run-flags.js';
 export type { DoctorFlags } from '../commands/doctor-flags.js';
 export type { LedgerFlags } from '../commands/ledger-flags.js';
 
-/**
- * `--api-key sk_...` (or `--api-key=sk_...`): refused before parsing, so the value is never echoed
- * back (commander would print `unknown option '--api-key=sk_...'`), with where a key does go.
- */
+/** `--api-key sk_...` is refused before parsing, so the value is never echoed back (commander would print it), with where a key does go. */
 function keyOnCommandLine(argv: readonly string[]): string | null {
   const end = argv.indexOf('--');
   const flags = end === -1 ? argv : argv.slice(0, end);
@@ -26,11 +23,7 @@ function helpAsFlag(argv: readonly string[]): string[] {
   return argv[0] === 'help' ? [...argv.slice(1), '--help'] : [...argv];
 }
 
-/**
- * Commander's refusal as one line with a fix: a suggestion on the same line (not a second one),
- * an unknown option's value never shown, no `--column` offered for `--color` (nothing here is in
- * colour), and several inputs answered with how to do that.
- */
+/** Commander's refusal as one line with a fix: the suggestion on the same line, an unknown option's value never shown, no `--column` offered for `--color`. */
 function refusal(message: string, path: string): string {
   let text = message.trim().replace(/^error: /, '');
   text = text.replace(/unknown option '(--[^=']+)=[^']*'/, "unknown option '$1=…'");
@@ -63,10 +56,7 @@ export interface ProgramOutput {
   writeErr(text: string): void;
 }
 
-/**
- * The command line: `enrich <input>` (the batch, the default command) and `enrich sandbox`.
- * Parsing only: nothing here touches files or the network.
- */
+/** The command line: the batch (the default command) and its subcommands. Parsing only: nothing here touches files or the network. */
 export function parseCommandLine(argv: readonly string[], out: ProgramOutput, env: NodeJS.ProcessEnv): ParsedCommand {
   let parsed: ParsedCommand | undefined;
   const program = new Command('enrich')
@@ -79,8 +69,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
     .helpOption('-h, --help', 'show this help');
   defineRun(program, (flags) => (parsed = { kind: 'run', flags }));
 
-  // Before the subcommand: commander copies these settings into a subcommand when it is created,
-  // so `enrich sandbox --port abc` also answers with one line and exit 2, not process.exit(1).
+  // Before the subcommands: commander copies these into a subcommand when it is created (`enrich sandbox --port abc`: one line, exit 2).
   program
     .exitOverride()
     .configureOutput({
@@ -94,8 +83,7 @@ export function parseCommandLine(argv: readonly string[], out: ProgramOutput, en
   defineBudget(program, (options) => (parsed = { kind: 'ledger', options }));
   defineDoctor(program, (flags) => (parsed = { kind: 'doctor', flags }));
 
-  // Subcommands inherit these only if set before they are created: set them on each, so that
-  // every refusal is one line, `enrich: ...` with the help to read, and exit 2.
+  // Set on each command too, so every refusal is one line, `enrich: ...` with the help to read, and exit 2.
   const every = (command: Command, path: string): [Command, string][] => [[command, path], ...command.commands.flatMap((c) => every(c, `${path} ${c.name()}`))];
   for (const [command, path] of every(program, 'enrich')) {
     // `enrich ledger show` is `enrich ledger` (its default): the help to read is the ledger's.

@@ -13,10 +13,7 @@ export function editDistance(a: string, b: string): number {
   return at(a.length, b.length);
 }
 
-/**
- * The subcommand a mistyped input most likely meant (`enrich sandox`), or null. Only for a bare
- * word: anything with a path separator or an extension is a file name.
- */
+/** The subcommand a mistyped input most likely meant (`enrich sandox`), or null; only for a bare word (a path or an extension is a file name). */
 export function suggestCommand(input: string, commands: readonly string[]): string | null {
   if (!/^[a-z][a-z-]*$/i.test(input)) return null;
   const word = input.toLowerCase();

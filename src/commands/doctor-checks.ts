@@ -15,8 +15,7 @@ export interface Check {
   label: string;
   status: 'ok' | 'note' | 'fail';
   text: string;
-  /** For a failure: the exit code of its class (2 usage, 5 auth, 6 unreachable, 1 other). */
-  /** A failed check's kind of trouble (cli/main.ts maps it to the exit code); null when not failed. */
+  /** A failed check's kind of trouble, which cli/main.ts maps to the exit code; null when not failed. */
   kind: ErrorKind | null;
 }
 
@@ -130,11 +129,7 @@ export function latencyCheck(samples: readonly number[]): Check {
   return ok('latency', `${ms(median)} median over ${n} (slowest ${ms(sorted[sorted.length - 1] as number)})`);
 }
 
-/**
- * Free matches, a few at a time, until the first 429 or `limit` requests: bounded, costs no
- * credits, and reports what it saw rather than a guess (the sandbox and a real service both
- * allow a burst before the sustained rate, so a rate computed from this would overstate it).
- */
+/** Free matches, four at a time, until the first 429 or `limit`: costs no credits, and reports what it saw rather than a rate (a burst allowance would overstate it). */
 export async function rateProbe(client: ServiceClient, limit: number, samples: number[]): Promise<Check> {
   let sent = 0;
   let answered = 0;
@@ -181,12 +176,10 @@ export async function storeCheck(path: string, folderProblem: string | null): Pr
   // A batch makes only the default store's folder: a named one must be there already.
   if (folderProblem !== null) return fail('store', `${path} cannot be created: ${folderProblem}`, 'usage');
   let dir = dirname(path);
-  // The deepest name there is, link or not: a dangling link or a file there is no folder to make
-  // the rest in (a batch would fail on it).
+  // The deepest name there is, link or not: a dangling link or a file there is no folder to make the rest in.
   while ((await lstat(dir).catch(() => null)) === null && dirname(dir) !== dir) dir = dirname(dir);
   if ((await stat(dir).catch(() => null))?.isDirectory() !== true) return fail('store', `${path} cannot be created: ${dir} is not a folder`, 'usage');
-  // Made and removed for real: access() says yes to root anywhere, and a folder may refuse what
-  // its permission bits allow (a read-only mount, /proc).
+  // Made and removed for real: access() says yes to root anywhere, and a folder may refuse what its bits allow (a read-only mount, /proc).
   const refused = await mkdtemp(join(dir, '.enrich-doctor-')).then(
     async (probe) => {
       await rm(probe, { recursive: true, force: true });
@@ -198,10 +191,7 @@ export async function storeCheck(path: string, folderProblem: string | null): Pr
   return ok('store', `${path} (not created yet; the first run creates it)`);
 }
 
-/**
- * A store that is there: opened read-only, as a batch would find it (an empty file, another
- * database, a newer layout are refused), then checked page by page by SQLite itself.
- */
+/** A store that is there: opened read-only as a batch would (refusing an empty file, another database, a newer layout), then SQLite's integrity check. */
 async function existingStoreCheck(path: string, size: string): Promise<Check> {
   const { Store } = await import('../store/sqlite/store.js');
   let store: ReturnType<typeof Store.open>;

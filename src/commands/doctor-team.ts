@@ -9,10 +9,7 @@ import { fail, note, ok, type Check } from './doctor-checks.js';
 /** Past this, the host's clock is worth a note: a person comparing times in the ledger would be misled. */
 export const SKEW_NOTE_MS = 2_000;
 
-/**
- * The team store's lines of `enrich doctor`: reachable, login, schema, writable, clock, identity,
- * each stopping where the one before cannot go on. Nothing is written to find out (inspect.ts).
- */
+/** The team store's `enrich doctor` lines (reachable, login, schema, writable, clock, identity), each stopping where the last cannot go on; nothing is written. */
 export async function teamStoreChecks(address: string): Promise<Check[]> {
   const { inspectTeamStore } = await import('../store/postgres/inspect.js');
   try {
@@ -79,10 +76,7 @@ function schemaLines(s: TeamStoreState): Check[] {
   return [schema, writable];
 }
 
-/**
- * A run on the team store keeps every time by the server's clock (PgStore.now), so a host's skew
- * puts no purchase at risk there; what this host records in a store of its own does carry it.
- */
+/** A team-store run keeps every time by the server's clock, so this host's skew risks no purchase there; what it records in a store of its own does carry it. */
 function clockCheck(s: TeamStoreState): Check {
   const { skewMs, roundTripMs } = s.clock;
   const trip = `round trip ${Math.max(1, Math.round(roundTripMs))} ms`;

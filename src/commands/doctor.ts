@@ -47,10 +47,7 @@ function addressLine(url: string): Check {
   return ok('address', u.protocol === 'https:' ? url : `${url} (plain http: allowed only because ${u.hostname} is this machine)`);
 }
 
-/**
- * Any answer means something is there; a 5xx means it is not working (a gateway's 502/503 when
- * the service behind it is down), which a batch would meet as "unavailable" too.
- */
+/** Any answer means something is there; a 5xx (a gateway's 502/503) means the service is down, which a batch would meet as "unavailable" too. */
 function reachableCheck(origin: string, status: number): Check {
   if (status >= 500) return fail('reachable', `${origin} answered HTTP ${status}: the service is down or failing behind its gateway; try again later`, 'unavailable');
   return ok('reachable', `${origin} answered (HTTP ${status})`);
@@ -76,8 +73,7 @@ async function serviceChecks(url: string, apiKey: string | { problem: string }, 
     if (typeof apiKey !== 'string') return [...checks, fail('key', apiKey.problem, 'usage'), endpointsCheck(description)];
     const client = createClient({ baseUrl: url, apiKey, dispatcher, userAgent: `enrich/${VERSION} doctor`, timeoutMs: options.timeoutMs });
     const key = await keyCheck(client, samples);
-    // No description and the match is not the service API either: the address is wrong (a base
-    // path), which is the reachable row's to say, not the key's.
+    // No description and no service API at the match either: the base path is wrong, the reachable row's to say, not the key's.
     if (description.status === 404 && key.status === 'fail' && key.kind === 'unavailable') {
       checks[checks.length - 1] = fail('reachable', `${origin} answers, but not as the service API (HTTP 404 at ${prefix}/openapi.json and the match endpoint): check the base path in ENRICH_BASE_URL`, 'unavailable');
       checks.push(note('key', 'not checked: no service API at this address'));
@@ -131,10 +127,7 @@ async function storeChecks(options: DoctorOptions): Promise<Check[]> {
   return teamStoreChecks(options.storePath);
 }
 
-/**
- * `enrich doctor`: for a cron set-up, whether a batch would work here, one line per check, ok or
- * the fix. Null when all pass, else the kind of the first failure (its exit code, in cli/main.ts).
- */
+/** `enrich doctor`: whether a batch would work here, one line per check. Null when all pass, else the first failure's kind (its exit code). */
 export async function runDoctor(options: DoctorOptions, out: NodeJS.WritableStream): Promise<ErrorKind | null> {
   const checks = [...(await allChecks(options)), ...(await storeChecks(options))];
   out.write(options.json === true ? jsonReport(checks) : formatReport(checks));

@@ -12,10 +12,8 @@ import { count } from '../ui/format.js';
 type How = Omit<LedgerOpen, 'write' | 'create'>;
 
 /**
- * `enrich ledger copy <from> <to>`: merges one store into another (a laptop's file into the
- * team's database, or any other way round), buying nothing and counting nothing twice
- * (store/copy.ts). The source is only read. A dry run decides every row as the copy would and
- * writes nothing (against an empty stand-in when the target is not there yet), so its counts are exact.
+ * `enrich ledger copy <from> <to>`: merges one store into another, buying and counting nothing twice (store/copy.ts); the source is only
+ * read. A dry run decides every row as the copy would and writes nothing (against an empty stand-in if there is no target), so its counts are exact.
  */
 export async function copyStores(action: { from: string; to: string; dryRun: boolean }, json: boolean, how: How, print: (s: string) => void): Promise<void> {
   const { from, to, dryRun } = action;

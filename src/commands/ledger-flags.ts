@@ -87,8 +87,7 @@ export function defineLedger(program: Command, done: (options: LedgerFlags) => v
   const finish = (opts: Record<string, unknown>, action: LedgerAction): void =>
     done({ store: opts['store'] as string | undefined, json: opts['json'] as boolean, action });
   common(ledger.command('show', { isDefault: true }).description('companies held, credits spent, oldest record, size on disk'))
-    // The default: `enrich ledger bogus` (or `prnue --older-than 3d`) lands here, and is a
-    // mistyped command, not an argument nor an option of show's.
+    // The default: `enrich ledger bogus` (or `prnue --older-than 3d`) is a mistyped command, not an argument nor an option of show's.
     .allowExcessArguments(true)
     .allowUnknownOption(true)
     .action((opts: Record<string, unknown>, command: Command) => {

@@ -36,10 +36,8 @@ function perService(spend: Spend, by: SpendBy): ServiceSpend[] {
 }
 
 /**
- * `enrich ledger spend`: what was spent (credits of closed purchases, as the month's bill counts
- * them), by whom (user@host of the run that closed each) or on what (its input), or when (the month
- * it closed in, UTC); keys retired as possibly charged apart; and what unfinished purchases may
- * yet cost, never counted as spent.
+ * `enrich ledger spend`: closed purchases' credits as the month's bill counts them, by person (user@host of the closing run), input or
+ * month (UTC); keys retired as possibly charged apart; and what unfinished purchases may yet cost, never counted as spent.
  */
 export function showSpend(spend: Spend, by: SpendBy, shown: string, json: boolean, print: (s: string) => void): void {
   const services = perService(spend, by);

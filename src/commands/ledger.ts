@@ -64,8 +64,7 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
   if (options.action.kind === 'copy') return copyStores(options.action, options.json, how, print);
   // A file that is not there (or empty) is no store; a team store's database is checked when opened.
   if (!isTeamStore(options.store) && missingFile(options, io)) return;
-  // Every journal is checked before the store is opened (and so perhaps made): a refused import
-  // leaves nothing behind.
+  // Every journal is checked before the store is opened (and perhaps made): a refused import leaves nothing behind.
   if (options.action.kind === 'import') {
     for (const path of options.action.journals) {
       const info = statOrNull(path);
@@ -84,12 +83,7 @@ export async function ledger(options: LedgerOptions, io: LedgerIO): Promise<void
   }
 }
 
-/**
- * Only an import may start a one-person store: the others read or tidy one, and a mistyped
- * --store would otherwise be created empty and reported as holding nothing. An empty file is no
- * store either (SQLite would take it for an empty database and write one into it). True when the
- * answer was given here (a fresh machine's default store).
- */
+/** Only an import may start a one-person store: a mistyped --store would be created empty and reported as holding nothing (an empty file is no store either). True when answered here (a fresh machine's default store). */
 function missingFile(options: LedgerOptions, io: LedgerIO): boolean {
   const found = statOrNull(options.store);
   // A fresh machine: nothing bought yet is an answer, not an error. A named store that is not
@@ -110,10 +104,7 @@ function missingFile(options: LedgerOptions, io: LedgerIO): boolean {
   return false;
 }
 
-/**
- * What only reads the store opens it read-only: on a read-only mount, beside a run, and without
- * taking a write lock or touching its files.
- */
+/** Read-only actions open the store read-only: they work on a read-only mount and beside a run, taking no write lock. */
 function readsOnly(action: LedgerAction): boolean {
   switch (action.kind) {
     case 'show':
@@ -136,7 +127,6 @@ function readsOnly(action: LedgerAction): boolean {
 /** `enrich budget set` and `clear` write (and may make a store, so a cap can come before the first run). */
 const setsBudget = (action: LedgerAction): boolean => action.kind === 'budget' && action.change !== undefined;
 
-/** The subcommand itself, on the open store. */
 async function act(store: LedgerStore, options: LedgerOptions, print: (s: string) => void, io: LedgerIO): Promise<void> {
   const action = options.action;
   switch (action.kind) {
@@ -268,10 +258,7 @@ async function listRuns(store: LedgerStore, limit: number, json: boolean, print:
 /** Who ran a run: user@host, or the host alone for a run recorded before stores kept the user. */
 const who = (r: { user: string | null; host: string }): string => (r.user === null ? r.host : `${r.user}@${r.host}`);
 
-/**
- * An export's columns: the same names as a run's result columns (company_domain, ...), so a
- * record reads alike wherever it came from; JSONL is one flat object a record, as a run's is.
- */
+/** An export's columns have a run's result column names, so a record reads alike wherever it came from; JSONL is one flat object per record. */
 const EXPORT_COLUMNS = ['service', 'bought_at', 'credits', 'generation', 'company_domain', 'company_name', 'company_website_url', 'company_description', 'company_industry', 'company_employee_count', 'company_revenue_range', 'company_ownership_type', 'company_year_founded', 'company_specialties', 'company_hq_country', 'company_hq_city', 'company_last_updated'] as const;
 
 function exportValues(h: HeldRecord): unknown[] {

@@ -32,11 +32,7 @@ export interface RunFlags {
   yes: boolean;
 }
 
-/**
- * The bound on requests in flight; the flow (pipeline/flow.ts) learns how many the service needs below it
- * (rate x latency). 128 keeps 500 req/s at 200 ms a request saturated, and is the size of the
- * connection pool, which opens connections only as they are used.
- */
+/** The bound on requests in flight (and the pool's size; connections open only as used); the flow learns how many are needed below it. 128 keeps 500 req/s at 200 ms saturated. */
 export const DEFAULT_CONCURRENCY = 128;
 
 // Kept within 80 columns: a help line longer than the terminal wraps mid-word.

@@ -191,17 +191,10 @@ async function loadFromStore(state: RunState, records: ServiceStore, policy: Pol
   );
 }
 
-/**
- * Records the results keep before letting them go: about a window of rows' worth (io/output.ts
- * ROW_WINDOW), each window's read in one batch.
- */
+/** Records kept at once for the results: about a window of rows' worth (io/output.ts ROW_WINDOW). */
 const RECORD_WINDOW = ROW_WINDOW;
 
-/**
- * The records the results show, read from the store a window of rows at a time (one batched read
- * each, never one per row, and never all of a million-row input's records at once), but for
- * companies whose every row to come is formatted already (`needless`).
- */
+/** The records the results show, read a window of rows at a time in one batched read (never per row, never all at once), skipping companies whose rows are all formatted (`needless`). */
 function recordWindow(
   scan: ScanResult,
   state: RunState,
@@ -222,11 +215,7 @@ function recordWindow(
   };
 }
 
-/**
- * The batch, as four stages: read the input, plan from the store, ask the service for what is
- * owed, write the results. Each stage hands the next what it made; nothing is sent before the
- * input is read whole, and nothing is written before the service is done.
- */
+/** The batch's four stages: read the input, plan from the store, ask the service, write results. Nothing is sent before the input is read whole, nothing written before the service is done. */
 async function batch(options: RunOptions, ctx: RunContext, progress: ProgressSink, cleanups: Cleanups): Promise<RunResult> {
   const clock = ctx.clock ?? systemClock;
   const started = clock.now();
@@ -349,10 +338,8 @@ async function askStage(
     progress({ type: 'phase', phase: 'match' });
     ctx.reporter.refresh();
     const pass = await executor(options, ctx, progress, cleanups, { state, records: plan.records, policy: plan.policy, heldAny: plan.heldAny, ...time });
-    // A person at a terminal is asked before a large spend, so every match comes first: the exact
-    // count is known only once they are all in.
-    // Only when the run could buy that many (each domain still to match may be a new company):
-    // a smaller run keeps matching and buying overlapped.
+    // A person at a terminal is asked before a large spend, so every match comes first (the exact count is known only then);
+    // only when the run could buy that many, so a smaller run keeps matching and buying overlapped.
     const mostToBuy = state.owed().buy + matchesOwed;
     // Not against the embedded sandbox: its credits are play money, and its demo should just run.
     const asking = !options.dryRun && options.maxCredits === null && options.confirm === true && ctx.ask !== undefined && options.service.kind !== 'sandbox' && mostToBuy > CONFIRM_ABOVE;
@@ -463,9 +450,7 @@ async function executor(options: RunOptions, ctx: RunContext, progress: Progress
         dryRun,
         maxCredits: options.maxCredits,
         retry: options.retry ?? DEFAULT_RETRY_POLICY,
-        // One window's worth queued beyond the most in flight: enough that a freed slot never
-        // waits for a match to be queued. Four windows' worth held 384 more tasks in memory long
-        // enough to be promoted (8 MiB more peak in a 20k run, no faster: paired runs).
+        // One window's worth queued beyond the most in flight, so a freed slot never waits for a match; more only held memory.
         matchWindow: options.concurrency + 32,
         graceMs: options.graceMs ?? 10_000,
         freshSince: freshSince(policy),
@@ -524,7 +509,6 @@ async function connect(options: RunOptions, cleanups: Cleanups): Promise<Service
 
 /** The formatted results of rows, each distinct one made once (formattedResults). */
 interface Formatted<T> {
-  /** Row i's result, formatted. */
   of(row: number): T;
   /** Whether every row of company `c` to come is formatted already (its first and its repeats): its record is not needed. */
   done(c: Company): boolean;
@@ -532,11 +516,7 @@ interface Formatted<T> {
   trim(): void;
 }
 
-/**
- * Row i -> its result, formatted by `format`: each distinct result (a company, a miss, an invalid
- * reason; see resultKey) is built and formatted once, however many rows share it, and every row
- * is counted in `tally` as it is asked for.
- */
+/** Row i -> its formatted result; each distinct result (see resultKey) is built and formatted once, however many rows share it, and every row is tallied. */
 function formattedResults<T>(
   scan: ScanResult,
   state: RunState,
@@ -545,8 +525,7 @@ function formattedResults<T>(
   tally: RowTally,
 ): Formatted<T> {
   const cache = new Map<string, { status: RowResult['status']; value: T }>();
-  // Companies whose first row was written: their later rows say `repeat`, so that counting
-  // `bought` rows counts credits (one a company), not rows.
+  // After a company's first row its later rows say `repeat`, so counting `bought` rows counts credits, not rows.
   const seen = new Set<string>();
   return {
     of(row) {

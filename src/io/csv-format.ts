@@ -1,10 +1,7 @@
 import { closeSync, openSync, readSync } from 'node:fs';
 import { InputError } from '../errors.js';
 
-/**
- * What the head of a CSV file says about how to read it. Apart from the parser (io/csv-reader),
- * so a rerun that finds its scan cached does not load csv-parse at all.
- */
+/** What a CSV file's head says about reading it; apart from the parser, so a rerun served from a cached scan never loads csv-parse. */
 export interface CsvFormat {
   delimiter: string;
   /** The file starts with a UTF-8 byte-order mark (spreadsheet exports do). */
@@ -17,10 +14,7 @@ export interface CsvFormat {
 
 const DELIMITERS = [',', ';', '\t', '|'] as const;
 
-/**
- * Picks the delimiter from the header line: the candidate that occurs most outside quotes.
- * European spreadsheets export `;`, some tools tab; a header without any of them is one column.
- */
+/** The delimiter occurring most outside quotes in the header line (European spreadsheets export `;`); none of them: one column. */
 export function sniffDelimiter(firstLine: string): string {
   let best = ',';
   let bestCount = 0;

@@ -7,11 +7,7 @@ import type { Utf8Check } from './utf8-check.js';
 export type { CsvFormat } from './csv-format.js';
 export { detectFormat, sniffDelimiter } from './csv-format.js';
 
-/**
- * Records as parsed, with where each sits in the file: from the end of the previous record (so
- * blank lines before it are included) to the end of its own line break. Rows whose every field
- * is empty are dropped here, as spreadsheets pad exports with them.
- */
+/** Parsed records with where each sits: from the previous record's end (blank lines included) to its own line break's end. All-empty rows (spreadsheet padding) are dropped. */
 export interface CsvBatch {
   records: string[][];
   starts: number[];
@@ -22,26 +18,18 @@ function parserOptions(format: CsvFormat): Options {
   return {
     bom: true,
     delimiter: format.delimiter,
-    // Every row may end its own way: a line appended to a CRLF export with `echo`, or files
-    // joined with cat, mix them. (Auto-detection would take the first line's ending for all, and
-    // glue the rows ending otherwise into their neighbours.) Quoted line breaks stay in their field.
-    // A change to how rows are split moves SCAN_RULES on (pipeline/scan-rules.ts).
+    // Every row may end its own way (a line echoed onto a CRLF export, files joined with cat); auto-detection would take the first
+    // line's for all and glue the others together. Changes bump SCAN_RULES (pipeline/scan-rules.ts).
     record_delimiter: ['\r\n', '\n', '\r'],
     // Real exports put stray quotes inside unquoted fields (Joe's "Bar"); that is not ambiguous.
     relax_quotes: true,
-    // Column counts are checked by the reader, which must drop short all-empty padding rows
-    // (",,") rather than refuse them.
+    // Column counts are checked by the reader, which drops short all-empty padding rows (",,") rather than refuse them.
     relax_column_count: true,
     skip_empty_lines: true,
   };
 }
 
-/**
- * csv-parse's stream, taking each record as the parser hands it over instead of through the
- * object stream: no stream buffering, promise or microtask per record. At that moment the
- * parser's documented live counters (`info`) say where the record ended, its line break
- * included. (on_record's context says the same, but builds two objects per record to say it.)
- */
+/** csv-parse taking each record as the parser hands it over, with no stream buffering or promise per record; its `info` counters say where it ended. */
 class RangedParser extends Parser {
   constructor(
     options: Options,
@@ -59,17 +47,11 @@ class RangedParser extends Parser {
 
 const allEmpty = (record: string[]): boolean => record.every((f) => f === '');
 
-/**
- * The 1-based line of a byte offset, counting the line breaks before it: CRLF, LF and a lone CR
- * each end a line, as rows may (see parserOptions). With `skipBlank`, blank lines at the offset
- * are passed first (a row "starts" at its first character). csv-parse's own line counter counts
- * a CRLF inside a quoted field twice, so messages use this instead.
- */
+/** The 1-based line of a byte offset (CRLF, LF or a lone CR ends a line; `skipBlank` passes blank lines first); csv-parse's counter doubles a quoted CRLF. */
 export async function lineAt(path: string, offset: number, skipBlank: boolean): Promise<number> {
   let line = 1;
   let pos = 0;
-  // A break is counted at its last byte: the LF of a CRLF, or the byte after a lone CR shows it
-  // was one. (An offset on a row's own line break is then still on the row's line.)
+  // A break is counted at its last byte (the LF of a CRLF, or the byte after a lone CR), so an offset on a row's own break stays on its line.
   let afterCR = false;
   for await (const chunk of createReadStream(path, { highWaterMark: 256 * 1024 }) as AsyncIterable<Buffer>) {
     for (let i = 0; i < chunk.length; i++, pos++) {
@@ -86,8 +68,7 @@ export async function lineAt(path: string, offset: number, skipBlank: boolean): 
 async function describeCsvError(error: unknown, path: string, displayName: string): Promise<InputError> {
   const e = error as { code?: string; bytes?: number; message?: string };
   const bytes = e.bytes ?? 0;
-  // The record ends at `bytes`, its line break included: the LFs before its last byte count the
-  // lines before the record's last line (at the end of a file with no final break, the same).
+  // The record ends at `bytes`, its line break included: the breaks before its last byte count the lines before its last line.
   const at = (): Promise<number> => lineAt(path, Math.max(0, bytes - 1), false);
   switch (e.code) {
     case 'CSV_RECORD_INCONSISTENT_FIELDS_LENGTH': {
@@ -105,11 +86,7 @@ async function describeCsvError(error: unknown, path: string, displayName: strin
   }
 }
 
-/**
- * Streams the records of a CSV file, header included, in bounded memory: one batch per chunk
- * read. A malformed file fails with an InputError naming the line. Every byte read goes through
- * `utf8`, if given, which says after the last batch whether the whole file was UTF-8.
- */
+/** Streams a CSV file's records, header included, a batch per chunk read; a malformed file fails naming the line. Every byte goes through `utf8`, if given. */
 export async function* readCsv(path: string, displayName: string, format: CsvFormat, utf8?: Utf8Check): AsyncGenerator<CsvBatch> {
   let batch: CsvBatch = { records: [], starts: [], ends: [] };
   let lastEnd = 0;

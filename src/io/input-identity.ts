@@ -2,10 +2,7 @@ import { statfsSync, statSync, type BigIntStats } from 'node:fs';
 import { InputError } from '../errors.js';
 import { hashFile, type InputSource } from './input.js';
 
-/**
- * Within this long of the moment a run first looked, a rewrite may not move the file's times
- * (git's "racily clean" file): the watch below hashes such a file again rather than trust stat.
- */
+/** Within this long of a run's first look a rewrite may not move the file's times (git's "racily clean" file): such a file is hashed again. */
 const RACY_MS = 2_000;
 
 /** Linux's local file systems (statfs f_type): ext2-4, XFS, Btrfs, tmpfs, overlayfs, ZFS, F2FS, ramfs, bcachefs. */
@@ -25,11 +22,7 @@ function identityOf(info: BigIntStats): string {
   return [info.dev, info.ino, info.size, info.mtimeNs, info.ctimeNs].join(':');
 }
 
-/**
- * The input's sha256, hashed every run: a memo that skipped hashing an unchanged input saved
- * nothing measurable (a 1M-row rerun's CPU was 1.01x without it), so it went (issue 20).
- * The memo's folder and clock are still passed by commands/run.ts, and unused.
- */
+/** The input's sha256, hashed every run: skipping it for an unchanged input saved nothing measurable. */
 export async function inputSha256(input: InputSource): Promise<string> {
   return hashFile(input.path);
 }
@@ -45,12 +38,8 @@ export interface InputWatch {
 const statNow = (path: string): BigIntStats | null => statSync(path, { bigint: true, throwIfNoEntry: false }) ?? null;
 
 /**
- * The batch reads its input twice, the second time (writing results in input order) by the byte
- * ranges the first found: a file rewritten in between would get the old rows' companies. Its
- * identity is taken before the first read and compared at each step (git's index trusts
- * it the same way): cheap enough for a 1M-row input. Where stat cannot vouch for
- * the file (a mount that caches attributes, or a file written within the clock tick we saw it
- * in), verify() hashes it again. A spool is the run's own private file: nothing to watch.
+ * The second read goes by the first's byte ranges, so a file rewritten in between would get the old rows' companies: its stat identity is
+ * compared at each step (as git's index trusts it), and where stat cannot vouch (an attribute-caching mount, a racy mtime) verify() rehashes.
  */
 export function watchInput(input: InputSource, nowMs: () => number = Date.now): InputWatch {
   if (input.fromStdin) return { check: () => {}, verify: async () => {} };

@@ -19,10 +19,7 @@ export interface InputSource {
   cleanup(): Promise<void>;
 }
 
-/**
- * Spools live in one private folder per user, named `spool-<pid>-<random>`: a run killed with
- * kill -9 cannot remove its own, so each run removes those whose process is gone.
- */
+/** Spools live in one private folder per user, named `spool-<pid>-<random>`, so each run removes those whose process is gone (kill -9 leaves them). */
 async function spoolFolder(): Promise<string> {
   const uid = process.getuid?.() ?? 0;
   const dir = join(tmpdir(), `enrich-${uid}`);
@@ -79,11 +76,8 @@ function spoolFailure(error: unknown, displayName: string, dir: string): Error {
 }
 
 /**
- * The batch reads its input twice (scan, then write results in input order), so a stream that
- * cannot be read twice (stdin, a FIFO, `<(...)`, a device) is first spooled to a file readable
- * only by the owner. A 1M-row input stays on disk, not in memory. The spool is bounded by what
- * no CSV does (SpoolGuard), goes at once on Ctrl-C or SIGTERM, and on any exit of the process,
- * a second Ctrl-C's included (only kill -9 leaves one, for the next run to remove).
+ * The input is read twice (scan, then results in input order), so a stream (stdin, a FIFO, `<(...)`, a device) is first spooled to an
+ * owner-only file. SpoolGuard bounds it by what no CSV does; it goes on Ctrl-C, SIGTERM or any exit (only kill -9 leaves one behind).
  */
 async function spool(source: NodeJS.ReadableStream, displayName: string, signal: AbortSignal, limit: number): Promise<InputSource> {
   const dir = await spoolFolder();

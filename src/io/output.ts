@@ -9,7 +9,7 @@ import { encodeWindows1252 } from './windows-1252.js';
 
 export type OutputFormat = 'csv' | 'jsonl';
 
-/** The columns every output row gains, after the input's own (README "Output columns"). */
+/** The columns every output row gains, after the input's own (README "Output"). */
 export const RESULT_COLUMNS = [
   'enrich_status',
   'enrich_error',
@@ -47,10 +47,7 @@ const RECORD_FIELDS = [
 type Value = string | number | string[] | null;
 
 export interface ResultTextOptions {
-  /**
-   * Write the service's text exactly as it came (`--raw-service-text`): no formula neutralised,
-   * no control character stripped. Off by default.
-   */
+  /** Write the service's text exactly as it came (`--raw-service-text`): no formula neutralised, no control stripped. */
   raw?: boolean;
 }
 
@@ -68,23 +65,15 @@ const cleanValue = (v: Value, clean: (s: string) => string): Value =>
   typeof v === 'string' ? clean(v) : Array.isArray(v) ? v.map(clean) : v;
 
 /**
- * One field as RFC 4180 writes it: quoted when it holds the delimiter, a quote, or a line break of
- * any kind (CR or LF alone too, whatever the file's own line end), its quotes doubled. By hand:
- * it runs for every output row, and csv-stringify's sync call normalises its options and builds a
- * stringifier each time (a third of a 20,000-row run's output phase, and 45 MB of garbage). The
- * delimiter is one character (csv-format.ts), so no field can end in part of it.
- * test/unit/csv-suffix.test.ts holds this to csv-stringify with quote_record_delimiter on; with it
- * off, its default, csv-stringify left a description's LF bare in a CRLF file, splitting the row.
+ * One RFC 4180 field: quoted when it holds the delimiter, a quote, or any line break (a lone CR or LF too, whatever the file's line end),
+ * quotes doubled. By hand, as csv-stringify's sync call rebuilds a stringifier per row; test/unit/csv-suffix.test.ts holds it to csv-stringify.
  */
 function csvField(value: string, delimiter: string): string {
   if (value.includes('"')) return `"${value.replaceAll('"', '""')}"`;
   return value.includes(delimiter) || value.includes('\n') || value.includes('\r') ? `"${value}"` : value;
 }
 
-/**
- * The text that follows a row's own bytes: a delimiter, the result columns, the line break, all
- * in the input's dialect.
- */
+/** What follows a row's own bytes: a delimiter, the result columns and the line break, in the input's dialect. */
 export function csvSuffix(values: readonly string[], format: CsvFormat): string {
   let text = '';
   for (const value of values) text += format.delimiter + csvField(value, format.delimiter);
@@ -94,8 +83,7 @@ export function csvSuffix(values: readonly string[], format: CsvFormat): string 
 /** In the input's encoding: UTF-8, or Windows-1252 when the input is not UTF-8 (one encoding per file). */
 export function csvResultSuffix(result: RowResult, format: CsvFormat, options: ResultTextOptions = {}): Buffer {
   const values = resultValues(result);
-  // enrich_status (index 0) is ours and numbers are numbers; a joined specialties cell is judged
-  // as the one cell it is.
+  // enrich_status (index 0) is ours and numbers are numbers; a joined specialties cell is judged as one cell.
   const cells = options.raw === true ? values.map(csvCell) : values.map((v, i) => (i === 0 || typeof v === 'number' ? csvCell(v) : neutraliseCell(csvCell(v))));
   const text = csvSuffix(cells, format);
   return format.utf8 ? Buffer.from(text) : encodeWindows1252(text);
@@ -119,11 +107,7 @@ export interface CopyOptions {
   checkpoint(): void;
 }
 
-/**
- * Rows whose results are made, and records read from the store, at a time; and how much output
- * gathers before it is written. The input is read a MiB at a time, and with it all of a
- * 20,000-row input's records were read at once and held with a MiB of output: the run's peak.
- */
+/** Rows whose results are made (and records read) at a time, and how much output gathers before a write: bounds the output phase's peak memory. */
 export const ROW_WINDOW = 2048;
 const EMIT_BYTES = 256 * 1024;
 
@@ -131,10 +115,7 @@ const CR = 0x0d;
 const LF = 0x0a;
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 
-/**
- * A row's bytes without the blank lines before it or its line break; the file's BOM is dropped
- * only where it can be, at the start of the file (a row may well begin with U+FEFF).
- */
+/** A row's bytes without blank lines before it or its line break; a BOM is dropped only at the file's start (a row may begin with U+FEFF). */
 function rowBytes(buf: Buffer, from: number, to: number, atFileStart: boolean): Buffer {
   let a = from;
   let b = to;
@@ -144,11 +125,7 @@ function rowBytes(buf: Buffer, from: number, to: number, atFileStart: boolean): 
   return buf.subarray(a, b);
 }
 
-/**
- * CSV results: every input row copied byte for byte (its quoting, spacing and encoding exactly
- * as it was), followed by the result columns. The input is read once more, sequentially, but not
- * parsed: the scan recorded where each row lies.
- */
+/** CSV results: every input row copied byte for byte (quoting, spacing, encoding), then the result columns; the scan recorded where rows lie. */
 export async function copyCsvWithResults(o: CopyOptions): Promise<void> {
   const parts: Buffer[] = [];
   let size = 0;
@@ -192,8 +169,7 @@ export async function copyCsvWithResults(o: CopyOptions): Promise<void> {
       const to = Math.min(end, row + ROW_WINDOW);
       await o.prepare(row, to);
       for (; row < to; row++) {
-        // A view, not a copy: `pending` is replaced, never overwritten, so the view stays valid
-        // until the next emit joins it into the output.
+        // A view, not a copy: `pending` is replaced, never overwritten, so it stays valid until the next emit.
         const start = startOf(row);
         add(rowBytes(pending, start - pendingStart, o.rowEnds.get(row) - pendingStart, start === 0));
         add(o.suffix(row));
@@ -223,10 +199,7 @@ function jsonKeys(header: readonly string[]): string[] {
   return [...header.map((h) => unique(h)), ...RESULT_COLUMNS.map((c) => unique(c))];
 }
 
-/**
- * `"key":` for each key, ready to prepend to a value. JSONL rows are built as text, not as
- * objects: an input column named `__proto__` would set an object's prototype and vanish.
- */
+/** `"key":` per key. JSONL rows are built as text, not objects: an input column named `__proto__` would set the prototype and vanish. */
 const keyPrefixes = (keys: readonly string[]): string[] => keys.map((k) => `${JSON.stringify(k)}:`);
 
 /** The result part of a JSONL row (no braces), with the keys this header gives the result columns. */
@@ -263,11 +236,7 @@ function inputFields(record: readonly string[], prefixes: readonly string[]): st
   return out;
 }
 
-/**
- * JSONL results: one object a row, the input's columns by header name (made unique), then the
- * result columns with their JSON types (numbers, null, an array of specialties). The input is
- * parsed again for its fields.
- */
+/** JSONL results: per row, the input's columns by (unique) header name, then the result columns with their JSON types. */
 export async function writeJsonlResults(o: JsonlOptions): Promise<void> {
   const prefixes = keyPrefixes(jsonKeys(o.header).slice(0, o.header.length));
   let row = 0;

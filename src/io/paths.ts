@@ -1,10 +1,7 @@
 import { lstatSync, mkdirSync, readdirSync, readlinkSync, realpathSync, statSync, type Stats } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 
-/**
- * Where writing to `path` lands: its real path, or, for a symlink whose target does not exist yet
- * (results are renamed over the target), the target the link names, followed link by link.
- */
+/** Where writing to `path` lands: its real path or, for a symlink to a file not yet there (results are renamed over it), the target, link by link. */
 export function landsAt(path: string): string {
   let current = resolve(path);
   for (let hops = 0; hops < 32; hops++) {
@@ -13,8 +10,7 @@ export function landsAt(path: string): string {
     const link = lstatOrNull(current);
     const target = link?.isSymbolicLink() === true ? attempt(() => readlinkSync(current)) : null;
     if (target === null) break;
-    // A relative target is relative to the link's real folder, as the kernel reads it, not to
-    // the path as typed (which may itself pass through links).
+    // A relative target is relative to the link's real folder, as the kernel reads it, not to the path as typed.
     current = resolve(attempt(() => realpathSync(dirname(current))) ?? dirname(current), target);
   }
   // A file not written yet: its folder may itself be reached through a link.
@@ -22,24 +18,16 @@ export function landsAt(path: string): string {
   return resolve(folder, basename(current));
 }
 
-/**
- * What tells two paths apart as files: an existing regular file's device and inode (a hard link
- * is one more name of the same file), else where writing to the path lands (landsAt). Devices and
- * pipes keep the name: one terminal or pipe may well take both results and a summary.
- */
+/** What tells two paths apart as files: a regular file's device and inode (hard links are one file), else landsAt; devices and pipes keep the name. */
 export function fileIdentity(path: string): string {
   const found = statOrNull(path);
   return found?.isFile() === true ? `inode ${found.dev}:${found.ino}` : landsAt(path);
 }
 
 /**
- * 1 or 2 when `path` names this process's stdout or stderr (/dev/stdout, /dev/fd/1,
- * /proc/self/fd/2, ...); else null. Output to them goes through the descriptor, never a new open
- * of the path: that would truncate a file the shell opened for appending (`-o /dev/stdout >> log`),
- * a temp file renamed over it would replace the file, and Linux refuses to open a socket (a
- * parent's stdio, systemd's journal) by path. (Other descriptors are opened by path, as a pipe
- * from bash's `>(gzip ...)` can be: past 2, this process cannot tell one given to it from one of
- * Node's own.)
+ * 1 or 2 when `path` names this process's stdout or stderr (/dev/stdout, /proc/self/fd/2, ...), else null. Such output goes through the
+ * descriptor: opening the path would truncate an appended file, a rename would replace it, and Linux cannot open a socket by path.
+ * Past 2 this process cannot tell a descriptor given to it from one of Node's own.
  */
 export function inheritedDescriptor(path: string): 1 | 2 | null {
   if (process.platform === 'win32') return null;
@@ -55,12 +43,7 @@ export function descriptorNumber(path: string): number | null {
   return m === null ? null : Number(m[1]);
 }
 
-/**
- * Whether descriptor `fd` is one Node opened for itself: an event or epoll descriptor, or a pipe
- * with both of its ends open here. Writing into one would corrupt the event loop, or fail once
- * the work is done; a pipe given to us (bash's `>(gzip ...)`) has its other end elsewhere. Linux
- * only; false elsewhere.
- */
+/** Whether `fd` is one Node opened for itself (an event/epoll descriptor, or a pipe with both ends here): writing into one would corrupt the loop. Linux only. */
 export function ownDescriptor(fd: number): boolean {
   if (process.platform !== 'linux') return false;
   const target = attempt(() => readlinkSync(`/proc/self/fd/${fd}`));
@@ -71,11 +54,7 @@ export function ownDescriptor(fd: number): boolean {
   return fds.some((other) => other !== String(fd) && attempt(() => readlinkSync(`/proc/self/fd/${other}`)) === target);
 }
 
-/**
- * A path's metadata, or null if it cannot be had for any reason (absent, a parent that is a file,
- * a symlink loop, no permission, a name too long): callers then say what they need in their own
- * words, as they did for a missing file, instead of failing with the system's error.
- */
+/** A path's metadata, or null for any failure (absent, a loop, no permission...), so callers say what they need in their own words. */
 export function statOrNull(path: string): Stats | null {
   return attempt(() => statSync(path));
 }
@@ -85,10 +64,8 @@ export function lstatOrNull(path: string): Stats | null {
 }
 
 /**
- * `mkdir -p`, one level at a time from the deepest folder there is. Node's own recursive mkdir
- * never returns where mkdir answers ENOENT for a folder whose parent exists (under /proc, for
- * one): it makes the parent again, forever, at full CPU and deaf to Ctrl-C. Throws what mkdir
- * answered for the first folder it could not make.
+ * `mkdir -p`, one level at a time. Node's recursive mkdir spins forever (full CPU, deaf to Ctrl-C) where mkdir answers ENOENT for a folder
+ * whose parent exists (under /proc). Throws what mkdir answered for the first folder it could not make.
  */
 export function makeDirs(dir: string, mode: number): void {
   const missing: string[] = [];
@@ -100,8 +77,7 @@ export function makeDirs(dir: string, mode: number): void {
     try {
       mkdirSync(folder, { mode });
     } catch (error) {
-      // Made by another process meanwhile: fine. Anything else by that name (a dangling link, a
-      // file) is not a folder to make the rest in.
+      // Made by another process meanwhile: fine; anything else by that name is not a folder to make the rest in.
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || statOrNull(folder)?.isDirectory() !== true) throw error;
     }
   }
@@ -116,10 +92,8 @@ function attempt<T>(f: () => T): T | null {
 }
 
 /**
- * Why a path must not be followed: a symbolic link in a sticky folder anyone may write to (/tmp),
- * owned by neither this user nor the folder's owner, which anyone could have planted to make a
- * write land on a file of this user's (Linux's fs.protected_symlinks rule, for the same reason);
- * null when it may be.
+ * Why a path must not be followed: a symlink in a world-writable sticky folder (/tmp) owned by neither this user nor the folder's owner,
+ * which anyone could have planted (Linux's fs.protected_symlinks rule); null when it may be.
  */
 export function plantedLink(path: string): string | null {
   const uid = process.getuid?.();

@@ -8,15 +8,11 @@ import type { CsvFormat } from './csv-reader.js';
 import { makeDirs } from './paths.js';
 
 /**
- * The scan's result, kept beside the store so a rerun skips parsing the input again: for a
- * million rows, reading this back takes a fraction of a second where parsing takes several.
- * It is a pure cache of (input bytes, --column): keyed by the input's sha256, ignored when
- * anything differs or the file is damaged, and rebuilt by the next scan.
- *
- * Layout: one JSON line (what the scan found, and the sizes of what follows), then the row
- * references (Int32), the row ends (Uint32 or Float64) and the domains, one per line.
+ * The scan's result beside the store, so a rerun skips parsing (a million rows: a fraction of a second, not several). A pure cache keyed by
+ * the input's sha256 and --column, ignored when anything differs or it is damaged. Layout: a JSON header line, then the row refs (Int32),
+ * the row ends (Uint32 or Float64), and the domains one a line.
  */
-const FORMAT = 2; // 2: notUtf8At
+const FORMAT = 2;
 
 export interface ScanKey {
   /** The tool version: normalisation or the row encoding may change between releases. */
@@ -78,8 +74,7 @@ export async function loadScan(path: string, key: ScanKey, state: RunState): Pro
   if (state.domainCount !== 0) throw new Error('loadScan needs an empty state');
   let buf: Buffer;
   try {
-    // Synchronous: nothing else runs while the cache loads, and a thread-pool round trip per
-    // read would cost more than the read itself for the usual small input.
+    // Synchronous: nothing else runs meanwhile, and a thread-pool round trip would cost more than the read itself.
     buf = readFileSync(path);
   } catch {
     return null;

@@ -1,10 +1,6 @@
 /**
- * Text that came from the service, made safe for where it lands. The service's strings end up in
- * spreadsheets and terminals: a cell starting with `=`, `+`, `-` or `@` is a live formula in
- * Excel, Sheets and LibreOffice (`=HYPERLINK(...)`, `+cmd|' /C calc'!A0`), and ESC or NUL bytes
- * drive a terminal that shows the output. OWASP's advice (CSV Injection): prefix such a cell with
- * a single quote, which spreadsheets show as text. Only the service's text is touched; the
- * input's own cells are copied byte for byte.
+ * The service's text made safe where it lands: a spreadsheet cell starting with `=`, `+`, `-` or `@` is a live formula, and ESC or NUL
+ * drive a terminal. As OWASP advises (CSV Injection), such cells get a leading quote. Only the service's text is touched, never the input's.
  */
 
 /** C0 controls but tab and line feed, DEL, and the C1 controls (0x9b is a one-byte CSI). */

@@ -8,10 +8,7 @@ import { EnrichError, InterruptedError, UsageError } from '../errors.js';
 import { isProcessAlive } from '../process-alive.js';
 import { descriptorNumber, inheritedDescriptor, landsAt, lstatOrNull, ownDescriptor, plantedLink, statOrNull } from './paths.js';
 
-/**
- * Whoever read our stdout stopped reading (`| head`): the store holds everything bought, so
- * nothing is lost, and main() stops without a message (exit 141), as rg and qsv do.
- */
+/** Our stdout's reader stopped reading (`| head`): the store holds everything bought, so main() stops quietly (exit 141), as rg and qsv do. */
 export class OutputClosedError extends EnrichError {
   override readonly name = 'OutputClosedError';
   constructor(cause: unknown) {
@@ -44,11 +41,7 @@ function writeFailure(where: string, error: unknown): EnrichError {
   return new OutputWriteError(where, code, error);
 }
 
-/**
- * A signal came while the results waited on a reader that has stopped reading (a full pipe or
- * FIFO): what it never took is dropped (main() then ends the process, which would otherwise wait
- * on those bytes).
- */
+/** A signal came while results waited on a reader that stopped reading: what it never took is dropped, or the process would wait on those bytes. */
 export class OutputStalledError extends InterruptedError {
   readonly stalled = true;
   constructor() {
@@ -70,15 +63,11 @@ async function writeTo(stream: NodeJS.WritableStream, chunk: string | Buffer, wh
   await until(stream, 'drain', where, interrupt);
 }
 
-/**
- * Waits for `event` ('drain', or 'finish' once ended). Once `interrupt` fires, a reader still
- * taking bytes is waited for (the results end at a row), one that takes none between two looks
- * is not (OutputStalledError).
- */
+/** Waits for `event` ('drain', or 'finish' once ended). After `interrupt`, a reader still taking bytes is waited for; one taking none between two looks is not. */
 function until(stream: NodeJS.WritableStream, event: 'drain' | 'finish', where: string, interrupt: AbortSignal | undefined): Promise<void> {
   const w = stream as NodeJS.WritableStream & { errored?: Error | null; writableLength?: number; _handle?: { writeQueueSize?: number } | null };
-  // What is still to go: the stream's count drops only as a whole write completes (256 KiB or
-  // more, more than a pipe holds), libuv's as the kernel takes each part of one.
+  // What is still to go: the stream's count drops only as a whole write completes (256 KiB or more, more than a pipe holds),
+  // libuv's as the kernel takes each part of one.
   const pending = (): [number, number] => [w.writableLength ?? 0, w._handle?.writeQueueSize ?? 0];
   return new Promise<void>((resolve, reject) => {
     let timer: NodeJS.Timeout | undefined;
@@ -143,13 +132,9 @@ async function removeOrphans(destination: string): Promise<void> {
   }
 }
 
-/**
- * Why `path` cannot take results, or null if it can: a directory, a folder that does not exist or
- * cannot be written. Checked before a run starts, and again when the output is opened.
- */
+/** Why `path` cannot take results, or null: a directory, a missing or unwritable folder. Checked at start and again when the output opens. */
 export function unwritableReason(path: string): string | null {
-  // Synchronous on purpose: a few metadata calls at start-up, with nothing else to overlap them,
-  // cost microseconds each this way and a thread-pool round trip each as promises.
+  // Synchronous on purpose: a few metadata calls at start-up cost microseconds each, and a thread-pool round trip each as promises.
   const existing = statOrNull(path);
   if (existing?.isDirectory() === true) return `${path} is a directory; give a file path, or - for stdout`;
   // Checked before the run opens its own files: a descriptor not open then is nobody's to name.
@@ -171,25 +156,17 @@ export function unwritableReason(path: string): string | null {
   return null;
 }
 
-/**
- * The file results for `destination` are written to: a symlink's target (followed link by link,
- * so a link to a file not written yet counts; the link itself stays a link), else the path itself.
- */
+/** The file results for `destination` go to: a symlink's target (followed link by link, even to a file not yet written; the link stays), else the path. */
 export function outputTarget(destination: string): { target: string; viaLink: boolean } {
   const viaLink = lstatOrNull(destination)?.isSymbolicLink() === true;
   if (!viaLink) return { target: destination, viaLink };
-  // A link to a pipe or a device (`/dev/stdout`, bash's `>(gzip ...)` as /dev/fd/63) is opened
-  // through the link: its target there (`pipe:[N]`) names no file, and nothing is renamed over it.
+  // A link to a pipe or device (`/dev/stdout`, bash's `>(gzip ...)`) is opened through the link: its target (`pipe:[N]`) names no file.
   const existing = statOrNull(destination);
   if (existing !== null && !existing.isFile() && !existing.isDirectory()) return { target: destination, viaLink };
   return { target: landsAt(destination), viaLink };
 }
 
-/**
- * A new file named `prefix` + a random suffix, created exclusively (O_EXCL: never an existing file,
- * nor a link planted at a guessed name, so the suffix need not be unguessable), with `mode` (the
- * umask applies).
- */
+/** A new file `prefix` + random suffix, created O_EXCL (never an existing file or a planted link, so the suffix need not be unguessable), with `mode`. */
 function createTemp(prefix: string, where: string, mode: number): { path: string; fd: number } {
   for (let attempt = 0; ; attempt++) {
     const path = `${prefix}${Math.floor(Math.random() * 2 ** 32).toString(16).padStart(8, '0')}`;
@@ -222,8 +199,7 @@ async function streamSink(
 
 /** Writes to `stream`; ends it (then `afterFinish`) once complete, or destroys it (then `afterAbort`). */
 function sinkOver(stream: NodeJS.WritableStream & { destroy(): void }, where: string, interrupt: AbortSignal | undefined, afterFinish: () => Promise<void>, afterAbort: () => Promise<void>): Sink {
-  // A failure between two writes (EPIPE, ENOSPC) is kept on the stream and thrown by the next
-  // write or the end; with no listener meanwhile it would end the process instead.
+  // A failure between writes (EPIPE, ENOSPC) is kept on the stream and thrown by the next write or the end; unlistened it would end the process.
   stream.on('error', () => {});
   return {
     write: (chunk) => writeTo(stream, chunk, where, interrupt),
@@ -241,14 +217,12 @@ function sinkOver(stream: NodeJS.WritableStream & { destroy(): void }, where: st
 }
 
 /**
- * A FIFO: written on the event loop, never by a thread blocked in write(2) while its
- * reader has stopped reading (a signal could not end such a run: the process waits on that thread
- * to exit). Opened without blocking when a reader is there; else the open waits for one, as any
- * writer of a FIFO does.
+ * A FIFO, written on the event loop, never by a thread blocked in write(2) on a reader that stopped (a signal could not end such a run:
+ * the process waits on that thread). Opened non-blocking, polling until a reader is there.
  */
 async function pipeSink(target: string, where: string, interrupt: AbortSignal | undefined): Promise<Sink> {
-  // A plain descriptor (not a FileHandle, which would close it when collected): the socket owns it.
-  // Never a blocking open: it would hold a thread the process waits on to exit until a reader came.
+  // A plain descriptor (a FileHandle would close it when collected): the socket owns it. Never a blocking open: it would hold a
+  // thread the process waits on to exit until a reader came.
   const openFd = (): Promise<number> => new Promise((resolve, reject) => open(target, constants.O_WRONLY | constants.O_NONBLOCK, (error, fd) => (error === null ? resolve(fd) : reject(error))));
   let fd: number | undefined;
   while (fd === undefined) {
@@ -275,12 +249,9 @@ async function pipeSink(target: string, where: string, interrupt: AbortSignal | 
 const READER_LOOK_MS = 100;
 
 /**
- * A file is written to a temp file beside it and renamed into place at the end (with the mode of
- * the file it replaces, else the umask's),
- * so a crash never leaves a half-written output that looks finished. A symlink is followed (the
- * link stays a link); a device or pipe (`-o /dev/null`, a FIFO) is written in place, since
- * renaming over it would replace it; `-o /dev/stdout` or `/dev/stderr` is written through the
- * descriptor (see inheritedDescriptor). Writes respect backpressure.
+ * A file is written beside its destination and renamed into place at the end (keeping the replaced file's mode), so a crash never
+ * leaves a half-written output that looks finished. A symlink is followed; a device or pipe is written in place (renaming would replace
+ * it); `-o /dev/stdout` or `/dev/stderr` goes through the descriptor (inheritedDescriptor).
  */
 export async function openSink(destination: string, stdout: NodeJS.WritableStream, afterWork = false, interrupt?: AbortSignal): Promise<Sink> {
   const inherited = inheritedDescriptor(destination);
@@ -288,8 +259,7 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
     return {
       write: (chunk) => writeTo(stdout, chunk, 'stdout', interrupt),
       finish: async () => {},
-      // Stopped by a signal with bytes still to go: the reader takes them (whole rows), or is
-      // found stalled (OutputStalledError), rather than the process waiting on them for ever.
+      // Stopped by a signal with bytes still to go: the reader takes them, or is found stalled, rather than the process waiting for ever.
       abort: async () => {
         if (interrupt?.aborted === true && ((stdout as NodeJS.WritableStream & { writableLength?: number }).writableLength ?? 0) > 0) await until(stdout, 'drain', 'stdout', interrupt);
       },
@@ -297,20 +267,16 @@ export async function openSink(destination: string, stdout: NodeJS.WritableStrea
   }
   // Through the descriptor, left open for the messages after it.
   if (inherited === 2) return streamSink(destination, destination, { fd: 2, autoClose: false }, interrupt);
-  // The checks are synchronous: a few metadata calls, each a thread-pool round trip as promises.
-  // A link planted since the run started (it was looked at then too) is not followed either.
+  // Synchronous checks, as above. A link planted since the run started is not followed.
   const { target } = outputTarget(destination);
-  // Both were checked at the start too. Found once a run has worked (it may have bought), they are
-  // a failure to write its results (exit 1), what was bought kept: not a usage error, which says nothing was billed.
+  // Found only once a run has worked (it may have bought), these are a failure to write (exit 1), not a usage error, which says nothing was billed.
   const refused = plantedLink(destination) ?? unwritableReason(target);
   if (refused !== null && afterWork) throw new EnrichError(`cannot write the results: ${refused}; what was bought is kept in the store: once they can be written there, run the same command (nothing is bought again)`, 'failure');
   if (refused !== null) throw new UsageError(refused);
   const existing = statOrNull(target);
   if (existing !== null && existing.isFIFO()) return pipeSink(target, destination, interrupt);
   if (existing !== null && !existing.isFile()) return streamSink(target, destination, { flags: 'w' }, interrupt);
-  // A file replaced keeps its mode (a results file a teammate or a BI tool reads from a shared
-  // folder stays readable), taken on as it is renamed into place; a new one gets what the umask
-  // gives any new file.
+  // A file replaced keeps its mode (a shared results file stays readable to teammates); a new one gets the umask's.
   const { path: tempPath, fd } = createTemp(join(dirname(target), `${tempPrefix(target)}${process.pid}-`), destination, existing === null ? 0o666 : 0o600);
   return streamSink(
     tempPath,

@@ -1,20 +1,13 @@
 import { statfsSync } from 'node:fs';
 import { InputError } from '../errors.js';
 
-/**
- * A piped input has no size to check up front (`enrich - < /dev/zero` never ends), so the spool
- * is checked as it grows, against what no real CSV does. Limits: README "A cron job piping domains".
- */
+/** A piped input has no size up front (`enrich - < /dev/zero` never ends), so the spool is checked as it grows against what no CSV does (docs/input-and-display.md "Streams"). */
 export const SPOOL_LIMITS = {
   /** Far past any real row (a spreadsheet cell holds at most 32,767 characters); garbage has no line breaks. */
   maxLineBytes: 8 * 1024 * 1024,
   /** statfs costs a system call: once per this much spooled is plenty. */
   freeCheckBytes: 8 * 1024 * 1024,
-  /**
-   * The most a piped input may be: several times a million-row export (about 200 MiB), far short of
-   * a disk filled by a stream that never ends. A file given by path has no such limit;
-   * ENRICH_STDIN_LIMIT_MIB raises it.
-   */
+  /** The most a piped input may be: several times a million-row export, far short of a disk filled by an endless stream. ENRICH_STDIN_LIMIT_MIB raises it; files have no limit. */
   maxBytes: 4 * 1024 ** 3,
   /** The spool stops while this much of its disk is still free: 5% of it, at most 1 GiB. */
   freeFloor: (diskBytes: number): number => Math.min(1024 ** 3, diskBytes * 0.05),
@@ -73,8 +66,7 @@ export class SpoolGuard {
       throw new InputError(`${name} is UTF-16 encoded; save it as UTF-8 CSV and run again`);
     }
     if (chunk.includes(0)) throw new InputError(`${name} is not a text file (it contains NUL bytes)`);
-    // A line that ends in this chunk is checked whole; lines between two breaks of one chunk are
-    // shorter than the chunk, which a stream hands over in tens of KiB.
+    // A line ending in this chunk is checked whole; lines between two breaks of a chunk are shorter than the chunk (tens of KiB).
     const first = lineBreakAt(chunk, false);
     const longest = first === -1 ? this.line + chunk.length : this.line + first;
     if (longest > SPOOL_LIMITS.maxLineBytes) {

@@ -1,10 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 
-/**
- * Whether a file read chunk by chunk is UTF-8 all through, not only in the sample its format was
- * detected from, and where the first byte that is not sits. A character cut between two chunks
- * is held back and checked with the next.
- */
+/** Whether a file read chunk by chunk is UTF-8 throughout (not only its sampled head), and where the first bad byte is; a character cut between chunks is checked with the next. */
 export class Utf8Check {
   /** The file offset of the first byte that is not UTF-8; null while all is. */
   firstInvalid: number | null = null;

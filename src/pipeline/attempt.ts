@@ -9,29 +9,15 @@ import { NotSentError, StoppedError, type Flow, type Lane } from './flow.js';
 export type Attempt<T> = { kind: 'ok'; value: T } | { kind: 'error'; error: unknown } | { kind: 'stopped' };
 
 export interface AttemptHooks {
-  /**
-   * Runs before each attempt (the enrich step makes its intent durable here); false ends the
-   * call as stopped. What it throws (the store cannot be written) ends the whole run.
-   */
+  /** Runs before each attempt (the enrich step writes its intent here); false ends the call as stopped; a throw (store unwritable) ends the run. */
   before?: () => Promise<boolean>;
-  /**
-   * Sees every failure first, and may answer "again": the failure describes the past (a
-   * replay), so the next attempt goes at once, neither counting against the retries nor
-   * stopping the run.
-   */
+  /** Sees every failure first; "again" means it describes the past (a replay), so the next attempt goes at once, counting against nothing. */
   failed?: (error: unknown) => 'again' | undefined;
-  /**
-   * The attempt just made went under a key whose fate is open (lost at lostAt): its answer may be
-   * a stored one replayed, and is weighed as such (pipeline/health.ts). Undefined: a fresh key.
-   */
+  /** The attempt went under a key whose fate is open (lost at lostAt): its answer may be a replay (health.ts). Undefined: a fresh key. */
   lostKey?: () => { lostAt: number | null } | undefined;
   /** At most this many attempts, and this many 429s (a question whose answer is wanted now, or not at all). */
   limit?: number;
-  /**
-   * Asked in the request's slot, as it is about to leave (it may have waited there behind others,
-   * or out a pause): true, and it is not sent, and the attempt starts again from `before` (which
-   * must make it fresh again: the enrich step renews its lease and claims again).
-   */
+  /** Asked as the request leaves its slot (after queueing or a pause): true, and it is not sent but starts again from `before`, which must make it fresh. */
   stale?: () => boolean;
   /** Told as the call starts (true) and ends (false) a wait before its next attempt: it holds no slot meanwhile. */
   resting?: (on: boolean) => void;
@@ -47,7 +33,6 @@ export interface AttemptDeps {
   inflight: AbortSignal;
   /** Until when every caller is held back (the flow's shared pause); 0: none. */
   pausedUntil: () => number;
-  /** The circuit breaker every attempt's outcome goes through. */
   health: Health;
   /** Stops the run: the service is down, or asks to wait longer than it is worth. */
   unavailable(outage: Outage): void;
@@ -55,10 +40,7 @@ export interface AttemptDeps {
 
 export type Attempter = <T>(lane: Lane, signal: AbortSignal, call: (s: AbortSignal) => Promise<T>, hooks?: AttemptHooks) => Promise<Attempt<T>>;
 
-/**
- * One logical call with retries; each attempt is one scheduled request. Whether and when to try
- * again is the pure decision in api/retry.ts; this only carries it out.
- */
+/** One logical call with retries, each attempt one scheduled request; whether and when to retry is api/retry.ts's pure decision. */
 export function attempter(deps: AttemptDeps): Attempter {
   const { flow, clock, progress, inflight } = deps;
   return async function attempt<T>(lane: Lane, signal: AbortSignal, call: (s: AbortSignal) => Promise<T>, hooks: AttemptHooks = {}): Promise<Attempt<T>> {
@@ -91,8 +73,7 @@ export function attempter(deps: AttemptDeps): Attempter {
           return { kind: 'stopped' };
         }
         if (!decision.retry) return { kind: 'error', error };
-        // A pause that holds every request is shown as one, so a wait never looks like a hang; a
-        // lone 429 that only this request waits out is not a pause of the run.
+        // A pause holding every request is shown, so a wait never looks like a hang; a lone 429 only this request waits out is not a pause.
         if (error instanceof RateLimitedError && deps.pausedUntil() > clock.now()) progress({ type: 'paused', until: deps.pausedUntil() });
         progress({ type: 'retry' });
         hooks.resting?.(true);

@@ -1,8 +1,6 @@
 /**
- * --max-credits: a paid call may start only if, were it and every call still in flight to be
- * charged, this invocation would stay within the cap. While the cap is taken up by calls in
- * flight, a caller waits (a miss costs nothing and frees its place); once credits actually spent
- * reach the cap, every caller is told no. Calls whose answer was lost count as charged.
+ * --max-credits: a paid call starts only if this invocation would stay within the cap were it and every call in flight charged (lost
+ * answers count as charged). While in-flight calls fill the cap callers wait (a miss frees its place); once spent reaches it, all are told no.
  */
 export class CreditBudget {
   private spent = 0;

@@ -12,22 +12,14 @@ export interface Clock {
 }
 
 /**
- * How much of a precise wait is spent yielding to the event loop rather than on a timer. Node's
- * timers fire on whole milliseconds and often one late, so a pacer on timers alone leaves gaps
- * about a millisecond longer than it meant (a tenth of the rate at 100 requests a second), while
- * a one-token bucket refuses anything that comes even slightly early. The last stretch before the
- * deadline is therefore spent in setImmediate turns (I/O still runs between them): sub-millisecond
- * precision for at most about this much CPU per wait (callers use it only for waits several times
- * longer).
+ * The last stretch of a precise wait is spent in setImmediate turns, not on a timer: Node's timers fire on whole ms and often one
+ * late, and a one-token bucket refuses anything slightly early. Costs at most about this much CPU per wait.
  */
 const PRECISE_MS = 1;
 
 const [originS, originNs] = process.hrtime();
 
-/**
- * Monotonic milliseconds since this module loaded: `performance.now()` without node:perf_hooks,
- * whose dozen internal modules are a measurable share of a quick rerun's start-up.
- */
+/** Monotonic ms since load: `performance.now()` without node:perf_hooks, whose internal modules cost start-up. */
 export function monotonicMs(): number {
   const [s, ns] = process.hrtime();
   return (s - originS) * 1e3 + (ns - originNs) / 1e6;
@@ -38,11 +30,7 @@ export function monotonicMs(): number {
 const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
   delay(Math.min(MAX_TIMER_MS, Math.max(0, ms)), undefined, signal === undefined ? undefined : { signal });
 
-/**
- * Resolves at `deadline` on the clock `now`: a timer to about PRECISE_MS before it, then event-loop
- * turns. An abort is seen at every turn, before the time is: one that came while the wait was on
- * rejects it, even if the deadline has passed by the turn that sees it.
- */
+/** Resolves at `deadline`: a timer to about PRECISE_MS before, then event-loop turns. An abort seen at any turn rejects, even past the deadline. */
 export async function preciseUntil(deadline: number, signal: AbortSignal | undefined, now: () => number = monotonicMs): Promise<void> {
   for (;;) {
     const left = deadline - now();

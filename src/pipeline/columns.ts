@@ -34,10 +34,7 @@ export const canonicalHeader = (name: string): string =>
     .toLowerCase()
     .replace(/[\s_\-.]+/g, ' ');
 
-/**
- * Finds the domain column: the one `--column` names, else the best-ranked known header.
- * Fails with the headers it saw, so the user knows what to pass to --column.
- */
+/** The domain column: the one `--column` names, else the best-ranked known header; the error lists the headers seen, for --column. */
 export function findDomainColumn(header: readonly string[], requested: string | undefined): number {
   const canon = header.map(canonicalHeader);
   if (requested !== undefined) {

@@ -84,18 +84,10 @@ class EnrichStep {
     this.record = this.deps.record;
   }
 
-  /**
-   * Companies whose claim is out or whose claimed purchase is not settled yet: each holds (or may
-   * hold) a reservation under the monthly budgets. A claim the budgets turn away waits while any
-   * is left, since one that costs nothing (a miss) gives its room back; once none is, the run stops.
-   */
+  /** Companies whose claim is out or purchase unsettled, each (maybe) holding a budget reservation: a capped claim waits while any is left, since a miss gives its room back. */
   private readonly reserving = new Set<number>();
   private settled: (() => void)[] = [];
-  /**
-   * Set once a monthly budget turned a claim away with nothing of this run's left to settle: no new
-   * purchase starts. One that already holds its reservation (a resumed key, a lost answer) still
-   * finishes: its price is counted already, and stopping it would leave it held.
-   */
+  /** A monthly cap turned a claim away with nothing left to settle: no new purchase starts, but one already holding its reservation finishes (else it stays held). */
   private capped = false;
 
   private wakeAll(): void {
@@ -105,11 +97,8 @@ class EnrichStep {
   }
 
   /**
-   * `wake`: waiters ask again, when `freed` (a purchase that charged nothing gave its room back) or
-   * none of this run's is left to settle (they then stop). Not after a claim turned away itself:
-   * two turned away at once would wake each other for ever, and it frees no room. `settles` counts
-   * the wakes, so a claim that was out when one came (and was turned away on a room read before
-   * it) asks again rather than wait for a wake already gone.
+   * `wake`: waiters ask again when `freed` (a purchase charged nothing) or none of this run's is left to settle. Not after a claim was
+   * itself turned away: two would wake each other for ever. `settles` counts wakes, so a claim out during one asks again.
    */
   private settles = 0;
   private letGo(c: Company, wake = true, freed = false): void {
@@ -133,17 +122,12 @@ class EnrichStep {
     });
   }
 
-  // The key an attempt goes under: the open intent's as written (a resume must not recompute it,
-  // in case the derivation ever changes), else a new one for the generation and version.
+  // The open intent's key as written (a resume must not recompute it, should the derivation change), else a new one.
   private keyOf(c: Company): string {
     return keyOf(c.purchase) ?? this.deps.idempotencyKey(c, c.keyVersion);
   }
 
-  /**
-   * Makes this run the purchase's owner with a durable intent. Another live run may own it (wait
-   * for its outcome), may have bought the company since the plan (reuse that), or may have moved
-   * its key on (adopt where it stands). False when there is nothing left to buy.
-   */
+  /** Makes this run the owner with a durable intent; another live run may own it (wait), have bought it since the plan (reuse), or moved its key (adopt). False: nothing left to buy. */
   private async claimPurchase(c: Company, place: Place): Promise<boolean> {
     // Said once per company while it waits, so a wait on another run is never silent.
     let waiting = false;
@@ -164,9 +148,8 @@ class EnrichStep {
           case 'held':
             return false;
           case 'capped':
-            // No room under a monthly budget: nothing was written, nothing sent. While this run has
-            // purchases unsettled, one may cost nothing and give its room back: ask again then.
-            // With none, the run stops buying (exit 4), leaving no reservation behind.
+            // No room under a monthly cap: nothing written or sent. While this run has purchases unsettled one may free room,
+            // so ask again then; with none, stop buying (exit 4), leaving no reservation behind.
             if (this.settles !== seen) continue;
             if (this.reserving.size > 0) {
               // Its --max-credits place is given up meanwhile: the purchase waited on may need one.
@@ -227,10 +210,7 @@ class EnrichStep {
     });
   }
 
-  /**
-   * A paid answer that cannot be used (api/errors.ts UnusablePaidAnswerError): the purchase
-   * closes as failed, with its credit spent and no record kept, and the row says bad_response.
-   */
+  /** A paid answer that cannot be used: the purchase closes as failed, its credit spent, no record kept (the row says bad_response). */
   private recordUnusable(c: Company, error: UnusablePaidAnswerError): void {
     this.progress({ type: 'charged', credits: error.charged });
     this.record({ type: 'enrich', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, status: 'error', code: error.code, charged: error.charged, final: true, at: this.deps.now() });
@@ -240,10 +220,7 @@ class EnrichStep {
     return { now: this.deps.now(), afterMs: this.deps.settleMs, answeredSince: (at) => this.deps.health.answeredSince(at) };
   }
 
-  /**
-   * Renews the run's lease; false if the run is stopped meanwhile (Ctrl-C is not held up by a store
-   * that is slow to answer). What the renew throws (the store cannot be written) ends the run.
-   */
+  /** Renews the run's lease; false if the run stops meanwhile (Ctrl-C is not held up by a slow store). A renew failure (store unwritable) ends the run. */
   private async renewLease(): Promise<boolean> {
     const signal = this.stops.paid.signal;
     if (signal.aborted) return false;
@@ -266,10 +243,7 @@ class EnrichStep {
     return false;
   }
 
-  /**
-   * A key retired on the settle rule may have been charged: its place under --max-credits is
-   * spent, and the attempt under the new key needs a place of its own. False: none is left.
-   */
+  /** A key retired on the settle rule may have been charged: its --max-credits place is spent, and the new key's attempt needs its own. False: none left. */
   private async replaceSpentPlace(c: Company, place: Place): Promise<boolean> {
     if (c.unconfirmed === place.counted) return true;
     this.deps.budget.settle(c.unconfirmed - place.counted);
@@ -278,10 +252,7 @@ class EnrichStep {
     return place.held;
   }
 
-  /**
-   * One purchase attempt, retries included: the charge, and whether the service answered last.
-   * `arrived`: tells the resume gate this company has had an answer (pipeline/resume-gate.ts).
-   */
+  /** One purchase attempt, retries included: the charge, and whether the service answered last. `arrived` tells the resume gate. */
   private async buy(c: Company, sentKeys: Set<string>, place: Place, arrived: () => void, claimedIn: number): Promise<Bought> {
     let lostKey: { lostAt: number | null } | undefined;
     /** The lease lapsed while the request waited for its slot: renew it, and claim again before it is sent. */
@@ -291,26 +262,21 @@ class EnrichStep {
     const claimStale = (): boolean => this.deps.leaseLapsed() || claimedIn !== this.deps.leaseEpoch();
     const call = (signal: AbortSignal) => {
       const key = this.keyOf(c);
-      // A key that may have been sent unanswered (by this run or one before) may answer with a
-      // stored outcome: what it answers is weighed as such (pipeline/health.ts).
+      // A key that may have been sent unanswered may answer with a stored outcome: its answer is weighed as such (health.ts).
       const p = c.purchase;
       lostKey = p.state === 'uncertain' ? { lostAt: p.lostAt } : undefined;
       sentKeys.add(key);
       return this.deps.client.enrich(c.domain, { idempotencyKey: key, signal });
     };
     const result = await this.deps.attempt('enrich', this.stops.paid.signal, call, {
-      // The intent is on disk before the paid request leaves: a crash after this point resumes
-      // with the same key, and the service replays instead of charging again. A key retired
-      // since the claim needs an intent of its own.
-      // An uncertain key writes its intent again before every attempt: the store then knows when
-      // the last request that might go unanswered was sent, should this run die.
+      // The intent is on disk before the paid request leaves, so a crash resumes with the same key and the service replays
+      // instead of charging. A key retired since the claim, or an uncertain one (to date its last send), writes it again.
       before: async () => {
         if (!(await this.replaceSpentPlace(c, place))) return false;
         const lapsed = lapsedInQueue || this.deps.leaseLapsed();
         lapsedInQueue = false;
         if (c.purchase.state === 'claimed' && !lapsed && claimedIn === this.deps.leaseEpoch()) return true;
-        // The lease renewed before the claim: a claim over a lease still lapsed would be judged
-        // stale again in its slot, and the company never sent.
+        // Renew before claiming: a claim over a lease still lapsed would be judged stale again in its slot, and never sent.
         if (lapsed && !(await this.renewLease())) return false;
         claimedIn = this.deps.leaseEpoch();
         return this.claimPurchase(c, place);
@@ -327,9 +293,8 @@ class EnrichStep {
         }
         const verdict = keyVerdict(c, error, this.settle());
         if (verdict === null) return undefined;
-        // The service's error under a lost key, with nothing since showing its paid endpoint up:
-        // a stored error replayed, or an outage. Asked now, before the retries and the breaker
-        // decide for want of it (a run whose every company is such a key would never learn).
+        // An error under a lost key, with nothing since showing the paid endpoint up, may be a replay or an outage: probe now,
+        // before the retries and the breaker decide for want of it.
         const p = c.purchase;
         if (verdict === 'kept' && p.state === 'uncertain' && p.lostAt !== null && error instanceof ApiError && error.definitive) void this.probe(p.lostAt);
         this.recordFailure(c, error, verdict);
@@ -367,11 +332,7 @@ class EnrichStep {
     this.record({ type: 'unclaim', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, key: p.key });
   }
 
-  /**
-   * A key kept only because an earlier attempt under it may still be running at the service: once
-   * that attempt must have settled, the service's next error retires the key, so waiting out the
-   * rest of the settle time (never longer than it, nor two minutes) lets this run finish it.
-   */
+  /** A key kept only because an earlier attempt may still be running: wait out the rest of its settle (at most two minutes), so the next error retires it. */
   private async settleWait(c: Company, answered: boolean): Promise<boolean> {
     const p = c.purchase;
     if (!answered || p.state !== 'uncertain' || p.lostAt === null || this.stops.paid.signal.aborted) return false;
@@ -390,15 +351,11 @@ class EnrichStep {
     return true;
   }
 
-  /** The probe under way, if one is. */
   private probing: Promise<void> | null = null;
 
   /**
-   * Asks whether the paid endpoint answers now, when a key lost at `lostAt` needs that to settle
-   * and nothing since has shown it: an enrich it cannot bill (client.probeEnrich), paced and
-   * counted by the breaker as any request. Its 4xx is the endpoint's own answer and moves Health's
-   * `answeredSince` on, for every key lost before it; a 500 or no answer (an outage) leaves every
-   * key kept, and counts against the service. One at a time; asked again only while still needed.
+   * Asks whether the paid endpoint answers now (client.probeEnrich: an enrich it cannot bill) when a key lost at `lostAt` needs that to
+   * settle. A 4xx moves Health's `answeredSince` on; a 500 or no answer leaves keys kept. One at a time.
    */
   private probe(lostAt: number): Promise<void> {
     const { client, health } = this.deps;
@@ -440,8 +397,7 @@ class EnrichStep {
           outcome = await this.buy(c, sentKeys, place, arrived, claimedIn);
         }
       } finally {
-        // A key left uncertain may have been charged, and so may one retired on the settle rule
-        // after the last attempt: --max-credits counts both as spent.
+        // An uncertain key may have been charged, as may one retired on the settle rule after the last attempt: --max-credits counts both as spent.
         const uncertain = chargeMayBeUnseen(c.purchase) ? Math.max(outcome.charged, 1) : outcome.charged;
         if (place.held) this.deps.budget.settle(uncertain + c.unconfirmed - place.counted);
         this.unclaim(c, sentKeys);

@@ -29,10 +29,7 @@ export interface EventSink {
   leaseEpoch?(): number;
   /** Renews this run's hold on its claims now (after a lapse, before claiming again). */
   renewLease?(): Promise<void>;
-  /**
-   * Waits until another run's outcome for `company` may have come (woken by the store when it can
-   * tell, as the team store's NOTIFY does), or `ms` passed; resolves, never rejects.
-   */
+  /** Waits until another run's outcome for `company` may have come (woken early where the store can tell) or `ms` passed; never rejects. */
   waitForOutcome?(company: string, ms: number, signal: AbortSignal): Promise<unknown>;
 }
 
@@ -41,10 +38,7 @@ export interface ExecuteOptions {
   /** Credits this invocation may spend; null for no cap. */
   maxCredits: number | null;
   retry: RetryPolicy;
-  /**
-   * The most matches queued or in flight at once. Below it, as many as the flow's learned
-   * window and 32 more: enough to keep it busy, few enough to stay small.
-   */
+  /** The most matches queued or in flight; below it, the flow's window plus 32: enough to keep it busy, few enough to stay small. */
   matchWindow: number;
   /** After an interrupt, how long requests already sent may take before they are abandoned. */
   graceMs: number;
@@ -66,7 +60,6 @@ export interface ExecuteDeps {
   idempotencyKey(company: Company, version: number): string;
   /** A company first met in this run's matches: load what the store holds of it, and plan. */
   planCompany(company: Company): Promise<void> | void;
-  /** Where progress is told (pipeline/progress.ts). */
   progress: ProgressSink;
   /** Wall-clock ms since the epoch (default Date.now): when records were bought. */
   now?: () => number;
@@ -75,11 +68,7 @@ export interface ExecuteDeps {
 /** The end game's length, in seconds at the learned pace (execute). */
 export const END_GAME_SECONDS = 3;
 
-/**
- * Matches every domain still owed a match and enriches every matched company still owed a
- * record, in one pipelined pass: an enrich starts as soon as its match hits. Outcomes go to the
- * store and the state as they happen; nothing here throws for a row.
- */
+/** Matches every domain owed a match and enriches every matched company owed a record, in one pipelined pass; nothing here throws for a row. */
 export async function execute(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, interrupt: AbortSignal): Promise<Stop | null> {
   const stops = new Stops();
   const grace = onInterrupt(interrupt, stops, options.graceMs);
@@ -93,17 +82,11 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   // As many matches as the flow has room for now, and 32 more queued: what waits in its queue
   // waits in memory, long enough to outlive a young collection or two (up to matchWindow).
   const matchRoom = (): number => Math.min(options.matchWindow, deps.flow.window + 32);
-  // The end game: once the matches left are fewer than END_GAME_SECONDS at a learned pace, the
-  // matches waiting go before the enriches waiting (none of which waits longer than that), each
-  // slot freed going to a match while the room keeps 32 queued. A match answered late (a
-  // long-tailed service: one in a thousand over a second) then has the enriches of the matches
-  // before it still to send behind it; sent among the enriches' last, its own enrich came a
-  // second after the run's every other request (4 sandbox runs in 16 ended at 0.92 of the ceiling).
-  // Each pass starts in the usual order (a dry pass's end game is not the purchase pass's).
+  // The end game: once fewer matches are left than END_GAME_SECONDS at the pace, waiting matches go before waiting enriches
+  // (none waiting longer than that), so a late match's enrich is not left trailing the run. Each pass starts in the usual order.
   let endGame = false;
   deps.flow.matchesFirst(null);
-  // The requests left, for the flow's last stretch: the matches not yet queued, and each task
-  // under way (a match may bring an enrich after it).
+  // Requests left, for the flow's last stretch: matches not yet queued, and each task under way (a match may bring an enrich).
   let matchesLeft = 0;
   for (let d = 0; d < state.domainCount; d++) if (state.needsMatch(d)) matchesLeft++;
   deps.flow.remainingFrom(() => 2 * matchesLeft + tasks.remaining);
@@ -127,10 +110,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   return stops.first;
 }
 
-/**
- * Ctrl-C stops starting calls at once; requests already sent are let finish, and aborted only
- * once the grace period is over (`inflight`).
- */
+/** Ctrl-C stops starting calls at once; requests already sent may finish until the grace period ends (`inflight`). */
 function onInterrupt(interrupt: AbortSignal, stops: Stops, graceMs: number): { inflight: AbortController; dispose(): void } {
   const inflight = sharedController();
   let graceTimer: NodeJS.Timeout | undefined;
@@ -214,8 +194,7 @@ function wire(state: RunState, options: ExecuteOptions, deps: ExecuteDeps, run: 
     progress({ type: 'enrich-queued' });
     tasks.track(enrich(company), false);
   };
-  // A company first met mid-run is planned from the store before anything is decided about it:
-  // its enrich (asked for by this match or an alias's) waits for that plan.
+  // A company first met mid-run is planned from the store first: its enrich (from this match or an alias's) waits for that plan.
   const plans = new Map<number, Promise<void>>();
   const planCompany = (company: Company): void => {
     const plan = Promise.resolve(deps.planCompany(company));

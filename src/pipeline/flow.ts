@@ -37,19 +37,11 @@ const PLATEAU = 0.99;
 /** Ten cuts within a second did not stop the 429s (the ceiling fell, a fixed window ran out): everyone waits, and goes on at 0.9 of what was accepted. */
 const CLUSTER_CUTS = 10;
 const MEASURED_FLOOR = 0.9;
-/**
- * Refusals this few released requests apart are the pace over the ceiling; sparser ones brush it.
- * A one-token bucket refuses a request that arrives even slightly early, so against it three within
- * SHALLOW_DENSE are, and cuts compound at most twice.
- */
+/** Refusals this few released requests apart mean the pace is over the ceiling; sparser ones brush it. A one-token bucket refuses slightly early arrivals, so its span is wider and its cuts compound at most twice. */
 const DENSE_SPACING = 10;
 const SHALLOW_DENSE = 15;
 const SHALLOW_COMPOUND = 2;
-/**
- * A sparse refusal steps the pace down STEP, and each accepted answer steps it up so much less that
- * they balance where SHARE of requests are refused: against a one-token bucket, whose jitter
- * refusals no pace avoids, a client told the ceiling does best where 1.5-3% are refused.
- */
+/** Sparse refusals step the pace down STEP and accepted answers up, balancing at SHARE refused: against a one-token bucket (whose jitter refusals no pace avoids) 1.5-3% refused does best. */
 const STEP = 0.01;
 const SHALLOW_SHARE = 0.015;
 /** Of a bucket whose depth the first wave did not tell, sparse refusals under this share (over about SHARE_SPAN paced requests) are jitter. */
@@ -105,10 +97,8 @@ class Recent {
 }
 
 /**
- * One endpoint's latency, smoothed, and the least of it over the last two spans (BBR's min RTT,
- * per lane). The first span (a second at most) is cold and forgotten; in it, a near service
- * (under NEAR_MS) is judged by its fastest answer yet, since requests queued in this process are
- * most of such an answer, and whatever is in flight at a ceiling's first 429 is refused together.
+ * One endpoint's smoothed latency and its least over the last two spans (BBR's min RTT, per lane). In the cold first span a near service
+ * is judged by its fastest answer: queueing in this process is most of such an answer, and all in flight at the first 429 is refused together.
  */
 class LaneLatency {
   latency = 0;
@@ -148,19 +138,9 @@ class LaneLatency {
 }
 
 /**
- * Every request of a run goes through here: it waits in its lane, leaves one pacing interval after
- * the last and only while fewer than the window are in flight, and its answer teaches the pace and
- * the window.
- *
- * - The pace is the rate of the service's token bucket, learned: none until the first 429, then
- *   what was accepted so far, after everyone waits out that Retry-After once (not against a
- *   one-token bucket, whose first wave is refused nearly whole: it refills in an interval).
- * - Slow start grows it until refusals come dense; each dense refusal cuts it, and it climbs back
- *   to just under the ceiling (by slow start against a one-token bucket, along CUBIC's curve
- *   against a deep one). Sparse refusals step it down a little. A refused request waits out its
- *   own Retry-After (attempt.ts); nobody else does, but after cuts that did not stop the 429s.
- * - The window is Little's law once paced; unpaced, it grows while answers come fast and shrinks
- *   while they queue.
+ * Every request waits in its lane and leaves one pacing interval after the last, while the window has room; answers teach both. The pace
+ * is the service's token-bucket rate, learned from 429s: slow start until refusals come dense, a cut per dense refusal, a climb back under
+ * the ceiling (CUBIC against a deep bucket); sparse refusals step it down. The window is Little's law once paced, latency-driven before.
  */
 export class Flow {
   /** Requests a second; infinite until the first 429. */
@@ -347,8 +327,7 @@ export class Flow {
     if (this.paced) this.refusedShare -= this.refusedShare / SHARE_SPAN;
     if (ok) this.learnWindow(now - sentAt, lane, busy, now);
     this.startShallow();
-    // Grow only while requests wait for the pace (not the input, nor the window, is the
-    // bottleneck), and not on answers to requests sent before the last cut.
+    // Grow only while requests wait for the pace (neither input nor window is the bottleneck), and not on answers sent before the last cut.
     const paceBound = this.waiting > 0 && this.inFlight < this.window;
     if (!this.paced || !paceBound || sentAt <= this.lastCut || this.tail()) {
       this.lastGrowth = now;
@@ -378,8 +357,7 @@ export class Flow {
   private refused(sentAt: number, retryAfterSeconds: number): void {
     const now = this.clock.now();
     if (sentAt <= this.firstRefusalAt) {
-      // The first wave refused nearly whole: a one-token bucket, which refills in an interval, so
-      // nobody waits, and the pace starts at a request a round trip.
+      // The first wave refused nearly whole: a one-token bucket, refilled in an interval, so nobody waits and the pace starts at one a round trip.
       if (++this.waveRefused > SHALLOW_WAVE && this.depth === 'unknown') {
         this.depth = 'shallow';
         this.pausedUntil = now;
@@ -389,8 +367,7 @@ export class Flow {
       return;
     }
     if (!this.paced) {
-      // The first 429: everything in flight went too fast, so everyone waits once, then goes on
-      // at what was accepted so far.
+      // The first 429: everything in flight went too fast, so everyone waits once, then goes on at what was accepted so far.
       this.pause(now, retryAfterSeconds);
       this.rate = Math.max(1, this.acceptedAll / Math.max(1, (now - (this.startedAt ?? now)) / 1000));
       this.firstRefusalAt = this.lastCut = this.lastGrowth = now;
@@ -415,8 +392,7 @@ export class Flow {
       this.slowStart = false;
       this.climbFrom(now);
     } else if (shallow && sentAt > this.lastStep) {
-      // Against a one-token bucket, one small step per refusal of a request sent since the last (a
-      // late request brings the next one early: the pair counts once).
+      // Against a one-token bucket, one small step per refusal of a request sent since the last (a late one brings the next early).
       this.lastStep = now;
       this.rate = Math.max(1, this.rate * (1 - STEP));
       this.kick();
@@ -424,10 +400,8 @@ export class Flow {
   }
 
   /**
-   * The pace is over the ceiling: cut it, harder for each cut within the last second, then climb
-   * back to just under where it was refused (a one-token bucket), or to what the service accepted
-   * over the last second or sustained over three, whichever is less (a deep bucket, whose last
-   * tokens inflate either).
+   * The pace is over the ceiling: cut it (harder per cut in the last second), then climb back under where it was refused (one-token
+   * bucket) or under the lesser of what was accepted over 1 s and sustained over 3 s (a deep bucket, whose last tokens inflate either).
    */
   private cut(now: number, retryAfterSeconds: number): void {
     const shallow = this.depth === 'shallow';
@@ -482,8 +456,7 @@ export class Flow {
     }
     if (left >= this.rate * TAIL_SECONDS) return false;
     this.inTail = true;
-    // Still climbing back after a cut, from where the cut left it: the climb's target may be a
-    // deep bucket's last tokens counted as its rate.
+    // Still climbing back after a cut: the climb's target may be a deep bucket's last tokens counted as its rate.
     const climbing = this.from > 0 && this.clock.now() - this.lastCut < 2 * CUBIC_SECONDS * 1000;
     this.rate = Math.max(1, (climbing ? Math.min(this.rate, this.from) : this.rate) * TAIL_MARGIN);
     this.kick();

@@ -14,42 +14,28 @@ export const BREAKER_FAILURES = 25;
 export const COLD_FAILURES = 5;
 
 /**
- * The circuit breaker: it watches every attempt's outcome and says when the service is down, so
- * a run neither grinds through a million rows of retries nor exits with "158 rows failed" when
- * the truth is "the host cannot be reached". A 2xx or a 4xx from the service proves it up;
- * connection failures, timeouts and 5xx answers count against it.
+ * The circuit breaker: says when the service is down, so a run neither grinds through retries nor reports "158 rows failed" for a
+ * host it cannot reach. A 2xx or 4xx proves the service up; connection failures, timeouts and 5xx count against it.
  */
 export class Health {
   private worked = false;
   private failures = 0;
   /** Attempts that got no answer at all while nothing had yet worked. */
   private silent = 0;
-  /**
-   * When the paid endpoint last gave an answer made for its request, not perhaps one stored under
-   * its key and replayed (ms since the epoch): a 2xx, or an error under a key never lost. The free
-   * match does not count: an outage may take the paid endpoint down alone.
-   */
+  /** When the paid endpoint last answered afresh (a 2xx, or an error under a key never lost), not a replay. The free match does not count: an outage may take the paid endpoint down alone. */
   private goodAt = Number.NEGATIVE_INFINITY;
 
   /** 429s since the service last took a request, and when the first of them came (monotonic ms). */
   private refused = 0;
   private refusedFrom = 0;
 
-  /**
-   * `now`: the wall clock lost answers are stamped with (EnrichEvent.at). `refusals`: a service
-   * that has answered nothing but 429 to at least `count` attempts in a row over at least `ms`
-   * (execute.ts: twice the longest wait worth waiting out in a run) is not taking this run's
-   * requests, whatever its Retry-After says: that is an outage too.
-   */
+  /** `now`: the clock lost answers are stamped with. `refusals`: nothing but 429 to `count` attempts over `ms` is an outage too, whatever Retry-After says. */
   constructor(
     private readonly now: () => number = Date.now,
     private readonly refusals: { count: number; ms: number; clock: () => number } | null = null,
   ) {}
 
-  /**
-   * An attempt that was answered by the service: it is there. `fresh`: an answer of the paid
-   * endpoint made for this request (see goodAt).
-   */
+  /** An attempt the service answered: it is there. `fresh`: the paid endpoint's own answer to this request (see goodAt). */
   answered(fresh: boolean): void {
     this.worked = true;
     this.failures = 0;
@@ -57,22 +43,14 @@ export class Health {
     if (fresh) this.goodAt = this.now();
   }
 
-  /**
-   * Whether the paid endpoint has answered a request of its own since `at`: then it was working
-   * after that moment, and an error under a key lost before it comes from behind its idempotency
-   * layer (a stored one replayed), not from an outage in front of it.
-   */
+  /** Whether the paid endpoint answered afresh since `at`: then an error under a key lost before it comes from behind its idempotency layer (a replay), not an outage. */
   answeredSince(at: number): boolean {
     return this.goodAt > at;
   }
 
   /**
-   * An attempt that failed; returns the outage if this one opens the breaker. `lostKey`: the
-   * attempt went under a key whose fate is open, lost at `lostAt` (null: when is not known), so
-   * a problem document may be that key's stored outcome replayed (a Stripe-style service keeps a
-   * 500 under its key), and is never fresh evidence. A 4xx, or a 500 once the service has
-   * answered afresh since the loss, shows it up; a 500 before that may be an outage in front of
-   * its idempotency layer, and counts against it as any other.
+   * A failed attempt; returns the outage if it opens the breaker. Under a `lostKey` a problem document may be a stored outcome replayed,
+   * never fresh evidence: a 4xx, or a 500 after a fresh answer since the loss, shows the service up; an earlier 500 counts against it.
    */
   failed(error: unknown, paid: boolean, lostKey?: { lostAt: number | null }): Outage | null {
     // A 2xx that could not be used (another company's record) was still the service answering.
@@ -80,9 +58,8 @@ export class Health {
       this.answered(true);
       return null;
     }
-    // A 429 comes from the rate limiter in front of the service: it proves nothing of what is
-    // behind it (pipeline/keys.ts), up or down, so it neither counts nor clears a failure, and is
-    // never fresh evidence; the limiter deals with it, unless nothing else comes back for long.
+    // A 429 comes from the rate limiter in front: it proves nothing of what is behind, so it neither counts nor clears a failure,
+    // and is never fresh evidence; the limiter handles it, unless nothing else comes back for long.
     if (error instanceof RateLimitedError) return this.refusedAll();
     // Anything else breaks a run of 429s: "every request answered 429" must be true when said.
     this.refused = 0;

@@ -6,27 +6,15 @@ import type { Company } from './state.js';
 export const DEFAULT_SETTLE_MS = 60_000;
 
 /**
- * What a failed paid attempt proves about the Idempotency-Key it was sent under (README "A
- * company never gets stuck"):
- *
- * - "retired": no attempt under this key can have been charged, so the next attempt takes a new
- *   key (a service that stored this error under the key would otherwise replay it forever): every
- *   attempt under the key got the service's own error answer, and errors never charge (spec 7.2).
- * - "settled": retired too, on the settle rule: an attempt under this key lost its answer, and the
- *   service answered the key with an error once that attempt must have finished. By the spec, a
- *   charged key would have replayed its stored record (4.2) and an error charges nothing (7.2), so
- *   the key was not charged; only a service whose idempotency layer fails could have charged it.
- *   The credit is therefore counted as possibly spent (`credits_unconfirmed`), never as saved, and
- *   the next attempt, under a new key, goes at once: the error may be a stored one replayed, and
- *   says nothing of today (a replayed 402 of today's balance, a replayed 500 of today's health).
- * - "kept": an attempt under this key may have been charged unseen (this one lost its answer, or
- *   an earlier one did and may still be running at the service). Every retry, and every resume,
- *   reuses the key until the service replays or completes it, or the settle rule applies.
- * - null: a 429 comes from the rate limiter in front of the service and proves nothing; the key
- *   simply stays, and nothing is worth recording.
- *
- * A `requestId` proves nothing here: the spec makes it optional (2.5) and never says it is unique,
- * and a service that sends a constant one made every fresh error look like a stored replay.
+ * What a failed paid attempt proves about its Idempotency-Key (docs/failures.md "A lost answer"):
+ * - retired: every attempt under it got the service's own error, and errors never charge (spec 7.2): the next takes a new key
+ *   (else a stored error would replay forever);
+ * - settled: retired on the settle rule: an attempt lost its answer, and once it must have finished the service answered the key with an
+ *   error. A charged key would have replayed its record (4.2), so only a broken idempotency layer could have charged it: it counts as
+ *   possibly spent (`credits_unconfirmed`), and the new key goes at once (the error may be an old one replayed);
+ * - kept: an attempt may have been charged unseen: every retry and resume reuses the key until it is replayed or settled;
+ * - null: a 429, from the rate limiter in front, proves nothing.
+ * A `requestId` proves nothing: the spec makes it optional (2.5) and never says it is unique.
  */
 export type KeyVerdict = 'retired' | 'settled' | 'kept' | null;
 
@@ -40,29 +28,17 @@ export function keyVerdict(company: Pick<Company, 'purchase'>, error: unknown, s
   return settled(p.lostAt, settle, p.settleMs) ? 'settled' : 'kept';
 }
 
-/**
- * When an attempt whose answer was lost must have finished at the service. Until then its fate is
- * open; after it, the service's own error under the same key proves the key was never charged,
- * whatever the service stores: one that stores results would have replayed the charged answer,
- * and one that stores every first outcome would replay that outcome, which was then an error.
- */
+/** When a lost attempt must have finished: after it, the service's own error under the same key proves the key uncharged (a charged key replays its record). */
 export interface Settle {
   now: number;
   /** How long a paid call may go on at the service after its answer was lost. */
   afterMs: number;
-  /**
-   * Whether the service answered a request of its own after `at` (pipeline/health.ts): an error
-   * proves a key uncharged only from a service that was working after the key was lost, since
-   * one failing in front of its idempotency layer (an outage) answers 500 to a charged key too.
-   */
+  /** Whether the service answered afresh after `at` (health.ts): an outage in front of the idempotency layer answers 500 to a charged key too. */
   answeredSince(at: number): boolean;
 }
 const NEVER: Settle = { now: 0, afterMs: Number.POSITIVE_INFINITY, answeredSince: () => false };
 
-/**
- * `lostAt`: when an attempt under the key last went unanswered; null: not known. `recordedMs`: the
- * settle of the run that sent it (a longer --timeout there), which a shorter one here never cuts.
- */
+/** `lostAt`: when an attempt under the key last went unanswered (null: unknown). `recordedMs`: the sending run's settle, which a shorter one here never cuts. */
 export function settled(lostAt: number | null, settle: Settle, recordedMs: number | null = null): boolean {
   return lostAt !== null && settle.now - lostAt >= settleAfter(settle.afterMs, recordedMs) && settle.answeredSince(lostAt);
 }

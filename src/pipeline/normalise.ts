@@ -10,11 +10,8 @@ const PLACEHOLDERS = new Set(['n/a', 'na', 'none', 'null', 'nil', '-', '--', 'tb
 const SCHEME = /^[a-z][a-z0-9+.-]*:\/\//i;
 
 /**
- * Reduces what people put in a "website" column to the registrable domain the service keys on:
- * `https://www.Shop.Example.co.uk:8443/about?x` -> `example.co.uk`. Uses the Public Suffix List
- * (tldts) including its private section, so `acme.myshopify.com` stays a company of its own.
- * IDNs come back in their ASCII (punycode) form, which is what goes on the wire.
- * A change to what a value becomes moves SCAN_RULES on (scan-rules.ts).
+ * Reduces a "website" value to the registrable domain the service keys on (`https://www.Shop.Example.co.uk:8443/x` -> `example.co.uk`)
+ * by the Public Suffix List with its private section (`acme.myshopify.com` stays a company); IDNs as punycode. Changes bump SCAN_RULES.
  */
 export function normaliseDomain(raw: string): Normalised {
   // Quotes left in a field (`, "acme.com"`) and link brackets (`<https://acme.com>`) are not part of it.

@@ -40,11 +40,7 @@ export function planDomain(lookup: Lookup | undefined, policy: Policy): DomainPl
   return policy.now - lookup.checkedAt > policy.missMaxAgeMs ? { action: 'match' } : { action: 'miss' };
 }
 
-/**
- * The moment from which a held record is fresh under the policy (bought then or later); null when
- * every held record is (no --max-age). A claim refuses to buy a company held fresh by this rule,
- * whatever the plan that asked for it believed (another run may have bought it since).
- */
+/** The moment from which a held record is fresh (null: any, no --max-age). A claim refuses a company held fresh by it, whatever the plan believed. */
 export function freshSince(policy: Pick<Policy, 'now' | 'maxAgeMs'>): number | null {
   return policy.maxAgeMs === null ? null : policy.now - policy.maxAgeMs;
 }
@@ -54,27 +50,20 @@ const isStale = (held: HeldCompany, policy: Policy): boolean => {
   return since !== null && held.boughtAt < since;
 };
 
-/**
- * A pure decision: reuse what is held and fresh; resume an unfinished purchase wherever its key
- * stands (it may have been charged: only its own key can recover it for free); buy what was
- * never bought, or is stale by the policy, as a new generation with keys of its own.
- */
+/** Reuse what is held and fresh; resume an unfinished purchase under its own key (only it recovers a possible charge free); buy the rest as a new generation. */
 export function planCompany(held: HeldCompany | null, purchase: Purchase | null, policy: Policy): CompanyPlan {
   const open = purchase !== null && purchase.outcome === 'open' ? purchase : null;
   const refresh = held !== null;
   // Money may be at risk under an open intent: finish it under its own key, whatever the policy.
   if (open !== null && (open.intentKey !== null || open.uncertain)) return { action: 'buy', generation: open.generation, refresh, held, resume: open };
   if (held !== null && !isStale(held, policy)) return { action: 'reuse', held };
-  // A paid answer that was unusable (another company's record) cost a credit and would likely
-  // come again: the company is held back as long as a miss is believed, refresh or not (the row
-  // shows the older record, if one is held).
+  // An unusable paid answer cost a credit and would likely come again: held back as long as a miss is believed (the row shows any older record).
   if (purchase !== null && purchase.outcome === 'failed' && purchase.errorCode === UNUSABLE && (held === null || purchase.generation > held.generation)) {
     if (policy.now - (purchase.closedAt ?? 0) <= policy.missMaxAgeMs) return { action: 'no_match', code: UNUSABLE, held };
   }
   // Nothing was sent under this open purchase's key: continuing it is a clean start.
   if (open !== null) return { action: 'buy', generation: open.generation, refresh, held, resume: open };
-  // A miss is believed like a lookup's. Any other failure (a 422 on a company the free match
-  // found) cost nothing, and the next run asks again.
+  // A miss is believed like a lookup's; any other failure (a 422) cost nothing, and the next run asks again.
   if (held === null && purchase !== null && purchase.outcome === 'miss' && policy.now - (purchase.closedAt ?? 0) <= policy.missMaxAgeMs) {
     return { action: 'no_match', code: null, held: null };
   }

@@ -1,9 +1,7 @@
 import { monthOf } from '../store/budget.js';
 /**
- * The service's plans (spec 2.6) and what a month of credits costs on them. A per-credit rate alone
- * misleads finance: a plan is a monthly fee that includes credits, and usage beyond them is billed
- * at that plan's rate with no penalty (spec 8.6), so a small plan plus overage often beats the
- * next plan up. Pure: credits in, a price out.
+ * The service's plans (spec 2.6) and what a month of credits costs on them: a plan's fee includes credits and overage is billed at its
+ * rate with no penalty (spec 8.6), so a small plan plus overage often beats the next plan up. Pure.
  */
 export interface PlanTerms {
   name: string;
@@ -37,10 +35,7 @@ export interface MonthPrice {
   overageCredits: number;
   /** Fee plus overage, in dollars (rounded to the cent). */
   total: number;
-  /**
-   * Past the largest plan's included credits, Enterprise (custom, annual, committed volume; spec
-   * 2.6) has no published price to compare, so it is named as the thing to ask about, never priced.
-   */
+  /** Past the largest plan's credits, Enterprise (no published price, spec 2.6) is named as worth asking about, never priced. */
   enterpriseWorthAsking: boolean;
 }
 
@@ -55,11 +50,7 @@ export function monthlyCost(plan: PlanTerms, credits: number): number | null {
   return cents(plan.monthlyFee + over * plan.overageRate);
 }
 
-/**
- * The minimum over plans of fee + max(0, credits - included) x rate. On a tie the smaller plan is
- * named (the table is in ascending order and only a strictly cheaper plan replaces it): at 10,000
- * credits Starter with 8,000 of overage and Growth both cost $499, and the smaller commitment wins.
- */
+/** The minimum over plans of fee + overage; a tie names the smaller plan (at 10,000 credits Starter with overage and Growth both cost $499). */
 export function cheapestMonth(credits: number, plans: readonly PlanTerms[] = PLANS): MonthPrice {
   let best: MonthPrice | undefined;
   for (const plan of plans) {

@@ -13,19 +13,13 @@ export type ProgressEvent =
   | { type: 'retry' }
   /** A 429 holds requests back until this monotonic ms. */
   | { type: 'paused'; until: number }
-  /**
-   * A company started (+1) or stopped (-1) waiting for another live run that holds its purchase
-   * open; `run` names that run ("pid 4242", "pid 4242 on build-7") when one starts.
-   */
+  /** A company started (+1) or stopped (-1) waiting on another live run holding its purchase; `run` names it ("pid 4242 on build-7"). */
   | { type: 'waiting'; by: 1 | -1; run?: string };
 
 export type Phase = 'scan' | 'match' | 'write' | 'done';
 export type ProgressSink = (event: ProgressEvent) => void;
 
-/**
- * The tally of those events that the reporters read on their own timer: the hot path never
- * waits on a terminal, and applying an event costs a field update.
- */
+/** The tally the reporters read on their own timer: the hot path never waits on a terminal. */
 export class Progress {
   phase: Phase = 'scan';
   rows = 0;

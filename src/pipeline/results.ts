@@ -15,10 +15,7 @@ export interface RowResult {
   domain: string | null;
   name: string | null;
   company: CompanyRecord | null;
-  /**
-   * Where the record came from: bought by this run, or reused from the store; `repeat` on every
-   * later row of a company (spend and reuse are counted by company: on its first row only).
-   */
+  /** Bought by this run or reused from the store; `repeat` on a company's later rows (spend and reuse count on its first row only). */
   source: 'bought' | 'store' | 'repeat' | null;
   /** When the record shown was bought, ISO 8601. */
   boughtAt: string | null;
@@ -67,11 +64,7 @@ function companyResult(c: Company, status: RowStatus, error: string | null, read
   return { status, error, domain: c.domain, name: c.name, company, source, boughtAt: held ? iso(c.boughtAt) : null };
 }
 
-/**
- * Maps a row reference from the scan to its result, from the state alone: a resumed run rebuilds
- * exactly the rows an uninterrupted one would have written. In a dry run a company it would buy
- * reads "found" with no record, since nothing was bought.
- */
+/** A row's result from the state alone, so a resumed run writes exactly the rows an uninterrupted one would; a dry run's would-buy reads "found". */
 export function resultForRow(
   ref: number,
   state: RunState,
@@ -107,11 +100,7 @@ export function resultForRow(
   }
 }
 
-/**
- * A key under which rows share one result, for a given state and stop: the invalid reason, the
- * domain's match outcome, or for a hit the company. Writers cache a row's formatted result under
- * it, so a company repeated on many rows is read from the store and formatted once.
- */
+/** A key under which rows share one result, so a company repeated on many rows is read from the store and formatted once. */
 export function resultKey(ref: number, state: RunState): string {
   if (ref < 0) return `i${ref}`;
   switch (state.matchOf(ref)) {

@@ -1,8 +1,4 @@
-/**
- * Keys that earlier runs may have been charged under are settled before anything new is bought:
- * a new purchase waits until each such company has had its first answer (or is done with), so a
- * service whose idempotency is failing charges nothing new before the old keys are confirmed.
- */
+/** Keys earlier runs may have been charged under are settled first: new purchases wait until each has its first answer, so a failing idempotency layer charges nothing new. */
 export class ResumeGate {
   private readonly waiting: Set<number>;
   private opened: Promise<void>;
@@ -14,7 +10,6 @@ export class ResumeGate {
     if (this.waiting.size === 0) this.open();
   }
 
-  /** Whether the company at `index` is one the gate waits for. */
   holds(index: number): boolean {
     return this.waiting.has(index);
   }

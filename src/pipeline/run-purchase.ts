@@ -3,25 +3,10 @@ import type { Claim, EnrichEvent, HeldCompany, IntentEvent, Purchase } from '../
 import type { CompanyPlan } from './plan.js';
 
 /**
- * A company's purchase as this run knows it: one named state, and the transitions that move it,
- * written once. Pure: RunState applies what they answer, and nothing else changes a company. The
- * states are store/purchase.ts's, seen from one run, with two of the run's own:
- *
- * - unclaimed: open, no intent under keyVersion: the next attempt derives a new key and claims it;
- * - claimed: this run's intent under `key` is on disk, and nothing under it went unanswered;
- * - released: such an intent that this run let go of with no answer recorded under it (it stopped
- *   after sending: a 429 last, or an attempt an interrupt cut off), not counted at risk here; the
- *   store keeps it, and a later run resumes it under its key, as uncertain;
- * - uncertain: an attempt under the key may have been charged unseen (lost at `lostAt`, and may run
- *   on for `settleMs` as the run that sent it said; `key` as written, null when derived: a 0.1
- *   journal wrote no intent), so every retry and resume reuses it;
- * - bought / missed: the service's answer closed it (a record bought by this run, or no match);
- * - reused: the store's record will do: nothing to buy;
- * - failed: closed without a record (a 422, an unusable paid answer), `mayBeCharged` when it
- *   closed while its key was uncertain, `earlier` when an earlier run's failure holds it back
- *   (an unusable paid answer: nothing a rerun can clear before --miss-max-age).
- *
- * An open state carries `error`: the code the last attempt ended with (the row shows it), or null.
+ * A company's purchase as this run knows it, with its transitions, written once and pure (RunState applies them). The states are
+ * store/purchase.ts's seen from one run, plus `released` (this run's intent let go unanswered; a later run resumes it as uncertain)
+ * and `reused` (the store's record will do). `uncertain` keeps its key for every retry and resume (null: a 0.1 journal wrote none);
+ * `failed` has `mayBeCharged` (closed while uncertain) and `earlier` (an earlier run's unusable answer). Open states carry the last `error`.
  */
 export type RunPurchase =
   | { readonly state: 'unclaimed'; readonly error: string | null }
@@ -113,10 +98,7 @@ function adopted(k: KnownPurchase, p: Purchase): Move {
 /** An intent as the run writes it: stamped with when it was written. */
 export type TimedIntent = IntentEvent & { at: number };
 
-/**
- * What the store answered an intent: this run may buy (claimed), another run bought the company
- * (reused), moved the purchase on (adopted), or holds it (nothing changes while this run waits).
- */
+/** What the store answered an intent: buy (claimed), another run bought it (reused), moved it on (adopted), or holds it (wait). */
 export function onClaim(k: KnownPurchase, intent: TimedIntent, claim: Claim): Move {
   switch (claim.kind) {
     case 'ok':
@@ -131,16 +113,10 @@ export function onClaim(k: KnownPurchase, intent: TimedIntent, claim: Claim): Mo
   }
 }
 
-/**
- * An open purchase an attempt may already be under (claimed, released by its run, or its key
- * uncertain): it holds its reservation under the monthly budgets, and finishes without new room.
- */
+/** An open purchase an attempt may already be under: it holds its budget reservation, and finishes without new room. */
 export const holdsReservation = (p: RunPurchase): boolean => p.state === 'claimed' || p.state === 'uncertain' || p.state === 'released';
 
-/**
- * This run's intent is durable, and its own: claimed, or still uncertain if its key was (with the
- * settle the store holds for it, which another run's may have lengthened since this one read it).
- */
+/** This run's intent is durable and its own: claimed, or still uncertain (with the store's settle, which another run may have lengthened). */
 export function onIntent(p: RunPurchase, intent: IntentEvent, settleMs?: number): Move {
   if (!isOpen(p)) return {};
   const purchase: RunPurchase = p.state === 'uncertain' ? { ...p, key: intent.key, settleMs: longest(p.settleMs, settleMs) } : { state: 'claimed', key: intent.key, error: p.error };
@@ -148,11 +124,8 @@ export function onIntent(p: RunPurchase, intent: IntentEvent, settleMs?: number)
 }
 
 /**
- * The intent took over another run's under the same key (a run that died, or released it): its
- * last attempt may still be running at the service, so the key is uncertain. That run sent
- * nothing after the takeover, so the settle time runs from it, whatever was read before (an
- * earlier loss would let a fresh error retire the key too soon, and a new key buy what the old
- * one may yet be charged for).
+ * Took over another run's intent under the same key: its last attempt may still be running, so the key is uncertain and the settle
+ * counts from the takeover (an earlier loss would let a fresh error retire the key too soon, and a new key buy it twice).
  */
 function tookOver(p: RunPurchase, intent: TimedIntent, settleMs: number | undefined): Move {
   if (!isOpen(p)) return {};
@@ -166,8 +139,7 @@ export function onEnrich(k: KnownPurchase, e: EnrichEvent, now: number): Move {
   if (e.status === 'miss') return { purchase: MISSED };
   const error = e.code ?? 'error';
   if (e.verdict === 'retired') {
-    // Proven uncharged: a service that stored this error under the key would replay it forever,
-    // so the next attempt gets a new one.
+    // Proven uncharged: a service that stored this error under the key would replay it forever, so the next attempt gets a new one.
     const unconfirmed = k.unconfirmed + (e.unconfirmed === true ? 1 : 0);
     return { keyVersion: e.keyVersion + 1, unconfirmed, purchase: e.final === true ? failed(error, false) : unclaimed(error) };
   }

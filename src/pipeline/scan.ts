@@ -6,10 +6,7 @@ import type { RunState } from './state.js';
 import { IntVector } from './vector.js';
 
 
-/**
- * What the scan learned about the input: the header, the domain column, and for each data row a
- * reference into the run state (a domain index >= 0, or -1 - k for invalid reason k).
- */
+/** What the scan learned: the header, the domain column, and per data row a reference into the run state (a domain index >= 0, or -1 - k for invalid reason k). */
 export interface ScanResult {
   header: string[];
   /** A single column of bare domains with no header row; the output gets a "domain" header. */
@@ -18,19 +15,12 @@ export interface ScanResult {
   rows: number;
   invalidRows: number;
   rowRefs: IntVector;
-  /**
-   * Where each data row sits in the file, so results can copy it byte for byte: it ends at
-   * rowEnds[i] and starts where the row before it ended (the header, for the first), except for
-   * the few rows after a dropped all-empty row, whose start is in rowStarts.
-   */
+  /** Where each row sits in the file, to copy it byte for byte: it ends at rowEnds[i] and starts where the previous ended, except after a dropped all-empty row (rowStarts). */
   rowEnds: IntVector;
   rowStarts: Map<number, number>;
   /** Where the header row sits; null for a headerless input. */
   headerRange: { start: number; end: number } | null;
-  /**
-   * The file offset of the first byte that is not UTF-8, in an input whose detected format said
-   * UTF-8 (from its first 64 KiB); null when every byte is, or when the format said otherwise.
-   */
+  /** The offset of the first non-UTF-8 byte in an input detected (from its first 64 KiB) as UTF-8; else null. */
   notUtf8At: number | null;
 }
 
@@ -42,10 +32,7 @@ export interface RecordBatch {
 }
 
 
-/**
- * The first pass over the input: validate the whole file (a malformed line stops the run before
- * anything is billed), normalise every value and register each registrable domain once.
- */
+/** The first pass: validates the whole file (a malformed line stops the run before anything is billed) and registers each registrable domain once. */
 export async function scanRecords(
   batches: AsyncIterable<RecordBatch>,
   state: RunState,

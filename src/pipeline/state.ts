@@ -3,15 +3,10 @@ import type { CompanyPlan, DomainPlan } from './plan.js';
 import { errorOf, FIRST_PURCHASE, holdsReservation, isOpen, onClaim, onEnrich, onIntent, onPlan, onRelease, onUnclaim, rowStatus, sourceOf, type KnownPurchase, type Move, type RunPurchase, type TimedIntent } from './run-purchase.js';
 import { IntVector } from './vector.js';
 
-/** Where a domain's free match stands. */
 export const Match = { PENDING: 0, HIT: 1, MISS: 2, ERROR: 3 } as const;
 export type MatchStatus = (typeof Match)[keyof typeof Match];
 
-/**
- * A canonical company the service matched: enriched (and charged) at most once. What this run
- * knows of its purchase is one state (run-purchase.ts), moved only by RunState through the
- * transitions there; the row's status, error and source are read from it.
- */
+/** A company the service matched: enriched (and charged) at most once. Its purchase state moves only through run-purchase.ts's transitions. */
 export class Company implements KnownPurchase {
   readonly purchase: RunPurchase = FIRST_PURCHASE.purchase;
   readonly generation: number = FIRST_PURCHASE.generation;
@@ -45,12 +40,7 @@ export interface MatchError {
   final: boolean;
 }
 
-/**
- * Everything the batch knows, keyed compactly: the unique input domains in first-seen order with
- * their match state in typed arrays (a million domains cost tens of MB, not hundreds), and the
- * matched companies. What the store knew is loaded through the plan; live outcomes go through
- * `apply`, the same events the store writes.
- */
+/** Everything the batch knows: unique domains in first-seen order with their match state in typed arrays (a million domains: tens of MB), and the matched companies. */
 export class RunState {
   private readonly domainIndex = new Map<string, number>();
   readonly domains: string[] = [];
@@ -97,10 +87,7 @@ export class RunState {
     return c < 0 ? undefined : this.companies[c];
   }
 
-  /**
-   * Whether every error this run shows is a company an earlier run's failure holds back (an
-   * unusable paid answer): nothing a rerun could clear, so the run is done, not partial.
-   */
+  /** Whether every error is a company an earlier run's unusable answer holds back: nothing a rerun could clear, so the run is done, not partial. */
   errorsAllEarlier(): boolean {
     return this.matchErrors.size === 0 && this.companies.every((c) => c.status !== 'error' || (c.purchase.state === 'failed' && c.purchase.earlier === true));
   }
@@ -191,8 +178,7 @@ export class RunState {
   private applyEnrich(c: Company, entry: EnrichEvent): void {
     const charged = entry.charged ?? 0;
     this.creditsThisSession += charged;
-    // Answers arrive out of order, and a replay carries the balance of its first time: the lowest
-    // balance seen is the freshest (it only falls while a run spends).
+    // Answers arrive out of order and a replay carries its first balance: the lowest seen is the freshest (it only falls while a run spends).
     if (entry.remaining !== undefined) this.creditsRemaining = Math.min(entry.remaining, this.creditsRemaining ?? entry.remaining);
     if (entry.verdict === 'retired' && entry.unconfirmed === true && entry.status === 'error') this.unconfirmedThisSession++;
     move(c, onEnrich(c, entry, Date.now()));
@@ -234,12 +220,7 @@ export class RunState {
     return n;
   }
 
-  /** Companies this run still owes a purchase, and how many of those refresh a held record. */
-  /**
-   * Companies still to buy, how many refresh a stale record, and how many of them hold a
-   * reservation under the monthly budgets already (an open purchase an attempt may be under: a
-   * real run finishes them without new room).
-   */
+  /** Companies still to buy, how many refresh a stale record, and how many already hold a budget reservation (a real run finishes them without new room). */
   owed(): { buy: number; refresh: number; reserved: number } {
     let buy = 0;
     let refresh = 0;

@@ -25,10 +25,7 @@ export function sharedController(): AbortController {
 /** When several reasons stop a run, the exit code reports the one that needs acting on first. */
 const PRECEDENCE: Record<Stop['reason'], number> = { interrupted: 5, auth: 4, unavailable: 3, credits: 2, budget: 1, monthly: 1 };
 
-/**
- * The run's two brakes: `paid` stops new paid calls (a 402, --max-credits), `all` stops every
- * call (a refused key, Ctrl-C). The first stop of the highest precedence is the one reported.
- */
+/** The run's two brakes: `paid` stops new paid calls (a 402, --max-credits), `all` every call (a refused key, Ctrl-C); the highest-precedence first stop is reported. */
 export class Stops {
   first: Stop | null = null;
   readonly paid = sharedController();

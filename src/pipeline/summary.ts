@@ -6,10 +6,7 @@ import { cheapestMonth, costAt, monthBill, type MonthBill, type OveragePlan } fr
 import type { MonthSpend } from '../store/types.js';
 import type { BudgetLine } from '../store/budget.js';
 
-/**
- * The totals (README "Summary"), one vocabulary everywhere: rows are counted by their status
- * (`matched`, `no_match`, ...); companies by what happened to them (`bought`, `reused`).
- */
+/** The totals (docs/output.md `--summary-json`): rows counted by status (`matched`, `no_match`, ...), companies by what happened to them (`bought`, `reused`). */
 export interface Summary {
   status: 'done' | 'dry_run' | 'partial' | 'stopped' | 'interrupted';
   dry_run: boolean;
@@ -27,26 +24,15 @@ export interface Summary {
   /** Companies bought by this invocation, and served from the store instead of bought. */
   bought: number;
   reused: number;
-  /**
-   * Credits the store saved: one per reused company this account would otherwise have paid for
-   * again (store/ledger.ts savedAmong: bought before this run by a finished run on another input).
-   */
+  /** Credits the store saved: reused companies this account would otherwise have paid for again (store/sqlite/money.ts savedAmong). */
   credits_saved: number;
   credits_charged: number;
-  /**
-   * Credits that may have been charged without an answer seen, beyond credits_charged: keys this
-   * invocation retired on the settle rule (README "A company never gets stuck"), a credit each
-   * at most. Zero unless the service lost an answer and then answered its key with an error.
-   */
+  /** Keys this invocation retired on the settle rule, each possibly charged unseen (a credit at most); zero unless the service lost an answer, then erred. */
   credits_unconfirmed: number;
   credits_remaining: number | null;
   /** Companies still waiting on a paid call whose answer was lost (at most a credit each). */
   at_risk: number;
-  /**
-   * Companies whose paid answer could not be used (bad_response: another company's record, or
-   * one that contradicts itself), this run or held from an earlier one: their credit was spent,
-   * and they are not bought again before --miss-max-age.
-   */
+  /** Companies whose paid answer was unusable (bad_response), this run or earlier: their credit is spent, and they are not bought again before --miss-max-age. */
   unusable: number;
   /** Domains the free match could not answer: while any remain, the estimate is a lower bound. */
   unanswered_domains: number;

@@ -1,8 +1,4 @@
-/**
- * The tasks in flight: every match and enrich of a run, with a bound on queued matches so a
- * million-row input never has a million promises waiting. A task that throws (the store cannot
- * be written) is kept as the run's failure and stops the rest through `onFailure`.
- */
+/** The run's tasks in flight, with a bound on queued matches (a million rows never means a million promises); a task that throws stops the rest. */
 export class Tasks {
   private outstanding = 0;
   private matches = 0;
@@ -32,11 +28,7 @@ export class Tasks {
     );
   }
 
-  /**
-   * Nothing when fewer than `limit` matches are queued, or the signal stopped the run; else what
-   * resolves once that is so. Nothing to await in the usual case: the loop that queues every
-   * match of a run does not yield a turn per match for a promise already settled.
-   */
+  /** Undefined while fewer than `limit` matches are queued (so the queueing loop does not yield per match); else resolves once that is so. */
   room(limit: () => number, signal: AbortSignal): Promise<void> | undefined {
     return this.full(limit()) && !signal.aborted ? this.roomLater(limit, signal) : undefined;
   }
@@ -47,13 +39,7 @@ export class Tasks {
     if (on) this.notify();
   }
 
-  /**
-   * Whether `limit` matches are queued or in flight. Those resting hold no slot and do not count,
-   * up to three times `limit` of them (the cap keeps an outage's retries from queueing the whole
-   * input): counted, they left `--concurrency` plus 32 slots short of work when many
-   * answers failed (a review measured 14% slower against a service failing a fifth of them at
-   * `--concurrency 64`; a second set found 31 to 33 s either way).
-   */
+  /** Whether `limit` matches are queued or in flight. Resting ones hold no slot and do not count (up to 3x `limit`, so an outage's retries cannot queue the whole input). */
   private full(limit: number): boolean {
     return this.matches - Math.min(this.resting, 3 * limit) >= limit;
   }
@@ -68,7 +54,6 @@ export class Tasks {
     this.notify();
   }
 
-  /** Resolves once every task has settled. */
   async drain(): Promise<void> {
     while (this.outstanding > 0) await this.next();
   }

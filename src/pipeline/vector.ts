@@ -1,10 +1,7 @@
 type IntArray = Uint8Array | Int32Array | Uint32Array | Float64Array;
 type IntArrayConstructor = Uint8ArrayConstructor | Int32ArrayConstructor | Uint32ArrayConstructor | Float64ArrayConstructor;
 
-/**
- * A growable typed array of whole numbers: a million entries cost 1-8 MB instead of a million
- * boxed numbers (Float64Array holds byte offsets past 4 GB exactly).
- */
+/** A growable typed array of whole numbers: a million entries cost 1-8 MB, not a million boxed numbers (Float64Array holds offsets past 4 GB exactly). */
 export class IntVector {
   private data: IntArray;
   private size = 0;

@@ -4,10 +4,8 @@ import type { CompanyDirectory } from './directory.js';
 import { problem, type ProblemResponse } from './problem.js';
 
 /**
- * What an Idempotency-Key stores. `spec` (the default) reads spec 7 literally: a 402 ("top up,
- * then replay") and a 500 ("nothing charged; retry") store nothing, so the next attempt under the
- * key executes afresh; only a 200 is kept. `stripe` keeps the first outcome of every request that
- * executed, errors included, and replays it for as long as the key lives, as Stripe does.
+ * What an Idempotency-Key stores. `spec` reads spec 7 literally: a 402 or 500 stores nothing, so the next attempt executes afresh; only a
+ * 200 is kept. `stripe` keeps and replays the first outcome of every executed request, errors included, as Stripe does.
  */
 export type IdempotencyMode = 'spec' | 'stripe';
 
@@ -21,10 +19,7 @@ export interface HandlerConfig {
   failRate: number;
   /** Delay before each company-endpoint answer, drawn per answer (ms); an enrich is charged before it. */
   latency: () => number;
-  /**
-   * Share of company-endpoint answers lost after the call executed (and, for an enrich, was
-   * charged): the connection is reset instead. What a network failure looks like to a client.
-   */
+  /** Share of company answers lost after the call executed (an enrich charged): the connection is reset, as a network failure looks to a client. */
   dropRate: number;
   random: () => number;
   /** Monotonic milliseconds, for the rate gates. */

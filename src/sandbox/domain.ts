@@ -1,10 +1,8 @@
 import { getDomain } from 'tldts';
 
 /**
- * The service's own reading of a `domain` parameter (spec 4.1, 4.2: "a registrable domain; a full
- * URL or a leading `www.` is accepted and normalised"), written from the spec rather than taken
- * from the client (pipeline/normalise.ts), so a normalisation bug of the client's shows as a
- * disagreement with the sandbox instead of being shared by both. Null: not a registrable domain.
+ * The service's own reading of a `domain` (spec 4.1, 4.2: a URL or leading `www.` is normalised), written from the spec, not shared with the
+ * client's pipeline/normalise.ts, so a client bug shows as a disagreement instead of being shared. Null: not a registrable domain.
  */
 export function registrableDomain(raw: string): string | null {
   const value = raw.trim();

@@ -14,11 +14,7 @@ const OPENAPI = `${API_PREFIX}/openapi.json`;
 const PLANNED = new Set([`${API_PREFIX}/search`, `${API_PREFIX}/person/enrich`]);
 const MAX_BODY = 16 * 1024;
 
-/**
- * The service's rules for the callable endpoints, in the order a request meets them:
- * route -> auth (401/403) -> rate limit (429) -> validation (422) -> idempotent replay -> injected
- * fault (500) -> credits (402) -> charge and answer (routes/). Errors never charge (spec 7 rule 2).
- */
+/** The service's rules in the order a request meets them: auth (401/403), rate limit (429), validation (422), replay, fault (500), credits (402), charge. Errors never charge (spec 7). */
 export function createHandler(config: HandlerConfig): (req: IncomingMessage, res: ServerResponse) => void {
   let seq = 0;
   return (req, res) => {

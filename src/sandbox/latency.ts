@@ -1,8 +1,4 @@
-/**
- * How long the sandbox takes to answer, drawn per answer from a distribution, as real services
- * vary: a fixed time, uniform between two, or long-tailed (lognormal: most answers near the
- * median, a few many times slower).
- */
+/** How long the sandbox takes to answer, drawn per answer as real services vary: fixed, uniform, or long-tailed (lognormal). */
 export type LatencySpec =
   | { kind: 'fixed'; ms: number }
   | { kind: 'uniform'; minMs: number; maxMs: number }
@@ -38,10 +34,7 @@ export function meanLatency(spec: LatencySpec): number {
   return Math.min(spec.maxMs, spec.medianMs * Math.exp((spec.sigma * spec.sigma) / 2));
 }
 
-/**
- * `--latency`: `200` (fixed), `100-300` (uniform), `lognormal:<median>[:<sigma>[:<max>]]`
- * (sigma default 1, max default 60,000). Undefined for text that is none of these.
- */
+/** `--latency`: `200` (fixed), `100-300` (uniform), `lognormal:<median>[:<sigma>[:<max>]]` (sigma 1, max 60,000 by default); undefined otherwise. */
 export function parseLatency(text: string): LatencySpec | undefined {
   const t = text.trim();
   const ms = (s: string | undefined, max = 60_000): number | undefined => {

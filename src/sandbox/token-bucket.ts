@@ -7,12 +7,8 @@ export interface RateGate {
 }
 
 /**
- * A per-key token bucket: `rate` tokens a second, holding at most `capacity`. Every request that
- * passes authentication takes one token, free match calls included (spec 8.1).
- *
- * `tickMs` makes its clock coarse, as many gateways' are (whole milliseconds, or a cache's
- * coarser tick): the time it sees is the last whole tick, so two requests within one tick look
- * simultaneous and a request just after a tick looks up to a tick early. 0 (the default): exact.
+ * A per-key token bucket (`rate` a second, at most `capacity`); every authenticated request takes one, free matches too (spec 8.1).
+ * `tickMs` coarsens its clock as many gateways' is: requests within a tick look simultaneous, one just after a tick up to a tick early.
  */
 export class TokenBucket implements RateGate {
   private tokens: number;
@@ -48,12 +44,7 @@ export class TokenBucket implements RateGate {
   }
 }
 
-/**
- * A gateway that counts requests per fixed window: at most `limit` in each window of `windowMs`,
- * the count starting again at every boundary (multiples of `windowMs` on its clock). A client may
- * get up to twice `limit` through around a boundary, and none through after the window's `limit`
- * until the next one, however evenly it paces.
- */
+/** A fixed-window gateway: at most `limit` per `windowMs`, reset at each boundary, so up to twice `limit` pass around a boundary however evenly paced. */
 export class FixedWindow implements RateGate {
   private window = Number.NEGATIVE_INFINITY;
   private count = 0;

@@ -1,16 +1,9 @@
 import { userInfo } from 'node:os';
 
 /**
- * Monthly budgets (docs/budgets.md): a cap on the credits a store's runs may spend in a calendar
- * month (UTC, by the store's clock), for the whole store (the team, on a team store) and for each
- * person who has one. A paid call is made only once a reservation of its price fits under every
- * cap that applies, made in the transaction that writes its intent (store/purchase.ts decideClaim):
- * the intent is the reservation. What a cap counts, both stores alike (BUDGET_USED_SQL):
- *
- * - spent: credits of purchases closed this month, with keys retired as possibly charged;
- * - held: every open purchase an attempt may have gone under (an intent, a lost answer): its price,
- *   until its outcome settles it (charged: spent; nothing charged: released). Keys an open purchase
- *   retired as possibly charged count here too, until it closes.
+ * Monthly caps (docs/budgets.md), store-wide and per person, by the store's UTC clock. An intent is the
+ * reservation: written only if its price fits under every cap. A cap counts credits spent this month plus
+ * those held by open purchases an attempt may have gone under (budgetUsedSql, the same in both dialects).
  */
 
 /** Credits a company enrich costs (spec 8.4: 1 per match): the price every intent reserves. */
@@ -81,18 +74,10 @@ export interface BudgetView {
 /** The open purchases that may hold credits (an index, purchases_held, covers exactly these). */
 const HELD = `p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain = 1 OR p.unconfirmed > 0)`;
 
-/**
- * What an open purchase holds: its reservation while an attempt may be under its key. One with
- * none recorded (left open before budgets came, copied from another store, imported from 0.1)
- * holds the price of an enrich all the same: it may be charged.
- */
+/** An open purchase an attempt may be under holds its reservation; one with none recorded (older, copied, imported) holds the price all the same. */
 const HOLDS = `CASE WHEN p.intent_key IS NOT NULL OR p.uncertain = 1 THEN (CASE WHEN p.reserved > 0 THEN p.reserved ELSE ${ENRICH_PRICE} END) ELSE 0 END`;
 
-/**
- * Spent and held under each cap row `b` (columns person, credits) names: the store's ('' person)
- * counts every purchase, a person's those reserved by that person. `ph` writes the dialect's
- * placeholder for parameter n: 1 since (ms), 2 until (ms).
- */
+/** Spent and held under each cap row `b` (the store's '' row counts every purchase, a person's only theirs); `ph(n)`: placeholder, 1 since, 2 until. */
 export function budgetUsedSql(ph: (n: number) => string): string {
   const whose = `(b.person = '' OR p.person = b.person)`;
   return `
@@ -102,14 +87,10 @@ export function budgetUsedSql(ph: (n: number) => string): string {
      WHERE ${HELD} AND ${whose}) AS held`;
 }
 
-/**
- * The caps that apply to run ph(3) (the store's, its person's), each with what is spent and
- * held under it this month: rows of person, credits, spent, held.
- */
+/** The caps that apply to run ph(3) (the store's, its person's), with this month's spent and held. */
 export const runBudgetSql = (ph: (n: number) => string): string =>
   `SELECT b.person, b.credits, ${budgetUsedSql(ph)} FROM budgets b WHERE b.person = '' OR b.person = (SELECT r."user" FROM runs r WHERE r.id = ${ph(3)})`;
 
-/** A cap row as runBudgetSql reads it. */
 export interface CapRow {
   person: string;
   credits: number;
@@ -119,12 +100,10 @@ export interface CapRow {
 
 export const capRow = (r: readonly unknown[]): CapRow => ({ person: String(r[0]), credits: Number(r[1]), spent: Number(r[2]), held: Number(r[3]) });
 
-/** A line from a cap row's figures. */
 export function budgetLine(person: string | null, cap: number | null, spent: number, held: number): BudgetLine {
   return { person, cap, spent, held, left: cap === null ? null : Math.max(0, cap - spent - held) };
 }
 
-/** A cap row as a line. */
 export const lineOf = (r: CapRow): BudgetLine => budgetLine(r.person === '' ? null : r.person, r.credits, r.spent, r.held);
 
 /** The tightest of a run's cap lines: the room its next reservation has; null when no cap applies. */
@@ -140,11 +119,7 @@ export function roomOf(lines: readonly CapRow[]): Room | null {
 /** The shown name of a cap: the store's, or a person's. */
 export const capName = (person: string | null, team: boolean): string => (person === null ? (team ? "the team's monthly budget" : "the store's monthly budget") : `${person}'s monthly budget`);
 
-/**
- * `enrich budget`'s two reads, in either dialect (`ph`: parameter n's placeholder; 1 since, 2 until):
- * every cap's line (the store's first, present even without a cap: credits null), and each
- * service's share of the month.
- */
+/** `enrich budget`'s reads: every cap's line (the store's first, credits null without a cap), and each service's share of the month. */
 export const budgetLinesSql = (ph: (n: number) => string): string =>
   `SELECT b.person, b.credits, ${budgetUsedSql(ph)}
      FROM (SELECT '' AS person, (SELECT credits FROM budgets WHERE person = '') AS credits

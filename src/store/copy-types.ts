@@ -1,10 +1,6 @@
 import type { KeptPurchase } from './purchase.js';
 
-/**
- * The rows `enrich ledger copy` moves from one store to another, whichever backends they are:
- * every table but meta (a store's identity is its own) and imports (a journal's path is one
- * machine's). Times in ms since the epoch, as both backends keep them.
- */
+/** The rows `enrich ledger copy` moves between stores of any backend: every table but meta (identity) and imports (one machine's paths). */
 
 export interface CopyRun {
   /** The run's id in its own store: purchases and records name it; the target gives it one of its own. */
@@ -56,7 +52,6 @@ export interface CopySource {
   lookups(service: string): AsyncIterable<CopyLookup[]>;
   companies(service: string): AsyncIterable<CopyCompany[]>;
   purchases(service: string): AsyncIterable<KeptPurchase[]>;
-  /** Ends the snapshot. */
   end(): Promise<void>;
 }
 
@@ -80,11 +75,7 @@ export interface PurchasesCopied {
   unsettled: number;
 }
 
-/**
- * A store receiving a copy. Each call is one transaction that reads what the target holds of the
- * chunk's keys, asks the rules (store/copy.ts), and writes what they say (a dry run writes
- * nothing). Each is idempotent, so a copy cut short is finished by running it again.
- */
+/** A store receiving a copy. Each call is one idempotent transaction that reads the chunk's keys, asks copy.ts, and writes the answer. */
 export interface CopyTarget {
   runs(service: string, runs: readonly CopyRun[]): Promise<{ ids: RunIds; added: number }>;
   lookups(service: string, rows: readonly CopyLookup[]): Promise<number>;

@@ -1,23 +1,14 @@
 import type { CopyCompany, CopyLookup, CopyRun, CopySource, CopyTarget, PurchasesCopied, RunIds } from './copy-types.js';
 import { mayBeCharged, type KeptPurchase } from './purchase.js';
 
-/**
- * `enrich ledger copy`: one store merged into another without buying or counting anything twice.
- * The rules are pure and written once here; each backend reads a chunk of what it holds, asks
- * them, and writes what they answer in the same transaction (as store/purchase.ts for claims).
- */
+/** `enrich ledger copy`: one store merged into another without buying or counting anything twice; each backend applies these pure rules per chunk. */
 
 /** A lookup is taken when the target has none of the domain, or an older one. */
 export const lookupWins = (source: CopyLookup, target: CopyLookup | null): boolean => target === null || source.checkedAt > target.checkedAt;
 
 /**
- * A record is taken when the target holds none, or one bought earlier: never an older over a
- * newer. By when each was bought, never by generation: a generation is one store's own count of a
- * company's purchases (a laptop that bought it twice is at 2, a team store that bought it once,
- * later, at 1), so it orders purchases within a store and means nothing across two. Nor while a
- * live run of the target holds a purchase of the company open (`buyingThere`): it may be buying it
- * now, and its record, of its own generation, must not find a copied one in its way (the copy
- * leaves that purchase to it too: purchaseMove's `busy`).
+ * A record is taken when the target holds none or an older one, by bought time: a generation is one store's own count
+ * and means nothing across two. Never while a live target run is buying the company (its record must not be in the way).
  */
 export function companyWins(source: Pick<CopyCompany, 'boughtAt'>, target: Pick<CopyCompany, 'boughtAt'> | null, buyingThere: boolean): boolean {
   if (buyingThere) return false;
@@ -25,10 +16,8 @@ export function companyWins(source: Pick<CopyCompany, 'boughtAt'>, target: Pick<
 }
 
 /**
- * The companies a copy left to a live run of the target, by service: once a company's record is
- * left so, its purchases are too, even if the run has ended by the time they are copied (each
- * phase is transactions of its own). Otherwise a purchase would close over the target's open
- * one, its record never taken, and the target's next run buy the company again.
+ * Companies whose record was left to a live target run: their purchases are left too, even if the run ends meanwhile,
+ * or a purchase would close over the target's open one with its record never taken, and the company be bought again.
  */
 export class LeftBusy {
   private readonly left = new Set<string>();
@@ -40,47 +29,30 @@ export class LeftBusy {
   }
 }
 
-/**
- * The generation a record taken is kept at in the target: never below the target's own for the
- * company (its runs order their purchases by it, and a run's record is written only over one of
- * an earlier or the same generation).
- */
+/** A taken record's generation is never below the target's: its runs order purchases by it and write only over an earlier one. */
 export const copiedGeneration = (source: Pick<CopyCompany, 'generation'>, target: Pick<CopyCompany, 'generation'> | null): number => Math.max(source.generation, target?.generation ?? 0);
 
 /**
- * What the copy does with one purchase (a company's generation), keyed by (service, domain,
- * generation) in both stores:
- * - add: the target has none: taken as it is, an open one with its key (intent_key, key_version,
- *   uncertain, unconfirmed, lost_at) and no owner, so the target's runs resume it under that key;
- * - close: it closed in the source (or its key may have been charged, and the target's cannot
- *   have been) while the target has it open: it finished elsewhere, and its credits count once,
- *   in the target now;
- * - keep: the target's is further on (closed, or open: its own runs act on its key state);
- * - busy: a live run of the target is buying the company (any of its generations): left to it;
- * - same: the target has it as the source does (copied before);
- * - conflict: closed in both, differently: two stores bought one generation apart. The target's is
- *   kept; the source's credits are said, never added (the key of one purchase counts once);
- * - unsettled: open in both, each under a different key that may have been charged. Only one key
- *   can be resumed: the target keeps its own, and the source's is said, never dropped unseen.
- *   Resumed where it was sent (the source's next run replays it and closes the purchase), it is
- *   then a `close` on the next copy, which counts the target's key as possibly charged.
+ * What the copy does with one purchase, keyed by (service, domain, generation):
+ * - add: the target has none: taken as is, an open one with its key and no owner, so the target's runs resume it;
+ * - close: closed in the source (or only the source's key may be charged) while open in the target: credits count once, there;
+ * - keep: the target's is further on; busy: a live target run is buying the company; same: copied before;
+ * - conflict: closed in both, differently: the target's is kept, the source's credits reported, never added;
+ * - unsettled: open in both under different possibly-charged keys: the target keeps its own, the source's is reported.
  */
 export type PurchaseMove = 'add' | 'close' | 'keep' | 'busy' | 'same' | 'conflict' | 'unsettled';
 
 export function purchaseMove(source: KeptPurchase, target: KeptPurchase | null, buyingThere: boolean): PurchaseMove {
   if (target !== null && samePurchase(source, target)) return 'same';
-  // A live run of the target holds a purchase of the company open (`buyingThere`, of any
-  // generation): nothing of the company is taken until it has finished. A generation added above
-  // the one it buys would make that one no longer the company's latest, and the latest purchase
-  // is the one a run resumes: were the run to die, its key, perhaps charged, would never be.
+  // Nothing of a company a live target run is buying is taken: a generation added above its would stop its purchase
+  // being the latest, the one a run resumes, so a possibly-charged key would never be resumed.
   if (buyingThere) return 'busy';
   if (target === null) return 'add';
   const sourceClosed = source.outcome !== 'open';
   const targetClosed = target.outcome !== 'open';
   if (sourceClosed && targetClosed) return 'conflict';
   if (sourceClosed && !targetClosed) return 'close';
-  // Open in both: the source's key may have been charged and the target's cannot have been, so
-  // the source's key is the one the service would replay free: the target takes it.
+  // Open in both: the source's key may have been charged and the target's cannot, so the target takes the source's (replayed free).
   if (!sourceClosed && !targetClosed && mayBeCharged(source)) {
     if (!mayBeCharged(target)) return 'close';
     if (source.intentKey !== target.intentKey) return 'unsettled';
@@ -88,10 +60,7 @@ export function purchaseMove(source: KeptPurchase, target: KeptPurchase | null, 
   return 'keep';
 }
 
-/**
- * Keys retired as possibly charged, once the source's purchase replaces the target's: a target
- * key that may have been charged, closed over by the source's answer, is one more.
- */
+/** Keys retired as possibly charged once the source's purchase replaces the target's, plus the target's own dropped key. */
 function unconfirmedAfter(source: KeptPurchase, target: KeptPurchase | null): number {
   const dropped = target !== null && mayBeCharged(target) && (source.outcome !== 'open' || source.intentKey !== target.intentKey) ? 1 : 0;
   return Math.max(source.unconfirmed, target?.unconfirmed ?? 0) + dropped;
@@ -109,7 +78,6 @@ export function copiedPurchase(source: KeptPurchase, target: KeptPurchase | null
 
 export const mapRun = (run: number | null, ids: RunIds): number | null => (run === null ? null : (ids.get(run) ?? null));
 
-/** Tallies one purchase's move into a chunk's counts. */
 export function tally(counts: PurchasesCopied, move: PurchaseMove, source: KeptPurchase, target: KeptPurchase | null): void {
   if (move === 'add' || move === 'close') {
     if (source.outcome === 'open') counts.open++;
@@ -128,10 +96,7 @@ export const noPurchases = (): PurchasesCopied => ({ closed: 0, open: 0, credits
 /** A run is the same in two stores when it started at the same moment, as the same process, on the same host. */
 export const runKey = (r: Pick<CopyRun, 'startedAt' | 'pid' | 'host'>): string => `${r.startedAt} ${r.pid} ${r.host}`;
 
-/**
- * A run as the target keeps it: who and when, as it was; one still marked running in the source
- * is not running in the target (no process of the target's can renew it), so it never looks alive.
- */
+/** A run still marked running in the source is not running in the target (nothing there renews it), so it never looks alive. */
 export function copiedRun(r: CopyRun): CopyRun {
   return r.status === 'running' ? { ...r, status: COPIED_RUNNING } : r;
 }
@@ -139,7 +104,6 @@ export function copiedRun(r: CopyRun): CopyRun {
 /** The status of a run that was under way (or killed) in the store it was copied from. */
 export const COPIED_RUNNING = 'unfinished (copied)';
 
-/** What a copy moved, in all. */
 export interface Copied extends PurchasesCopied {
   services: number;
   runs: number;
@@ -167,7 +131,7 @@ export async function copyStore(source: CopySource, target: CopyTarget): Promise
 /** Rows per chunk: one transaction each, small enough for any server's lock table. */
 export const COPY_CHUNK = 1_000;
 
-// ---- rows as both backends return them (snake_case columns), as the copy moves them ----
+// Rows as both backends return them (snake_case columns).
 
 const num = (v: unknown): number => Number(v ?? 0);
 const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));

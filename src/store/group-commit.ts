@@ -1,6 +1,5 @@
 import type { Claim, StoreEvent } from './types.js';
 
-/** An event waiting for its group commit. */
 export interface Queued {
   event: StoreEvent;
   durable: boolean;
@@ -46,20 +45,13 @@ function shared(): Shared {
 }
 
 /**
- * Group commit, for every store backend: events queue, and go in one commit (one fsync, or one
- * round trip) with whatever else queued meanwhile. An intent waits a millisecond for others to
- * share its commit (the paid call waits on it); outcomes and lookups wait a little longer, so a
- * commit carries hundreds of them rather than one (a commit costs far more than a row). Once a
- * commit fails, every event queued and every later one fails with the same error: nothing is
- * written out of order, and no paid call starts without its intent.
+ * Group commit for every backend: queued events share one commit (one fsync or round trip). Intents gather briefly
+ * (a paid call waits), outcomes longer so a commit carries hundreds. After a failed commit, every queued and later
+ * event fails with it: nothing is written out of order, and no paid call starts without its intent.
  */
 export class GroupCommit {
   private queue: Pending[] = [];
-  /**
-   * The settlement the non-durable events now queued share: one promise a batch, not one an
-   * event (tens of thousands a run, each alive while its batch gathers; the caller only awaits it
-   * in tests, and learns only that the event is written).
-   */
+  /** One settlement shared by the queued non-durable events, not one per event (tens of thousands a run). */
   private shared: Shared | null = null;
   private draining: Promise<void> | null = null;
   private hurry: ((delayMs: number) => void) | null = null;
@@ -96,10 +88,7 @@ export class GroupCommit {
     return written;
   }
 
-  /**
-   * Fails every event queued and every later one, as a commit that threw would: the store was
-   * found unwritable elsewhere (the run's lease could not be renewed). Returns the failure.
-   */
+  /** Fails every queued and later event as a thrown commit would (the store was found unwritable elsewhere); returns the failure. */
   fail(error: unknown): Error {
     if (this.failure === null) {
       this.failure = this.failed(error);
@@ -161,16 +150,14 @@ export class GroupCommit {
         });
         const againShared = again.some((p) => !p.durable);
         if (again.length > 0 && this.failure !== null) {
-          // fail() came while this batch was out: what it asks again for fails as the queue did,
-          // rather than wait on a queue that is never drained again (review: the run hung).
+          // fail() came while this batch was out: fail what it asks again for, rather than wait on a queue never drained again.
           for (const p of again) p.reject?.(this.failure);
           if (againShared) together?.reject(this.failure);
         } else if (again.length > 0) {
           this.queue = again.concat(this.queue);
           if (again.some((p) => p.durable)) this.urgentQueued = true;
         }
-        // A non-durable event queued again (none is, today) is written with the next batch: its
-        // batch's settlement follows that one's.
+        // A non-durable event queued again settles with the next batch.
         if (this.failure === null || !againShared) together?.resolve(againShared ? (this.shared ??= shared()).written : WRITTEN);
       } catch (error) {
         // A failure fail() already set stands: it is the one every waiting event was told.
@@ -181,10 +168,7 @@ export class GroupCommit {
         this.shared = null;
         this.queue = [];
       }
-      // What queued while that batch committed goes at once only if an intent waits in it, it is
-      // already large, or a flush asked; outcomes otherwise gather their full time. Sent at once,
-      // a fast writer commits a handful of rows at a time, and every commit rewrites each B-tree
-      // page its rows touch (hundreds of small commits wrote the store's size many times over).
+      // Gather the full time unless an intent waits, the queue is large or a flush asked: many small commits each rewrite every page they touch.
       if (this.queue.length > 0 && !this.urgentQueued && this.queue.length < this.timing.batchRows && this.flushing === 0) {
         await this.nextBatch(false);
         this.hurry = null;

@@ -12,19 +12,12 @@ export interface LeaseClocks {
 }
 
 /**
- * A run's lease on its claims, renewed every HEARTBEAT_MS by `write` (each backend writes its
- * runs row its own way). Other hosts take the claims over once the lease has gone by without a
- * beat; this run must then claim again before it sends, so a lapse is taken when either clock
- * says so: a false one costs a claim, a missed one (a laptop that slept with its lid closed, which
- * the steady clock does not count) could send a key that another run already replaced.
- * Records without a run (the ledger, imports) have no lease: `write` null, and nothing lapses.
+ * A run's lease on its claims, renewed every HEARTBEAT_MS; other hosts take the claims over once it lapses. A lapse is
+ * taken when either clock says so: a false one costs a re-claim, a missed one (a slept laptop) could send a key another
+ * run already replaced. No run (ledger, imports): `write` null, and nothing lapses.
  */
 export class Heartbeat {
-  /**
-   * Lapses so far: a claim made before the last one is no longer this run's to send under, even
-   * once a beat has made the lease fresh again (every claim held across the lapse, not only that
-   * of the request that saw it first; and a lapse the timer's own beat found, that no request saw).
-   */
+  /** Lapses so far: a claim made before the last one is no longer this run's to send under, even once the lease is fresh again. */
   epoch = 0;
   private timer: NodeJS.Timeout | null = null;
   private readonly monotonic: () => number;
@@ -53,10 +46,7 @@ export class Heartbeat {
     this.timer = null;
   }
 
-  /**
-   * Whether the run went so long without a beat that a run on another host may have taken its
-   * claims over: then it must renew the lease and claim again before it sends. Beats at once if so.
-   */
+  /** Whether another host may have taken this run's claims over: it must renew and claim again before sending. Beats at once if so. */
   lapsed(): boolean {
     if (this.write === null || !this.gapTo(this.readClocks())) return false;
     void this.beat().catch(() => {});
@@ -83,19 +73,14 @@ export class Heartbeat {
   /** The beat on its way, if one is: one at a time, however often a lapse is asked about. */
   private beating: Promise<void> | null = null;
 
-  /**
-   * Writes a beat, dated when it was sent (an answer that comes late must not make the lease look
-   * fresher than the row the other hosts read). One written synchronously (SQLite's) counts at
-   * once, before the next send asks.
-   */
+  /** Dated when sent, so a late answer cannot make the lease look fresher than the row others read; a synchronous write (SQLite) counts at once. */
   private beat(): Promise<void> {
     const write = this.write;
     if (write === null) return Promise.resolve();
     if (this.beating !== null) return this.beating;
     const sentAt = this.readClocks();
     const landed = (): void => {
-      // The row others read stayed at the last beat until this one landed: a gap up to the
-      // landing counts, though the beat is dated when it was sent.
+      // Others saw the last beat until this one landed: a gap up to the landing counts, though the beat is dated when sent.
       if (this.gapTo(sentAt) || this.gapTo(this.readClocks())) this.epoch++;
       this.beatAt = sentAt;
     };

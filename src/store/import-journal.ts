@@ -63,7 +63,6 @@ export interface JournalTarget {
   importedBytes(path: string): Promise<number | null>;
   /** One service's records, to apply a journal's events to as the past (no run claims anything). */
   importer(service: string): Promise<{ importEvents(events: JournalEvents): Promise<void>; loadCompanies: ServiceStore['loadCompanies'] }>;
-  /** Notes that the journal was imported up to `bytes`. */
   markImported(path: string, bytes: number, companies: number): Promise<void>;
 }
 
@@ -89,11 +88,7 @@ export async function looksLikeJournal(path: string): Promise<boolean> {
   }
 }
 
-/**
- * Imports a journal written by enrich 0.1 into the store, once (again only if it has grown), so
- * nothing bought with that version is bought again: its companies become held records, its
- * lookups are reused, and a purchase it left open resumes under the very key it was sent with.
- */
+/** Imports an enrich 0.1 journal once (again only if it grew): its companies become held records, its open purchases resume under their own keys. */
 export async function importJournal(store: JournalTarget, path: string): Promise<Imported | 'not_journal' | null> {
   let real: string;
   let bytes: number;
@@ -156,8 +151,7 @@ export async function importJournal(store: JournalTarget, path: string): Promise
   await target.loadCompanies([...lastKey.keys()], (_, state) => {
     if (state.purchase?.outcome === 'open') open++;
   });
-  // Up to the last whole line: 0.1 cuts a torn tail off before it appends, so what follows it
-  // starts there, not at the size the file had.
+  // Up to the last whole line: 0.1 cuts a torn tail off before it appends, so the next import starts there.
   const upTo = read?.validBytes ?? from;
   await store.markImported(real, upTo, companies);
   return { path: real, service, companies, open, damaged };

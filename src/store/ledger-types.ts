@@ -3,11 +3,7 @@ import type { BudgetView } from './budget.js';
 import type { JournalTarget } from './import-journal.js';
 import type { CopySource, CopyTarget } from './copy-types.js';
 
-/**
- * What `enrich ledger` asks of a store, whichever backend keeps it: one interface, implemented by
- * store/sqlite/ledger.ts (one person's file) and store/postgres/ledger.ts (the team's database),
- * so commands/ledger.ts never sees SQL, a file or a server. Every figure means the same on both.
- */
+/** What `enrich ledger` asks of a store: one interface for both backends (sqlite/ledger.ts, postgres/ledger.ts), every figure meaning the same. */
 
 /** What the store holds for one service: the figures `enrich ledger` shows. */
 export interface ServiceHoldings {
@@ -58,12 +54,7 @@ export interface AtRisk {
   keyVersion: number;
   errorCode: string | null;
   lostAt: number | null;
-  /**
-   * A later run here took the key up again (a resume) and got no answer either (or only errors
-   * that could not retire it): stuck. False: a key no run here has resumed yet (its own run ended
-   * first, or it was copied in from another store), which the next run resumes under that key, a
-   * charged one replayed for free.
-   */
+  /** A later run here resumed the key and got no answer either: stuck. False: the next run resumes it (a charged key replays free). */
   tried: boolean;
 }
 
@@ -73,13 +64,9 @@ export interface Pruned {
   purchases: number;
 }
 
-/** How `enrich ledger spend` groups what was spent. */
 export type SpendBy = 'month' | 'person' | 'input';
 
-/**
- * Credits of the purchases one group closed (as the month's bill counts them, store/sqlite/money.ts):
- * `credits` charged with an answer seen, `unconfirmed` keys retired as possibly charged.
- */
+/** Credits of the purchases one group closed, as the month's bill counts them: charged with an answer seen, and keys retired as possibly charged. */
 export interface SpendRow {
   service: string;
   /** The month (YYYY-MM, UTC) the purchases closed in; user@host of the run that closed them; its input. Null: no run closed them (imported from enrich 0.1). */

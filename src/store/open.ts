@@ -8,10 +8,7 @@ import type { ConnectionNotice, RunInfo, ServiceStore } from './types.js';
 import { explainDamage } from './sqlite/errors.js';
 import { causeChain, EnrichError } from '../errors.js';
 
-/**
- * What a run's store failure says to the user, whichever backend: a damaged SQLite file is named
- * as such (PostgreSQL's errors come explained by its driver layer already).
- */
+/** A run's store failure as the user should read it: a damaged SQLite file named as such (PostgreSQL's errors come explained already). */
 export const explainStoreFailure = (error: unknown, store: string): unknown => explainDamage(error, store, true);
 
 /** Whether a team store's error says it could not be reached: its refusal as unavailable, or a connection its driver lost. */
@@ -22,11 +19,7 @@ export async function teamStoreOutOfReach(error: unknown): Promise<boolean> {
   return false;
 }
 
-/**
- * A store a batch runs against, whichever backend its address names: a file path is the SQLite
- * store of one person, a postgres:// address the team's store. Each backend is loaded only when
- * named (a run on SQLite never loads the PostgreSQL driver, nor the other way round).
- */
+/** A store a batch runs against: a file path is one person's SQLite store, a postgres:// address the team's; each backend loads only when named. */
 export interface BatchStore extends JournalTarget {
   /** The store's clock (a team store's: its server's): every time a run stamps or compares. */
   readonly now: () => number;

@@ -3,10 +3,7 @@ import { dirname, join, resolve } from 'node:path';
 import { UsageError } from '../errors.js';
 import { statOrNull } from '../io/paths.js';
 
-/**
- * Where the purchase store lives unless --store or ENRICH_STORE says: one per user, in the XDG
- * state directory (state, not cache: it records money spent and must not be cleared lightly).
- */
+/** The default store: one per user in the XDG state dir (state, not cache: it records money spent). */
 export function defaultStorePath(env: NodeJS.ProcessEnv): string {
   const xdg = env['XDG_STATE_HOME'];
   // The XDG spec says a relative path in the variable is invalid and must be ignored.
@@ -14,10 +11,7 @@ export function defaultStorePath(env: NodeJS.ProcessEnv): string {
   return join(stateHome, 'enrich', 'store.db');
 }
 
-/**
- * The embedded sandbox's own store, beside the default one: its play credits never mix with what
- * real runs bought (a month's spend, a budget, a `ledger copy` to the team's store).
- */
+/** The embedded sandbox's own store, so its play credits never mix with what real runs bought. */
 export function sandboxStorePath(env: NodeJS.ProcessEnv): string {
   return join(dirname(defaultStorePath(env)), 'sandbox.db');
 }
@@ -35,10 +29,7 @@ export function isTeamStore(address: string): boolean {
   return /^postgres(ql)?:\/\//i.test(address);
 }
 
-/**
- * A store's address as it may be shown (messages, summaries, `runs`): a team store's without its
- * password (nor any query parameter but sslmode), a file's as given.
- */
+/** A store's address as it may be shown: a team store's without its password or any query parameter but sslmode. */
 export function displayStore(address: string): string {
   if (!isTeamStore(address)) return address;
   try {
@@ -52,11 +43,8 @@ export function displayStore(address: string): string {
 }
 
 /**
- * The one check of what may name a store (`source` is --store or ENRICH_STORE): a postgres://
- * address (the team store), or a plain file path. SQLite would read `file:...` as a URI (another
- * file, made with the umask's mode, past the checks that keep -o off the store) and `:memory:` as
- * no file at all, and libsql takes some URLs for remote databases. An address is never echoed
- * whole: it may hold a password.
+ * The one check of what may name a store: a postgres:// address or a plain file path. SQLite would take `file:` as a URI
+ * (past the checks that keep -o off the store) and `:memory:` as no file; libsql takes some URLs as remote. Never echo it: it may hold a password.
  */
 export function storeFilePath(value: string, source: string): string {
   if (isTeamStore(value)) {
@@ -73,19 +61,12 @@ export function storeFilePath(value: string, source: string): string {
   return value;
 }
 
-/**
- * Scan caches (a pure speed-up for re-reading the same input) sit beside the store; a team
- * store's, which are this machine's alone, where the default store would be.
- */
+/** Scan caches (a pure speed-up) sit beside the store; a team store's, this machine's alone, where the default store would be. */
 export function scanCacheDir(store: string, env: NodeJS.ProcessEnv): string {
   return join(dirname(isTeamStore(store) ? defaultStorePath(env) : store), 'scans');
 }
 
-/**
- * A store named by --store or ENRICH_STORE goes in a folder that exists, as -o does: a mistyped
- * folder would otherwise be made, with an empty store in it, and what is held bought again. Only
- * the default's folder (under $XDG_STATE_HOME) is made on first use. The trouble, or null.
- */
+/** A named store's folder must exist, as -o's must: a mistyped one would get an empty store and everything bought again. Returns the trouble, or null. */
 export function storeFolderProblem(store: string, env: NodeJS.ProcessEnv): string | null {
   if (isTeamStore(store)) return null;
   if (store === defaultStorePath(env)) return homeProblem(env, '--store or ENRICH_STORE');
@@ -97,10 +78,7 @@ export function storeFolderProblem(store: string, env: NodeJS.ProcessEnv): strin
   return `${found === null ? `the folder ${folder} does not exist` : `${folder} is not a folder`}; create it, or fix --store (or ENRICH_STORE)`;
 }
 
-/**
- * The default's folder is made under HOME, but never HOME itself: a HOME that is not there (a
- * service account's, a typo in a crontab) would otherwise be created, owned by whoever ran.
- */
+/** Never create HOME itself: a missing one (a service account's, a crontab typo) would be made, owned by whoever ran. */
 function homeProblem(env: NodeJS.ProcessEnv, how: string): string | null {
   const xdg = env['XDG_STATE_HOME'];
   if (xdg !== undefined && xdg.startsWith('/')) return null;

@@ -2,16 +2,10 @@ import { ENRICH_PRICE, monthOf, roomOf, type CapRow, type Room } from './budget.
 import type { Claim, EnrichEvent, HeldCompany, IntentEvent, Purchase, ReleaseEvent, StoreEvent, UnclaimEvent } from './types.js';
 
 /**
- * The purchase rules: how an event moves one purchase (a company's generation) on, and what an
- * intent may claim. Pure, and the only statement of them: every backend (SQLite, PostgreSQL, the
- * tests' memory store) reads a batch's purchases in its transaction, asks decideBatch, and
- * writes what it answers before it commits. A purchase is in one of these states:
- *
- * - unclaimed: open, no intent under its key version: nothing can have been sent under it;
- * - claimed: an intent is on disk (`intentKey`): a request may be in flight under it;
- * - uncertain: an attempt under the key may have been charged unseen (a lost answer);
- * - bought / missed: the service's answer closed it (a record, or no match);
- * - failed: closed without a record: a final error (a 422, an unusable paid answer).
+ * The purchase rules, stated once: every backend (SQLite, PostgreSQL, the tests' memory store) asks
+ * decideBatch inside its transaction and writes what it answers before it commits.
+ * unclaimed: nothing sent under its key; claimed: an intent is on disk, a request may be in flight;
+ * uncertain: an attempt may have been charged unseen; bought/missed/failed: closed.
  */
 export type PurchaseState = 'unclaimed' | 'claimed' | 'uncertain' | 'bought' | 'missed' | 'failed';
 
@@ -26,11 +20,7 @@ export interface KeptPurchase extends Purchase {
   /** Who reserved it under a monthly budget (store/budget.ts), and the price it holds while an attempt may be charged. */
   person: string | null;
   reserved: number;
-  /**
-   * A run took the key up again after another run sent under it (a resume): only such a key,
-   * still unanswered, is one `ledger release --all` gives up. One copied in from another store
-   * has not been resumed here.
-   */
+  /** A run took the key up after another run sent under it (a resume): only such keys, still unanswered, does `ledger release --all` give up. */
   resumed: boolean;
 }
 
@@ -61,7 +51,7 @@ export interface ClaimInput {
   now: number;
   /** Whether another run may still be sending under the intents it owns. */
   alive(run: number): boolean;
-  /** Who the run is, whose reservation a new one is. */
+  /** Whose reservation a new claim is. */
   person: string | null;
   /** What the tightest monthly cap has left, read in this transaction (store/budget.ts); null: no cap applies. */
   room: Room | null;
@@ -71,11 +61,9 @@ export interface ClaimInput {
 export type ClaimDecision = { claim: Exclude<Claim, { kind: 'busy' }>; write: KeptPurchase | null; /** Credits newly reserved under the monthly caps. */ reserved?: number } | { busy: number };
 
 /**
- * The intent is written only if this run may buy: no other live run holds the purchase open, no
- * run has bought this generation (or a record fresh by the buyer's rule) since the plan was made.
- * A purchase another run moved on since this one read it (a new key version, an outcome) is handed
- * back for the caller to adopt. A company held fresh is never bought again, whatever the plan
- * believed, unless its open purchase's key may have been charged: only that key recovers it free.
+ * Writes the intent only if this run may buy: no other live run holds it open, and nothing (or nothing
+ * fresh) was bought since the plan; a purchase moved on meanwhile is handed back to adopt. A company
+ * held fresh is never bought again unless its open key may have been charged: only that key recovers it free.
  */
 export function decideClaim({ held, kept, event, run, now, alive, person, room }: ClaimInput): ClaimDecision {
   if (held !== null && held.generation >= event.generation) return { claim: { kind: 'held', held }, write: null };
@@ -89,8 +77,7 @@ export function decideClaim({ held, kept, event, run, now, alive, person, room }
       return { claim: { kind: 'moved', purchase: publicPart(kept) }, write: null };
     }
   }
-  // A purchase an attempt may already have gone under holds its reservation still (its price is
-  // counted until settled); any other needs room for its price under every cap.
+  // A key an attempt may have gone under keeps its reservation until settled; any other needs room for its price under every cap.
   const reserves = kept === null || !mayBeCharged(kept);
   const price = event.price ?? ENRICH_PRICE;
   if (reserves && room !== null && room.left < price) return { claim: { kind: 'capped', person: room.person, cap: room.cap }, write: null };
@@ -127,10 +114,7 @@ export function importedPurchase(e: EnrichEvent, at: number): KeptPurchase {
   return { domain: e.company, generation: e.generation, keyVersion: e.keyVersion, intentKey: null, uncertain: false, unconfirmed: 0, lostAt: null, settleMs: null, errorCode: null, outcome: 'open', closedAt: null, ownerRun: null, credits: 0, run: null, openedAt: at, person: null, reserved: 0, resumed: false };
 }
 
-/**
- * What an answer (or its absence) does to the purchase; null: nothing (it is not there, or the
- * event is stale). `run`: the run that got it (null: an import, whose events are the past).
- */
+/** What an answer (or its absence) does to the purchase; null: nothing (absent, or a stale event). `run` null: an import, whose events are the past. */
 export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: number | null, now: number): KeptPurchase | null {
   const at = e.at ?? now;
   // A live run always wrote the intent first; an imported journal may have none.
@@ -144,10 +128,8 @@ export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: num
   const code = e.code ?? 'error';
   if (e.final === true) return { ...p, outcome: 'failed', intentKey: null, ownerRun: null, errorCode: code, credits: p.credits + charged, run, closedAt: at };
   if (e.verdict === 'retired') {
-    // Proven uncharged (or retired on the settle rule: `unconfirmed`). Only the key this run sent
-    // under, on a purchase still open and still this run's: a run retires a key before it lets the
-    // purchase go, so a retire arriving once another run has taken it over (and perhaps sent under
-    // that key, perhaps handed it back since) is stale, and must not free it for a new key.
+    // Only this run's key, on a purchase still open and still this run's: a retire arriving after
+    // another run took it over is stale and must not free it for a new key.
     if (p.keyVersion !== e.keyVersion || (run !== null && p.ownerRun !== run)) return null;
     return { ...p, keyVersion: e.keyVersion + 1, intentKey: null, uncertain: false, lostAt: null, settleMs: null, resumed: false, errorCode: code, unconfirmed: p.unconfirmed + (e.unconfirmed === true ? 1 : 0) };
   }
@@ -173,15 +155,7 @@ export interface Busy {
   busy: number;
 }
 
-/**
- * What a batch's transaction reads of the store before it decides (each backend's driver):
- * a company's purchase of one generation and its holding (null: none), the caps that apply to
- * the batch's run with what each had spent and held when the transaction began (asked only when
- * an intent first needs them), who the run is counted under, and whether another run is alive
- * (holds a lease: heartbeat.ts). The purchases and holdings are read under the batch's locks of
- * its companies, so nothing else writes them meanwhile; the team store reads the caps before it
- * takes their locks, and checks what the batch adds again under them (postgres/writer.ts).
- */
+/** What a batch's transaction reads: purchases and holdings under its company locks; the team store rechecks caps under their own locks. */
 export interface BatchReader {
   purchase(domain: string, generation: number): KeptPurchase | null;
   holding(domain: string): HeldCompany | null;
@@ -212,10 +186,8 @@ export interface BatchDecision {
 const OK_CLAIM: Claim = { kind: 'ok' };
 
 /**
- * Credits a purchase counts under a cap in the month [since, until): its charges once closed in
- * the month, its reservation while an attempt may be under its key, and keys retired as possibly
- * charged. Row by row, what store/budget.ts budgetUsedSql sums, so a batch keeps the room its
- * transaction read up to date with its own writes.
+ * Credits a purchase counts under a cap in [since, until): its charges once closed, its reservation while
+ * its key may be charged, plus keys retired as possibly charged. Must match budget.ts budgetUsedSql row for row.
  */
 export function countedUnderCaps(p: KeptPurchase, since: number, until: number): number {
   if (p.outcome !== 'open') return p.closedAt !== null && p.closedAt >= since && p.closedAt < until ? p.credits + p.unconfirmed : 0;
@@ -224,12 +196,7 @@ export function countedUnderCaps(p: KeptPurchase, since: number, until: number):
 
 const purchaseKey = (domain: string, generation: number): string => `${generation} ${domain}`;
 
-/**
- * One batch's events in order, each seeing what the ones before it wrote, as it would reading the
- * store: the claims, outcomes, releases and unclaims (lookups write nothing the rule reads).
- * `now`: the store's clock when the batch left, or each event's own moment (an imported journal).
- * `run`: the run writing (null: an import, which claims nothing from anyone).
- */
+/** One batch's events in order, each seeing the earlier ones' writes; `now`: the store's clock, or each event's own (an import: `run` null, claiming nothing). */
 export function decideBatch(events: readonly StoreEvent[], read: BatchReader, run: number | null, now: number | readonly number[]): BatchDecision {
   const written = new Map<string, KeptPurchase>();
   /** Records the batch bought, the newest generation's of each company. */
@@ -261,11 +228,7 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
       if (p.person !== null) byPerson.set(p.person, (byPerson.get(p.person) ?? 0) + n);
     }
   };
-  /**
-   * The room an intent's reservation has. A purchase whose key was given up, reserved by another
-   * person (or none), brings its earlier possible charges to the person who buys it again
-   * (docs/budgets.md): under that person's cap it needs room for them too.
-   */
+  /** A given-up key's earlier possible charges follow the purchase to whoever buys it again (docs/budgets.md): that person's cap needs room for them too. */
   const room = (before: KeptPurchase | null, person: string | null): Room | null => {
     if (run === null) return null;
     caps ??= read.caps();

@@ -1,16 +1,11 @@
 import type { CompanyRecord } from '../api/types.js';
 import type { BudgetLine } from './budget.js';
 
-/**
- * The store's vocabulary: what the pipeline tells it (events) and what it answers (lookups,
- * holdings, purchases). The pipeline sees only these types and the ServiceStore interface, which
- * SQLite (store/sqlite/) and PostgreSQL (store/postgres/) both implement.
- */
+/** The store's vocabulary: the events the pipeline writes and what the store answers; both backends implement ServiceStore. */
 
 /** The free match's answer for one registrable domain. Errors are kept for this run only. */
 export interface MatchEvent {
   type: 'match';
-  /** The registrable domain asked about. */
   domain: string;
   status: 'hit' | 'miss' | 'error';
   /** hit: the canonical domain and name the service answered. */
@@ -22,9 +17,8 @@ export interface MatchEvent {
 }
 
 /**
- * Made durable before the paid request it announces leaves: a crash after it resumes with the
- * same key, and the service replays instead of charging again. `generation` counts purchases of
- * the company (1 for the first, +1 for each refresh), `keyVersion` the key within it.
+ * Made durable before the paid request leaves: a crash after it resumes with the same key, and the service replays
+ * instead of charging again. `generation` counts purchases of the company, `keyVersion` the key within one.
  */
 export interface IntentEvent {
   type: 'intent';
@@ -34,11 +28,7 @@ export interface IntentEvent {
   key: string;
   /** When it was written (ms since the epoch): from then the request may be in flight. */
   at?: number;
-  /**
-   * The buyer's freshness rule (pipeline/plan.ts freshSince): a record the store holds that was
-   * bought at or after this moment (null: any record held) is fresh, and a new purchase of it is
-   * refused as held. Unset: only a purchase of this generation or later counts as held.
-   */
+  /** The buyer's freshness rule (plan.ts freshSince): a record bought at or after it (null: any) is held, and not bought again. Unset: only this generation or later counts. */
   freshSince?: number | null;
   /** Credits the call costs (store/budget.ts ENRICH_PRICE by default): what its reservation holds under a monthly cap. */
   price?: number;
@@ -61,16 +51,9 @@ export interface EnrichEvent {
   keyUsed?: string;
   /** error: the problem code (network_error when no answer came). */
   code?: string;
-  /**
-   * error: what the answer proves about key version v. "retired": no attempt under it can have
-   * been charged, so the next attempt takes v+1. "kept": an attempt under it may have been
-   * charged unseen, so every retry must reuse it until the service replays its outcome.
-   */
+  /** error: "retired": no attempt under the key can have been charged, the next takes v+1; "kept": one may have been charged unseen, so retries must reuse the key. */
   verdict?: 'retired' | 'kept';
-  /**
-   * error, retired: on the settle rule (pipeline/keys.ts): an attempt under the key lost its
-   * answer, so only the spec's word says it was not charged. Counted as possibly spent.
-   */
+  /** error, retired on the settle rule (pipeline/keys.ts): the answer was lost, so it counts as possibly spent. */
   unconfirmed?: boolean;
   /** error: asking again cannot help (422). */
   final?: boolean;
@@ -80,10 +63,7 @@ export interface EnrichEvent {
   settleMs?: number;
 }
 
-/**
- * An intent this run wrote but sent nothing under (a stop, a cap, an interrupt came first): the
- * purchase is no longer claimed, and nothing under its key is at risk.
- */
+/** An intent this run wrote but sent nothing under (a stop, a cap, an interrupt): nothing under its key is at risk. */
 export interface UnclaimEvent {
   type: 'unclaim';
   company: string;
@@ -93,10 +73,8 @@ export interface UnclaimEvent {
 }
 
 /**
- * This run is done with a purchase it could not finish (the company ends as an error this run):
- * the purchase keeps its key and what is known of it, but this run no longer holds it from
- * other runs, which take it over as from a run that is gone. Without it, two runs each waiting on
- * a company the other had failed would wait for each other to exit.
+ * This run gives up a purchase it could not finish; it keeps its key, and other runs take it over as from a gone run.
+ * Without it, two runs each waiting on a company the other had failed would wait for each other to exit.
  */
 export interface ReleaseEvent {
   type: 'release';
@@ -108,13 +86,9 @@ export type StoreEvent = MatchEvent | IntentEvent | EnrichEvent | UnclaimEvent |
 
 /** What an intent found when it was written: go ahead, or another run got there first. */
 export type Claim =
-  /**
-   * The intent is durable; the paid call may go. `tookOver`: another run's open intent under the
-   * same key was taken over (that run is gone), so the key may have been charged unseen.
-   * `settleMs`: the purchase's settle as written (Purchase.settleMs), which another run's may have lengthened.
-   */
+  /** The intent is durable; the call may go. `tookOver`: a gone run's intent under the same key was taken over, so it may have been charged unseen. */
   | { kind: 'ok'; tookOver?: boolean; settleMs?: number }
-  /** Another live run holds an open intent for this purchase: wait for its outcome. `pid` (and `host`, when it is another machine) name that run, for a person to see what is waited on. */
+  /** Another live run holds an open intent for this purchase: wait for its outcome. `pid`/`host` name that run for display. */
   | { kind: 'busy'; pid?: number; host?: string }
   /** Another run has bought this company (this generation or later) since the plan was made. */
   | { kind: 'held'; held: HeldCompany }
@@ -155,11 +129,7 @@ export interface Purchase {
   unconfirmed: number;
   /** When an attempt under keyVersion last went unanswered (or its intent was written). */
   lostAt: number | null;
-  /**
-   * How long that attempt may still run at the service: the longest settle of the runs that sent
-   * under the key (a run's --settle covers its --timeout). A later run waits the longer of it and
-   * its own; null: its own.
-   */
+  /** How long that attempt may still run at the service: the longest settle of the runs that sent under the key; null: the run's own. */
   settleMs: number | null;
   errorCode: string | null;
   outcome: 'open' | 'hit' | 'miss' | 'failed';
@@ -198,12 +168,8 @@ export interface MonthSpend {
 }
 
 /**
- * One service's records in the store, and one run's writes to them: everything the pipeline
- * reads and writes, and nothing of how a backend keeps it (SQL, locks, a backend's kind). Reads
- * are asynchronous and batched (a backend across a network answers many keys in one round trip);
- * writes are queued and group-committed; a claim comes back as data, decided by the backend in
- * the transaction that wrote the intent. Implemented by store/sqlite (one person),
- * store/postgres (the team) and the tests' memory store; contract suites run against each.
+ * One service's records and one run's writes to them, with nothing of how a backend keeps them. Reads are batched
+ * (a network backend answers many keys per round trip); writes are group-committed; a claim is decided in the intent's transaction.
  */
 export interface ServiceStore {
   readonly service: string;
@@ -240,13 +206,9 @@ export interface ServiceStore {
   flush(): Promise<void>;
   /** Flushes, then stops the writer if one was started: the last write of a run. */
   close(): Promise<void>;
-  /** Records how the run ended. */
   endRun(end: RunEnd): Promise<void>;
   /** Releases the open intents this run holds, so other runs need not wait for them. */
   releaseClaims(): Promise<void>;
-  /**
-   * Waits until another run's outcome for `company` may have come, or `ms` passed (a backend
-   * that can tell, as the team store's NOTIFY does, wakes the waiter early); never rejects.
-   */
+  /** Waits until another run's outcome for `company` may have come, or `ms` passed (the team store's NOTIFY wakes it early); never rejects. */
   waitForOutcome?(company: string, ms: number, signal: AbortSignal): Promise<unknown>;
 }

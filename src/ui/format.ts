@@ -22,11 +22,7 @@ export const elapsed = (ms: number): string => (ms < 10_000 ? `${(Math.max(0, ms
 /** Time left on a wait, rounded up: a pause that is still on never reads "0s". */
 export const countdown = (ms: number): string => duration(Math.ceil(Math.max(1, ms) / 1000) * 1000);
 
-/**
- * Breaks a message at spaces so that no line is wider than `columns` (a terminal would cut it
- * mid-word). Continuation lines are indented by `indent`; a word longer than a line (a path)
- * stays whole.
- */
+/** Breaks a message at spaces so no line is wider than `columns` (a terminal would cut mid-word); continuations indented, an over-long word (a path) kept whole. */
 export function wrapWords(text: string, columns: number, indent = '  '): string {
   if (columns <= 0 || text.length <= columns) return text;
   const lines: string[] = [];

@@ -5,11 +5,8 @@ const SHOW_CURSOR = '\x1b[?25h';
 const ERASE_LINE = '\x1b[2K';
 
 /**
- * A block of lines redrawn in place at the bottom of a terminal. It remembers what it drew, so
- * it can erase exactly that: on a redraw, to print a line above it, and for good at the end.
- * It counts the rows its lines take at the terminal's width now, not when they were drawn:
- * after a shrink, terminals that reflow (tmux, VTE, iTerm2, Windows Terminal) have rewrapped
- * them, and a frame counted at the old width would leave rows of itself behind.
+ * A block of lines redrawn in place at the bottom of a terminal, erasing exactly what it drew. Rows are counted at the current width:
+ * after a shrink, reflowing terminals (tmux, VTE, iTerm2, Windows Terminal) have rewrapped them, and the old count would leave rows behind.
  */
 export class LiveFrame {
   private drawn: readonly string[] = [];
@@ -24,12 +21,7 @@ export class LiveFrame {
     return this.drawn.length > 0;
   }
 
-  /**
-   * The escape sequence that erases the frame's rows, bottom to top, and leaves the cursor at the
-   * start of its first. Row by row, never "to the end of the screen": tmux takes that erase, from
-   * a frame on the screen's top row, for a clear, and pushes the whole screen into its scrollback
-   * (scroll-on-clear) on every redraw.
-   */
+  /** The sequence erasing the frame's rows bottom to top, cursor left at its first. Never "to end of screen": tmux takes that, from the top row, for a clear and scrolls everything back. */
   private erase(): string {
     if (this.drawn.length === 0) return '';
     const width = this.stream.columns || 80;

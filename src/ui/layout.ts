@@ -1,7 +1,4 @@
-/**
- * The live display's lines, laid out for the terminal's current width. A narrow terminal loses
- * whole fields, least useful first, never a word cut in half; the bar takes what room is left.
- */
+/** The live display's lines at the terminal's current width: a narrow terminal loses whole fields, least useful first, never half a word. */
 import cliProgress from 'cli-progress';
 
 export interface BarLine {
@@ -17,21 +14,14 @@ export interface BarLine {
 
 export const MIN_BAR = 10;
 export const MAX_BAR = 30;
-/**
- * Columns left free at the right: the terminal echoes ^C where the cursor is, and a line that
- * reached the last column would wrap it onto a row the display does not know it drew.
- */
+/** Columns left free at the right: the terminal echoes ^C at the cursor, and a line reaching the last column would wrap it onto an unknown row. */
 export const RIGHT_MARGIN = 3;
 
 // A CommonJS module: its members come from the default export.
 const { Format, Presets } = cliProgress;
 const { barCompleteChar, barIncompleteChar } = Presets.shades_classic;
 
-/**
- * The bar itself is cli-progress's, in its classic shades. Its terminal handling is not used:
- * it redraws by counting lines at the width it drew them, which leaves stale rows when the
- * terminal shrinks and rewraps them; frame.ts counts rows at the current width instead.
- */
+/** The bar is cli-progress's, but not its terminal handling: it counts lines at the width drawn, leaving stale rows after a shrink (frame.ts counts at the current width). */
 export function bar(width: number, fraction: number): string {
   return Format.BarFormat(Math.min(1, Math.max(0, fraction)), {
     barsize: width,

@@ -8,10 +8,7 @@ export interface PlainOptions {
   intervalMs: number;
   quiet: boolean;
   now: () => number;
-  /**
-   * Each line starts with the UTC time (ISO 8601): where stderr is not a terminal (a cron log, CI),
-   * so a log says when a run stalled, lost its store, or went on. Wall-clock, for display only.
-   */
+  /** Off a terminal (a cron log, CI) each line starts with the UTC time, so a log says when a run stalled, lost its store, or went on. */
   stamped?: () => Date;
 }
 

@@ -6,11 +6,7 @@ const usd = (n: number): string => `$${n.toFixed(2)}`;
 export const dollars = (n: number): string => `$${Number.isInteger(n) ? num(n) : n.toFixed(2)}`;
 const LARGEST = PLANS.reduce((a, b) => (b.includedCredits > a.includedCredits ? b : a)) as PlanTerms;
 
-/**
- * The month's cheapest plan in words, beside its bill: "Starter, 418 of its 2,000 included
- * credits" or "Starter, $99 + 500 credits over at $0.05". Past the largest plan's included credits,
- * Enterprise is named (its price is custom, so it is never a figure here).
- */
+/** The month's cheapest plan in words ("Starter, $99 + 500 credits over at $0.05"); past the largest plan Enterprise is named, never priced (custom). */
 export function describeCheapest(m: MonthJson): string {
   const plan = PLANS.find((p) => p.name === m.cheapest_plan) as PlanTerms;
   const enterprise = m.enterprise_worth_asking ? `; past ${LARGEST.name}'s ${num(LARGEST.includedCredits)} included credits, ask about Enterprise (custom, annual)` : '';
@@ -21,11 +17,7 @@ export function describeCheapest(m: MonthJson): string {
 /** The month's credits possibly charged, said after what was (the dry run's words and the real run's). */
 export const unconfirmedMonth = (m: MonthJson): string => (m.unconfirmed_credits > 0 ? `, and up to ${num(m.unconfirmed_credits)} unconfirmed` : '');
 
-/**
- * The dry run's money rows, one answer first: what this run adds to this month's bill on the
- * cheapest plan. Then how the month adds up, the per-plan figures labelled as the marginal
- * prices they are, and what the store cannot see.
- */
+/** The dry run's money rows: first what this run adds to the month's bill on the cheapest plan, then how the month adds up, marginal prices labelled so, and what the store cannot see. */
 export function moneyRows(s: Summary): [string, string][] {
   const rows: [string, string][] = [];
   const m = s.month;

@@ -1,17 +1,10 @@
 import type { Progress } from '../pipeline/progress.js';
 
-/**
- * How a run talks to the person (or log) watching it. Data never goes through here: stdout
- * belongs to the results. Implementations: TTY (spinner and bars), plain (a line every few
- * seconds, for pipes, CI and cron; with --quiet only warnings) and silent (tests).
- */
+/** How a run talks to the person (or log) watching; never data (stdout is the results'). TTY, plain (pipes, CI, cron) and silent (tests) implement it. */
 export interface Reporter {
   /** Starts showing `progress`, which the pipeline updates as it goes. */
   begin(progress: Progress): void;
-  /**
-   * Redraw now, not at the next tick: the phase changed. Called before results are written, so
-   * a live display is gone before the first byte reaches a terminal.
-   */
+  /** Redraw now: the phase changed. Called before results are written, so a live display is gone before their first byte reaches a terminal. */
   refresh(): void;
   /** A line worth telling: an import, a resume. Suppressed by --quiet. */
   note(message: string): void;

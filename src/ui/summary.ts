@@ -53,10 +53,7 @@ export function formatSummary(s: Summary): string {
   return [`enrich: ${title}`, ...lines].join('\n') + '\n';
 }
 
-/**
- * The summary fitted to a terminal `columns` wide: a row too long is broken between words, and
- * its continuation lines start under its value, so a narrow terminal never cuts a word in two.
- */
+/** The summary fitted to a terminal `columns` wide: long rows break between words, continuations under the value, never a word cut in two. */
 export function fitSummary(text: string, columns: number): string {
   if (columns <= 0) return text;
   return text
@@ -90,10 +87,7 @@ function fitRow(line: string, columns: number): string {
   return lines.join('\n');
 }
 
-/**
- * The two codes the spec names get their own advice; any other (a new code under 401 or 403,
- * such as key_suspended) shows the service's own words and code, never a code it did not send.
- */
+/** The spec's two codes get their own advice; any other (key_suspended under 401) shows the service's words and code, never one it did not send. */
 function authStep(code: string, message: string): string {
   if (code === 'insufficient_scope') return 'the API key lacks the search:read scope (insufficient_scope); use a key that has it, then run the same command';
   if (code === 'invalid_token') return 'the service refused the API key (invalid_token); check ENRICH_API_KEY or --api-key-file, then run the same command';
@@ -134,8 +128,7 @@ export function nextStep(s: Summary, stop: Stop | null): string | null {
     case 'credits': {
       if (stop.free) return 'the service refused even the free match for credits (insufficient_credits): the account has no credits or is blocked; top up, then run the same command';
       const balance = stop.balance === null ? '' : `balance ${num(stop.balance)}, `;
-      // Refused before anything billable was known to be owed: "needs 0 more credits" would
-      // contradict the stop itself.
+      // Refused before anything billable was known to be owed: "needs 0 more credits" would contradict the stop.
       if (s.estimated_credits === 0) return `stopped: the service refused for credits (${balance.replace(/, $/, '') || 'no balance given'}) before anything left was priced; top up, or ask the service, then run the same command to finish`;
       return `stopped: ${balance}needs ${count(s.estimated_credits, 'more credit', 'more credits')}${maybePaid(s)}; top up and run the same command to finish (what was bought is kept)`;
     }

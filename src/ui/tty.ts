@@ -8,17 +8,11 @@ import type { Reporter } from './reporter.js';
 export interface TtyOptions {
   stream: NodeJS.WritableStream & { columns?: number; on?(event: 'resize', listener: () => void): unknown; off?(event: 'resize', listener: () => void): unknown };
   now: () => number;
-  /**
-   * Results go to this terminal too (`enrich x.csv` with no -o): the display stops before the
-   * output starts, so the two never interleave.
-   */
+  /** Results go to this terminal too (no -o): the display stops before the output starts, so the two never interleave. */
   outputToTerminal: boolean;
   /** NO_COLOR (no-color.org): the spinner is drawn without colour; the display is otherwise the same. */
   noColor?: boolean;
-  /**
-   * The input is typed at this terminal (`enrich -`): no spinner while it is read, which would
-   * draw over what is being typed; the display starts with the matching.
-   */
+  /** The input is typed here (`enrich -`): no spinner while it is read (it would draw over the typing); the display starts with matching. */
   inputFromTerminal?: boolean;
 }
 
@@ -46,11 +40,7 @@ export function matchLine(p: Progress, r: Rate, pause: string | null): BarLine {
   return { label: 'matching ', counts: `${num(p.matchDone)}/${num(p.matchTotal)}`, fraction: p.matchDone / Math.max(1, p.matchTotal), extras };
 }
 
-/**
- * What is left to enrich is known only once matching is done. Until then the total reads
- * `284+` (still growing), and the bar is measured against the total projected from the hit rate
- * so far, so it never reads full while most of the job remains.
- */
+/** The enrich total is known only after matching: until then it reads `284+` and the bar is measured against a total projected from the hit rate, never full too early. */
 export function enrichLine(p: Progress, r: Rate, pause: string | null): BarLine {
   const growing = p.matchDone < p.matchTotal;
   const projected = growing && p.matchDone > 0 ? (p.enrichTotal * p.matchTotal) / p.matchDone : p.enrichTotal;
@@ -70,10 +60,7 @@ export function enrichLine(p: Progress, r: Rate, pause: string | null): BarLine 
   };
 }
 
-/**
- * What the terminal shows: a spinner while the input is read (and while results are written to
- * a file), then a bar per phase, drawn from the pipeline's counters; lines printed above it.
- */
+/** What the terminal shows: a spinner while the input is read (and results written to a file), then a bar per phase; lines printed above it. */
 class LiveDisplay {
   private readonly frame: LiveFrame;
   private spinner: Ora | undefined;
@@ -94,7 +81,6 @@ class LiveDisplay {
     this.spinner = ora({ stream: this.options.stream, text, discardStdin: false, hideCursor: true, ...color }).start();
   }
 
-  /** Clears the bars and the spinner. */
   clear(): void {
     this.frame.clear();
     this.stopSpinner();
@@ -157,12 +143,7 @@ class LiveDisplay {
   }
 }
 
-/**
- * For a person at a terminal: a spinner while the input is read and the store consulted, then
- * a bar per phase with counts, rate, ETA and credits, a 429 wait shown as a pause (never a
- * freeze), all on stderr, redrawn ten times a second from the pipeline's counters and at once
- * when the terminal is resized.
- */
+/** For a person at a terminal: a spinner, then a bar per phase (counts, rate, ETA, credits; a 429 wait shown as a pause) on stderr, redrawn ten times a second and on resize. */
 export function ttyReporter(options: TtyOptions): Reporter {
   const { stream } = options;
   const display = new LiveDisplay(options);

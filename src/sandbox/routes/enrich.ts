@@ -5,10 +5,7 @@ import { admit, fail, faulted, JSON_TYPE, PROBLEM_TYPE, type Answer, type Handle
 import { toRecord } from '../directory.js';
 import { bump } from './match.js';
 
-/**
- * POST /company/enrich, the paid call: validation (422) -> idempotent replay -> injected fault
- * (500) -> credits (402) -> charge and answer. Errors never charge (spec 7 rule 2).
- */
+/** POST /company/enrich, the paid call: validation (422), replay, fault (500), credits (402), charge and answer. Errors never charge (spec 7 rule 2). */
 export function enrich(config: HandlerConfig, req: IncomingMessage, rawBody: string, requestId: string): Answer {
   const admitted = admit(config, req, requestId);
   if ('answer' in admitted) return admitted.answer;
@@ -43,8 +40,7 @@ export function enrich(config: HandlerConfig, req: IncomingMessage, rawBody: str
     }
   }
 
-  // From here on the request has executed. What its key keeps depends on the mode (see
-  // IdempotencyMode): a 200 always, errors only in `stripe` mode.
+  // From here on the request has executed: its key keeps a 200 always, errors only in `stripe` mode.
   const answer = execute(config, account, domain, idempotencyKey, requestId);
   if (idempotencyKey !== null && (answer.status === 200 || config.idempotency === 'stripe')) {
     const store: StoredResponse = { fingerprint, status: answer.status, contentType: answer.contentType, body: answer.body, requestId };

@@ -1,11 +1,6 @@
 import type { CompanyRecord } from '../../api/types.js';
 
-/**
- * The journal of enrich 0.1, kept only so its purchases can be imported into the store.
- *
- * The journal is JSON Lines, append-only. The first line pins the run; every later line is an
- * event. Field names are short because a 1M-row run writes millions of them, but each is a word.
- */
+/** The enrich 0.1 journal (JSON Lines, append-only: a header line, then events), kept only to import its purchases. */
 export const JOURNAL_FORMAT = 1;
 
 export interface InputIdentity {
@@ -67,11 +62,7 @@ export interface EnrichEntry {
   /** error: the problem code (network_error when no answer came), and the answer's requestId. */
   code?: string;
   rid?: string;
-  /**
-   * error: what the answer proves about key version v. "retired": no attempt under it can have
-   * been charged, so the next attempt takes v+1. "kept": an attempt under it may have been
-   * charged unseen, so every retry must reuse it until the service replays its outcome.
-   */
+  /** error: "retired": no attempt under v can have been charged (the next takes v+1); "kept": one may have been, so retries reuse it. */
   key?: 'retired' | 'kept';
   /** error: asking again cannot help (422). */
   final?: boolean;

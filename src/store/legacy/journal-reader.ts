@@ -14,11 +14,7 @@ export interface ReadResult {
 
 const NEWLINE = 0x0a;
 
-/**
- * Streams the journal's lines with their byte offsets. A crash can leave the last line partial
- * (or, after a power loss, garbage at the tail): that tail is reported, not fatal. A bad line
- * with good lines after it is real corruption and stops the replay.
- */
+/** Streams the journal's lines with byte offsets. A torn tail (a crash, a power loss) is reported, not fatal; a bad line with good ones after it is corruption. */
 export async function readJournal(
   path: string,
   onEntry: (entry: JournalEntry, offset: number, length: number) => void | Promise<void>,

@@ -19,14 +19,8 @@ const CONNECT_TIMEOUT_MS = 10_000;
 export const QUERY_TIMEOUT_MS = 60_000;
 
 /**
- * A client for `url` (PG* variables and ~/.pgpass fill what it leaves out, as for psql), on the
- * extended protocol; `pipeline` sends each query without waiting for the one before.
- */
-/**
- * An address's sslmode means what it means to psql and every libpq client (require: encrypted, the
- * certificate not checked; verify-full: checked), not node-pg's own reading (require taken for
- * verify-full, with a twelve-line warning on stderr): the address a managed PostgreSQL hands out
- * works as it does in psql.
+ * sslmode as psql and every libpq client read it (require: encrypted, unchecked; verify-full: checked), not node-pg's own
+ * (require taken for verify-full, with a warning), so a managed PostgreSQL's address works as it does in psql.
  */
 export function libpqAddress(url: string, env: NodeJS.ProcessEnv = process.env): string {
   let u: URL;
@@ -48,6 +42,7 @@ export function libpqAddress(url: string, env: NodeJS.ProcessEnv = process.env):
   return u.toString();
 }
 
+/** A client for `url` (PG* variables and ~/.pgpass fill the gaps, as for psql); `pipeline` sends each query without awaiting the last. */
 export function client(url: string, pipeline = false, timeoutMs = QUERY_TIMEOUT_MS): pg.Client {
   const c = new pg.Client({
     connectionString: libpqAddress(url),
@@ -61,9 +56,8 @@ export function client(url: string, pipeline = false, timeoutMs = QUERY_TIMEOUT_
     keepAliveInitialDelayMillis: 10_000,
     application_name: 'enrich',
   });
-  // A connection lost while idle (a server restarting) is emitted as 'error' on its client: with
-  // no listener that ends the process (found under load: a run opening its store, or probing its
-  // session, as PostgreSQL restarted). Every statement on it still fails, and is handled there.
+  // A connection lost while idle (a server restarting) emits 'error', which with no listener ends the process;
+  // every statement on it still fails, and is handled there.
   c.on('error', () => {});
   return c;
 }
@@ -129,18 +123,14 @@ export function describe(error: unknown): string {
   return message.split('\n')[0] ?? message;
 }
 
-/** A connection, or a Session. */
 export interface Queryable {
   query<R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
 }
 
 /**
- * Whether connection `c` keeps its session from one transaction to the next (a direct one, or a
- * pooler in session mode), sure of it behind an idle pooler too, which hands the last session back
- * to the same client: LISTEN, then look for it while a second connection holds a transaction open,
- * so a pooler that hands sessions round must give `c` another (or none, with a pool of one: no
- * answer within `waitMs` says the same). Without a second connection (a role limited to one, a
- * full server or pooler) it cannot tell: that error is thrown.
+ * Whether `c` keeps its session across transactions (direct, or a session-mode pooler): LISTEN, then look for it while a second
+ * connection holds a transaction open, so a pooler handing sessions round must give `c` another (or none within `waitMs`).
+ * Throws when no second connection can be had.
  */
 export async function keepsSessionSurely(c: Queryable, url: string, waitMs = 2_000): Promise<boolean> {
   const channel = probeChannel();
@@ -171,11 +161,7 @@ export function probeChannel(): string {
 /** How long a run keeps trying to reach the team store again after losing it, before it stops. */
 export const RECONNECT_MS = 30_000;
 
-/**
- * Whether an error says the connection (or the server) went away, rather than that a statement
- * was wrong: worth connecting again. 08: connection exceptions; 57P01-03: the server shutting
- * down, crashed, or still starting; 25P03 below.
- */
+/** Whether the connection or server went away, rather than a statement being wrong: 08 (connection), 57P01-03 (shutdown, crash, starting), 25P03. */
 export function isConnectionLoss(error: unknown): boolean {
   const code = String((error as { code?: unknown } | null)?.code ?? '');
   if (/^(ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN)$/.test(code)) return true;
@@ -185,21 +171,13 @@ export function isConnectionLoss(error: unknown): boolean {
   return /connection terminated|connection error|not queryable|timeout expired|query read timeout|connection.*(closed|ended)/i.test(message);
 }
 
-/**
- * A wait for a lock of at most `ms`, and below half the query timeout, so that a lock held
- * elsewhere is said as such (lock_not_available), never taken for a server that stopped answering.
- */
+/** A lock wait of at most `ms`, under half the query timeout, so a held lock is reported as such (lock_not_available), not as a server that stopped answering. */
 export const lockWait = (ms: number, queryTimeoutMs: number): number => Math.min(ms, Math.floor(queryTimeoutMs / 2));
 
 /** A lock waited for up to `lock_timeout` and not got (lock_not_available). */
 export const isLockTimeout = (error: unknown): boolean => (error as { code?: unknown } | null)?.code === '55P03';
 
-/**
- * A deadlock (40P01) or a serialization failure (40001): the server rolled the statement or its
- * transaction back whole, and sending it again is what the server asks for. 40001 reaches a
- * statement sent outside an explicit transaction when the database's default isolation is
- * REPEATABLE READ or SERIALIZABLE.
- */
+/** A deadlock (40P01) or serialization failure (40001, e.g. a lone statement under a REPEATABLE READ default): rolled back whole, so sending again is safe. */
 export const isRetryableConflict = (error: unknown): boolean => {
   const code = (error as { code?: unknown } | null)?.code;
   return code === '40001' || code === '40P01';
@@ -210,10 +188,7 @@ export const CONFLICT_RETRIES = 5;
 
 const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-/**
- * The one listener for the process's losses of the team store (a run's reporter: off a terminal
- * too, a log shows why a run stalled). One notice a loss, however many statements met it.
- */
+/** The one listener for the process's losses of the team store (the run's reporter): one notice per loss, however many statements met it. */
 let notice: ((n: ConnectionNotice) => void) | null = null;
 let lostAt: number | null = null;
 export function onConnectionNotice(listener: ((n: ConnectionNotice) => void) | null): void {
@@ -222,20 +197,13 @@ export function onConnectionNotice(listener: ((n: ConnectionNotice) => void) | n
   abandoned = false;
 }
 
-/**
- * An interrupt that comes while the store is lost: that loss is not waited out (Ctrl-C must not
- * sit out the reconnect budget). One that comes while the store answers leaves the budget as it
- * is: a blip in the grace period must not cost the outcomes of calls already paid for.
- */
+/** Ctrl-C while the store is lost stops waiting out the loss; one while it answers leaves the budget, so a blip cannot cost the outcomes of calls already paid for. */
 let abandoned = false;
 export function abandonReconnects(): void {
   if (lostAt !== null) abandoned = true;
 }
 
-/**
- * Runs `attempt` again while it fails for a lost connection, for up to `budgetMs` from the first
- * loss (backing off from 100 ms to 2 s); `lost` is told of each loss. Anything else is thrown.
- */
+/** Runs `attempt` again while it fails for a lost connection, up to `budgetMs` from the first loss (backing off 100 ms to 2 s); anything else is thrown. */
 export async function reconnecting<T>(attempt: () => Promise<T>, budgetMs: number, lost?: (error: unknown) => void): Promise<T> {
   let since: number | null = null;
   let delay = 100;
@@ -270,21 +238,14 @@ export async function reconnecting<T>(attempt: () => Promise<T>, budgetMs: numbe
 }
 
 /**
- * How long the server lets a transaction of enrich's sit idle before it ends it, and its locks
- * with it: a process stopped mid-transaction (a laptop's lid closed, SIGSTOP) must not hold the
- * companies it locked from every other machine until its connection times out. enrich itself
- * never waits between the statements of a transaction for anything but the server.
+ * The server ends an enrich transaction idle this long, and its locks with it: a stopped process (a closed lid, SIGSTOP) must not
+ * hold companies from every other machine. enrich never waits mid-transaction on anything but the server.
  */
 export const IDLE_IN_TRANSACTION_MS = 10_000;
 
-/**
- * `work` in one transaction on `db` (a client, or a Session's own connection): committed, or
- * rolled back and its error thrown. With `lockTimeoutMs`, no lock in it is waited for longer
- * (`SET LOCAL`: the session's setting is back as it was once the transaction ends).
- */
+/** `work` in one transaction: committed, or rolled back and its error thrown. `lockTimeoutMs` bounds each lock wait (SET LOCAL: it ends with the transaction). */
 export async function inTransaction<T>(db: { query(text: string): Promise<unknown> }, work: () => Promise<T>, lockTimeoutMs?: number): Promise<T> {
-  // Every transaction is written for READ COMMITTED, whatever the database's default (a pooler
-  // may not keep a session's SET, so it is said on each BEGIN).
+  // Every transaction is written for READ COMMITTED, whatever the default; said on each BEGIN, as a pooler may not keep a session's SET.
   await db.query('BEGIN ISOLATION LEVEL READ COMMITTED');
   try {
     await db.query(`SET LOCAL idle_in_transaction_session_timeout = ${IDLE_IN_TRANSACTION_MS}`);
@@ -299,11 +260,8 @@ export async function inTransaction<T>(db: { query(text: string): Promise<unknow
 }
 
 /**
- * A connection that connects again when it is lost (a restarted server, a dropped network) and
- * repeats the statement it lost, for up to RECONNECT_MS. Only statements that are safe to send
- * twice go through `query` on their own (reads, heartbeats, idempotent updates); inside a
- * transaction (BEGIN ... COMMIT on this session) a loss is thrown, never repeated, since what
- * came before it in the transaction is gone.
+ * A connection that reconnects and repeats a lost statement, for up to RECONNECT_MS. Only statements safe to send twice go on their
+ * own; inside a transaction a loss is thrown, never repeated, since what came before it in the transaction is gone.
  */
 export class Session {
   private current: pg.Client | null;
@@ -347,11 +305,7 @@ export class Session {
     return this.current;
   }
 
-  /**
-   * Takes a session-level advisory lock, waiting for it at most `waitMs` (then the server's
-   * lock_not_available, 55P03, is thrown), and keeps to this connection until `unlock`: connecting
-   * again would go on without the lock, silently, so a lost connection fails every statement after.
-   */
+  /** A session advisory lock (waiting at most `waitMs`, then 55P03), pinned to this connection until `unlock`: reconnecting would silently go on without it. */
   async lock(key: number, waitMs: number): Promise<void> {
     // The lock outlives the transaction; the timeout (LOCAL) ends with it.
     await inTransaction(this, () => this.query('SELECT pg_advisory_lock($1)', [key]), waitMs);
@@ -369,11 +323,7 @@ export class Session {
   /** The statement before this one: statements go one at a time, as one connection runs them. */
   private tail: Promise<unknown> = Promise.resolve();
 
-  /**
-   * Sends a statement once those sent before it are done: a connection runs one at a time anyway,
-   * and only one caller at a time may find it lost and connect again (no connection is made and
-   * then forgotten, to hold the process open).
-   */
+  /** Sends once those before are done: only one caller at a time may find the connection lost and reconnect (no connection made, then forgotten). */
   query<R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
     const run = this.tail.then(() => this.send<R>(text, values));
     this.tail = run.catch(() => {});
@@ -396,16 +346,13 @@ export class Session {
         throw error;
       }
     };
-    // A lock or a transaction lives on its connection: what follows must never run on a new one,
-    // without the lock, or outside any transaction.
+    // A lock or a transaction lives on its connection: what follows must never run on a new one, without it.
     const held = this.pinned ? 'the lock it held' : this.inTransaction ? 'the transaction it was in' : null;
     if (held !== null) return this.onItsConnection(once, held);
     // The ROLLBACK after a transaction lost with its connection: nothing is left to undo, and a
     // server that is down must not hold the error up while a new connection is tried for.
     if (this.current === null && /^\s*ROLLBACK\s*$/i.test(text)) return { command: 'ROLLBACK', rowCount: null, oid: 0, fields: [], rows: [] };
-    // A statement on its own is its own transaction, at the database's default isolation: one the
-    // server rolled back for a conflict (a heartbeat meeting another run's lock under REPEATABLE
-    // READ) did nothing, and is sent again.
+    // A lone statement is its own transaction: one rolled back for a conflict did nothing, and is sent again.
     for (let attempt = 1; ; attempt++) {
       try {
         return await reconnecting(once, this.budgetMs);
@@ -415,10 +362,7 @@ export class Session {
     }
   }
 
-  /**
-   * A statement on the connection that holds `what` (a lock, a transaction), which is never
-   * replaced: lost, even while idle, it took what it held with it, and a transaction on it too.
-   */
+  /** A statement on the connection holding `what` (a lock, a transaction), never replaced: lost, it took what it held with it. */
   private async onItsConnection<R>(once: () => Promise<R>, what: string): Promise<R> {
     if (this.current === null) {
       this.inTransaction = false;

@@ -12,10 +12,7 @@ const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain
 const COMPANY_COLUMNS = 'domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run';
 const SERVICE = '(SELECT id FROM services WHERE name = $1)';
 
-/**
- * The team store read whole for a copy, in one repeatable-read transaction (one moment of the
- * store, whatever runs write meanwhile), page by page in byte order of the keys.
- */
+/** The team store read whole for a copy in one REPEATABLE READ transaction (one moment, whatever runs write meanwhile), page by page in byte order. */
 export class PgCopySource implements CopySource {
   private constructor(private readonly db: Session) {}
 
@@ -81,10 +78,8 @@ export interface PgCopyHelp {
 }
 
 /**
- * The team store receiving a copy: each chunk one transaction that takes the locks a run's claims
- * and outcomes take for the same companies (writer.ts), so a copy never writes under a run's feet;
- * the writes' WHERE repeats the rule as a second guard. A dry run only reads, and decides as the
- * copy would: nothing is written, no lock is held.
+ * The team store receiving a copy: each chunk one transaction taking the same company locks as a run's claims and outcomes, so a copy
+ * never writes under a run's feet; the writes' WHERE repeats the rule as a second guard. A dry run only reads, holding no lock.
  */
 export class PgCopyTarget implements CopyTarget {
   private readonly db: Session;
@@ -258,12 +253,7 @@ export class PgCopyTarget implements CopyTarget {
     });
   }
 
-  /**
-   * Writes the purchases the rules took (copy.ts purchaseMove: add, or close an open one, with a
-   * closed purchase or with a key that may have been charged over one that cannot have been). The
-   * guard says the same of the row as it is, under the company locks; a row it refused would make
-   * the counts say what was not written, so the chunk is undone rather than reported.
-   */
+  /** Writes the purchases the rules took; the WHERE guard rechecks each row under the locks, and a refused row undoes the chunk rather than let the counts lie. */
   private async write(serviceId: number, list: readonly KeptPurchase[]): Promise<void> {
     const col = <K extends keyof KeptPurchase>(k: K): KeptPurchase[K][] => list.map((p) => p[k]);
     const { rowCount } = await this.db.query(

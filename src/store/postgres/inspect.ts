@@ -3,15 +3,10 @@ import { type ClockReading, ServerClock } from './server-clock.js';
 import { client, describe, type Session, failureClass, keepsSessionSurely, placeOf, type FailureClass, type Place } from './connect.js';
 import { NOW_MS, SCHEMA_VERSION } from './schema.js';
 
-/**
- * Looks at a team store without changing it: what `enrich doctor` reports, and the questions
- * PgStore.open asks before a run may start (the schema's version, the store id, whether this
- * role may write).
- */
+/** Looks at a team store without changing it: what `enrich doctor` reports, and what PgStore.open asks before a run (schema version, store id, write rights). */
 
 /** The tables a run writes (meta is written only by a migration, which the tables' owner runs). */
 export const WRITTEN_TABLES = ['services', 'lookups', 'companies', 'purchases', 'runs', 'imports'] as const;
-/** Every table of the schema. */
 const ALL_TABLES = ['meta', ...WRITTEN_TABLES];
 /** The tables whose ids come from a sequence (BIGSERIAL), which an insert must be allowed to use. */
 const SEQUENCED_TABLES = ['services', 'runs'];
@@ -39,10 +34,8 @@ function storeIdOf(rows: readonly { key: string; value: string | null }[]): stri
 }
 
 /**
- * The rights a run needs on the tables there are that this role lacks, one row each (`rel`,
- * `priv`), asked of the server (has_table_privilege), so nothing is written to find out. A
- * service's row is only ever added (ON CONFLICT DO NOTHING): services needs no UPDATE. $1 the
- * written tables, $2 the sequenced ones.
+ * The rights a run lacks on the tables there are (`rel`, `priv`), asked of the server so nothing is written to find out. services
+ * needs no UPDATE (its rows are only added). $1 the written tables, $2 the sequenced ones.
  */
 const MISSING_RIGHTS = `WITH needed (rel, kind, privs) AS (
        SELECT t, 'table', CASE t WHEN 'services' THEN ARRAY['SELECT', 'INSERT'] ELSE ARRAY['SELECT', 'INSERT', 'UPDATE'] END FROM unnest($1::text[]) AS t
@@ -62,10 +55,10 @@ export async function missingRights(db: pg.Client): Promise<string[]> {
   return rows.map(rightOf);
 }
 
-/** What opening a store reads of it: the schema's version, the store id, and the rights a run lacks. */
 /** True where the database takes no writes: a replica, or `default_transaction_read_only` set. */
 const READ_ONLY = "pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'";
 
+/** What opening a store reads of it: the schema's version, the store id, and the rights a run lacks. */
 export interface Glance {
   version: number;
   storeId: string | null;
@@ -74,12 +67,7 @@ export interface Glance {
   readOnly: boolean;
 }
 
-/**
- * All PgStore.open asks of a store whose schema is there, in one statement (one round trip, where
- * a team's server is tens of milliseconds away): meta's rows and, when `rights`, the rights a run
- * lacks. Null when the database has no meta table (no enrich schema yet). A role that may not
- * read meta gets the server's "permission denied", as from any read of it.
- */
+/** All PgStore.open asks of a store, in one round trip: meta's rows and, when `rights`, the rights a run lacks. Null without a meta table (no schema yet). */
 export async function glance(db: pg.Client, rights: boolean): Promise<Glance | null> {
   let rows: { key: string; value: string | null; priv: string | null }[];
   try {
@@ -174,10 +162,7 @@ export interface TeamStoreState {
 
 export type Inspection = { reached: false; place: Place; failure: FailureClass; detail: string } | ({ reached: true } & TeamStoreState);
 
-/**
- * Connects and looks, inside a read-only transaction that is rolled back: whatever it asks, the
- * store is left as it was (no schema made on an empty database, no run recorded).
- */
+/** Connects and looks inside a read-only transaction that is rolled back: the store is left as it was (no schema made, no run recorded). */
 export async function inspectTeamStore(url: string, now: () => number = () => Date.now()): Promise<Inspection> {
   let c: pg.Client;
   try {

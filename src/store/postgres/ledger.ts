@@ -36,10 +36,8 @@ const GROUP: Record<SpendBy, string> = {
 };
 
 /**
- * The team's store, as `enrich ledger` asks of it (store/ledger-types.ts): the same figures as
- * one person's, read from PostgreSQL. Runs are judged alive by the server's clock (a heartbeat
- * within the lease), and a run of this host also by its process; maintenance (prune) holds the
- * store's maintenance lock, so two machines never prune (or migrate) at once.
+ * The team store as `enrich ledger` asks of it, with the same figures as one person's. Runs are judged alive by the server's clock
+ * (and, on this host, by their process); prune holds the maintenance lock, so two machines never prune or migrate at once.
  */
 export class PgLedger implements LedgerStore {
   readonly shown: string;
@@ -55,10 +53,7 @@ export class PgLedger implements LedgerStore {
     this.sizeNote = `in database ${store.db.place.database}`;
   }
 
-  /**
-   * Opens the team store; one that is not there (no enrich tables) is made only for an import or a
-   * copy. `queryTimeoutMs` (tests) shortens the query timeout, and with it every wait for a lock.
-   */
+  /** Opens the team store; a database without enrich tables is made a store only for an import or a copy. `queryTimeoutMs` (tests) shortens every lock wait too. */
   static async open(url: string, how: LedgerOpen & { queryTimeoutMs?: number }): Promise<PgLedger> {
     if (!how.create) await refuseMissing(url);
     const host = hostIdentity(how.env);
@@ -116,8 +111,7 @@ export class PgLedger implements LedgerStore {
       input: (r['input_name'] as string | null) ?? null,
       rows: numOrNull(r['rows']),
       dryRun: num(r['dry_run']) === 1,
-      // Its heartbeat, by the server's clock, tells a run under way from one that ended unrecorded
-      // (killed, or stopped once the store was out of reach) and whose claims are free to take.
+      // Its heartbeat (server clock) tells a run under way from one that ended unrecorded, whose claims are free to take.
       status: r['status'] === 'running' && r['ended_at'] === null ? (r['beating'] === true ? 'running' : 'gone (killed, or lost the store)') : String(r['status']),
       credits: num(r['credits']),
       bought: num(r['bought']),
@@ -173,11 +167,7 @@ export class PgLedger implements LedgerStore {
     }));
   }
 
-  /**
-   * Each purchase under the company locks a run's writes take (store/postgres/writer.ts), and only
-   * while it is still open under the key listed and no live run holds it: one a run on another
-   * machine claimed since it was listed is left to that run.
-   */
+  /** Each purchase under the company locks a run's writes take, and only while still open under the listed key with no live holder (another machine may have claimed it since). */
   async release(purchases: readonly AtRisk[]): Promise<AtRisk[]> {
     if (purchases.length === 0) return [];
     const dead = await this.deadHere();
@@ -365,11 +355,7 @@ export class PgLedger implements LedgerStore {
     return this.store.close();
   }
 
-  /**
-   * Runs of this host marked running whose process is gone. One whose pid is there, perhaps
-   * another program's now, is left to its lease (records.ts goneHere: a clock step makes a live
-   * run's own process look started after it).
-   */
+  /** Runs of this host marked running whose process is gone; a pid that may be reused is left to its lease (records.ts goneHere). */
   private async deadHere(): Promise<number[]> {
     if (this.store.boot === null) return [];
     const { rows } = await this.db.query<{ id: number; pid: number }>("SELECT id, pid FROM runs WHERE status = 'running' AND host = $1 AND boot = $2", [this.store.host, this.store.boot]);
@@ -386,10 +372,8 @@ export class PgLedger implements LedgerStore {
   }
 
   /**
-   * `work` in one transaction in which no lock is waited for longer than `waitMs` (or what `work`
-   * sets): a lock held elsewhere for longer is said in one line (exit 6), naming what `holder`
-   * says held it up, rather than waited on until the query timeout takes it for a lost
-   * connection (and the server waits on after the client has gone, holding what it holds).
+   * `work` in one transaction, no lock waited for longer than `waitMs`: a lock held longer is one line (exit 6) naming `holder`,
+   * rather than a query timeout taken for a lost connection (with the server still waiting, holding what it holds).
    */
   private async bounded<T>(doing: string, left: string, holder: () => string, waitMs: number, work: () => Promise<T>): Promise<T> {
     try {
@@ -428,11 +412,7 @@ async function probe(url: string): Promise<{ there: boolean; place: Place }> {
   }
 }
 
-/**
- * A database with no enrich tables is no store: reading or tidying it must not make one there
- * (a mistyped address would otherwise read as an empty store). Checked before PgStore.open would
- * migrate.
- */
+/** A database with no enrich tables is no store: reading or tidying must not make one (a mistyped address would read as an empty store). */
 async function refuseMissing(url: string): Promise<void> {
   const { there, place } = await probe(url);
   if (there) return;

@@ -15,15 +15,12 @@ const RELEASE_WAIT_MS = 1_000;
 
 /** Outcomes gather 20 ms (or 5,000 rows) before a commit; an intent waits only 1 ms. */
 const TIMING = { batchMs: 20, batchRows: 5_000, intentGatherMs: 1 };
-/** How often a run says it is alive (by the server's clock); the lease is a few of these. */
 /** Keys per read statement: one round trip each, pipelined by none, small enough for any server. */
 const READ_CHUNK = 20_000;
 
 /**
- * The team store cannot be written: every paid call stops, since none may go unrecorded. Lost
- * (and not back within the reconnect budget) it is the store being unavailable (exit 6): the
- * calls already sent are safe, their intents are durable, and a rerun replays them under the same
- * keys. Any other refusal is a failure (exit 1).
+ * The team store cannot be written: every paid call stops, since none may go unrecorded. Lost past the reconnect budget it is unavailable
+ * (exit 6: sent calls' intents are durable, and a rerun replays them under the same keys); any other refusal is exit 1.
  */
 export class PgWriteError extends EnrichError {
   override readonly name = 'PgWriteError';
@@ -90,11 +87,8 @@ export interface RecordsHost {
 const PREPARED_GONE = new Set(['26000', '42P05', '0A000']);
 
 /**
- * One service's records in the team store, and one run's writes to them. Reads are single
- * statements (each sees one moment) over `= any($2)`; writes are group-committed on a connection
- * of the run's own, each batch two pipelined round trips (writer.ts). A run that waits on another
- * run's purchase is woken by the NOTIFY its outcome's transaction sends (waitForOutcome), and
- * polls all the same, since a notification is lost while a listener reconnects.
+ * One service's records in the team store and one run's writes. Reads are single statements (one moment each); writes are group-committed,
+ * two pipelined round trips a batch (writer.ts). A waiter is woken by its outcome's NOTIFY, and polls too: notifications are lost while reconnecting.
  */
 export class PgRecords implements ServiceStore {
   readonly storeId: string;
@@ -119,8 +113,7 @@ export class PgRecords implements ServiceStore {
     this.storeId = store.storeId;
     this.named = store.keepsSession;
     this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs, lockWait(BATCH_LOCK_WAIT_MS, store.queryTimeoutMs), store.queryTimeoutMs), TIMING);
-    // Nothing more is written once the lease cannot be renewed (no second wait for the store on
-    // the way out): the run ends on that failure, as on a commit's.
+    // Nothing more is written once the lease cannot be renewed: the run ends on that failure, as on a commit's.
     const beat =
       run === null
         ? null
@@ -132,11 +125,7 @@ export class PgRecords implements ServiceStore {
     this.heartbeat = new Heartbeat(beat, LEASE_MS, { now: store.hostNow }, (error) => this.group.fail(error));
   }
 
-  /**
-   * Opens the records of `service`, writing on `writer` (connectWriter), or on a connection made
-   * now: a caller with statements to send first makes it meanwhile, its handshake being three
-   * round trips of its own.
-   */
+  /** Opens the records of `service`, writing on `writer` or on a connection made now (a caller with statements to send first makes it meanwhile: three round trips). */
   static async open(store: RecordsHost, service: string, serviceId: number, run: number | null, policyNow: number, writer?: Promise<pg.Client>): Promise<PgRecords> {
     const records = new PgRecords(store, service, serviceId, run, policyNow, await (writer ?? PgRecords.connectWriter(store)));
     records.heartbeat.start();
@@ -159,8 +148,6 @@ export class PgRecords implements ServiceStore {
     const { host, port } = placeOf(this.writer);
     return `${host}:${port}`;
   }
-
-  // ---- reads ----
 
   async holdsAny(): Promise<boolean> {
     const { rows } = await this.store.db.query<{ any: boolean }>(
@@ -235,11 +222,7 @@ export class PgRecords implements ServiceStore {
   private wanted = new Map<string, { resolve: (s: CompanyState) => void; reject: (e: unknown) => void }[]>();
   private reading: Promise<void> | null = null;
 
-  /**
-   * One company's state, read with every other asked for meanwhile: one statement (one round trip)
-   * for all that were asked while the previous read was out, as the writes' group commit does. A
-   * round trip each would cap a run at about 50 companies a second 20 ms from the server.
-   */
+  /** One company's state, read together with all asked while the previous read was out: a round trip each would cap a run at ~50 companies/s at 20 ms from the server. */
   companyState(company: string): Promise<CompanyState> {
     return new Promise((resolve, reject) => {
       const list = this.wanted.get(company) ?? [];
@@ -276,8 +259,6 @@ export class PgRecords implements ServiceStore {
     }
     return found;
   }
-
-  // ---- writes ----
 
   append(event: StoreEvent, durable = false): Promise<Claim> {
     return this.group.append(event, durable);
@@ -323,13 +304,9 @@ export class PgRecords implements ServiceStore {
   private analyzing: pg.Client | null = null;
 
   /**
-   * One group commit; a connection lost under it is made again and the batch sent again (for up
-   * to the reconnect budget). Sending it twice is safe whether or not the first COMMIT landed:
-   * every statement of a batch leaves the store as it found it when applied a second time (a
-   * claim this run holds is claimed again, an outcome already written is skipped: writer.ts).
-   * Meanwhile nothing this run queues is written, so no intent is, and no new paid call starts.
-   * Each send is planned at the store's time then: a batch sent again after the month turned
-   * judges the caps by the new month's spend, not the one it was first planned in.
+   * One group commit, resent on a new connection if the connection is lost (up to the reconnect budget). Resending is safe whether or not
+   * the first COMMIT landed: every batch statement is idempotent (writer.ts). Meanwhile nothing is written, so no new paid call starts.
+   * Each send is planned at the store's time then, so a batch resent after the month turned judges the new month's caps.
    */
   private async commit(planned: () => BatchPlan): Promise<Claimed[]> {
     let sent = 0;
@@ -348,9 +325,8 @@ export class PgRecords implements ServiceStore {
           return await commitBatch(this.writer, plan, lockWait(BATCH_LOCK_WAIT_MS, this.store.queryTimeoutMs), this.named);
         } catch (error) {
           if (isConnectionLoss(error)) this.writerLost = true;
-          // The session's prepared statements are not what this connection took them for (a
-          // pooler handed it another server session, a migration changed a cached plan's rows):
-          // the batch was rolled back, and is sent again on a new connection, unnamed from now on.
+          // Prepared statements not what this connection took them for (a pooler's other session, a changed plan): the batch
+          // was rolled back, and is resent on a new connection, unnamed from now on.
           else if (!renewed && PREPARED_GONE.has(String((error as { code?: unknown }).code))) {
             this.writerLost = true;
             this.named = false;
@@ -360,31 +336,21 @@ export class PgRecords implements ServiceStore {
         }
       }
     }, this.store.reconnectMs);
-    // Sent again: the first send may have landed, and taken over another run's purchase; the
-    // second then finds it this run's own. Whether it took one over is no longer known, so every
-    // claim is answered as one that did: its key counts as possibly charged (kept, never retired
-    // but on the settle rule), which costs at most a wait, never a credit.
+    // Resent: the first send may have landed and taken over another run's purchase, so every claim is answered as a takeover:
+    // its key counts as possibly charged, which costs at most a wait, never a credit.
     return sent === 1 ? claimed : claimed.map((c) => (c.claim.kind === 'ok' ? { ...c, claim: { ...c.claim, tookOver: true } } : c));
   }
 
   /**
-   * A run of this host and boot whose process is gone. One whose pid is there, but may be another
-   * program's now (it started after the run did), is left to its lease, judged by the server's
-   * clock: a clock set forward since the run began makes its own process look the same, and a
-   * live run must never be taken for gone (review: a 10 s step did, and its company was bought
-   * again under the next key).
+   * A run of this host and boot whose process is gone. A pid that may be reused (a process started after the run) is left to the lease:
+   * a clock set forward makes the run's own process look the same, and a live run must never be taken for gone.
    */
   private goneHere(holder: NonNullable<Claimed['holder']>): boolean {
     if (holder.host !== this.store.host || holder.boot === null || holder.boot !== this.store.boot || this.dead.has(holder.run)) return false;
     return !isProcessAlive(holder.pid);
   }
 
-  // ---- waiting on another run ----
-
-  /**
-   * Resolves when another run's outcome (or release) for `company` commits, or after `ms`
-   * (polling is the fallback: a notification sent while the listener reconnects is lost).
-   */
+  /** Resolves when another run's outcome (or release) for `company` commits, or after `ms` (polling: a notification sent while the listener reconnects is lost). */
   async waitForOutcome(company: string, ms: number, signal?: AbortSignal): Promise<'notified' | 'timeout'> {
     // Behind a pooler in transaction mode a LISTEN would stay on a session others are handed: polling alone.
     if (this.store.keepsSession) await this.listen().catch(() => {});
@@ -429,8 +395,6 @@ export class PgRecords implements ServiceStore {
     return this.listening;
   }
 
-  // ---- the run's lease ----
-
   /** Whether this run's lease may have lapsed (heartbeat.ts): then it must claim again before it sends. */
   leaseLapsed(): boolean {
     return this.heartbeat.lapsed();
@@ -445,10 +409,8 @@ export class PgRecords implements ServiceStore {
   }
 
   /**
-   * Lets go of every claim this run still holds, for other runs to take over now rather than
-   * after the lease; one whose row another session holds (a `psql` transaction) is left to the
-   * lease rather than waited for. Not after a write failed, but for a company held elsewhere:
-   * the store is there, and its other claims need not wait.
+   * Lets go of every claim this run still holds, so others take over now rather than after the lease; one held by another session is left
+   * to the lease. Also after a lock timeout (the store is there), but not after another write failure.
    */
   async releaseClaims(): Promise<void> {
     this.heartbeat.stop();
@@ -456,13 +418,8 @@ export class PgRecords implements ServiceStore {
     if (this.run === null || (failure !== null && !(failure instanceof PgWriteError && isLockTimeout(failure.cause)))) return;
     const db = this.store.db;
     try {
-      // Only the purchases whose company's lock it gets at once, as every write of a purchase
-      // takes it (writer.ts): a batch of another run that holds one has read the purchase and
-      // writes it whole, owner and all; that claim is let go when the run's end is recorded
-      // (a run that has ended holds nothing), and the release never waits on a batch. SKIP
-      // LOCKED passes rows another session holds, not a lock on the whole table (a `LOCK TABLE`,
-      // an `ALTER TABLE` under way): that is waited for a moment only (review: at the query
-      // timeout, twice, with the statements left queued on the server).
+      // Only purchases whose company lock it gets at once, as every purchase write takes it: another run's batch holding one writes it
+      // whole, and the claim goes when this run's end is recorded. SKIP LOCKED passes held rows; a table lock is waited for briefly.
       await inTransaction(
         db,
         () =>
@@ -484,8 +441,7 @@ export class PgRecords implements ServiceStore {
   async endRun(end: RunEnd): Promise<void> {
     this.heartbeat.stop();
     if (this.run === null) return;
-    // The store was out of reach past the budget: a second wait on the way out would only delay
-    // the exit. The run's row is left to lapse, as a dead run's does.
+    // Out of reach past the budget: a second wait would only delay the exit; the run's row is left to lapse, as a dead run's does.
     if (this.group.failure instanceof PgWriteError && this.group.failure.lost) return;
     await this.store.db.query('UPDATE runs SET ended_at = $1, status = $2, credits = $3, bought = $4, reused = $5 WHERE id = $6', [this.store.now(), end.status, end.credits, end.bought, end.reused, this.run]);
   }
@@ -501,8 +457,7 @@ export class PgRecords implements ServiceStore {
   /** Ends this run's connections (the writer's and the listener's); the store's stays. */
   async disconnect(): Promise<void> {
     this.heartbeat.stop();
-    // A look or an analyze under way is waited for (one analyze: 0.4 s on 300,000 purchases),
-    // but not once the store is out of reach: no second wait for it on the way out.
+    // A look or an analyze under way is waited for, but not once the store is out of reach: no second wait on the way out.
     if (this.group.failure === null) await this.statistics.stop();
     else {
       void this.statistics.stop();

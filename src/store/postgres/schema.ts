@@ -1,8 +1,6 @@
 /**
- * The team store's schema: the same tables and column names as the SQLite store
- * (store/sqlite/schema.ts), times in milliseconds since the epoch. Migrations are forward-only
- * and numbered; each runs once, in order, under an advisory lock (store.ts), and the version
- * reached is kept in meta.schema_version, so a store written by a newer enrich is refused.
+ * The team store's schema: the SQLite store's tables and column names, times in ms. Forward-only numbered migrations run once, in
+ * order, under the maintenance lock (store.ts); meta.schema_version lets a store written by a newer enrich be refused.
  */
 
 /** The server's clock in ms since the epoch: leases and heartbeats are judged by it, never a host's. */
@@ -105,13 +103,12 @@ ALTER TABLE purchases ADD COLUMN IF NOT EXISTS reserved INTEGER NOT NULL DEFAULT
 CREATE INDEX IF NOT EXISTS purchases_closed ON purchases (closed_at) WHERE closed_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS purchases_held ON purchases (person) WHERE outcome = 'open' AND (intent_key IS NOT NULL OR uncertain = 1 OR unconfirmed > 0);
 `,
-  // 5: how long a lost paid call may still run at the service, as the run that sent it said
-  // (store/types.ts Purchase.settleMs); whether a later run took its key up again (KeptPurchase.resumed).
+  // 5: purchases.settle_ms (Purchase.settleMs) and purchases.resumed (KeptPurchase.resumed).
   `ALTER TABLE purchases ADD COLUMN IF NOT EXISTS settle_ms BIGINT;
 ALTER TABLE purchases ADD COLUMN IF NOT EXISTS resumed INTEGER NOT NULL DEFAULT 0;`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
-/** Held by whoever migrates (or prunes): two machines never change the schema at once. */
+/** Held by whoever migrates, prunes or copies into the store: one maintainer at a time. */
 export const MAINTENANCE_LOCK = 0x656e72696368; // "enrich"

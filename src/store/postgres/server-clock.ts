@@ -9,11 +9,8 @@ export interface ClockReading {
 const STEP_MS = 1_000;
 
 /**
- * The server's clock, as this process keeps it between readings: this host's wall clock (`host`)
- * plus the difference the reading with the shortest round trip found (its middle taken as the
- * moment read). A later reading that disagrees by more than the round trips allow (the host's
- * clock was stepped: NTP, a resumed machine) replaces it, so a run's stamps, read again by every
- * heartbeat, are the server's within a heartbeat of any step.
+ * The server's clock as this process keeps it: the host's wall clock plus the offset of the shortest-round-trip reading. A reading off
+ * by more than the round trips allow (the host clock was stepped) replaces it, so stamps follow the server within a heartbeat of a step.
  */
 export class ServerClock {
   private offset = 0;
@@ -34,7 +31,6 @@ export class ServerClock {
     }
   }
 
-  /** The best reading kept. */
   reading(): ClockReading {
     return { skewMs: this.offset, roundTripMs: this.roundTrip };
   }

@@ -33,20 +33,15 @@ export interface PgStoreOptions {
 }
 
 /**
- * The team store: one PostgreSQL database shared by every machine of a team. Its identity (the
- * base of every Idempotency-Key) is the database's own meta row, so every machine derives the
- * same key for the same purchase and the service replays instead of charging twice.
+ * The team store: one PostgreSQL database for every machine of a team. Its id, the base of every Idempotency-Key, is the database's
+ * meta row, so every machine derives the same key for a purchase and the service replays instead of charging twice.
  */
 export class PgStore {
   readonly host: string;
   /** The boot of this host: another's process ids are never judged here (null: none are). */
   readonly boot: string | null;
   readonly user: string;
-  /**
-   * The store's clock: the server's (ServerClock). Every time a run stamps or compares (bought,
-   * asked, lost, started, the month) is on it, so machines whose clocks disagree agree on every
-   * record's age; a host's own clock is for display only.
-   */
+  /** The store's clock: the server's, so machines whose clocks disagree agree on every age; a host's own clock is for display only. */
   readonly now: () => number;
   /** This host's own clock, for what it measures against itself (the lease's lapse). */
   readonly hostNow: () => number;
@@ -151,9 +146,7 @@ export class PgStore {
     return records;
   }
 
-  // ---- an 0.1 journal's import (store/import-journal.ts JournalTarget) ----
-  // A journal is a file of one machine: its path is kept with the host, so another machine's
-  // journal at the same path is its own.
+  // ---- an 0.1 journal's import: paths are kept with the host, since a journal is one machine's file ----
 
   async importedBytes(path: string): Promise<number | null> {
     const { rows } = await this.db.query<{ bytes: number }>('SELECT bytes FROM imports WHERE path = $1', [`${this.host}:${path}`]);
@@ -203,12 +196,10 @@ export class PgStore {
     await this.db.end();
   }
 
-  /** How long a lost connection is tried again. */
   get reconnectMs(): number {
     return this.options.reconnectMs ?? RECONNECT_MS;
   }
 
-  /** How long a statement may go unanswered. */
   get queryTimeoutMs(): number {
     return this.options.queryTimeoutMs ?? QUERY_TIMEOUT_MS;
   }
@@ -222,12 +213,8 @@ function readOnlyStore(db: pg.Client): UsageError {
 }
 
 /**
- * Whether this connection keeps its session from one transaction to the next (a direct one, or a
- * pooler in session mode) rather than being handed to others between them (a pooler in
- * transaction mode): LISTEN in one transaction, looked for in the next. An idle pooler may hand
- * the same session back and look like a kept one, so nothing that must hold rests on the answer
- * (records.ts: a write whose prepared statements are gone is sent again unnamed; a run waiting on
- * another polls whether or not it is notified). The same look reads the server's clock.
+ * Whether this connection keeps its session across transactions (LISTEN in one, look in the next), and the server's clock. An idle
+ * transaction-mode pooler may look like a kept session, so nothing that must hold rests on the answer.
  */
 async function sessionAndClock(db: pg.Client, clock: ServerClock): Promise<boolean> {
   const channel = probeChannel();
@@ -249,12 +236,7 @@ async function sessionAndClock(db: pg.Client, clock: ServerClock): Promise<boole
 /** The server's "permission denied" (insufficient_privilege), or "must be owner". */
 const deniedTo = (error: unknown): boolean => (error as { code?: string }).code === '42501';
 
-/**
- * How long maintenance (an upgrade, a `ledger prune`, a chunk of a `ledger copy`) waits for a
- * table or rows another session holds (connect.ts lockWait: below half the query timeout too):
- * queued behind it, every run's statements on that table would wait too (a heartbeat held up long
- * enough loses its lease).
- */
+/** How long maintenance waits for a table or rows another session holds: every run's statements on that table queue behind it (a held-up heartbeat loses its lease). */
 export const TABLE_WAIT_MS = 5_000;
 /** How long an upgrade, a `ledger prune` or a `ledger copy` waits for the maintenance lock that another of them holds (lockWait). */
 export const MAINTENANCE_WAIT_MS = 30_000;
@@ -267,11 +249,8 @@ export const maintenanceHeld = (waitedMs: number): string =>
 const tableHeld = (waitedMs: number): string => `another session has held one of its tables for ${waitedMs / 1000} s (an open transaction, a dump)`;
 
 /**
- * Brings the schema up to date in one transaction, under the maintenance lock taken for that
- * transaction alone (a pooler in transaction mode can strand no lock on a session), recorded in
- * meta.schema_version; a store a newer enrich wrote is refused, untouched. Every wait on a lock is
- * bounded below the query timeout (`timeoutMs`), so a lock held elsewhere is said as such (exit
- * 6), not taken for a server that stopped answering; the schema is then as it was.
+ * Brings the schema up to date in one transaction under the maintenance lock (transaction-scoped, so a pooler cannot strand it); a
+ * newer store is refused untouched. Lock waits stay under the query timeout, so a held lock is exit 6, not a server taken for dead.
  */
 async function migrate(db: pg.Client, timeoutMs: number, seen: number): Promise<void> {
   const refuseNewer = (v: number): void => {
@@ -282,9 +261,8 @@ async function migrate(db: pg.Client, timeoutMs: number, seen: number): Promise<
   if (seen === SCHEMA_VERSION) return;
   // Another machine's migration holds it for a second; a `ledger copy` or `ledger prune` for as long as it runs.
   const maintenanceMs = lockWait(MAINTENANCE_WAIT_MS, timeoutMs);
-  // An ALTER TABLE waits for every session using the table (an open psql transaction, a pg_dump),
-  // and every later statement on it queues behind the ALTER: unbounded, one machine's upgrade
-  // would hold the whole team's runs until that session ends.
+  // An ALTER TABLE waits for every session using the table, and every later statement queues behind it: unbounded, one
+  // machine's upgrade would hold the whole team's runs.
   const tableMs = lockWait(TABLE_WAIT_MS, timeoutMs);
   for (let attempt = 1; ; attempt++) {
     let locked = false;

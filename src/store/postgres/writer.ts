@@ -27,13 +27,8 @@ export interface Statement {
 }
 
 /**
- * A batch's statements are alike whatever its size (its rows go as arrays), so each is prepared
- * once a connection, by name (node-pg keeps them per connection): parsed and planned for every
- * batch, the old claim statement alone took 1.4 ms to plan. Each reads and writes purchases by
- * key, so the generic plan serves any batch. Named statements need the same session from one
- * transaction to the next: behind a pooler in transaction mode (or once one is found to lose
- * them) a batch sends every statement unnamed. Names carry this process's own prefix, so two
- * clients a pooler puts on one server session never take each other's statement.
+ * Each batch statement is prepared once per connection, by name (arrays make them alike at any size), rather than planned per batch.
+ * Behind a transaction-mode pooler batches go unnamed; the per-process prefix keeps two clients on one server session apart.
  */
 const names = new Map<string, string>();
 const PREFIX = `enrich_${Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(4))).toString('hex')}_`;
@@ -50,14 +45,8 @@ function statementName(text: string): string {
 export const STATISTICS_EVERY = 1_000;
 
 /**
- * Gathers the statistics of a store that has none yet. Until autovacuum's first analyze (a minute
- * or more off), the planner guesses every selectivity, and a claim or a read of the ledger on a
- * store of 100,000 purchases plans as if it held a handful. The writer counts the purchases it
- * writes; when it starts and every STATISTICS_EVERY of them, a look (on the run's reading
- * connection) finds a table that holds that many rows and was never analyzed, and `analyze` runs
- * on a connection of its own, skipping a table another session holds (autovacuum, a VACUUM): no
- * batch ever waits on either. Each table once, whether or not the role may (without the right,
- * PostgreSQL only warns); after that autovacuum keeps them.
+ * Analyzes tables never analyzed yet: until autovacuum's first analyze, the planner plans a big store as a handful of rows. Looked at
+ * every STATISTICS_EVERY purchases; ANALYZE (SKIP_LOCKED) runs on its own connection, so no batch waits on it.
  */
 export class Statistics {
   private due = 0;
@@ -109,20 +98,13 @@ export class Statistics {
 /** The payload of a notification: the service and the company whose purchase changed. */
 export const notice = (serviceId: number, domain: string): string => `${serviceId}:${domain}`;
 
-/**
- * Whether run row `r` is alive: under way, its heartbeat within the lease by the server's clock,
- * and not one of the runs known dead (`dead`: an array of run ids). Every liveness judgement of
- * the team store (claims, the ledger's release and prune, copies) is this one.
- */
+/** Whether run row `r` is alive: running, heartbeat within the lease by the server's clock, and not in `dead`. Every team-store liveness judgement is this one. */
 export const RUN_ALIVE = (r: string, dead: string, lease: string): string =>
   `(${r}.status = 'running' AND coalesce(${r}.heartbeat_at, 0) >= ${NOW_MS} - ${lease} AND ${r}.id <> ALL(${dead}::bigint[]))`;
 
 /**
- * Taken by every batch that claims: the budgets' shared lock (a cap being set takes it alone,
- * ledger.ts budgetSet), then the lock of each cap that applies to its run, in one order. The
- * batch reads what is spent and held under each cap only once no other claim under it is in
- * flight. Advisory locks: a role that may not change the caps (GRANT SELECT on budgets only)
- * still claims. $1: the run.
+ * Claims take the budgets' shared lock (setting a cap takes it alone), then each applicable cap's lock in one order, so caps are
+ * read only when no other claim under them is in flight. Advisory, so a role that may only SELECT budgets still claims. $1: the run.
  */
 export const BUDGETS_LOCK = 0x656e72696362; // beside MAINTENANCE_LOCK
 const BUDGET_LOCKS = [
@@ -132,11 +114,8 @@ const BUDGET_LOCKS = [
 ];
 
 /**
- * The purchases of a batch's companies, each with its holder and whether that run is alive: $1
- * service, $2 domains, $3 runs known dead, $4 the lease. Not FOR UPDATE: every write of an open
- * purchase (a batch, the ledger's release and copy) holds its company's advisory lock, which the
- * batch took before this read; a run's release of its own claims at its end only clears
- * owner_run, which a takeover writes anyway. A row lock besides would write each page twice.
+ * A batch's purchases with holders and liveness ($1 service, $2 domains, $3 dead runs, $4 lease). Not FOR UPDATE: every write of an
+ * open purchase holds its company's advisory lock, taken before this read (a run's own end-of-run release only clears owner_run).
  */
 const READ_PURCHASES = `
 SELECT p.domain, p.generation, p.key_version, p.intent_key, p.uncertain, p.unconfirmed, p.error_code, p.outcome, p.closed_at, p.owner_run, p.lost_at, p.settle_ms,
@@ -147,11 +126,7 @@ const READ_HOLDINGS = `SELECT domain, name, bought_at, last_updated, generation,
 /** The caps that apply to run $3 with what each has spent and held in the month [$1, $2), and who the run is counted under. */
 const READ_CAPS = runBudgetSql((n) => (n === 1 ? '$1::bigint' : n === 2 ? '$2::bigint' : '$3::bigint'));
 const READ_PERSON = `SELECT "user" AS person FROM runs WHERE id = $1::bigint`;
-/**
- * Fails the batch (division_by_zero, CAPS_MOVED) when what it adds under the store's cap ($4) or
- * its person's ($5) no longer fits in that cap's room this month ([$1, $2), run $3), as read under
- * the budgets' locks: others' purchases since it read, and a cap set or lowered meanwhile.
- */
+/** Fails the batch (CAPS_MOVED) when what it adds no longer fits a cap's room ($4 store, $5 person; month [$1, $2), run $3) as read under the budgets' locks. */
 const CAPS_STILL_FIT = `
 SELECT 1 / (CASE WHEN EXISTS (
   SELECT 1 FROM (${runBudgetSql((n) => (n === 1 ? '$1::bigint' : n === 2 ? '$2::bigint' : '$3::bigint'))}) c
@@ -213,13 +188,8 @@ class PgBatchRead implements BatchReader {
 }
 
 /**
- * One group commit, in one transaction of two round trips. The first writes the batch's lookups
- * (nothing depends on them), takes an advisory lock on every company a claim or outcome touches
- * (in one order, so two batches never deadlock) and, for claims, the budgets' locks; then reads
- * those companies' purchases, holdings and the caps' room. The rule (store/purchase.ts
- * decideBatch) decides every event from what was read, as SQLite's writer asks it; the second
- * round trip writes what it answered, as array statements, announces each company whose purchase
- * an outcome, release or unclaim changed, and commits.
+ * One group commit: one transaction, two round trips. First: lookups, advisory locks on every touched company (sorted, so batches never
+ * deadlock) and what decideBatch reads. Second: its writes, a notify per company an outcome, release or unclaim changed, and COMMIT.
  */
 export class BatchPlan {
   /** Every company a claim or outcome touches. */
@@ -245,10 +215,7 @@ export class BatchPlan {
     return this.companies.length > 0;
   }
 
-  /**
-   * The first round trip: lookups, locks, and what the rule reads. `locked`: the budgets' locks
-   * are taken here, before the caps are read, rather than with the writes (see commitBatch).
-   */
+  /** The first round trip: lookups, locks, and what the rule reads. `locked`: the budgets' locks are taken before the caps are read. */
   first(locked: boolean): Statement[] {
     const out: Statement[] = [];
     const last = new Map<string, MatchEvent>();
@@ -316,7 +283,6 @@ export class BatchPlan {
   /** What the first round trip read; set by first(). */
   private read: PgBatchRead | null = null;
 
-  /** The rule's answer to what was read. */
   decide(): BatchDecision {
     return decideBatch(this.events, this.read ?? new PgBatchRead(), this.run, this.now);
   }
@@ -328,11 +294,7 @@ export class BatchPlan {
     ];
   }
 
-  /**
-   * The second round trip: what the rule decided. `locked`: the first took the budgets' locks.
-   * Else a batch that reserves takes them now, and checks, before it writes, that what it adds
-   * still fits in each cap's room as others' batches (and a cap set meanwhile) left it.
-   */
+  /** The second round trip. Unless `locked`, a reserving batch takes the budgets' locks now and checks its additions still fit (CAPS_STILL_FIT). */
   writes(decision: BatchDecision, locked: boolean): Statement[] {
     const out: Statement[] = [];
     const s = this.serviceId;
@@ -406,35 +368,19 @@ export class BatchPlan {
   }
 }
 
-/**
- * Reads that join a batch's arrays to purchases (the ledger's) are never a nested loop: on a store
- * without statistics the planner took the purchases it reads by `domain = ANY(...)` for a handful
- * and read the whole array again for each. Hashed, the same rows are read once.
- */
+/** No nested loops for reads joining a batch's arrays to purchases: without statistics the planner rereads the whole array per row. */
 export const HASHED = 'SET LOCAL enable_nestloop = off';
 
 /**
- * How long a batch waits for a company (its advisory lock, its rows) that another session holds:
- * another run's batch or a chunk of a `ledger copy` holds one for milliseconds; longer is a
- * session left open (a `psql` transaction). Then the run stops (exit 6) rather than wait out the
- * query timeout, be taken for a lost connection, and leave its statement waiting on the server.
+ * How long a batch waits for a company another session holds (batches and copy chunks hold one for milliseconds; longer is a stray
+ * open transaction). Then the run stops (exit 6) rather than hit the query timeout and be taken for a lost connection.
  */
 export const BATCH_LOCK_WAIT_MS = 30_000;
 
 /**
- * Sends a batch in one transaction of two round trips (the client pipelines each): its first
- * statements, then, once the rule has decided from what they read, its writes and COMMIT. A
- * deadlock or serialisation failure (another session's release, which locks many rows at once) is
- * retried; anything else rolls the batch back and throws. No wait for a lock in it is longer than
- * `lockWaitMs` (SET LOCAL: nothing is left on the session). `named`: the statements go prepared by
- * name (see statementName).
- *
- * The budgets' locks serialise every claim under a cap across machines, so they are held for as
- * little as can be: a batch reads the caps' room without them, decides, and takes them only with
- * its writes, checking there that what it adds still fits (CAPS_STILL_FIT). Held from the first
- * round trip to the second, a team's claims would queue behind one another for a round trip each.
- * A batch the room moved under, or that met a cap (a 'capped' answer must be exact), is sent
- * again with the locks taken before the caps are read.
+ * Sends a batch as one transaction of two pipelined round trips; deadlocks and serialization failures are retried, anything else rolls
+ * back and throws. The budgets' locks serialise claims across machines, so they are taken only with the writes, checking the caps still
+ * fit; a batch whose room moved, or that met a cap (a 'capped' answer must be exact), is resent holding them from the start.
  */
 export async function commitBatch(client: pg.Client, plan: BatchPlan, lockWaitMs = BATCH_LOCK_WAIT_MS, named = true): Promise<Claimed[]> {
   const send = (s: Statement): Promise<pg.QueryResult> => client.query(named ? { name: statementName(s.text), text: s.text, values: s.values } : { text: s.text, values: s.values });

@@ -2,11 +2,7 @@ import type Database from 'libsql';
 import { EnrichError } from '../../errors.js';
 import { describeSqliteError } from './errors.js';
 
-/**
- * What the store's parts share about one open SQLite store, apart from the class that opens it
- * (store.ts): the run's records (records.ts) and its writer (writer.ts) work on this, so nothing
- * imports its way back to store.ts.
- */
+/** What store.ts, records.ts and writer.ts share about one open store, so nothing imports its way back to store.ts. */
 export type Db = InstanceType<typeof Database>;
 
 /** A run on another host whose heartbeat has not moved for this long is taken for dead. */

@@ -10,10 +10,7 @@ const RUN_COLUMNS = 'id, started_at, ended_at, pid, host, user, tool, input_name
 const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at';
 const COMPANY_COLUMNS = 'domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run';
 
-/**
- * One person's store read whole for a copy, in one read transaction (one moment of the store,
- * whatever a run writes meanwhile), page by page in key order.
- */
+/** One person's store read whole for a copy in one read transaction (one moment, whatever runs write meanwhile), page by page in key order. */
 export class SqliteCopySource implements CopySource {
   private begun = false;
 
@@ -74,10 +71,7 @@ export class SqliteCopySource implements CopySource {
   }
 }
 
-/**
- * One person's store receiving a copy: each chunk one write transaction. A dry run only reads, and
- * decides as the copy would: nothing is written, no lock is held.
- */
+/** One person's store receiving a copy, a write transaction per chunk; a dry run only reads and decides, holding no lock. */
 export class SqliteCopyTarget implements CopyTarget {
   private readonly leftBusy = new LeftBusy();
 

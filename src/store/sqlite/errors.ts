@@ -3,10 +3,7 @@ import { causeChain, EnrichError, errorMessage } from '../../errors.js';
 /** The primary result codes libsql reports only by number, when a connection cannot be opened. */
 const CODE_NAMES: Record<number, string> = { 3: 'SQLITE_PERM', 8: 'SQLITE_READONLY', 11: 'SQLITE_CORRUPT', 13: 'SQLITE_FULL', 14: 'SQLITE_CANTOPEN', 26: 'SQLITE_NOTADB' };
 
-/**
- * SQLite's result code for an error ('SQLITE_CORRUPT', ...), or ''. A statement's error carries
- * it as `code`; libsql's failure to open a connection has only a message ending in the number.
- */
+/** SQLite's result code ('SQLITE_CORRUPT', ...) or '': a statement's error has it as `code`; libsql's failed open only as a number in its message. */
 export function sqliteCode(error: unknown): string {
   const code = (error as { code?: unknown } | null | undefined)?.code;
   if (typeof code === 'string' && code !== '') return code;
@@ -28,11 +25,7 @@ export function describeSqliteError(error: unknown): string {
 /** Whether SQLite found the file's pages damaged (or, mid-run, no longer a database at all). */
 export const isDamage = (error: unknown): boolean => /^SQLITE_(CORRUPT|NOTADB)/.test(sqliteCode(error));
 
-/**
- * SQLite found the store damaged. Rerunning cannot mend it and a new store would buy everything
- * again, so the user is told so, with what to do. Found before anything was sent it is exit 2,
- * like any store that cannot be used; found by a run at work it is exit 1 (README "Exit codes").
- */
+/** SQLite found the store damaged: a rerun cannot mend it and a new store would buy everything again. Exit 2 before anything was sent, 1 mid-run. */
 export class StoreDamagedError extends EnrichError {
   override readonly name = 'StoreDamagedError';
   constructor(path: string, duringRun: boolean, cause: unknown) {
@@ -45,10 +38,7 @@ export class StoreDamagedError extends EnrichError {
   }
 }
 
-/**
- * `error` as the user should read it: a damaged store said as such, where SQLite's error reached
- * this far unexplained, or inside a failed write to the store. Other explained errors are kept.
- */
+/** `error` as the user should read it: SQLite damage, unexplained or inside a failed store write, said as such; other explained errors kept. */
 export function explainDamage(error: unknown, path: string, duringRun: boolean): unknown {
   if (error instanceof EnrichError && error.name !== 'StoreWriteError') return error;
   for (const e of causeChain(error)) {

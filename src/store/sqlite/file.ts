@@ -11,23 +11,16 @@ type Db = InstanceType<typeof Database>;
 /** Whether a connection may write (a batch, prune, release, import) or only read (ledger, doctor). */
 export type StoreAccess = 'read' | 'write';
 
-/**
- * SQLite's name for the file at `path`: a `file:` URI of its absolute path, so no path is ever
- * taken for a URI or :memory:, and the query says how it opens: `mode=rw` or `mode=ro` never
- * create a file (a store is created only by createStoreFile, complete and 0600).
- */
+/** SQLite's name for `path`: a `file:` URI of the absolute path (never read as :memory:); mode=rw/ro never create a file (only createStoreFile does, complete and 0600). */
 export function sqliteUri(path: string, query: string): string {
   const escaped = resolve(path).replace(/[%?#]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
   return `file:${escaped}?${query}`;
 }
 
 /**
- * Makes a new store at `path`, where there is nothing, complete before any process can see it:
- * built under a private name beside it and hard-linked into place. A run that finds an empty file
- * refuses it (a truncated store is not a new one), so the store is never made in place; and
- * linking never replaces a store: when two runs create one at once, the second finds the first's
- * (EEXIST) and uses it. Only the new file is ever opened here, never the store's own: closing
- * any descriptor of the store would drop the POSIX locks this process's SQLite holds on it.
+ * Makes a new store complete before any process can see it: built under a private name and hard-linked into place, which never
+ * replaces a store (a second creator gets EEXIST and uses the first's). Only the new file is opened here: closing any descriptor
+ * of the store would drop the POSIX locks this process's SQLite holds on it.
  */
 export function createStoreFile(path: string, now: number): void {
   // A link to a store not made yet: the store is made at the link's target.
@@ -49,9 +42,8 @@ function buildStore(temp: string, now: number): void {
   const id = Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(8))).toString('hex');
   const db = new (libsql())(sqliteUri(temp, 'mode=rw'));
   try {
-    // exec() only: a prepared statement would keep libsql's connection open past close(). Built
-    // in one rollback-journal transaction, so the file holds all of it when closed; WAL is set
-    // last (a flag in the header), for every connection to the store from then on.
+    // exec() only: a prepared statement would keep libsql's connection open past close(). One rollback-journal
+    // transaction, so the file is complete when closed; WAL is set last, for every later connection.
     db.exec(`BEGIN; ${SCHEMA} ${LATE_INDEXES}
       INSERT INTO meta (key, value) VALUES ('store_id', '${id}'), ('created_at', '${Math.trunc(now)}');
       PRAGMA user_version = ${SCHEMA_VERSION};
@@ -72,8 +64,7 @@ function publish(temp: string, target: string): void {
     const code = (error as NodeJS.ErrnoException).code ?? '';
     if (code === 'EEXIST') return; // another run made it first: that one is the store
     if (!NO_LINKS.has(code)) throw error;
-    // An exclusive copy never replaces a store either; only a run opening it mid-copy could
-    // find it incomplete there, and would refuse it rather than start it afresh.
+    // An exclusive copy never replaces a store either; a run opening it mid-copy would refuse it as incomplete, not start afresh.
     try {
       copyFileSync(temp, target, constants.COPYFILE_EXCL);
     } catch (copyError) {
@@ -99,10 +90,8 @@ export function connectStore(path: string, access: StoreAccess): Db {
 }
 
 /**
- * A store on a read-only mount, closed cleanly, has no -wal or -shm, and SQLite cannot create the
- * -shm a WAL reader needs. There the file can change under no one, and no WAL holds anything the
- * file lacks, so it is read as an immutable file. (With a -wal left there, SQLite reads both.)
- * Only on a read-only file system: elsewhere a writer may come, which an immutable reader ignores.
+ * A cleanly closed store on a read-only mount has no -wal or -shm, and SQLite cannot create the -shm a WAL reader needs; nothing
+ * can change it there, so it is read as immutable. Only on a read-only file system: elsewhere a writer may come, which immutable ignores.
  */
 function readableAsIs(path: string, error: unknown): boolean {
   if (!/^SQLITE_(CANTOPEN|READONLY)/.test(sqliteCode(error))) return false;

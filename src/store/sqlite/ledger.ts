@@ -46,10 +46,7 @@ export function holdings(store: Store): ServiceHoldings[] {
   }));
 }
 
-/**
- * The most recent runs, newest first. Credits are summed from the purchases each run closed,
- * so a run killed before it could write its own totals is still counted right.
- */
+/** The most recent runs, newest first; credits summed from the purchases each closed, so a killed run still counts right. */
 export function runs(store: Store, limit: number): RunRow[] {
   const rows = store.db
     .prepare(
@@ -69,7 +66,7 @@ export function runs(store: Store, limit: number): RunRow[] {
     input: r[4] === null ? null : String(r[4]),
     rows: r[5] === null ? null : num(r[5]),
     dryRun: r[6] === 1,
-    // A run still marked running whose process is gone was killed: say so.
+    // Marked running and never ended: under way, or killed (not probed here).
     status: String(r[7]) === 'running' && r[3] === null ? 'running or killed' : String(r[7]),
     credits: num(r[10]),
     bought: num(r[11]),
@@ -118,10 +115,8 @@ export function atRisk(store: Store, domains: readonly string[]): AtRisk[] {
 const WATCH_POLL_MS = 500;
 
 /**
- * Runs on other hosts whose heartbeat is ahead of this host's clock cannot be judged by its time
- * (that host's clock is skewed): each is watched until its heartbeat moves (it is alive) or a
- * lease goes by without (it is dead, and Store.runAlive, which saw it still, now says so). Only
- * then do `release` and `prune` ask which runs are alive. Says what it waits for, if it waits.
+ * Runs on other hosts whose heartbeat is ahead of our clock cannot be judged by its time: each is watched until it moves (alive)
+ * or a lease passes (dead, as Store.runAlive then says), before `release` and `prune` ask which runs are alive.
  */
 export async function watchSkewedRuns(store: Store, sleep: (ms: number) => Promise<void>, note: (runs: number, forMs: number) => void): Promise<void> {
   const read = (): Map<number, number> =>
@@ -143,10 +138,7 @@ export async function watchSkewedRuns(store: Store, sleep: (ms: number) => Promi
   }
 }
 
-/**
- * Gives up on the keys of these purchases: the next run buys them under new keys. If the lost
- * call was in fact charged, that company is charged twice; the caller says so before asking.
- */
+/** Gives up these purchases' keys: the next run buys under new ones, so a lost call that was charged is charged twice (the caller warns first). */
 export function release(store: Store, purchases: readonly AtRisk[]): AtRisk[] {
   const services = new Map<string, number>();
   const released: AtRisk[] = [];
@@ -169,11 +161,7 @@ export function release(store: Store, purchases: readonly AtRisk[]): AtRisk[] {
   return released;
 }
 
-/**
- * Forgets records bought, and lookups made, before `cutoff`: those companies are bought again
- * the next time an input names them. Open purchases are never pruned: an intent may have been
- * charged, and only its own key can recover it for free.
- */
+/** Forgets records and lookups before `cutoff` (bought again when next named). Open purchases are never pruned: only their own key recovers a possible charge free. */
 export function prune(store: Store, cutoff: number, dryRun: boolean): Pruned {
   const count = (sql: string): number => num((store.db.prepare(sql).raw(true).get(cutoff) as [number])[0]);
   const counts = (): Pruned => ({
@@ -182,8 +170,7 @@ export function prune(store: Store, cutoff: number, dryRun: boolean): Pruned {
     purchases: count("SELECT count(*) FROM purchases WHERE outcome != 'open' AND coalesce(closed_at, opened_at) < ?"),
   });
   if (dryRun) return counts();
-  // One write transaction from the check to the new key epoch: a run registering meanwhile is
-  // either seen here (and refused) or waits, and reads the new epoch when it starts (Store.insertRun).
+  // One write transaction from the check to the new key epoch: a run registering meanwhile is refused here, or waits and reads the new epoch.
   return store.db.transaction(() => {
     // A run under way would buy under keys the prune may make repeat, or miss records it reuses.
     const live = (store.db.prepare("SELECT id FROM runs WHERE status = 'running'").raw(true).all() as [number][]).filter(([id]) => store.runAlive(id));
@@ -205,11 +192,7 @@ const GROUP: Record<SpendBy, string> = {
   input: 'CASE WHEN r.id IS NULL THEN NULL ELSE coalesce(r.input_name, \'-\') END',
 };
 
-/**
- * What was spent, by month (UTC), by person (user@host of the run that closed the purchase), or by
- * input: closed purchases' credits and, apart, keys retired as possibly charged (as the month
- * counts them: money.ts creditsSince); and, apart, what purchases left open may yet cost.
- */
+/** Spent by month (UTC), person (user@host of the closing run) or input: credits and, apart, keys retired as possibly charged; and what open purchases may yet cost. */
 export function spend(store: Store, by: SpendBy): Spend {
   const rows = store.db
     .prepare(

@@ -3,12 +3,7 @@ import type Database from 'libsql';
 
 let loaded: typeof Database | undefined;
 
-/**
- * libsql's Database class, loaded on first use (by require: an ES `import` of a CommonJS module
- * first scans its whole source for export names). Its loader gathers a diagnostic report to tell
- * glibc from musl; a swap that answered it from detect-libc instead measured 1.02-1.03x on a rerun
- * with nothing to do, under the 10% a speed mechanism must pay for itself (issue 20), and went.
- */
+/** libsql's Database, loaded on first use by require (an ES import of CommonJS first scans its whole source for export names). */
 export function libsql(): typeof Database {
   if (loaded !== undefined) return loaded;
   const require = createRequire(import.meta.url);
@@ -24,11 +19,8 @@ interface RowStatement {
 }
 
 /**
- * libsql 0.5's `Statement.get()` steps the statement without resetting it: once the statement
- * has been read with `all()` or `iterate()`, `get()` answers with a row of that earlier read (a
- * miss comes back as the last company looked up, a hit as the wrong one). The store caches its
- * statements and reads one lookup both ways, so `get()` here is the first row of `all()`, which
- * starts afresh every time. Every `get()` in the store reads one row, so this costs nothing.
+ * libsql 0.5's `Statement.get()` does not reset the statement: after `all()`/`iterate()` it answers a row of that earlier read.
+ * The store caches statements, so `get()` here is the first row of `all()`; every `get()` reads one row, so it costs nothing.
  */
 function firstRowByAll(database: typeof Database): void {
   const db = new database(':memory:');

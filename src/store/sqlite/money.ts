@@ -3,11 +3,7 @@ import type { Connection } from './connection.js';
 
 const num = (v: unknown): number => Number(v ?? 0);
 
-/**
- * Credits this store saw this service's runs spend since `since` (ms): closed purchases by when
- * they closed, plus keys retired as possibly charged. It cannot see other tools on the same
- * account, nor credits rolled over from earlier months (spec 8.6): callers say so.
- */
+/** Credits this store saw this service spend since `since`: closed purchases plus keys retired as possibly charged. Not other tools on the account, nor rollover (spec 8.6). */
 export function creditsSince(store: Pick<Connection, 'db'>, service: string, since: number): MonthSpend {
   const row = store.db
     .prepare(
@@ -20,12 +16,9 @@ export function creditsSince(store: Pick<Connection, 'db'>, service: string, sin
 }
 
 /**
- * Of `domains` (companies run `runId` reused from the store), how many this account would have paid
- * for again without the store, each claimed once per input: bought before this run started, by a
- * run that had ended by then on another input (or imported from enrich 0.1), and not reused already
- * by an earlier real run of this same input since that purchase. So a resume after Ctrl-C, a
- * concurrent run's purchase, and a daily cron over one file claim nothing; next month's re-export
- * claims what last month's bought, once.
+ * Of the companies run `runId` reused, how many the account would have paid for again without the store, once per input: bought
+ * before this run by a run ended by then on another input (or imported), and not already reused by an earlier real run of this
+ * input since. So a resume, a concurrent run's purchase or a daily cron over one file claims nothing.
  */
 export function savedAmong(store: Pick<Connection, 'db'>, runId: number, domains: readonly string[]): number {
   if (domains.length === 0) return 0;

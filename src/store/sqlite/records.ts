@@ -8,16 +8,12 @@ import type { Claim, CompanyState, HeldCompany, Lookup, MonthSpend, Purchase, Ru
 import { openChannel, type WriteChannel, type WriterChoice } from './write-channel.js';
 import { COMPANY_COLUMNS, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
 
-/**
- * Outcomes gather 20 ms (or 2,000 rows) before a commit; intents wait 1 ms for others to share
- * their commit and its fsync (a paid call waits on it).
- */
+/** Outcomes gather 20 ms (or 2,000 rows) per commit; intents only 1 ms (a paid call waits on their fsync). */
 const TIMING = { batchMs: 20, batchRows: 2_000, intentGatherMs: 1 };
 /** Records read by one statement (ServiceRecords.records). */
 const RECORDS_AT_ONCE = 512;
 /** Up to this many keys are always read by point queries (ServiceRecords.visit). */
 const FEW_KEYS = 64;
-/** How often a run says it is alive (its lease, in sqlite.ts, is a few of these). */
 
 /** Validates a record read back: a tampered or damaged row is treated as not held. */
 function parseRecord(text: string): CompanyRecord | null {
@@ -34,11 +30,8 @@ function parseRecord(text: string): CompanyRecord | null {
 }
 
 /**
- * One service's records, and this run's writes to them. Writes are group-committed: the events
- * queued while a batch gathers go in one transaction (writer.ts), synced to disk
- * (synchronous=FULL) only when one of them must be durable (an intent), so durability does not
- * cap throughput. The transaction runs on the writer thread when the build has one
- * (write-channel.ts); reads stay on this connection.
+ * One service's records and this run's writes. Batches are group-committed (writer.ts), on the writer thread when the
+ * build has one, and fully synced only when one holds an intent, so durability does not cap throughput.
  */
 export class ServiceRecords implements ServiceStore {
   readonly storeId: string;
@@ -67,11 +60,7 @@ export class ServiceRecords implements ServiceStore {
     this.heartbeat = new Heartbeat(beat, LEASE_MS, store.options, (error) => this.group.fail(error));
   }
 
-  /**
-   * Whether the store held any company or purchase of this service when asked: if not, a company
-   * first met in a match needs no look-up (one bought meanwhile by another run is caught by the
-   * claim, which always looks).
-   */
+  /** Whether the store holds anything of this service: if not, a first-met company needs no look-up (the claim always looks anyway). */
   async holdsAny(): Promise<boolean> {
     const row = this.store.sql('SELECT EXISTS (SELECT 1 FROM companies WHERE service = ?) OR EXISTS (SELECT 1 FROM purchases WHERE service = ?)').raw(true).get(this.serviceId, this.serviceId) as [number];
     return row[0] === 1;
@@ -95,16 +84,10 @@ export class ServiceRecords implements ServiceStore {
     return this.run ?? 0;
   }
 
-  // ---- reads ----
-
-  /**
-   * Point queries for a few keys, one scan of the service's rows for many: past about an eighth
-   * of the table a sequential scan beats an index probe per key.
-   */
+  /** Point queries for a few keys, one scan for many: past about an eighth of the table a scan beats a probe per key. */
   private visit<R extends unknown[]>(keys: readonly string[], table: string, columns: string, has: (domain: string) => boolean, each: (row: R) => void): void {
     if (keys.length === 0) return;
-    // A few keys (a company first met mid-run) are point reads whatever the table's size: counting
-    // a large table to decide would cost more than they do.
+    // A few keys are point reads whatever the table's size: counting a large table would cost more.
     const count = keys.length <= FEW_KEYS ? Number.POSITIVE_INFINITY : (this.store.sql(`SELECT count(*) FROM ${table} WHERE service = ?`).raw(true).get(this.serviceId) as [number])[0];
     if (count === 0) return;
     if (keys.length * 8 > count) {
@@ -131,11 +114,7 @@ export class ServiceRecords implements ServiceStore {
     );
   }
 
-  /**
-   * Runs `read` in one read transaction: every statement in it sees the store as of one moment.
-   * Two reads apart could see a purchase another run closed but not the company it bought, and
-   * plan to buy that company again.
-   */
+  /** Runs `read` in one read transaction: two reads apart could see a purchase closed but not the company it bought, and buy it again. */
   private snapshot<T>(read: () => T): T {
     const db = this.store.db;
     if (db.inTransaction) return read();
@@ -172,10 +151,7 @@ export class ServiceRecords implements ServiceStore {
     return state;
   }
 
-  /**
-   * In one read transaction, many keys to a statement (a point read each cost four times as
-   * much: 6,000 records took 70 ms of a 20,000-domain run's results).
-   */
+  /** In one read transaction, many keys a statement (a point read each cost four times as much). */
   async records(companies: readonly string[]): Promise<Map<string, CompanyRecord>> {
     const found = new Map<string, CompanyRecord>();
     if (companies.length === 0) return found;
@@ -190,8 +166,6 @@ export class ServiceRecords implements ServiceStore {
     });
     return found;
   }
-
-  // ---- writes ----
 
   append(event: StoreEvent, durable = false): Promise<Claim> {
     return this.group.append(event, durable);

@@ -1,14 +1,7 @@
-/**
- * The store's schema (documented for users in README "The store"). Times are milliseconds since
- * the epoch; every table but meta and runs is keyed by service, so one store serves any number
- * of services (a base URL's origin and prefix, or the embedded sandbox) without mixing them.
- */
+/** The store's schema (documented in docs/store-and-resume.md): times in ms since the epoch; every table but meta and runs is keyed by service. */
 export const SCHEMA_VERSION = 5;
 
-/**
- * Every table's columns as SCHEMA creates them, name -> definition: a store made by an earlier
- * build gains the ones it lacks (sqlite.ts), and one that still lacks any was damaged or edited.
- */
+/** Every table's columns as SCHEMA creates them: an older store gains the ones it lacks (store.ts checkColumns); one still lacking any was damaged or edited. */
 export function expectedColumns(): Map<string, Map<string, string>> {
   const tables = new Map<string, Map<string, string>>();
   for (const [, name, body] of SCHEMA.matchAll(/CREATE TABLE IF NOT EXISTS (\w+) \(([^;]*?)\n\)/g)) {

@@ -24,11 +24,7 @@ export { LEASE_MS, StoreWriteError, type Db, type Statement } from './connection
 /** How long a statement waits for another process's transaction on the store. */
 const BUSY_TIMEOUT_MS = 15_000;
 
-/**
- * `PRAGMA journal_mode = WAL`, tried again while SQLite answers SQLITE_BUSY. Two runs that
- * create a new store at the same moment both switch it: SQLite refuses the loser at once, without
- * the busy timeout, and the run failed with "locked for too long". Bounded by the busy timeout.
- */
+/** `journal_mode = WAL`, retried while SQLITE_BUSY: two runs creating a store at once both switch it, and SQLite refuses the loser without waiting. */
 export function enableWal(db: Pick<Db, 'pragma'>): void {
   const deadline = monotonicMs() + BUSY_TIMEOUT_MS;
   const pause = new Int32Array(new SharedArrayBuffer(4));
@@ -65,11 +61,7 @@ export interface OpenAccess {
 /** A store a read-only open found in an earlier layout: it is opened to write, and upgraded. */
 class NeedsUpgrade extends Error {}
 
-/**
- * The purchase store: one SQLite file in WAL mode, shared by every run on this machine (or a
- * team share). WAL lets a reader (a dry run, `enrich ledger`) work beside a writer, and writers
- * from two processes serialise on short transactions, waiting up to busy_timeout for each other.
- */
+/** The personal store: one SQLite file in WAL mode (a reader works beside a writer), shared by this machine's runs; WAL needs one host, so no network share. */
 export class Store implements Connection {
   /** What every key derives from: the store's id, and the key epoch a prune bumps (read again as each run starts). */
   storeId: string;
@@ -101,13 +93,8 @@ export class Store implements Connection {
   }
 
   /**
-   * Opens the store at `path` (a plain file path; see store/path.ts). Nothing there: a new store
-   * is made (atomically, see createStoreFile) unless `read` or `create: false`. Anything there
-   * that is not an enrich store (an empty file, another SQLite database, not SQLite at all) is
-   * refused in one line, never taken for a new store. The file is opened by SQLite only: a
-   * descriptor of it opened and closed by anything else in this process would drop every lock
-   * SQLite holds on it (POSIX fcntl locks belong to the process), and another process closing
-   * its connection would then delete the WAL under this one.
+   * Opens the store at `path`, or atomically makes one unless `read` or `create: false`; anything else there is refused, never
+   * taken for a new store. Only SQLite opens the file: any other descriptor closed in this process would drop its fcntl locks.
    */
   static open(path: string, options: OpenStoreOptions & OpenAccess): Store {
     const full = { tool: options.tool, now: options.now ?? (() => Date.now()), monotonic: options.monotonic ?? monotonicMs };
@@ -178,8 +165,7 @@ export class Store implements Connection {
     try {
       run = this.insertRun(service, info);
     } catch (error) {
-      // Locked past the busy timeout (another run paused inside a commit), a full disk: said in
-      // one line, where it was an "unexpected error".
+      // Locked past the busy timeout, a full disk: one line, not an "unexpected error".
       throw new StoreWriteError(this.path, error);
     }
     const records = new ServiceRecords(this, service, run.serviceId, run.id, run.policyNow, writer);
@@ -197,22 +183,16 @@ export class Store implements Connection {
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running')`,
       )
       .run(serviceId, now, now, policyNow, process.pid, this.host, this.user, this.options.tool, info.inputName, info.inputSha256, info.rows, info.dryRun ? 1 : 0, JSON.stringify(info.options));
-    // Read once the run is registered: a prune that committed since this store was opened bumped
-    // the epoch (and one that has not yet cannot start now, as it sees this run alive; ledger.ts prune).
+    // Read once the run is registered: a prune committed since bumped the epoch, and one not yet committed cannot start now (it sees this run alive).
     this.storeId = this.withEpoch(this.id);
     return { serviceId, id: Number(result.lastInsertRowid), policyNow };
   }
 
-  /**
-   * The moment a freshness policy is judged at: now, unless this run finishes an unfinished job
-   * (the same input, service and --max-age, last run stopped short), which keeps that job's
-   * moment: records its interrupted run refreshed must not count as stale again.
-   */
+  /** When freshness is judged: now, unless this run resumes a job cut short (same input, service, --max-age), whose moment it keeps so its refreshes don't go stale again. */
   private policyNow(serviceId: number, info: RunInfo, now: number): number {
     const maxAge = info.options['max_age_ms'] ?? null;
     if (maxAge === null) return now;
-    // The last real run on this input, whatever its options: only if it was this very job, cut
-    // short (interrupted, stopped, killed), and not long ago, is this a resume of it.
+    // A resume only if the last real run on this input was this very job, cut short, and recent.
     const last = this.sql(
       `SELECT id, status, policy_now, json_extract(options, '$.max_age_ms') FROM runs
          WHERE service = ? AND input_sha256 = ? AND dry_run = 0 ORDER BY id DESC LIMIT 1`,
@@ -225,11 +205,7 @@ export class Store implements Connection {
     return cutShort ? last[2] : now;
   }
 
-  /**
-   * Whether a run may still be sending under the intents it owns: it is marked running, its
-   * heartbeat is recent (a lease that a killed process, a restarted container or a reused pid
-   * cannot renew), and on this host its process exists.
-   */
+  /** Whether a run may still be sending under its intents: marked running, a recent heartbeat (a lease a dead process cannot renew), and on this host its process exists. */
   runAlive(run: number, now = this.options.now()): boolean {
     const row = this.sql('SELECT pid, host, status, coalesce(heartbeat_at, started_at), started_at FROM runs WHERE id = ?').raw(true).get(run) as
       | [number, string, string, number, number]
@@ -238,9 +214,8 @@ export class Store implements Connection {
     const [pid, host, , beat, startedAt] = row;
     // Another host cannot be probed: its heartbeat is all there is to go by.
     if (host !== this.host) return this.beating(run, Number(beat), now);
-    // On this host a process that exists is alive even if it stopped beating (Ctrl-Z, a paused
-    // VM): only one that started after the run did, while the run's heartbeat has stopped too, is
-    // another program under a reused pid.
+    // On this host an existing process is alive even if it stopped beating (Ctrl-Z, a paused VM); only one started after
+    // the run, with the heartbeat stopped too, is another program under a reused pid.
     return !goneOnThisHost(pid, startedAt, () => this.beating(run, Number(beat), now));
   }
 
@@ -248,13 +223,8 @@ export class Store implements Connection {
   private readonly beats = new Map<number, { beat: number; seenAt: number }>();
 
   /**
-   * Whether a run on another host (or one of this host whose pid may be another program's now)
-   * still beats. Its heartbeat is a time on that host's clock,
-   * which may be skewed: one older than the lease by this host's clock is taken for dead at once
-   * (a clock behind ours only makes a live run look dead, and its purchases are then taken over
-   * under their own keys, which the service replays); any other is alive only while it changes,
-   * as this process sees it: a heartbeat in the future that never moves lapses after the lease,
-   * however far ahead that host's clock was.
+   * Whether a run on another host (or a possibly reused pid here) still beats. Its heartbeat is on that host's clock: one older than the
+   * lease by ours is dead at once (its keys are taken over and replayed free); any other is alive only while it keeps changing.
    */
   private beating(run: number, beat: number, now: number): boolean {
     if (now - beat > LEASE_MS) return false;
@@ -288,10 +258,7 @@ export class Store implements Connection {
     this.db.prepare('INSERT OR REPLACE INTO imports (path, bytes, imported_at, companies) VALUES (?, ?, ?, ?)').run(path, bytes, Date.now(), companies);
   }
 
-  /**
-   * SQLite's own check of every page, record and index (PRAGMA integrity_check; about 0.2 s for
-   * a store of 200,000 companies): the problems it names, none when the store is sound.
-   */
+  /** PRAGMA integrity_check (about 0.2 s for 200,000 companies): the problems it names, none when sound. */
   integrityProblems(limit = 10): string[] {
     try {
       const rows = this.db.prepare(`PRAGMA integrity_check(${limit})`).raw(true).all() as [string][];
@@ -321,11 +288,7 @@ export class Store implements Connection {
 }
 
 
-/**
- * Whether a file is at `path` (not: nothing there, or a link to nothing). What is there but
- * cannot be a store is refused: a directory; an empty file, which SQLite would take for an empty
- * database and enrich for a new store, buying again everything a store truncated to it held.
- */
+/** Whether a file is at `path`. A directory or an empty file is refused: SQLite would take an empty file for a new store, and all it held be bought again. */
 function storeFileThere(path: string): boolean {
   const found = statOrNull(path);
   if (found === null) return false;
@@ -410,10 +373,7 @@ function missingColumns(db: Db): [string, string, boolean][] {
   return missing;
 }
 
-/**
- * Brings a store made by an earlier build up to date: columns added since, then refuses one that
- * still lacks a column this enrich writes (hand-edited, or damaged).
- */
+/** Adds the columns added since an earlier build; refuses a store still lacking one this enrich writes (hand-edited, or damaged). */
 function checkColumns(db: Db, path: string): void {
   const missing = missingColumns(db);
   for (const [table, column, addable] of missing) {

@@ -8,10 +8,7 @@ import type { Connection } from './connection.js';
 import type { Claim } from '../types.js';
 import { RecordWriter, type WriteItem } from './writer.js';
 
-/**
- * Where a run's batches of writes go to be committed, one batch at a time (the caller waits for
- * each before sending the next, so order is kept).
- */
+/** Where a run's batches are committed, one at a time (the caller awaits each before the next, so order is kept). */
 export interface WriteChannel {
   /** Commits the batch in one transaction; the claims, in order, once it is on disk. */
   write(batch: readonly WriteItem[], now: number): Promise<Claim[]>;
@@ -28,7 +25,7 @@ export function inlineChannel(store: Connection, serviceId: number, run: number 
   };
 }
 
-/** What the writer thread is told when it starts (src/store/writer-thread.ts). */
+/** What the writer thread (writer-thread.ts) is told when it starts. */
 export interface WriterThreadData {
   path: string;
   tool: string;
@@ -39,21 +36,15 @@ export interface WriterThreadData {
 export type WriterRequest = { id: number; batch: readonly WriteItem[]; now: number } | { close: true };
 export type WriterReply = { id: number; claims: Claim[] } | { id: number; error: { message: string; code: string | undefined } };
 
-/**
- * Where a run's writes are committed: on its own connection, on the writer thread built here, or
- * on a channel of the caller's own (tests that hold commits back to see what gathers meanwhile).
- */
+/** Where a run's writes are committed: its own connection, the writer thread, or a caller's channel (tests holding commits back). */
 export type WriterChoice = { kind: 'inline' } | { kind: 'thread'; file: string } | { kind: 'channel'; open: () => WriteChannel };
 
 /** The writer thread beside the bundle (dist/), or the built one when running from src/ (tests). */
 const THREAD_FILES = [new URL('store-writer.cjs', import.meta.url), new URL('dist/store-writer.cjs', PACKAGE_ROOT)];
 
 /**
- * The writer thread when this build has one, unless ENRICH_STORE_WRITER says `inline`;
- * `thread` asks for it even from src/ (the tests' in-process runs), using the built file.
- * SQLite's inserts are most of a fast run's CPU; on a thread of their own, with a connection of
- * their own (WAL lets this thread read while that one writes), they overlap the requests instead
- * of taking turns with them on the event loop.
+ * The writer thread when the build has one, unless ENRICH_STORE_WRITER=inline (`thread` asks for the built file even from src/).
+ * SQLite's inserts, most of a fast run's CPU, then overlap the requests on a connection of their own (WAL allows it).
  */
 export function chooseWriter(env: NodeJS.ProcessEnv): WriterChoice {
   const asked = env['ENRICH_STORE_WRITER'];
@@ -74,14 +65,10 @@ export function openChannel(choice: WriterChoice, store: Connection, serviceId: 
   return threadChannel(choice.file, { path: store.path, tool: store.options.tool, serviceId, run });
 }
 
-/**
- * A worker thread with its own connection, started at the first write (a run with nothing to
- * write never pays for it). It holds the process open only while a batch is out. A thread that
- * fails to start or dies fails every batch still out, as a failed write would.
- */
-/** The writer thread's young generation, in MiB (see threadChannel). */
+/** The writer thread's young generation, in MiB. */
 const WRITER_YOUNG_MB = 4;
 
+/** A worker thread with its own connection, started at the first write; it holds the process open only while a batch is out. One that dies fails every batch still out. */
 export function threadChannel(file: string, data: WriterThreadData): WriteChannel {
   let worker: Worker | null = null;
   let starting: Promise<Worker> | null = null;
@@ -98,12 +85,10 @@ export function threadChannel(file: string, data: WriterThreadData): WriteChanne
   };
 
   const start = async (): Promise<Worker> => {
-    // A small young generation: the thread's garbage is short-lived rows and purchases, and V8's
-    // default lets it grow by tens of MiB (a 1M-row run peaked 25 MiB higher with it, no faster).
+    // A small young generation: the thread's garbage is short-lived, and V8's default grows it by tens of MiB for no speed.
     const w = new Worker(file, { workerData: data, resourceLimits: { maxYoungGenerationSizeMb: WRITER_YOUNG_MB } });
     w.unref();
-    // V8 resets the young generation's growth factor when it sets up this thread's isolate: a
-    // large run holds its young generation from here (heap.ts).
+    // V8 resets the young generation's growth factor when it sets up this thread's isolate: hold it from here (heap.ts).
     w.once('online', holdYoungGeneration);
     w.on('message', (reply: WriterReply) => {
       const p = pending.get(reply.id);
@@ -126,8 +111,7 @@ export function threadChannel(file: string, data: WriterThreadData): WriteChanne
       const id = nextId++;
       const claims = new Promise<Claim[]>((resolve, reject) => pending.set(id, { resolve, reject }));
       w.ref();
-      // As JSON text: V8's JSON is several times faster than the structured clone postMessage
-      // would otherwise do, and this is on the run's busiest thread.
+      // As JSON text: several times faster than postMessage's structured clone, on the run's busiest thread.
       w.postMessage(JSON.stringify({ id, batch, now } satisfies WriterRequest));
       last = claims;
       return claims;

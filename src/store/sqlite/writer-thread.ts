@@ -1,7 +1,4 @@
-/**
- * The store's writer thread (built to dist/store-writer.cjs; see write-channel.ts): a connection
- * of its own to the run's store, committing the batches the run sends, one at a time, in order.
- */
+/** The store's writer thread (dist/store-writer.cjs; see write-channel.ts): its own connection, committing the run's batches in order. */
 import { parentPort, workerData } from 'node:worker_threads';
 import { Store } from './store.js';
 import type { WriterReply, WriterRequest, WriterThreadData } from './write-channel.js';
@@ -15,8 +12,7 @@ let store: Store | null = null;
 let writer: RecordWriter | null = null;
 let openError: unknown = null;
 try {
-  // The run's own connection made or checked the store: this one only joins it, and never makes
-  // one where it has gone (a store moved aside under the run is not to be started afresh).
+  // Only joins the store the run's connection checked; never makes one where it has gone (a store moved aside is not started afresh).
   store = Store.open(data.path, { tool: data.tool, create: false });
   writer = new RecordWriter(store, data.serviceId, data.run);
 } catch (error) {

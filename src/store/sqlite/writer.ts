@@ -87,10 +87,8 @@ export function heldCompany(store: Connection, serviceId: number, domain: string
 const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
 
 /**
- * What one transaction reads for decideBatch (store/purchase.ts): every purchase and holding its
- * events touch, read once for the whole batch (two statements, not two or three point reads an
- * event). Valid only inside the transaction it was read in (the write lock keeps other processes
- * out of it). A key not read ahead (an import's events) is read on first use.
+ * What one transaction reads for decideBatch: every purchase and holding the batch touches, in two statements, valid only
+ * inside that transaction (its write lock keeps other processes out). A key not read ahead (an import's) is read on first use.
  */
 class SqliteBatchRead implements BatchReader {
   private readonly kept = new Map<string, KeptPurchase | null>();
@@ -173,10 +171,8 @@ class SqliteBatchRead implements BatchReader {
 const purchaseKey = (domain: string, generation: number): string => `${generation} ${domain}`;
 
 /**
- * A run's writes to one service's records, a batch to a transaction. It runs on whichever
- * connection it is given: the run's own (tests, imports, a store that cannot spare a thread), or
- * a connection of its own on a worker thread (write-channel.ts), so that SQLite's work, most of a
- * fast run's CPU, is done beside the requests rather than between them.
+ * A run's writes, a batch a transaction, on the run's connection or on its own in a worker thread (write-channel.ts),
+ * so SQLite's work, most of a fast run's CPU, runs beside the requests rather than between them.
  */
 export class RecordWriter {
   private synchronous: 'FULL' | 'NORMAL' | null = null;
@@ -187,11 +183,7 @@ export class RecordWriter {
     private readonly run: number | null,
   ) {}
 
-  /**
-   * One transaction for the batch, synced to disk (synchronous=FULL) only when one of its items
-   * must be durable (an intent), so durability does not cap throughput. `now` is the run's clock
-   * when the batch left (ms since the epoch). Throws, having rolled back, on any failure.
-   */
+  /** One transaction for the batch, fully synced only when it holds an intent; `now`: the run's clock when it left. Rolls back and throws on failure. */
   write(batch: readonly WriteItem[], now: number): Claim[] {
     const durable = batch.some((p) => p.durable);
     // WAL with synchronous=NORMAL survives a crash of this process (the OS holds the write);
@@ -216,9 +208,7 @@ export class RecordWriter {
 
   /** Writes events of the past (an imported journal) in one transaction, each at its own time. */
   importEvents(events: readonly { event: StoreEvent; at: number }[]): void {
-    // IMMEDIATE, as write() begins: each event reads its purchase before it writes, and a plain
-    // BEGIN would take the write lock only then, failing (SQLITE_BUSY_SNAPSHOT) if another process
-    // committed in between.
+    // IMMEDIATE: each event reads before it writes, and a plain BEGIN would fail (SQLITE_BUSY_SNAPSHOT) if another process committed between.
     this.store.db.transaction(() => {
       const lookup = this.store.sql('INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES (?, ?, ?, ?, ?, ?)');
       for (const { event: e, at } of events) if (e.type === 'match' && e.status !== 'error') lookup.run([this.serviceId, e.domain, e.status, e.company ?? null, e.name ?? null, at]);
@@ -240,9 +230,7 @@ export class RecordWriter {
     lookups.sort((a, b) => (a.domain < b.domain ? -1 : a.domain > b.domain ? 1 : 0));
     const rows: unknown[] = [];
     for (const event of lookups) rows.push(this.serviceId, event.domain, event.status, event.company ?? null, event.name ?? null, now);
-    // Statements of a few sizes only: each prepared statement stays cached for the connection's
-    // life, and one for every size a batch happened to have (up to 200, a few hundred KiB each)
-    // held 8 MiB of a 20,000-domain run's peak.
+    // A few statement sizes only: each prepared statement stays cached for the connection's life (one per size held 8 MiB).
     for (let at = 0; at < lookups.length; ) {
       const n = LOOKUP_ROWS.find((size) => size <= lookups.length - at) as number;
       this.store.sql(lookupInsert(n)).run(rows.slice(at * 6, (at + n) * 6));
@@ -257,14 +245,13 @@ export class RecordWriter {
     return decision.answers.map((a) => ('busy' in a ? this.busy(a.busy) : a));
   }
 
-  /** Who holds a purchase this run may not claim: the host only when it is another machine's (a store on a share). */
+  /** Who holds a purchase this run may not claim: the host only when it is not this one. */
   private busy(run: number): Claim {
     const row = this.store.sql('SELECT pid, host FROM runs WHERE id = ?').raw(true).get([run]) as [number, string] | undefined;
     if (row === undefined) return { kind: 'busy' };
     return row[1] === this.store.host ? { kind: 'busy', pid: row[0] } : { kind: 'busy', pid: row[0], host: row[1] };
   }
 
-  /** Writes a purchase as the rules (store/purchase.ts) left it. */
   private save(p: KeptPurchase): void {
     this.store
       .sql(
