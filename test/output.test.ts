@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { fstatSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROW_WINDOW } from '../src/io/output.js';
@@ -6,6 +6,15 @@ import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { readCsvFile, runCli, tempDir } from './helpers/cli.js';
 import { baseEnv } from './helpers/setup.js';
 import { BIN, spawnCli } from './helpers/spawn.js';
+
+const isOpen = (fd: number): boolean => {
+  try {
+    fstatSync(fd);
+    return true;
+  } catch {
+    return false;
+  }
+};
 
 const KEY = 'sk_test_output';
 let sb: Sandbox;
@@ -177,9 +186,12 @@ describe('output destinations', () => {
     expect(await socketed.exited, socketed.stderr()).toBe(0);
     expect(socketed.stdout()).toContain('nobody-g.com,no_match');
 
-    // A descriptor nobody opened for it is refused before anything is done.
-    const unopened = await runCli([input, '-o', '/dev/fd/97'], { env });
-    expect(unopened).toMatchObject({ code: 2, stderr: 'enrich: -o /dev/fd/97: no descriptor 97 is open for enrich (as with `97> file`)\n' });
+    // A descriptor nobody opened for it is refused before anything is done (one this process
+    // has not open: an earlier test's store may hold a low one until collected).
+    let fd = 97;
+    while (isOpen(fd)) fd++;
+    const unopened = await runCli([input, '-o', `/dev/fd/${fd}`], { env });
+    expect(unopened).toMatchObject({ code: 2, stderr: `enrich: -o /dev/fd/${fd}: no descriptor ${fd} is open for enrich (as with \`${fd}> file\`)\n` });
 
     const real = dir.file('real.csv');
     const link = dir.file('link.csv');

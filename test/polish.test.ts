@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
 import { csvText, runCli, tempDir } from './helpers/cli.js';
+import { runProcess } from './helpers/spawn.js';
 import { liveTerminal } from './helpers/pty.js';
 import { finalScreen } from './helpers/screen.js';
 
@@ -61,7 +62,8 @@ describe('the batch', () => {
 
   it('never creates a HOME that does not exist', async () => {
     const home = join(dir.path, 'no-such-home');
-    const r = await runCli(['fixtures/companies.csv', '--sandbox'], { env: { HOME: home, XDG_STATE_HOME: undefined, ENRICH_STORE: undefined } });
+    // A process: HOME as the process has it, for anything that asks os.homedir().
+    const r = await runProcess(['fixtures/companies.csv', '--sandbox'], { env: { HOME: home, XDG_STATE_HOME: undefined, ENRICH_STORE: undefined } });
     expect(r.code).toBe(2);
     expect(r.stderr).toBe(`enrich: the store ${home}/.local/state/enrich/sandbox.db: HOME (${home}) does not exist; set HOME to a folder that does, or give the store with --store\n`);
     expect(existsSync(home)).toBe(false);

@@ -20,7 +20,7 @@ async function boughtStore(n: number): Promise<{ store: string; input: string }>
   const store = t.dir.file('store.db');
   // In a process of its own: libsql frees a connection only when its statements are collected,
   // and one left open in this process could write into the store after the test damages it.
-  const run = await runCli([input, '-o', t.dir.file('out.csv'), '--store', store, '--quiet'], { env: t.env() });
+  const run = await runProcess([input, '-o', t.dir.file('out.csv'), '--store', store, '--quiet'], { env: t.env() });
   expect(run.code, run.stderr).toBe(0);
   expect(t.sb.ledger(KEY)).toHaveLength(n);
   return { store, input };
@@ -165,7 +165,8 @@ describe('a store on a read-only mount', () => {
     try {
       const store = `${mnt}/store.db`;
       const input = t.dir.file('in.csv', csvText([['domain'], ...domains(3).map((d) => [d])]));
-      // Runs as processes: one in this process would hold the store open, and the mount busy.
+      // The batches run as processes: one in this process would hold the store open for writing,
+      // and the mount busy (libsql frees a connection only when its statements are collected).
       expect((await runProcess([input, '-o', t.dir.file('out.csv'), '--store', store], { env: t.env() })).code).toBe(0);
       const reads = async (): Promise<void> => {
         const show = await runCli(['ledger', '--store', store, '--json']);

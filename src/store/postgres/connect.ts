@@ -353,13 +353,17 @@ export class Session {
     // server that is down must not hold the error up while a new connection is tried for.
     if (this.current === null && /^\s*ROLLBACK\s*$/i.test(text)) return { command: 'ROLLBACK', rowCount: null, oid: 0, fields: [], rows: [] };
     // A lone statement is its own transaction: one rolled back for a conflict did nothing, and is sent again.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await reconnecting(once, this.budgetMs);
-      } catch (error) {
-        if (!isRetryableConflict(error) || attempt >= CONFLICT_RETRIES) throw error;
+    // (Inside the reconnect loop: one budget for losses, however many conflicts came between.)
+    const untilNoConflict = async (): Promise<pg.QueryResult<R>> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await once();
+        } catch (error) {
+          if (!isRetryableConflict(error) || attempt >= CONFLICT_RETRIES) throw error;
+        }
       }
-    }
+    };
+    return reconnecting(untilNoConflict, this.budgetMs);
   }
 
   /** A statement on the connection holding `what` (a lock, a transaction), never replaced: lost, it took what it held with it. */

@@ -183,7 +183,7 @@ export async function inspectTeamStore(url: string, now: () => number = () => Da
     // A standby refuses LISTEN: the pool is looked at only where a run could write.
     const readonly = await readOnly(c);
     const kept = readonly || (await keepsSessionSurely(c, url).catch(() => null));
-    await c.query('BEGIN READ ONLY');
+    await c.query('BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY');
     const head = await c.query<{ role: string; server: string }>(`SELECT current_user AS role, current_setting('server_version') AS server`);
     const missing = await missingRights(c);
     const readable = !missing.includes('SELECT on meta');
