@@ -334,7 +334,7 @@ export async function simulatePasses(server: SimServerOptions, domains: number, 
  * against one service: `domains` matches each, every other one a company, the later machines
  * starting `staggerMs` after the one before. What the service saw, together.
  */
-export async function simulateMachines(server: SimServerOptions, domains: number, machines = 2, staggerMs = 0): Promise<SimResult> {
+export async function simulateMachines(server: SimServerOptions, domains: number, machines = 2, staggerMs = 0, observe?: (flow: Flow, clock: SimClock, machine: number) => void): Promise<SimResult> {
   const clock = new SimClock();
   const random = mulberry32(server.seed ?? 1);
   const service = new SimService(server, clock, random);
@@ -346,6 +346,7 @@ export async function simulateMachines(server: SimServerOptions, domains: number
     for (let i = 0; i < domains; i++) state.addDomain(`company-${i}.machine-${m}.com`);
     const flow = new Flow(clock, 128);
     flows.push(flow);
+    observe?.(flow, clock, m);
     const stop = await execute(
       state,
       { dryRun: false, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchWindow: 160, graceMs: 1000 },
