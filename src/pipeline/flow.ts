@@ -44,21 +44,11 @@ const SHALLOW_COMPOUND = 2;
 /** Sparse refusals step the pace down STEP and accepted answers up, balancing at SHARE refused: against a one-token bucket (whose jitter refusals no pace avoids) 1.5-3% refused does best. */
 const STEP = 0.01;
 const SHALLOW_SHARE = 0.015;
-/** Against a one-token bucket, no refusal in QUIET times the answers SHALLOW_SHARE expects between two: the room is the key's again. */
-const QUIET = 3;
 /** Of a bucket whose depth the first wave did not tell, sparse refusals under this share (over about SHARE_SPAN paced requests) are jitter. */
 const JITTER_SHARE = 0.015;
 const SHARE_SPAN = 200;
 /** CUBIC's time back to the plateau after a cut against a deep bucket. */
 const CUBIC_SECONDS = 5;
-/** A cut this deep climbs back in CUBIC_SECONDS; a shallower one (a brush of the ceiling) sooner, as CUBIC's K. */
-const REF_CUT = 0.25;
-/**
- * Past the plateau the probe grows by PROBE times the most the key was seen to accept, cubed over
- * CUBIC_SECONDS: alike for machines sharing the key (so they converge on even shares), and quick
- * to find the room a teammate's finished run leaves (the last cut's depth would take minutes).
- */
-const PROBE = 1;
 /** Accepted answers are measured over the last second, and sustained over the last SUSTAINED_MS (a deep bucket's last tokens inflate one second). */
 const SUSTAINED_MS = 3_000;
 /** A first wave with at most this many accepted, and at least as many more refused, is a one-token bucket. */
@@ -195,8 +185,6 @@ export class Flow {
   private readonly latency: Record<Lane, LaneLatency> = { enrich: new LaneLatency(), match: new LaneLatency() };
   private smoothed = 0;
   private growth = 0;
-  /** The most this key was seen to accept in a second: the scale of the probe past the plateau, alike for every machine sharing it. */
-  private peak = 0;
 
   /** `concurrency`: the most requests ever in flight (the window is learned below it). */
   constructor(
@@ -347,9 +335,7 @@ export class Flow {
     }
     const dt = Math.min(1000, now - this.lastGrowth) / 1000;
     if (this.depth === 'shallow' && !this.slowStart) {
-      // Quiet (QUIET): the pace doubles a second until refused; else the share's small step up.
-      const quiet = this.released - this.lastRefusal > QUIET / SHALLOW_SHARE;
-      this.rate *= quiet ? 1 + Math.LN2 / this.rate : 1 + (STEP * SHALLOW_SHARE) / (1 - SHALLOW_SHARE);
+      this.rate *= 1 + (STEP * SHALLOW_SHARE) / (1 - SHALLOW_SHARE);
     } else if (dt < 0.05) {
       return;
     } else if (this.slowStart) {
@@ -362,14 +348,8 @@ export class Flow {
       // CUBIC's curve: fast at first, flat just under the ceiling, then probing past it.
       this.lastGrowth = now;
       this.sinceCut += dt;
-      const k = this.returnSeconds();
-      if (this.sinceCut < k) {
-        const x = (k - this.sinceCut) / k;
-        this.rate = Math.max(1, this.threshold - (this.threshold - this.from) * x * x * x);
-      } else {
-        const x = (this.sinceCut - k) / CUBIC_SECONDS;
-        this.rate = Math.max(1, this.threshold + PROBE * Math.max(this.threshold, this.peak) * x * x * x);
-      }
+      const x = (this.sinceCut - CUBIC_SECONDS) / CUBIC_SECONDS;
+      this.rate = Math.max(1, this.threshold + (this.threshold - this.from) * x * x * x);
     }
     this.kick();
   }
@@ -428,7 +408,6 @@ export class Flow {
     const compound = Math.min(shallow ? SHALLOW_COMPOUND : CLUSTER_CUTS, this.cuts.since(now - 1000) + 1);
     this.cuts.add(now);
     const measured = this.acceptedTimes.since(now - 1000);
-    this.peak = Math.max(this.peak, measured);
     const span = Math.min(SUSTAINED_MS, now - (this.startedAt ?? now));
     const sustained = span < 1000 ? 0 : (this.acceptedTimes.since(now - span) * 1000) / span;
     const refused = this.rate;
@@ -443,12 +422,6 @@ export class Flow {
     // still on, goes on up to the new threshold, and after it the share steps climb.
     if (!shallow) this.slowStart = false;
     this.climbFrom(now);
-  }
-
-  /** CUBIC's time back to the plateau: CUBIC_SECONDS for a cut of REF_CUT of it, less for a shallower one (a brush of the ceiling). */
-  private returnSeconds(): number {
-    const depth = this.threshold > 0 ? Math.max(0, this.threshold - this.from) / this.threshold : 1;
-    return CUBIC_SECONDS * Math.cbrt(Math.min(1, depth / REF_CUT));
   }
 
   /** A cut at `now`: CUBIC's curve starts again from the pace as it is, and answers sent before it are ignored. */

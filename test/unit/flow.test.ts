@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { RateLimitedError } from '../../src/api/errors.js';
 import { Flow, StoppedError } from '../../src/pipeline/flow.js';
 import type { LatencySpec } from '../../src/sandbox/latency.js';
-import { SimClock, simulate, simulateMachines, simulatePaced, simulatePasses, type SimResult, type SimServerOptions } from '../helpers/sim.js';
+import { SimClock, simulate, simulatePaced, simulatePasses, type SimResult, type SimServerOptions } from '../helpers/sim.js';
 
 const refusal = (retryAfterSeconds = 1): RateLimitedError => new RateLimitedError({ status: 429, code: 'rate_limited', message: 'rate_limited (HTTP 429)', requestId: undefined, problem: undefined, definitive: true }, retryAfterSeconds);
 
@@ -284,18 +284,6 @@ describe('against what real services do (simulated time, the real executor)', ()
       for (const share of shares) expect(share).toBeLessThanOrEqual(0.05);
     });
   }
-
-  // Issue 37: a team's machines share one key's limit, each learning it on its own.
-  it('two machines on one key reach 0.95 of its ceiling together, at once or one joining later', async () => {
-    // Before: each climbed back by its last cut's depth, and a run whose peer had finished sat at
-    // its share for the rest (0.79-0.83 together); one that joined late took the key's bucket,
-    // emptied by the other, for a one-token one and crept up at the share's step (0.71).
-    const runs = await Promise.all([0, 3000].map((stagger, i) => simulateMachines({ rate: 100, burst: 20, latencyMs: 2, seed: i + 1, way: WAY }, 2000, 2, stagger)));
-    for (const r of runs) {
-      expect(r.ofCeiling).toBeGreaterThanOrEqual(0.95);
-      expect(r.share429).toBeLessThanOrEqual(0.05);
-    }
-  });
 
   it('gets within 0.95 of a client told the ceiling at a gateway counting per fixed second', async () => {
     // Past the window's count every request is refused until the boundary, however evenly paced:
