@@ -70,7 +70,8 @@ describe("the writer's batch", () => {
   // (writer.ts BatchView): it must decide exactly as writing each event in a transaction of its
   // own, reading the store afresh, does.
   it('decides and writes as one transaction per event would: the same claims, the same rows', () => {
-    for (let seed = 1; seed <= 150; seed++) {
+    // 25 seeds: of seven mutations of the batch's rule, the four that 150 seeds catch, seed 1 caught.
+    for (let seed = 1; seed <= 25; seed++) {
       const list = events(seed, 40);
       const [together, apart] = ['together.db', 'apart.db'].map((name) => {
         const store = files.open(join(files.dir.path, `${seed}-${name}`));
