@@ -113,12 +113,12 @@ describe('a purchase closed by two runs', () => {
   });
 });
 
-// pipeline/run-purchase.ts onClaim, pipeline/keys.ts keyVerdict.
+// pipeline/run-purchase.ts onClaim, pipeline/run-purchase.ts keyVerdict.
 describe('what a lost tookOver would cost', () => {
   // The key left "claimed": a 500, or a 409 while the dead run's call still runs, retires it.
   it('a takeover read as a plain ok would retire, on the next 500, a key that may be charged', async () => {
     const { onClaim, FIRST_PURCHASE } = await import('../src/pipeline/run-purchase.js');
-    const { keyVerdict } = await import('../src/pipeline/keys.js');
+    const { keyVerdict } = await import('../src/pipeline/run-purchase.js');
     const { apiErrorFromResponse } = await import('../src/api/errors.js');
     const internal = apiErrorFromResponse({ status: 500, contentType: 'application/problem+json', retryAfter: undefined, requestId: undefined, body: JSON.stringify({ code: 'internal', status: 500 }) });
     const claim = { type: 'intent' as const, company: 'acme.com', generation: 1, keyVersion: 1, key: 'k-acme.com', at: 5_000 };

@@ -193,7 +193,7 @@ const isDefinitive = (status: number, contentType: string): boolean =>
 
 /**
  * 409 to a paid call: an idempotency layer saying a request under the same key is still running. Under a key whose earlier attempt lost its
- * answer, that attempt may yet be charged: the key is kept (pipeline/keys.ts). Under a key never lost it is an error as any other.
+ * answer, that attempt may yet be charged: the key is kept (pipeline/run-purchase.ts). Under a key never lost it is an error as any other.
  */
 export const IN_PROGRESS = 409;
 

@@ -32,7 +32,7 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
 /** setTimeout fires at once (and warns) for anything longer: 2^31-1 ms, about 24.8 days. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
-/** Whether and when to retry (which key is pipeline/keys.ts's call). `giveUp: 'wait_too_long'`: the service asked for a longer pause than allowed: stop, rerun later. */
+/** Whether and when to retry (which key is pipeline/run-purchase.ts's call). `giveUp: 'wait_too_long'`: the service asked for a longer pause than allowed: stop, rerun later. */
 export type RetryDecision =
   | { retry: false }
   | { retry: false; giveUp: 'wait_too_long'; waitSeconds: number }

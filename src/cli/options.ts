@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { fileIdentity, inheritedDescriptor, plantedLink, statOrNull } from '../io/paths.js';
 import { outputTarget, unwritableReason } from '../io/sink.js';
 import { DEFAULT_DEADLINE_MS } from '../api/client.js';
-import { DEFAULT_SETTLE_MS } from '../pipeline/keys.js';
+import { DEFAULT_SETTLE_MS } from '../pipeline/run-purchase.js';
 import { UsageError } from '../errors.js';
 import type { RunOptions, ServiceTarget } from '../commands/run.js';
 import { DEFAULT_MISS_MAX_AGE_MS } from '../pipeline/plan.js';

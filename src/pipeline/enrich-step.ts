@@ -2,13 +2,10 @@ import { ApiError, InsufficientCreditsError, RateLimitedError, UnusablePaidAnswe
 import type { ServiceClient } from '../api/client.js';
 import type { Claim, EnrichEvent, IntentEvent, StoreEvent } from '../store/types.js';
 import type { Attempter } from './attempt.js';
-import type { CreditBudget } from './budget.js';
 import type { Clock } from './clock.js';
 import type { Health } from './health.js';
-import { keyVerdict, settleAfter, type Settle } from './keys.js';
 import type { ProgressSink } from './progress.js';
-import type { ResumeGate } from './resume-gate.js';
-import { chargeMayBeUnseen, holdsReservation, keyOf, type TimedIntent } from './run-purchase.js';
+import { holdsReservation, keyOf, keyVerdict, nextPaidStep, placeSpent, settleWait, type Settle, type TimedIntent } from './run-purchase.js';
 import type { Company, RunState } from './state.js';
 import type { Stops } from './stops.js';
 
@@ -37,7 +34,7 @@ export interface EnrichStepDeps {
   busyPollMs: number;
   /** Waits for another run's outcome of a company (or busyPollMs); by default, sleeps. */
   waitForOther?(company: string, ms: number, signal: AbortSignal): Promise<unknown>;
-  /** How long a paid call whose answer was lost may go on at the service (pipeline/keys.ts). */
+  /** How long a paid call whose answer was lost may go on at the service (pipeline/run-purchase.ts). */
   settleMs: number;
   /** The freshness rule every intent carries (pipeline/plan.ts freshSince). */
   freshSince: number | null;
@@ -245,21 +242,22 @@ class EnrichStep {
 
   /** A key retired on the settle rule may have been charged: its --max-credits place is spent, and the new key's attempt needs its own. False: none left. */
   private async replaceSpentPlace(c: Company, place: Place): Promise<boolean> {
-    if (c.unconfirmed === place.counted) return true;
     this.deps.budget.settle(c.unconfirmed - place.counted);
     place.counted = c.unconfirmed;
     place.held = await this.acquire();
     return place.held;
   }
 
-  /** One purchase attempt, retries included: the charge, and whether the service answered last. `arrived` tells the resume gate. */
-  private async buy(c: Company, sentKeys: Set<string>, place: Place, arrived: () => void, claimedIn: number): Promise<Bought> {
+  /**
+   * One purchase, retries included: before each attempt leaves, the purchase says what comes next (run-purchase.ts nextPaidStep) and it
+   * is done; then the request, then its outcome recorded. The charge, and whether the service answered last. `arrived` tells the resume gate.
+   */
+  private async buy(c: Company, sentKeys: Set<string>, place: Place, arrived: () => void, claimed: () => void): Promise<Bought> {
     let lostKey: { lostAt: number | null } | undefined;
-    /** The lease lapsed while the request waited for its slot: renew it, and claim again before it is sent. */
+    // A claim holds only in the lease epoch it was made in (store/heartbeat.ts): a lapse since, even one another request saw first or
+    // the timer's beat found, means renewing and claiming again, which `stale` finds as the request leaves its slot.
+    let claimedIn: number | null = null;
     let lapsedInQueue = false;
-    // A claim holds only in the lease epoch it was made in (store/heartbeat.ts): a lapse since,
-    // even one another request saw first or the timer's beat found, means claiming again.
-    const claimStale = (): boolean => this.deps.leaseLapsed() || claimedIn !== this.deps.leaseEpoch();
     const call = (signal: AbortSignal) => {
       const key = this.keyOf(c);
       // A key that may have been sent unanswered may answer with a stored outcome: its answer is weighed as such (health.ts).
@@ -268,22 +266,36 @@ class EnrichStep {
       sentKeys.add(key);
       return this.deps.client.enrich(c.domain, { idempotencyKey: key, signal });
     };
+    // The intent is on disk before the paid request leaves, so a crash resumes with the same key and the service replays instead of charging.
+    const before = async (): Promise<boolean> => {
+      let lapsed = lapsedInQueue || this.deps.leaseLapsed();
+      lapsedInQueue = false;
+      let claimedNow = false;
+      for (;;) {
+        const epoch = this.deps.leaseEpoch();
+        switch (nextPaidStep(c, { counted: place.counted, lapsed, claimedIn, epoch, claimedNow })) {
+          case 'send':
+            return true;
+          case 'place':
+            if (!(await this.replaceSpentPlace(c, place))) return false;
+            break;
+          case 'renew':
+            if (!(await this.renewLease())) return false;
+            [lapsed, claimedIn] = [false, null];
+            break;
+          case 'claim':
+            claimedIn = epoch;
+            if (!(await this.claimPurchase(c, place))) return false;
+            claimedNow = true;
+            claimed();
+        }
+      }
+    };
     const result = await this.deps.attempt('enrich', this.stops.paid.signal, call, {
-      // The intent is on disk before the paid request leaves, so a crash resumes with the same key and the service replays
-      // instead of charging. A key retired since the claim, or an uncertain one (to date its last send), writes it again.
-      before: async () => {
-        if (!(await this.replaceSpentPlace(c, place))) return false;
-        const lapsed = lapsedInQueue || this.deps.leaseLapsed();
-        lapsedInQueue = false;
-        if (c.purchase.state === 'claimed' && !lapsed && claimedIn === this.deps.leaseEpoch()) return true;
-        // Renew before claiming: a claim over a lease still lapsed would be judged stale again in its slot, and never sent.
-        if (lapsed && !(await this.renewLease())) return false;
-        claimedIn = this.deps.leaseEpoch();
-        return this.claimPurchase(c, place);
-      },
+      before,
       // Asked again as the request leaves: queued behind others or out a pause, it may have waited
       // past the lease, and a run elsewhere may have taken the purchase over and moved its key on.
-      stale: () => (lapsedInQueue = claimStale()),
+      stale: () => (lapsedInQueue = this.deps.leaseLapsed() || claimedIn !== this.deps.leaseEpoch()),
       lostKey: () => lostKey,
       failed: (error) => {
         arrived();
@@ -334,20 +346,16 @@ class EnrichStep {
 
   /** A key kept only because an earlier attempt may still be running: wait out the rest of its settle (at most two minutes), so the next error retires it. */
   private async settleWait(c: Company, answered: boolean): Promise<boolean> {
-    const p = c.purchase;
-    if (!answered || p.state !== 'uncertain' || p.lostAt === null || this.stops.paid.signal.aborted) return false;
-    const settleMs = settleAfter(this.deps.settleMs, p.settleMs);
-    const wait = p.lostAt + settleMs - this.deps.now();
-    // Longer than a run should sit idle: the company is left to a later run, which says why.
-    if (wait > Math.min(settleMs, MAX_SETTLE_WAIT_MS)) return false;
+    const wait = answered && !this.stops.paid.signal.aborted ? settleWait(c.purchase, this.deps.now(), this.deps.settleMs, MAX_SETTLE_WAIT_MS) : null;
+    if (wait === null) return false;
     try {
-      if (wait > 0) await this.deps.clock.sleep(wait, this.stops.paid.signal);
+      if (wait.ms > 0) await this.deps.clock.sleep(wait.ms, this.stops.paid.signal);
     } catch {
       return false;
     }
     // The settle rule also needs the paid endpoint to have answered afresh since the loss. When
     // nothing else this run sends gives that (every company left is such a key), it is asked.
-    await this.probe(p.lostAt);
+    await this.probe(wait.lostAt);
     return true;
   }
 
@@ -390,16 +398,9 @@ class EnrichStep {
       // Every key a request went out under, so only an intent nothing was sent under is given back.
       const sentKeys = new Set<string>();
       try {
-        // Read before the claim: a lapse while it is written makes it one to make again.
-        const claimedIn = this.deps.leaseEpoch();
-        if (await this.claimPurchase(c, place)) {
-          heldByUs = true;
-          outcome = await this.buy(c, sentKeys, place, arrived, claimedIn);
-        }
+        outcome = await this.buy(c, sentKeys, place, arrived, () => (heldByUs = true));
       } finally {
-        // An uncertain key may have been charged, as may one retired on the settle rule after the last attempt: --max-credits counts both as spent.
-        const uncertain = chargeMayBeUnseen(c.purchase) ? Math.max(outcome.charged, 1) : outcome.charged;
-        if (place.held) this.deps.budget.settle(uncertain + c.unconfirmed - place.counted);
+        if (place.held) this.deps.budget.settle(placeSpent(c, outcome.charged, place.counted));
         this.unclaim(c, sentKeys);
         this.letGo(c, true, !(outcome.charged > 0));
       }
@@ -409,5 +410,84 @@ class EnrichStep {
     // Not bought this run: another run may take it over now, rather than wait for this one to end.
     if (heldByUs && this.state.needsEnrich(c)) this.record({ type: 'release', company: c.domain, generation: c.generation });
     if (!this.state.needsEnrich(c) || c.status === 'error') this.progress({ type: 'enriched' });
+  }
+}
+
+/**
+ * --max-credits: a paid call starts only if this invocation would stay within the cap were it and every call in flight charged (lost
+ * answers count as charged). While in-flight calls fill the cap callers wait (a miss frees its place); once spent reaches it, all are told no.
+ */
+export class CreditBudget {
+  private spent = 0;
+  private reserved = 0;
+  private waiters: (() => void)[] = [];
+
+  constructor(private readonly limit: number | null) {}
+
+  get exhausted(): boolean {
+    return this.limit !== null && this.spent >= this.limit;
+  }
+
+  /** True when a call may start (and holds a place until settle), false when the cap is spent. */
+  async acquire(signal: AbortSignal): Promise<boolean> {
+    for (;;) {
+      if (signal.aborted || this.exhausted) return false;
+      if (this.limit === null || this.spent + this.reserved < this.limit) {
+        this.reserved++;
+        return true;
+      }
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          signal.removeEventListener('abort', done);
+          resolve();
+        };
+        this.waiters.push(done);
+        signal.addEventListener('abort', done, { once: true });
+      });
+    }
+  }
+
+  /** Ends a place with what the call cost (0 for a miss or a call never sent). */
+  settle(charged: number): void {
+    this.reserved = Math.max(0, this.reserved - 1);
+    this.spent += charged;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const wake of waiters) wake();
+  }
+}
+
+/** Keys earlier runs may have been charged under are settled first: new purchases wait until each has its first answer, so a failing idempotency layer charges nothing new. */
+export class ResumeGate {
+  private readonly waiting: Set<number>;
+  private opened: Promise<void>;
+  private open: () => void = () => {};
+
+  constructor(resuming: Iterable<number>) {
+    this.waiting = new Set(resuming);
+    this.opened = new Promise<void>((resolve) => (this.open = resolve));
+    if (this.waiting.size === 0) this.open();
+  }
+
+  holds(index: number): boolean {
+    return this.waiting.has(index);
+  }
+
+  /** The company at `index` got its first answer, or is done: one fewer to wait for. */
+  arrive(index: number): void {
+    if (this.waiting.delete(index) && this.waiting.size === 0) this.open();
+  }
+
+  /** Resolves once every resumed company has arrived, or the signal stops the run. */
+  wait(signal: AbortSignal): Promise<void> {
+    if (this.waiting.size === 0 || signal.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      signal.addEventListener('abort', done, { once: true });
+      void this.opened.then(done);
+    });
   }
 }

@@ -2,11 +2,9 @@ import type { ServiceClient } from '../api/client.js';
 import { DEFAULT_MAX_RETRY_AFTER_SECONDS, type RetryPolicy } from '../api/retry.js';
 import type { Claim, IntentEvent, StoreEvent } from '../store/types.js';
 import { attempter } from './attempt.js';
-import { CreditBudget } from './budget.js';
 import type { Clock } from './clock.js';
-import { enrichStep } from './enrich-step.js';
+import { CreditBudget, enrichStep, ResumeGate } from './enrich-step.js';
 import { Health } from './health.js';
-import { ResumeGate } from './resume-gate.js';
 import { matchStep } from './match-step.js';
 import type { ProgressSink } from './progress.js';
 import { StoppedError, type Flow } from './flow.js';
@@ -16,8 +14,8 @@ import { Tasks } from './tasks.js';
 
 export type { Stop } from './stops.js';
 
-export { DEFAULT_SETTLE_MS } from './keys.js';
-import { DEFAULT_SETTLE_MS } from './keys.js';
+export { DEFAULT_SETTLE_MS } from './run-purchase.js';
+import { DEFAULT_SETTLE_MS } from './run-purchase.js';
 
 /** Where outcomes go: the store (or, in tests, anything that keeps them). */
 export interface EventSink {
@@ -56,7 +54,7 @@ export interface ExecuteDeps {
   store: EventSink;
   clock: Clock;
   random: () => number;
-  /** The key for a company's purchase generation and key version (pipeline/keys.ts). */
+  /** The key for a company's purchase generation and key version (pipeline/idempotency-key.ts). */
   idempotencyKey(company: Company, version: number): string;
   /** A company first met in this run's matches: load what the store holds of it, and plan. */
   planCompany(company: Company): Promise<void> | void;

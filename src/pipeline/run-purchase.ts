@@ -1,3 +1,4 @@
+import { ApiError, IN_PROGRESS, RateLimitedError } from '../api/errors.js';
 import { longest } from '../store/purchase.js';
 import type { Claim, EnrichEvent, HeldCompany, IntentEvent, Purchase } from '../store/types.js';
 import type { CompanyPlan } from './plan.js';
@@ -31,7 +32,7 @@ export interface KnownPurchase {
   readonly refresh: boolean;
   /** When the record shown was bought (ms since the epoch); null when none is held. */
   readonly boughtAt: number | null;
-  /** Keys this run retired on the settle rule (pipeline/keys.ts): each may have been charged. */
+  /** Keys this run retired on the settle rule (pipeline/run-purchase.ts): each may have been charged. */
   readonly unconfirmed: number;
 }
 
@@ -159,4 +160,92 @@ export function onRelease(p: RunPurchase): Move {
 /** An intent this run sent nothing under, given back: nothing under its key is at risk (never an uncertain one). */
 export function onUnclaim(p: RunPurchase): Move {
   return p.state === 'claimed' || p.state === 'released' ? { purchase: unclaimed(p.error) } : {};
+}
+
+// The key's rules: what an error proves about the Idempotency-Key it came under.
+
+/** A paid call whose answer was lost is taken to have finished at the service after this. */
+export const DEFAULT_SETTLE_MS = 60_000;
+
+/**
+ * What a failed paid attempt proves about its Idempotency-Key (docs/failures.md "A lost answer"):
+ * - retired: every attempt under it got the service's own error, and errors never charge (spec 7.2): the next takes a new key
+ *   (else a stored error would replay forever);
+ * - settled: retired on the settle rule: an attempt lost its answer, and once it must have finished the service answered the key with an
+ *   error. A charged key would have replayed its record (4.2), so only a broken idempotency layer could have charged it: it counts as
+ *   possibly spent (`credits_unconfirmed`), and the new key goes at once (the error may be an old one replayed);
+ * - kept: an attempt may have been charged unseen: every retry and resume reuses the key until it is replayed or settled;
+ * - null: a 429, from the rate limiter in front, proves nothing.
+ * A `requestId` proves nothing: the spec makes it optional (2.5) and never says it is unique.
+ */
+export type KeyVerdict = 'retired' | 'settled' | 'kept' | null;
+
+export function keyVerdict(company: { readonly purchase: RunPurchase }, error: unknown, settle: Settle = NEVER): KeyVerdict {
+  if (error instanceof RateLimitedError) return null;
+  const p = company.purchase;
+  // "Still running" under a key lost before: that attempt may yet be charged, whatever the settle time says.
+  if (error instanceof ApiError && error.status === IN_PROGRESS && p.state === 'uncertain') return 'kept';
+  if (!(error instanceof ApiError) || !error.definitive) return 'kept';
+  if (p.state !== 'uncertain') return 'retired';
+  return settled(p.lostAt, settle, p.settleMs) ? 'settled' : 'kept';
+}
+
+/** When a lost attempt must have finished: after it, the service's own error under the same key proves the key uncharged (a charged key replays its record). */
+export interface Settle {
+  now: number;
+  /** How long a paid call may go on at the service after its answer was lost. */
+  afterMs: number;
+  /** Whether the service answered afresh after `at` (health.ts): an outage in front of the idempotency layer answers 500 to a charged key too. */
+  answeredSince(at: number): boolean;
+}
+const NEVER: Settle = { now: 0, afterMs: Number.POSITIVE_INFINITY, answeredSince: () => false };
+
+/** `lostAt`: when an attempt under the key last went unanswered (null: unknown). `recordedMs`: the sending run's settle, which a shorter one here never cuts. */
+export function settled(lostAt: number | null, settle: Settle, recordedMs: number | null = null): boolean {
+  return lostAt !== null && settle.now - lostAt >= settleAfter(settle.afterMs, recordedMs) && settle.answeredSince(lostAt);
+}
+
+/** How long a lost attempt may still run: this run's settle, or the sending run's if longer. */
+export const settleAfter = (ownMs: number, recordedMs: number | null): number => Math.max(ownMs, recordedMs ?? 0);
+
+// The paid call's steps: what it does next, asked of the purchase and where the call stands.
+
+/** Where one paid call stands besides its purchase: its --max-credits place and the lease its claim was made under. */
+export interface CallStand {
+  /** Keys retired on the settle rule that the call's place has paid for so far. */
+  readonly counted: number;
+  /** The run's lease lapsed (a pause, a stall) since the call last asked: its claims may have been taken over. */
+  readonly lapsed: boolean;
+  /** The lease epoch the call's claim was made in; null before its first. */
+  readonly claimedIn: number | null;
+  /** The lease epoch now. */
+  readonly epoch: number;
+  /** The claim was answered for this attempt (an uncertain key stays uncertain once claimed). */
+  readonly claimedNow: boolean;
+}
+
+/**
+ * Before each attempt leaves: `place`, pay the place for a key the settle rule retired (it may have been charged) and take a new one;
+ * `renew`, the lease lapsed, so renew it before claiming again; `claim`, write the intent (the first, one from an earlier lease, or an
+ * uncertain key's, which dates its send); `send`, the request may leave.
+ */
+export function nextPaidStep(k: KnownPurchase, s: CallStand): 'place' | 'renew' | 'claim' | 'send' {
+  if (k.unconfirmed !== s.counted) return 'place';
+  if (s.lapsed) return 'renew';
+  if (s.claimedIn === s.epoch && (s.claimedNow || k.purchase.state === 'claimed')) return 'send';
+  return 'claim';
+}
+
+/** What a finished call's --max-credits place spent: its charge (at least one under a key perhaps charged unseen) and the keys retired on the settle rule since it was counted. */
+export const placeSpent = (k: KnownPurchase, charged: number, counted: number): number => (chargeMayBeUnseen(k.purchase) ? Math.max(charged, 1) : charged) + k.unconfirmed - counted;
+
+/**
+ * After an answered attempt left a lost key kept: the wait until it settles, when the run should wait that out and try once more (at most
+ * `maxMs`, and never longer than the settle itself); null when the company is left to a later run.
+ */
+export function settleWait(p: RunPurchase, now: number, ownMs: number, maxMs: number): { ms: number; lostAt: number } | null {
+  if (p.state !== 'uncertain' || p.lostAt === null) return null;
+  const settleMs = settleAfter(ownMs, p.settleMs);
+  const wait = p.lostAt + settleMs - now;
+  return wait > Math.min(settleMs, maxMs) ? null : { ms: Math.max(0, wait), lostAt: p.lostAt };
 }

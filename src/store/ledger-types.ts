@@ -15,7 +15,7 @@ export interface ServiceHoldings {
   runs: number;
   /** Purchases whose intent may have been charged without an answer seen (money at risk). */
   open: number;
-  /** Keys retired on the settle rule (pipeline/keys.ts): a credit each may have been charged unseen. */
+  /** Keys retired on the settle rule (pipeline/run-purchase.ts): a credit each may have been charged unseen. */
   unconfirmed: number;
   oldest: number | null;
   newest: number | null;

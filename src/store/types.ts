@@ -53,7 +53,7 @@ export interface EnrichEvent {
   code?: string;
   /** error: "retired": no attempt under the key can have been charged, the next takes v+1; "kept": one may have been charged unseen, so retries must reuse the key. */
   verdict?: 'retired' | 'kept';
-  /** error, retired on the settle rule (pipeline/keys.ts): the answer was lost, so it counts as possibly spent. */
+  /** error, retired on the settle rule (pipeline/run-purchase.ts): the answer was lost, so it counts as possibly spent. */
   unconfirmed?: boolean;
   /** error: asking again cannot help (422). */
   final?: boolean;

@@ -7,7 +7,7 @@ import type { Purchase, StoreEvent } from '../../src/store/types.js';
 import { systemClock } from '../../src/pipeline/clock.js';
 import { execute } from '../../src/pipeline/execute.js';
 import { idempotencyKey } from '../../src/pipeline/idempotency-key.js';
-import { keyVerdict } from '../../src/pipeline/keys.js';
+import { keyVerdict } from '../../src/pipeline/run-purchase.js';
 import { decideRetry, DEFAULT_RETRY_POLICY } from '../../src/api/retry.js';
 import { Progress } from '../../src/pipeline/progress.js';
 import { Flow } from '../../src/pipeline/flow.js';

@@ -5,7 +5,7 @@ import { systemClock } from '../../src/pipeline/clock.js';
 import { execute, type EventSink } from '../../src/pipeline/execute.js';
 import type { Clock } from '../../src/pipeline/clock.js';
 import { Progress } from '../../src/pipeline/progress.js';
-import { ResumeGate } from '../../src/pipeline/resume-gate.js';
+import { ResumeGate } from '../../src/pipeline/enrich-step.js';
 import { Flow } from '../../src/pipeline/flow.js';
 import { RunState } from '../../src/pipeline/state.js';
 import { memoryStore } from '../helpers/memory-store.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { chargeMayBeUnseen, FIRST_PURCHASE, isOpen, keyOf, onClaim, onEnrich, onPlan, onRelease, onUnclaim, rowStatus, type KnownPurchase, type RunPurchase, type TimedIntent } from '../../src/pipeline/run-purchase.js';
+import { chargeMayBeUnseen, FIRST_PURCHASE, isOpen, keyOf, nextPaidStep, onClaim, onEnrich, onPlan, onRelease, onUnclaim, placeSpent, rowStatus, settleWait, type CallStand, type KnownPurchase, type RunPurchase, type TimedIntent } from '../../src/pipeline/run-purchase.js';
 import type { CompanyPlan } from '../../src/pipeline/plan.js';
 import type { Claim, EnrichEvent, HeldCompany } from '../../src/store/types.js';
 import { openPurchase } from '../helpers/records.js';
@@ -106,5 +106,41 @@ describe('a purchase as the run knows it', () => {
       expect(onUnclaim({ ...claimed, error: 'internal' })).toStrictEqual({ purchase: { state: 'unclaimed', error: 'internal' } });
       expect([onUnclaim(uncertain), onUnclaim(failed)]).toStrictEqual([{}, {}]);
     });
+  });
+});
+
+describe("a paid call's next step", () => {
+  const stand = (over: Partial<CallStand> = {}): CallStand => ({ counted: 0, lapsed: false, claimedIn: 3, epoch: 3, claimedNow: false, ...over });
+  it('pays a retired key first, renews a lapsed lease, claims unless this lease holds the claim, then sends', () => {
+    const cases: [string, KnownPurchase, CallStand, ReturnType<typeof nextPaidStep>][] = [
+      ['first attempt: no claim yet', known(unclaimed), stand({ claimedIn: null }), 'claim'],
+      ['claimed in this lease', known(claimed), stand(), 'send'],
+      ['claimed in an earlier lease', known(claimed), stand({ claimedIn: 2 }), 'claim'],
+      ['lease lapsed: renew before anything is claimed', known(claimed), stand({ lapsed: true }), 'renew'],
+      ['a key retired on the settle rule since the place was counted', known(unclaimed, { unconfirmed: 1 }), stand({ lapsed: true }), 'place'],
+      ['uncertain: claimed again to date its send', known(uncertain), stand(), 'claim'],
+      ['uncertain, claimed for this attempt', known(uncertain), stand({ claimedNow: true }), 'send'],
+      ['claimed for this attempt, but a lapse since moved the epoch', known(uncertain), stand({ claimedNow: true, epoch: 4 }), 'claim'],
+      ['retired key: a new intent', known(unclaimed, { keyVersion: 2 }), stand(), 'claim'],
+    ];
+    expect(cases.map(([name, k, s]) => [name, nextPaidStep(k, s)])).toStrictEqual(cases.map(([name, , , step]) => [name, step]));
+  });
+
+  it("spends a place's charge, at least one under a key perhaps charged, and each key retired since it was counted", () => {
+    expect(placeSpent(known({ state: 'bought' }), 2, 0)).toBe(2);
+    expect(placeSpent(known({ state: 'missed' }), 0, 0)).toBe(0);
+    expect(placeSpent(known(uncertain), 0, 0)).toBe(1);
+    expect(placeSpent(known({ ...failed, mayBeCharged: true }), 0, 0)).toBe(1);
+    expect(placeSpent(known({ state: 'bought' }, { unconfirmed: 3 }), 1, 1)).toBe(3);
+  });
+
+  it("waits out a lost key's settle only when it is due within it and the limit", () => {
+    const lost = (lostAt: number, settleMs: number | null = null): RunPurchase => ({ ...uncertain, lostAt, settleMs } as RunPurchase);
+    expect(settleWait(lost(NOW - 50_000), NOW, 60_000, 120_000)).toStrictEqual({ ms: 10_000, lostAt: NOW - 50_000 });
+    expect(settleWait(lost(NOW - 70_000), NOW, 60_000, 120_000)).toStrictEqual({ ms: 0, lostAt: NOW - 70_000 });
+    expect(settleWait(lost(NOW, 300_000), NOW, 60_000, 120_000)).toBeNull();
+    expect(settleWait(lost(NOW - 200_000, 300_000), NOW, 60_000, 120_000)).toStrictEqual({ ms: 100_000, lostAt: NOW - 200_000 });
+    expect(settleWait({ ...uncertain, lostAt: null } as RunPurchase, NOW, 60_000, 120_000)).toBeNull();
+    expect(settleWait(claimed, NOW, 60_000, 120_000)).toBeNull();
   });
 });
