@@ -139,6 +139,8 @@ export interface SimServerOptions {
    * queue, first come first served, and their latency grows with the queue. Default: no limit.
    */
   capacity?: number;
+  /** From `atMs` on, the ceiling is `rate` (a bucket as deep as before): a plan changed mid-run. */
+  falls?: { atMs: number; rate: number };
   seed?: number;
 }
 
@@ -172,7 +174,8 @@ class SimService {
   private busyUntil = 0;
   private firstAt: number | undefined;
   private lastAt = 0;
-  private readonly gate: RateGate;
+  private gate: RateGate;
+  private fallen = false;
   private readonly latency: () => number;
   private readonly way: () => number;
 
@@ -213,6 +216,11 @@ class SimService {
     if (way > 0) await this.clock.sleep(way);
     this.firstAt ??= this.clock.now();
     this.lastAt = this.clock.now();
+    const falls = this.server.falls;
+    if (falls !== undefined && !this.fallen && this.clock.now() >= falls.atMs) {
+      this.fallen = true;
+      this.gate = rateGate({ rate: falls.rate, burst: this.server.burst, tickMs: this.server.tickMs, windowMs: this.server.windowMs }, this.clock.now()) as RateGate;
+    }
     const taken = this.gate.take(this.clock.now());
     if (!taken.ok) {
       this.rateLimited++;

@@ -8,7 +8,7 @@ const trace = process.env.TRACE === '1';
 const observe = (flow: Flow, clock: SimClock, m: number): void => {
   const tick = async (): Promise<void> => {
     for (;;) {
-      await clock.sleep(500);
+      await clock.sleep(Number(process.env.EVERY ?? 500));
       const f = flow as unknown as Record<string, number | string | boolean>;
       console.log(`m${m}`, (clock.now() / 1000).toFixed(1), 'rate', Number(f.rate).toFixed(1), 'thr', Number(f.threshold).toFixed(1), 'win', f.window, f.slowStart ? 'slow' : '', f.depth, 'wait', f.waiting, 'paused', Math.max(0, Number(f.pausedUntil) - clock.now()).toFixed(0), 'pauses', f.pauses);
     }
@@ -16,7 +16,7 @@ const observe = (flow: Flow, clock: SimClock, m: number): void => {
   void tick();
 };
 const out: string[] = [];
-for (const seed of trace ? [1] : [1, 2, 3]) {
+for (const seed of trace ? [Number(process.env.SEED ?? 1)] : [1, 2, 3]) {
   const r = await simulateMachines({ rate: 100, burst: 20, latencyMs: 2, seed, way: { kind: 'lognormal', medianMs: 0.1, sigma: 1.2, maxMs: 50 } }, domains, 2, stagger, trace ? observe : undefined);
   out.push(`${r.ofCeiling.toFixed(3)} 429 ${(r.share429 * 100).toFixed(2)}% ${(r.elapsedMs / 1000).toFixed(1)}s`);
 }
