@@ -268,10 +268,12 @@ class EnrichStep {
     };
     // The intent is on disk before the paid request leaves, so a crash resumes with the same key and the service replays instead of charging.
     const before = async (): Promise<boolean> => {
-      let lapsed = lapsedInQueue || this.deps.leaseLapsed();
+      let lapsed = lapsedInQueue;
       lapsedInQueue = false;
       let claimedNow = false;
       for (;;) {
+        // Asked at every step: a wait for a new place may outlast the lease.
+        lapsed ||= this.deps.leaseLapsed();
         const epoch = this.deps.leaseEpoch();
         switch (nextPaidStep(c, { counted: place.counted, lapsed, claimedIn, epoch, claimedNow })) {
           case 'send':
