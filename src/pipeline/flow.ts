@@ -49,6 +49,14 @@ const JITTER_SHARE = 0.015;
 const SHARE_SPAN = 200;
 /** CUBIC's time back to the plateau after a cut against a deep bucket. */
 const CUBIC_SECONDS = 5;
+/**
+ * No refusal for QUIET_MS (and, against a one-token bucket, whose jitter refuses a share, QUIET_SHALLOW requests): the ceiling may have
+ * moved (a machine sharing the key stopped), so the pace probes, doubling a second, and lands PROBE_LANDING under what it finds.
+ */
+const QUIET_MS = 4_000;
+const QUIET_SHALLOW = 300;
+const PROBE_GROWTH = 2;
+const PROBE_LANDING = 0.8;
 /** Accepted answers are measured over the last second, and sustained over the last SUSTAINED_MS (a deep bucket's last tokens inflate one second). */
 const SUSTAINED_MS = 3_000;
 /** A first wave with at most this many accepted, and at least as many more refused, is a one-token bucket. */
@@ -176,6 +184,7 @@ export class Flow {
   private roundTrip = Number.POSITIVE_INFINITY;
   private released = 0;
   private lastRefusal = Number.NEGATIVE_INFINITY;
+  private lastRefusalAt = Number.NEGATIVE_INFINITY;
   private refusalBefore = Number.NEGATIVE_INFINITY;
   private readonly cuts = new Recent(CLUSTER_CUTS);
   /** The share of paced requests refused, a moving average over about SHARE_SPAN. */
@@ -185,6 +194,8 @@ export class Flow {
   private readonly latency: Record<Lane, LaneLatency> = { enrich: new LaneLatency(), match: new LaneLatency() };
   private smoothed = 0;
   private growth = 0;
+  /** A quiet probe's pace before it began; null while none is on. */
+  private probeBase: number | null = null;
 
   /** `concurrency`: the most requests ever in flight (the window is learned below it). */
   constructor(
@@ -334,7 +345,14 @@ export class Flow {
       return;
     }
     const dt = Math.min(1000, now - this.lastGrowth) / 1000;
-    if (this.depth === 'shallow' && !this.slowStart) {
+    if (this.probeBase !== null) {
+      this.lastGrowth = now;
+      this.rate = Math.min(this.rate * PROBE_GROWTH ** dt, 2 * this.acceptedTimes.since(now - 1000));
+    } else if (!this.slowStart && now - this.lastRefusalAt >= QUIET_MS && (this.depth !== 'shallow' || this.released - this.lastRefusal >= QUIET_SHALLOW)) {
+      // Long with no refusal: the ceiling may have moved (a machine sharing the key stopped). Probe for it.
+      this.probeBase = this.rate;
+      this.lastGrowth = now;
+    } else if (this.depth === 'shallow' && !this.slowStart) {
       this.rate *= 1 + (STEP * SHALLOW_SHARE) / (1 - SHALLOW_SHARE);
     } else if (dt < 0.05) {
       return;
@@ -370,18 +388,35 @@ export class Flow {
       // The first 429: everything in flight went too fast, so everyone waits once, then goes on at what was accepted so far.
       this.pause(now, retryAfterSeconds);
       this.rate = Math.max(1, this.acceptedAll / Math.max(1, (now - (this.startedAt ?? now)) / 1000));
-      this.firstRefusalAt = this.lastCut = this.lastGrowth = now;
+      this.firstRefusalAt = this.lastCut = this.lastGrowth = this.lastRefusalAt = now;
       this.waveRefused = 1;
       if (this.acceptedAll > SHALLOW_WAVE) this.depth = 'deep';
       return;
     }
     // Answers to requests sent before the last cut say nothing about the pace since.
     if (sentAt <= this.lastCut) return;
+    if (this.probeBase !== null) {
+      // The probe found the ceiling: from a little under it (never below where it began), the curve climbs back to just under it.
+      const measured = this.acceptedTimes.since(now - 1000);
+      const found = Math.min(this.rate * BACKOFF, measured * PLATEAU);
+      this.rate = Math.max(this.probeBase, found * PROBE_LANDING);
+      // Found no more than a landing under it gives: the ceiling is where the pace was (a deep bucket or a fixed window overstates it).
+      this.threshold = this.rate > this.probeBase ? found : this.rate;
+      this.probeBase = null;
+      this.refusalBefore = this.lastRefusal;
+      this.lastRefusal = this.released;
+      this.lastRefusalAt = now;
+      this.climbFrom(now);
+      // What the probe spent (a fixed window's whole count) is refused for up to a Retry-After more: no cut for that.
+      this.lastCut = now + Math.min(1000, retryAfterSeconds * 1000);
+      return;
+    }
     const shallow = this.depth === 'shallow';
     this.refusedShare += (1 - this.refusedShare) / SHARE_SPAN;
     const dense = shallow ? this.released - this.refusalBefore < SHALLOW_DENSE : this.released - this.lastRefusal < DENSE_SPACING;
     this.refusalBefore = this.lastRefusal;
     this.lastRefusal = this.released;
+    this.lastRefusalAt = now;
     if (dense) {
       this.cut(now, retryAfterSeconds);
     } else if (this.depth === 'deep' || (this.depth === 'unknown' && this.refusedShare > JITTER_SHARE)) {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { RateLimitedError } from '../../src/api/errors.js';
 import { Flow, StoppedError } from '../../src/pipeline/flow.js';
 import type { LatencySpec } from '../../src/sandbox/latency.js';
-import { SimClock, simulate, simulatePaced, simulatePasses, type SimResult, type SimServerOptions } from '../helpers/sim.js';
+import { SimClock, simulate, simulateMachines, simulatePaced, simulatePasses, type SimResult, type SimServerOptions } from '../helpers/sim.js';
 
 const refusal = (retryAfterSeconds = 1): RateLimitedError => new RateLimitedError({ status: 429, code: 'rate_limited', message: 'rate_limited (HTTP 429)', requestId: undefined, problem: undefined, definitive: true }, retryAfterSeconds);
 
@@ -293,4 +293,19 @@ describe('against what real services do (simulated time, the real executor)', ()
     for (const ratio of ratios) expect(ratio).toBeGreaterThanOrEqual(0.93);
     for (const share of shares) expect(share).toBeLessThanOrEqual(0.05);
   });
+});
+
+describe('two machines on one key (simulated time, the real executor)', () => {
+  const WAY: LatencySpec = { kind: 'lognormal', medianMs: 0.1, sigma: 1.2, maxMs: 50 };
+  // Each learns the key apart: the one left when the other stops finds the ceiling again (a quiet stretch, then a probe), and one
+  // joining a key the other keeps empty is not left at the share it first got.
+  for (const staggerMs of [0, 10_000]) {
+    it(`reach 0.93 of its ceiling together with at most 5% 429s, the second starting ${staggerMs / 1000} s later`, async () => {
+      for (const seed of [1, 2]) {
+        const r = await simulateMachines({ rate: 100, burst: 20, latencyMs: 2, seed, way: WAY }, 2000, 2, staggerMs);
+        expect(r.ofCeiling, `seed ${seed}`).toBeGreaterThanOrEqual(0.93);
+        expect(r.share429, `seed ${seed}`).toBeLessThanOrEqual(0.05);
+      }
+    });
+  }
 });
