@@ -15,12 +15,12 @@ const observe = (flow: Flow, clock: SimClock, m: number): void => {
   };
   void tick();
 };
-// SEEDS=n runs seeds 1..n (3); the last line gives the least and median share of the ceiling, and the most 429s.
+// RATE and BURST set the key (100 req/s, 20); SEEDS=n runs seeds 1..n (3); the last line gives the least and median share of the ceiling, and the most 429s.
 const out: string[] = [];
 const shares: number[] = [];
 let most429 = 0;
 for (const seed of trace ? [Number(process.env.SEED ?? 1)] : Array.from({ length: Number(process.env.SEEDS ?? 3) }, (_, i) => i + 1)) {
-  const r = await simulateMachines({ rate: 100, burst: 20, latencyMs: 2, seed, way: { kind: 'lognormal', medianMs: 0.1, sigma: 1.2, maxMs: 50 } }, domains, 2, stagger, trace ? observe : undefined);
+  const r = await simulateMachines({ rate: Number(process.env.RATE ?? 100), burst: Number(process.env.BURST ?? 20), latencyMs: 2, seed, way: { kind: 'lognormal', medianMs: 0.1, sigma: 1.2, maxMs: 50 } }, domains, 2, stagger, trace ? observe : undefined);
   out.push(`${r.ofCeiling.toFixed(3)} 429 ${(r.share429 * 100).toFixed(2)}% ${(r.elapsedMs / 1000).toFixed(1)}s`);
   shares.push(r.ofCeiling);
   most429 = Math.max(most429, r.share429);
