@@ -81,32 +81,32 @@ class EnrichStep {
     this.record = this.deps.record;
   }
 
-  /** Companies whose claim is out or purchase unsettled, each (maybe) holding a budget reservation: a capped claim waits while any is left, since a miss gives its room back. */
+  /** Companies whose claim is out or purchase open, each (maybe) holding a budget reservation: a capped claim waits while any is left, since a miss gives its room back. */
   private readonly reserving = new Set<number>();
-  private settled: (() => void)[] = [];
-  /** A monthly cap turned a claim away with nothing left to settle: no new purchase starts, but one already holding its reservation finishes (else it stays held). */
+  private roomWaiters: (() => void)[] = [];
+  /** A monthly cap turned a claim away with nothing of its own left open: no new purchase starts, but one already holding its reservation finishes (else it stays held). */
   private capped = false;
 
   private wakeAll(): void {
-    const waiters = this.settled;
-    this.settled = [];
+    const waiters = this.roomWaiters;
+    this.roomWaiters = [];
     for (const wake of waiters) wake();
   }
 
   /**
-   * `wake`: waiters ask again when `freed` (a purchase charged nothing) or none of this run's is left to settle. Not after a claim was
-   * itself turned away: two would wake each other for ever. `settles` counts wakes, so a claim out during one asks again.
+   * `wake`: waiters ask again when `freed` (a purchase charged nothing) or none of this run's is left open. Not after a claim was
+   * itself turned away: two would wake each other for ever. `wakes` counts them, so a claim out during one asks again.
    */
-  private settles = 0;
+  private wakes = 0;
   private letGo(c: Company, wake = true, freed = false): void {
     if (this.reserving.delete(c.index) && wake && (freed || this.reserving.size === 0)) {
-      this.settles++;
+      this.wakes++;
       this.wakeAll();
     }
   }
 
-  /** Resolves when another of this run's reservations settles, or the run stops buying. */
-  private nextSettle(): Promise<void> {
+  /** Resolves when another of this run's reservations is done with, or the run stops buying. */
+  private nextRoom(): Promise<void> {
     const signal = this.stops.paid.signal;
     return new Promise<void>((resolve) => {
       if (signal.aborted) return resolve();
@@ -114,7 +114,7 @@ class EnrichStep {
         signal.removeEventListener('abort', done);
         resolve();
       };
-      this.settled.push(done);
+      this.roomWaiters.push(done);
       signal.addEventListener('abort', done, { once: true });
     });
   }
@@ -134,7 +134,7 @@ class EnrichStep {
         if (this.capped && !holdsReservation(c.purchase)) return false;
         const intent: TimedIntent = { type: 'intent', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, key: this.keyOf(c), at: this.deps.now(), freshSince: this.deps.freshSince, settleMs: this.deps.settleMs };
         this.reserving.add(c.index);
-        const seen = this.settles;
+        const seen = this.wakes;
         const claim = await this.deps.claim(intent);
         if (claim.kind !== 'ok') this.letGo(c, claim.kind !== 'capped');
         // Claimed (a takeover leaves the key uncertain), reused, adopted where it stands, or held by another run.
@@ -145,16 +145,16 @@ class EnrichStep {
           case 'held':
             return false;
           case 'capped':
-            // No room under a monthly cap: nothing written or sent. While this run has purchases unsettled one may free room,
+            // No room under a monthly cap: nothing written or sent. While this run has purchases open one may free room,
             // so ask again then; with none, stop buying (exit 4), leaving no reservation behind.
-            if (this.settles !== seen) continue;
+            if (this.wakes !== seen) continue;
             if (this.reserving.size > 0) {
               // Its --max-credits place is given up meanwhile: the purchase waited on may need one.
               if (place.held) {
-                this.deps.budget.settle(0);
+                this.deps.budget.close(0);
                 place.held = false;
               }
-              await this.nextSettle();
+              await this.nextRoom();
               place.held = await this.acquire();
               if (!place.held) return false;
               continue;
@@ -213,7 +213,7 @@ class EnrichStep {
     this.record({ type: 'enrich', company: c.domain, generation: c.generation, keyVersion: c.keyVersion, status: 'error', code: error.code, charged: error.charged, final: true, at: this.deps.now() });
   }
 
-  private settle(): Settle {
+  private settleRule(): Settle {
     return { now: this.deps.now(), afterMs: this.deps.settleMs, answeredSince: (at) => this.deps.health.answeredSince(at) };
   }
 
@@ -242,7 +242,7 @@ class EnrichStep {
 
   /** A key retired on the settle rule may have been charged: its --max-credits place is spent, and the new key's attempt needs its own. False: none left. */
   private async replaceSpentPlace(c: Company, place: Place): Promise<boolean> {
-    this.deps.budget.settle(c.unconfirmed - place.counted);
+    this.deps.budget.close(c.unconfirmed - place.counted);
     place.counted = c.unconfirmed;
     place.held = await this.acquire();
     return place.held;
@@ -305,7 +305,7 @@ class EnrichStep {
           this.recordUnusable(c, error);
           return undefined;
         }
-        const verdict = keyVerdict(c, error, this.settle());
+        const verdict = keyVerdict(c, error, this.settleRule());
         if (verdict === null) return undefined;
         // An error under a lost key, with nothing since showing the paid endpoint up, may be a replay or an outage: probe now,
         // before the retries and the breaker decide for want of it.
@@ -402,7 +402,7 @@ class EnrichStep {
       try {
         outcome = await this.buy(c, sentKeys, place, arrived, () => (heldByUs = true));
       } finally {
-        if (place.held) this.deps.budget.settle(placeSpent(c, outcome.charged, place.counted));
+        if (place.held) this.deps.budget.close(placeSpent(c, outcome.charged, place.counted));
         this.unclaim(c, sentKeys);
         this.letGo(c, true, !(outcome.charged > 0));
       }
@@ -430,7 +430,7 @@ export class CreditBudget {
     return this.limit !== null && this.spent >= this.limit;
   }
 
-  /** True when a call may start (and holds a place until settle), false when the cap is spent. */
+  /** True when a call may start (and holds a place until closed), false when the cap is spent. */
   async acquire(signal: AbortSignal): Promise<boolean> {
     for (;;) {
       if (signal.aborted || this.exhausted) return false;
@@ -449,8 +449,8 @@ export class CreditBudget {
     }
   }
 
-  /** Ends a place with what the call cost (0 for a miss or a call never sent). */
-  settle(charged: number): void {
+  /** Closes a place with what the call cost (0 for a miss or a call never sent). */
+  close(charged: number): void {
     this.reserved = Math.max(0, this.reserved - 1);
     this.spent += charged;
     const waiters = this.waiters;
@@ -459,7 +459,7 @@ export class CreditBudget {
   }
 }
 
-/** Keys earlier runs may have been charged under are settled first: new purchases wait until each has its first answer, so a failing idempotency layer charges nothing new. */
+/** Keys earlier runs may have been charged under are answered first: new purchases wait until each has its first answer, so a failing idempotency layer charges nothing new. */
 export class ResumeGate {
   private readonly waiting: Set<number>;
   private opened: Promise<void>;
