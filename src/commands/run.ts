@@ -451,7 +451,7 @@ async function executor(options: RunOptions, ctx: RunContext, progress: Progress
         maxCredits: options.maxCredits,
         retry: options.retry ?? DEFAULT_RETRY_POLICY,
         // One window's worth queued beyond the most in flight, so a freed slot never waits for a match; more only held memory.
-        matchWindow: options.concurrency + 32,
+        matchesQueued: options.concurrency + 32,
         graceMs: options.graceMs ?? 10_000,
         freshSince: freshSince(policy),
         ...(options.settleMs == null ? {} : { settleMs: options.settleMs }),

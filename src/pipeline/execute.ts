@@ -37,7 +37,7 @@ export interface ExecuteOptions {
   maxCredits: number | null;
   retry: RetryPolicy;
   /** The most matches queued or in flight; below it, the flow's window plus 32: enough to keep it busy, few enough to stay small. */
-  matchWindow: number;
+  matchesQueued: number;
   /** After an interrupt, how long requests already sent may take before they are abandoned. */
   graceMs: number;
   /** How long to wait before asking again about a purchase another live run holds open. */
@@ -78,8 +78,8 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   for (const company of resuming) enqueueEnrich(company);
   for (const company of state.companies) enqueueEnrich(company);
   // As many matches as the flow has room for now, and 32 more queued: what waits in its queue
-  // waits in memory, long enough to outlive a young collection or two (up to matchWindow).
-  const matchRoom = (): number => Math.min(options.matchWindow, deps.flow.window + 32);
+  // waits in memory, long enough to outlive a young collection or two (up to matchesQueued).
+  const matchRoom = (): number => Math.min(options.matchesQueued, deps.flow.window + 32);
   // The end game: once fewer matches are left than END_GAME_SECONDS at the pace, waiting matches go before waiting enriches
   // (none waiting longer than that), so a late match's enrich is not left trailing the run. Each pass starts in the usual order.
   let endGame = false;

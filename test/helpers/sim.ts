@@ -318,7 +318,7 @@ export async function simulatePasses(server: SimServerOptions, domains: number, 
     const stop = await clock.run(
       execute(
         state,
-        { dryRun, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchWindow: concurrency + 32, graceMs: 1000 },
+        { dryRun, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchesQueued: concurrency + 32, graceMs: 1000 },
         { client, flow, store: memoryStore(), clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress: progress.sink },
         new AbortController().signal,
       ),
@@ -357,7 +357,7 @@ export async function simulateMachines(server: SimServerOptions, domains: number
     observe?.(flow, clock, m);
     const stop = await execute(
       state,
-      { dryRun: false, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchWindow: 160, graceMs: 1000 },
+      { dryRun: false, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchesQueued: 160, graceMs: 1000 },
       { client, flow, store: memoryStore(), clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress: new Progress().sink },
       new AbortController().signal,
     );

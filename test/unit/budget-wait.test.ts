@@ -75,7 +75,7 @@ const matchAll: ServiceClient['match'] = async (domain) => ({ matched: true, cre
 function go(state: RunState, client: ServiceClient, store: EventSink, concurrency: number, maxCredits: number | null = null): ReturnType<typeof execute> {
   return execute(
     state,
-    { dryRun: false, maxCredits, retry: { maxAttempts: 3, maxRateLimitedAttempts: 3, baseDelayMs: 2, maxDelayMs: 4 }, matchWindow: 4, graceMs: 100, settleMs: 5 },
+    { dryRun: false, maxCredits, retry: { maxAttempts: 3, maxRateLimitedAttempts: 3, baseDelayMs: 2, maxDelayMs: 4 }, matchesQueued: 4, graceMs: 100, settleMs: 5 },
     {
       client,
       flow: new Flow(systemClock, concurrency),

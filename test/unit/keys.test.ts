@@ -148,7 +148,7 @@ async function run(
   const store = options.store ?? memoryStore();
   const stop = await execute(
     state,
-    { dryRun: false, maxCredits: options.maxCredits ?? null, retry: { maxAttempts: options.maxAttempts ?? 8, maxRateLimitedAttempts: options.maxRateLimited ?? 8, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100 },
+    { dryRun: false, maxCredits: options.maxCredits ?? null, retry: { maxAttempts: options.maxAttempts ?? 8, maxRateLimitedAttempts: options.maxRateLimited ?? 8, baseDelayMs: 1, maxDelayMs: 2 }, matchesQueued: 4, graceMs: 100 },
     {
       client: options.client?.(svc.client) ?? svc.client,
       flow: new Flow(systemClock, 2),

@@ -53,7 +53,7 @@ async function stateFor(domains: string[], store: MemoryRun): Promise<RunState> 
 const run = (state: RunState, client: ServiceClient, store: MemoryRun, concurrency: number): ReturnType<typeof execute> =>
   execute(
     state,
-    { dryRun: false, maxCredits: null, retry: { maxAttempts: 20, maxRateLimitedAttempts: 3, baseDelayMs: 2, maxDelayMs: 4 }, matchWindow: 4, graceMs: 100, settleMs: 5 },
+    { dryRun: false, maxCredits: null, retry: { maxAttempts: 20, maxRateLimitedAttempts: 3, baseDelayMs: 2, maxDelayMs: 4 }, matchesQueued: 4, graceMs: 100, settleMs: 5 },
     {
       client,
       flow: new Flow(systemClock, concurrency),

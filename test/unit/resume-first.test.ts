@@ -17,7 +17,7 @@ const record = (domain: string) => ({ matched: true as const, credits_charged: 1
 function run(state: RunState, client: ServiceClient, over: { store?: EventSink; clock?: Clock; busyPollMs?: number; interrupt?: AbortSignal } = {}) {
   return execute(
     state,
-    { dryRun: false, maxCredits: null, retry: { maxAttempts: 3, maxRateLimitedAttempts: 3, baseDelayMs: 1, maxDelayMs: 2 }, matchWindow: 4, graceMs: 100, ...(over.busyPollMs === undefined ? {} : { busyPollMs: over.busyPollMs }) },
+    { dryRun: false, maxCredits: null, retry: { maxAttempts: 3, maxRateLimitedAttempts: 3, baseDelayMs: 1, maxDelayMs: 2 }, matchesQueued: 4, graceMs: 100, ...(over.busyPollMs === undefined ? {} : { busyPollMs: over.busyPollMs }) },
     {
       client,
       flow: new Flow(systemClock, 8),
