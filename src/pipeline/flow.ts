@@ -50,11 +50,13 @@ const SHARE_SPAN = 200;
 /** CUBIC's time back to the plateau after a cut against a deep bucket. */
 const CUBIC_SECONDS = 5;
 /**
- * No refusal for QUIET_MS (and, against a one-token bucket, whose jitter refuses a share, QUIET_SHALLOW requests): the ceiling may have
- * moved (a machine sharing the key stopped), so the pace probes, doubling a second, and lands PROBE_LANDING under what it finds.
+ * Held to the pace for QUIET_MS with no refusal (against a one-token bucket, whose jitter refuses a share, also QUIET_SHALLOW requests):
+ * the ceiling may have moved (a machine sharing the key stopped), so the pace probes, doubling a second, and lands PROBE_LANDING under
+ * what it finds. A probe that found no more doubles the quiet the next needs, up to QUIET_MAX_MS.
  */
 const QUIET_MS = 4_000;
-const QUIET_SHALLOW = 300;
+const QUIET_MAX_MS = 8_000;
+const QUIET_SHALLOW = 100;
 const PROBE_GROWTH = 2;
 const PROBE_LANDING = 0.8;
 /** Accepted answers are measured over the last second, and sustained over the last SUSTAINED_MS (a deep bucket's last tokens inflate one second). */
@@ -184,7 +186,9 @@ export class Flow {
   private roundTrip = Number.POSITIVE_INFINITY;
   private released = 0;
   private lastRefusal = Number.NEGATIVE_INFINITY;
-  private lastRefusalAt = Number.NEGATIVE_INFINITY;
+  /** Time held to the pace since the last refusal (ms), as of lastQuietAt. */
+  private quiet = 0;
+  private lastQuietAt = 0;
   private refusalBefore = Number.NEGATIVE_INFINITY;
   private readonly cuts = new Recent(CLUSTER_CUTS);
   /** The share of paced requests refused, a moving average over about SHARE_SPAN. */
@@ -196,6 +200,10 @@ export class Flow {
   private growth = 0;
   /** A quiet probe's pace before it began; null while none is on. */
   private probeBase: number | null = null;
+  /** The quiet a probe needs: doubled by each probe that found nothing more, up to QUIET_MAX_MS; back to QUIET_MS once one does. */
+  private quietNeeded = QUIET_MS;
+  /** Whether quiet stretches are probed: not once a Retry-After over a second was seen. */
+  private probes = true;
 
   /** `concurrency`: the most requests ever in flight (the window is learned below it). */
   constructor(
@@ -213,6 +221,7 @@ export class Flow {
   remainingFrom(remaining: () => number): void {
     this.remaining = remaining;
     this.inTail = false;
+    this.endProbe();
   }
 
   /** From now on waiting matches go before waiting enriches, but no enrich waits over `atMostMs`; null: enriches first. */
@@ -341,14 +350,16 @@ export class Flow {
     // Grow only while requests wait for the pace (neither input nor window is the bottleneck), and not on answers sent before the last cut.
     const paceBound = this.waiting > 0 && this.inFlight < this.window;
     if (!this.paced || !paceBound || sentAt <= this.lastCut || this.tail()) {
-      this.lastGrowth = now;
+      this.lastGrowth = this.lastQuietAt = now;
       return;
     }
     const dt = Math.min(1000, now - this.lastGrowth) / 1000;
+    this.quiet += Math.min(1000, now - this.lastQuietAt);
+    this.lastQuietAt = now;
     if (this.probeBase !== null) {
       this.lastGrowth = now;
-      this.rate = Math.min(this.rate * PROBE_GROWTH ** dt, 2 * this.acceptedTimes.since(now - 1000));
-    } else if (!this.slowStart && now - this.lastRefusalAt >= QUIET_MS && (this.depth !== 'shallow' || this.released - this.lastRefusal >= QUIET_SHALLOW)) {
+      this.rate = Math.max(this.rate, Math.min(this.rate * PROBE_GROWTH ** dt, 2 * this.acceptedRate(now)));
+    } else if (this.probes && !this.slowStart && this.quiet >= this.quietNeeded && (this.depth !== 'shallow' || this.released - this.lastRefusal >= QUIET_SHALLOW)) {
       // Long with no refusal: the ceiling may have moved (a machine sharing the key stopped). Probe for it.
       this.probeBase = this.rate;
       this.lastGrowth = now;
@@ -358,9 +369,7 @@ export class Flow {
       return;
     } else if (this.slowStart) {
       this.lastGrowth = now;
-      const since = Math.max(now - 1000, this.pausedUntil);
-      const acceptedRate = (this.acceptedTimes.since(since) * 1000) / Math.max(100, now - since);
-      this.rate = Math.max(this.rate, Math.min(this.rate * SLOW_START ** dt, 2 * acceptedRate, this.threshold));
+      this.rate = Math.max(this.rate, Math.min(this.rate * SLOW_START ** dt, 2 * this.acceptedRate(now), this.threshold));
       if (this.rate >= this.threshold) this.slowStart = false;
     } else {
       // CUBIC's curve: fast at first, flat just under the ceiling, then probing past it.
@@ -374,6 +383,8 @@ export class Flow {
 
   private refused(sentAt: number, retryAfterSeconds: number): void {
     const now = this.clock.now();
+    // A wait of more than a second is no bucket refilling at a second's pace (a window, a daily quota): a probe there costs its whole wait.
+    if (retryAfterSeconds > 1) this.probes = false;
     if (sentAt <= this.firstRefusalAt) {
       // The first wave refused nearly whole: a one-token bucket, refilled in an interval, so nobody waits and the pace starts at one a round trip.
       if (++this.waveRefused > SHALLOW_WAVE && this.depth === 'unknown') {
@@ -388,27 +399,27 @@ export class Flow {
       // The first 429: everything in flight went too fast, so everyone waits once, then goes on at what was accepted so far.
       this.pause(now, retryAfterSeconds);
       this.rate = Math.max(1, this.acceptedAll / Math.max(1, (now - (this.startedAt ?? now)) / 1000));
-      this.firstRefusalAt = this.lastCut = this.lastGrowth = this.lastRefusalAt = now;
+      this.firstRefusalAt = this.lastCut = this.lastGrowth = now;
       this.waveRefused = 1;
       if (this.acceptedAll > SHALLOW_WAVE) this.depth = 'deep';
       return;
     }
     // Answers to requests sent before the last cut say nothing about the pace since.
     if (sentAt <= this.lastCut) return;
+    this.quiet = 0;
     if (this.probeBase !== null) {
-      // The probe found the ceiling: from a little under it (never below where it began), the curve climbs back to just under it.
-      const measured = this.acceptedTimes.since(now - 1000);
-      const found = Math.min(this.rate * BACKOFF, measured * PLATEAU);
-      this.rate = Math.max(this.probeBase, found * PROBE_LANDING);
-      // Found no more than a landing under it gives: the ceiling is where the pace was (a deep bucket or a fixed window overstates it).
-      this.threshold = this.rate > this.probeBase ? found : this.rate;
-      this.probeBase = null;
-      this.refusalBefore = this.lastRefusal;
-      this.lastRefusal = this.released;
-      this.lastRefusalAt = now;
-      this.climbFrom(now);
-      // What the probe spent (a fixed window's whole count) is refused for up to a Retry-After more: no cut for that.
-      this.lastCut = now + Math.min(1000, retryAfterSeconds * 1000);
+      // The probe found the ceiling: the pace refused, or what was accepted over the last second. If a little under it is more than where
+      // the probe began, the curve climbs from there back to just under it; if not, the pace is back where it began, and the next probe
+      // waits twice as long. Refusals of what the probe spent cut nothing for a Retry-After.
+      const found = Math.min(this.rate * BACKOFF, PLATEAU * this.acceptedTimes.since(now - 1000));
+      const base = this.endProbe();
+      const raised = found * PROBE_LANDING > base;
+      this.quietNeeded = raised ? QUIET_MS : Math.min(QUIET_MAX_MS, 2 * this.quietNeeded);
+      if (raised) {
+        [this.rate, this.threshold] = [found * PROBE_LANDING, found];
+        this.climbFrom(now);
+      }
+      this.lastCut = now + retryAfterSeconds * 1000;
       return;
     }
     const shallow = this.depth === 'shallow';
@@ -416,7 +427,6 @@ export class Flow {
     const dense = shallow ? this.released - this.refusalBefore < SHALLOW_DENSE : this.released - this.lastRefusal < DENSE_SPACING;
     this.refusalBefore = this.lastRefusal;
     this.lastRefusal = this.released;
-    this.lastRefusalAt = now;
     if (dense) {
       this.cut(now, retryAfterSeconds);
     } else if (this.depth === 'deep' || (this.depth === 'unknown' && this.refusedShare > JITTER_SHARE)) {
@@ -443,11 +453,9 @@ export class Flow {
     const compound = Math.min(shallow ? SHALLOW_COMPOUND : CLUSTER_CUTS, this.cuts.since(now - 1000) + 1);
     this.cuts.add(now);
     const measured = this.acceptedTimes.since(now - 1000);
-    const span = Math.min(SUSTAINED_MS, now - (this.startedAt ?? now));
-    const sustained = span < 1000 ? 0 : (this.acceptedTimes.since(now - span) * 1000) / span;
     const refused = this.rate;
     this.rate = Math.max(1, this.rate * BACKOFF ** compound);
-    this.threshold = Math.max(this.rate, PLATEAU * (shallow ? refused : Math.max(this.rate / BACKOFF, Math.min(sustained, measured))));
+    this.threshold = Math.max(this.rate, PLATEAU * (shallow ? refused : Math.max(this.rate / BACKOFF, this.acceptedSince(now))));
     if (compound >= CLUSTER_CUTS) {
       this.pause(now, retryAfterSeconds);
       this.rate = Math.max(this.rate, MEASURED_FLOOR * measured);
@@ -474,7 +482,26 @@ export class Flow {
     this.kick();
   }
 
+  /** Accepted a second over the last second, or less when sustained over the last SUSTAINED_MS (0 before a second has passed). */
+  private acceptedSince(now: number): number {
+    const span = Math.min(SUSTAINED_MS, now - (this.startedAt ?? now));
+    return span < 1000 ? 0 : Math.min((this.acceptedTimes.since(now - span) * 1000) / span, this.acceptedTimes.since(now - 1000));
+  }
+
+  /** Accepted a second since the last second began, or since a pause ended if later: what slow start and a probe may double. */
+  private acceptedRate(now: number): number {
+    const since = Math.max(now - 1000, this.pausedUntil);
+    return (this.acceptedTimes.since(since) * 1000) / Math.max(100, now - since);
+  }
+
+  /** Ends a probe, the pace back where it began; returns that pace (the pace as it is when none is on). */
+  private endProbe(): number {
+    if (this.probeBase !== null) [this.rate, this.probeBase] = [this.probeBase, null];
+    return this.rate;
+  }
+
   private pause(now: number, retryAfterSeconds: number): void {
+    this.quiet = 0;
     if (this.pausedUntil <= now) this.pauses++;
     this.pausedUntil = Math.max(this.pausedUntil, now + retryAfterSeconds * 1000);
     this.kick();

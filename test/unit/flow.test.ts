@@ -300,12 +300,27 @@ describe('two machines on one key (simulated time, the real executor)', () => {
   // Each learns the key apart: the one left when the other stops finds the ceiling again (a quiet stretch, then a probe), and one
   // joining a key the other keeps empty is not left at the share it first got.
   for (const staggerMs of [0, 10_000]) {
-    it(`reach 0.93 of its ceiling together with at most 5% 429s, the second starting ${staggerMs / 1000} s later`, async () => {
+    it(`reach 0.9 of its ceiling together with at most 5% 429s, the second starting ${staggerMs / 1000} s later`, async () => {
       for (const seed of [1, 2]) {
         const r = await simulateMachines({ rate: 100, burst: 20, latencyMs: 2, seed, way: WAY }, 2000, 2, staggerMs);
-        expect(r.ofCeiling, `seed ${seed}`).toBeGreaterThanOrEqual(0.93);
+        expect(r.ofCeiling, `seed ${seed}`).toBeGreaterThanOrEqual(0.9);
         expect(r.share429, `seed ${seed}`).toBeLessThanOrEqual(0.05);
       }
     });
   }
+});
+
+describe('a probe of a quiet stretch costs a lone machine nothing (simulated time, the real executor)', () => {
+  it('counts only time held to the pace: the purchase after a dry pass and a pause keeps its pace', async () => {
+    // A probe that counted the person's answer as quiet started at once and doubled from what the empty second before had accepted.
+    const { purchaseMs } = await simulatePasses({ rate: 100, burst: 20, latencyMs: 20, seed: 1 }, 3000, { dryFirstMs: 5000 });
+    expect(purchaseMs).toBeLessThanOrEqual(30_500);
+  });
+
+  it('never probes a gateway whose Retry-After runs past a second (a window of 2 s)', async () => {
+    // Its count fits in less than a second at a probe's pace, and every refusal waits out the rest of the window.
+    const r = await simulate({ rate: 50, burst: 1, latencyMs: 20, windowMs: 2000, seed: 1 }, 3000);
+    expect(r.ofCeiling).toBeGreaterThanOrEqual(0.95);
+    expect(r.share429).toBeLessThanOrEqual(0.02);
+  });
 });
