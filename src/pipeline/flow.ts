@@ -518,6 +518,7 @@ export class Flow {
     }
     if (left >= this.rate * TAIL_SECONDS) return false;
     this.inTail = true;
+    this.endProbe();
     // Still climbing back after a cut: the climb's target may be a deep bucket's last tokens counted as its rate.
     const climbing = this.from > 0 && this.clock.now() - this.lastCut < 2 * CUBIC_SECONDS * 1000;
     this.rate = Math.max(1, (climbing ? Math.min(this.rate, this.from) : this.rate) * TAIL_MARGIN);
