@@ -413,6 +413,7 @@ export class Flow {
       // waits twice as long. Refusals of what the probe spent cut nothing for a Retry-After.
       const found = Math.min(this.rate * BACKOFF, PLATEAU * this.acceptedTimes.since(now - 1000));
       const base = this.endProbe();
+      this.lastRefusal = this.released;
       const raised = found * PROBE_LANDING > base;
       this.quietNeeded = raised ? QUIET_MS : Math.min(QUIET_MAX_MS, 2 * this.quietNeeded);
       if (raised) {
