@@ -32,7 +32,7 @@ export interface KnownPurchase {
   readonly refresh: boolean;
   /** When the record shown was bought (ms since the epoch); null when none is held. */
   readonly boughtAt: number | null;
-  /** Keys this run retired on the settle rule (pipeline/run-purchase.ts): each may have been charged. */
+  /** Keys this run retired on the settle rule (keyVerdict, below): each may have been charged. */
   readonly unconfirmed: number;
 }
 
