@@ -1,5 +1,5 @@
 // Two machines on one key, simulated: npx tsx test/sim/machines.ts [staggerMs]
-// DOMAINS sets each machine's input (600); TRACE=1 prints each machine's pace every 500 ms of seed 1 instead.
+// DOMAINS sets each machine's input (600); TRACE=1 prints each machine's pace instead, every EVERY ms (500) of seed SEED (1).
 import type { Flow } from '../../src/pipeline/flow.js';
 import { simulateMachines, type SimClock } from '../helpers/sim.js';
 const stagger = Number(process.argv[2] ?? 0);

@@ -6,6 +6,9 @@ import { SimClock, simulate, simulateMachines, simulatePaced, simulatePasses, ty
 
 const refusal = (retryAfterSeconds = 1): RateLimitedError => new RateLimitedError({ status: 429, code: 'rate_limited', message: 'rate_limited (HTTP 429)', requestId: undefined, problem: undefined, definitive: true }, retryAfterSeconds);
 
+/** The way there: most requests on time, one in forty over a millisecond late (loopback on a shared machine). */
+const WAY: LatencySpec = { kind: 'lognormal', medianMs: 0.1, sigma: 1.2, maxMs: 50 };
+
 /** A request that the service answers after `ms`, with a 429 when `refuse` says so. */
 const request = (clock: SimClock, ms: number, refuse = false) => async (): Promise<void> => {
   await clock.sleep(ms);
@@ -205,8 +208,6 @@ describe('against what real services do (simulated time, the real executor)', ()
   const SEEDS = [1, 2];
   const UNIFORM: LatencySpec = { kind: 'uniform', minMs: 100, maxMs: 300 };
   const LONG_TAIL: LatencySpec = { kind: 'lognormal', medianMs: 150, sigma: 0.6, maxMs: 2000 };
-  /** Most requests on time, one in forty over a millisecond late (loopback on a shared machine). */
-  const WAY: LatencySpec = { kind: 'lognormal', medianMs: 0.1, sigma: 1.2, maxMs: 50 };
   const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
   /**
    * A client told the ceiling (the bench's baseline-paced.mjs) on the same service model: every
@@ -296,7 +297,6 @@ describe('against what real services do (simulated time, the real executor)', ()
 });
 
 describe('two machines on one key (simulated time, the real executor)', () => {
-  const WAY: LatencySpec = { kind: 'lognormal', medianMs: 0.1, sigma: 1.2, maxMs: 50 };
   // Each learns the key apart: the one left when the other stops finds the ceiling again (a quiet stretch, then a probe), and one
   // joining a key the other keeps empty is not left at the share it first got.
   for (const staggerMs of [0, 10_000]) {
