@@ -486,6 +486,17 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(await other.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
   });
 
+  it("lists the service's other runs under way, and no longer one that ended", async () => {
+    const s = await open();
+    const a = await s.begin();
+    const b = await s.begin();
+    const elsewhere = await s.begin('other-service');
+    expect(await a.otherRuns()).toStrictEqual([b.runId]);
+    expect(await elsewhere.otherRuns()).toStrictEqual([]);
+    await b.endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
+    expect(await a.otherRuns()).toStrictEqual([]);
+  });
+
   // The rule is written once (store/purchase.ts decideBatch); the tests' memory store applies it
   // to plain maps. This holds each backend to it: what it reads and writes in its transaction.
   // Two runs, a seeded sequence: claims, answers, losses, retirements, releases, unclaims.

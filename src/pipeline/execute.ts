@@ -27,6 +27,8 @@ export interface EventSink {
   leaseEpoch?(): number;
   /** Renews this run's hold on its claims now (after a lapse, before claiming again). */
   renewLease?(): Promise<void>;
+  /** This service's other runs under way, by id (the team's machines on the key, where the store can tell). */
+  otherRuns?(): Promise<readonly number[]>;
   /** Waits until another run's outcome for `company` may have come (woken early where the store can tell) or `ms` passed; never rejects. */
   waitForOutcome?(company: string, ms: number, signal: AbortSignal): Promise<unknown>;
 }
@@ -63,6 +65,9 @@ export interface ExecuteDeps {
   now?: () => number;
 }
 
+/** How often the store is asked which other runs are under way: one that ended may have left its share of the key's rate free. */
+export const PEER_POLL_MS = 1_000;
+
 /** The end game's length, in seconds at the learned pace (execute). */
 export const END_GAME_SECONDS = 3;
 
@@ -73,6 +78,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   // A task only throws when the store cannot be written: stop everything, report it.
   const tasks = new Tasks(() => stops.stopAll({ reason: 'interrupted' }));
   const { resuming, enqueueEnrich, match } = wire(state, options, deps, { stops, inflight: grace.inflight, tasks });
+  const peers = watchPeers(deps);
 
   // Companies the store already matched but never bought (or holds stale) go first, resumed keys first of all.
   for (const company of resuming) enqueueEnrich(company);
@@ -88,24 +94,44 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   let matchesLeft = 0;
   for (let d = 0; d < state.domainCount; d++) if (state.needsMatch(d)) matchesLeft++;
   deps.flow.remainingFrom(() => 2 * matchesLeft + tasks.remaining);
-  for (let d = 0; d < state.domainCount; d++) {
-    if (stops.all.signal.aborted) break;
-    if (!state.needsMatch(d)) continue;
-    if (!endGame && deps.flow.paced && matchesLeft <= deps.flow.rate * END_GAME_SECONDS) {
-      endGame = true;
-      deps.flow.matchesFirst(END_GAME_SECONDS * 1000);
+  try {
+    for (let d = 0; d < state.domainCount; d++) {
+      if (stops.all.signal.aborted) break;
+      if (!state.needsMatch(d)) continue;
+      if (!endGame && deps.flow.paced && matchesLeft <= deps.flow.rate * END_GAME_SECONDS) {
+        endGame = true;
+        deps.flow.matchesFirst(END_GAME_SECONDS * 1000);
+      }
+      matchesLeft--;
+      const wait = tasks.room(matchRoom, stops.all.signal);
+      if (wait !== undefined) await wait;
+      if (stops.all.signal.aborted) break;
+      tasks.track(match(d), true);
     }
-    matchesLeft--;
-    const wait = tasks.room(matchRoom, stops.all.signal);
-    if (wait !== undefined) await wait;
-    if (stops.all.signal.aborted) break;
-    tasks.track(match(d), true);
+    await tasks.drain();
+  } finally {
+    peers.abort();
   }
-  await tasks.drain();
-
   grace.dispose();
   if (tasks.failure !== null) throw tasks.failure;
   return stops.first;
+}
+
+/** Tells the flow when another run on the service ends (its requests stop counting against the key) until aborted; a failed ask is no news. */
+function watchPeers(deps: ExecuteDeps): AbortController {
+  const done = new AbortController();
+  const ask = deps.store.otherRuns?.bind(deps.store);
+  if (ask === undefined) return done;
+  void (async () => {
+    let seen: readonly number[] = [];
+    while (!done.signal.aborted) {
+      const now = await ask().catch(() => seen);
+      if (seen.some((id) => !now.includes(id))) deps.flow.peerLeft();
+      seen = now;
+      await deps.clock.sleep(PEER_POLL_MS, done.signal).catch(() => {});
+    }
+  })();
+  return done;
 }
 
 /** Ctrl-C stops starting calls at once; requests already sent may finish until the grace period ends (`inflight`). */

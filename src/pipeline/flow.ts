@@ -204,6 +204,8 @@ export class Flow {
   private quietNeeded = QUIET_MS;
   /** Whether quiet stretches are probed: not once a Retry-After over a second was seen. */
   private probes = true;
+  /** A run sharing the key ended (peerLeft): probe without waiting for the quiet. */
+  private probeNow = false;
 
   /** `concurrency`: the most requests ever in flight (the window is learned below it). */
   constructor(
@@ -222,6 +224,11 @@ export class Flow {
     this.remaining = remaining;
     this.inTail = false;
     this.endProbe();
+  }
+
+  /** Another run on the service ended: the share of the key it used may be free, so the next answer held to the pace probes for it. */
+  peerLeft(): void {
+    this.probeNow = this.probes && this.probeBase === null;
   }
 
   /** From now on waiting matches go before waiting enriches, but no enrich waits over `atMostMs`; null: enriches first. */
@@ -359,7 +366,8 @@ export class Flow {
     if (this.probeBase !== null) {
       this.lastGrowth = now;
       this.rate = Math.max(this.rate, Math.min(this.rate * PROBE_GROWTH ** dt, 2 * this.acceptedRate(now)));
-    } else if (this.probes && !this.slowStart && this.quiet >= this.quietNeeded && (this.depth !== 'shallow' || this.released - this.lastRefusal >= QUIET_SHALLOW)) {
+    } else if (this.probes && !this.slowStart && (this.probeNow || (this.quiet >= this.quietNeeded && (this.depth !== 'shallow' || this.released - this.lastRefusal >= QUIET_SHALLOW)))) {
+      this.probeNow = false;
       // Long with no refusal: the ceiling may have moved (a machine sharing the key stopped). Probe for it.
       this.probeBase = this.rate;
       this.lastGrowth = now;

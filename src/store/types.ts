@@ -209,6 +209,8 @@ export interface ServiceStore {
   endRun(end: RunEnd): Promise<void>;
   /** Releases the open intents this run holds, so other runs need not wait for them. */
   releaseClaims(): Promise<void>;
+  /** This service's other runs under way (by status, alive or not), by id: the pipeline's flow probes for the rate one that ends leaves. */
+  otherRuns(): Promise<readonly number[]>;
   /** Waits until another run's outcome for `company` may have come, or `ms` passed (the team store's NOTIFY wakes it early); never rejects. */
   waitForOutcome?(company: string, ms: number, signal: AbortSignal): Promise<unknown>;
 }

@@ -45,6 +45,10 @@ export class MemoryStore {
     this.live.delete(run);
   }
 
+  liveRuns(): number[] {
+    return [...this.live];
+  }
+
   alive(run: number): boolean {
     return this.live.has(run);
   }
@@ -178,6 +182,10 @@ export class MemoryRun implements ServiceStore {
 
   async endRun(_end: RunEnd): Promise<void> {
     this.store.kill(this.runId);
+  }
+
+  async otherRuns(): Promise<readonly number[]> {
+    return this.store.liveRuns().filter((id) => id !== this.runId);
   }
 
   async releaseClaims(): Promise<void> {

@@ -2,7 +2,7 @@ import type { RateLimitedError} from '../../src/api/errors.js';
 import { apiErrorFromResponse } from '../../src/api/errors.js';
 import type { ServiceClient } from '../../src/api/client.js';
 import { DEFAULT_RETRY_POLICY } from '../../src/api/retry.js';
-import { memoryStore } from './memory-store.js';
+import { MemoryStore, memoryStore } from './memory-store.js';
 import type { Clock } from '../../src/pipeline/clock.js';
 import { execute } from '../../src/pipeline/execute.js';
 import { Progress } from '../../src/pipeline/progress.js';
@@ -35,17 +35,15 @@ export class SimClock implements Clock {
         reject(signal.reason);
         return;
       }
-      const timer: Timer = { at: this.t + Math.max(0, ms), seq: this.seq++, fire: resolve };
+      const abort = (): void => {
+        // Cancelled timers stay in the heap and fire into a settled promise: harmless.
+        timer.fire = () => {};
+        reject(signal?.reason);
+      };
+      // A timer that fires lets go of the signal, as node:timers/promises does: a long-lived signal gathers no listeners.
+      const timer: Timer = { at: this.t + Math.max(0, ms), seq: this.seq++, fire: () => (signal?.removeEventListener('abort', abort), resolve()) };
       this.push(timer);
-      signal?.addEventListener(
-        'abort',
-        () => {
-          // Cancelled timers stay in the heap and fire into a settled promise: harmless.
-          timer.fire = () => {};
-          reject(signal.reason);
-        },
-        { once: true },
-      );
+      signal?.addEventListener('abort', abort, { once: true });
     });
   }
 
@@ -348,20 +346,24 @@ export async function simulateMachines(server: SimServerOptions, domains: number
   const service = new SimService(server, clock, random);
   const client = simClient(service, 2);
   const flows: Flow[] = [];
+  // One store the machines share, as a team's do: a machine that ends is gone from its runs.
+  const store = new MemoryStore(() => clock.now());
   const machine = async (m: number): Promise<void> => {
     await clock.sleep(m * staggerMs);
     const state = new RunState();
     for (let i = 0; i < domains; i++) state.addDomain(`company-${i}.machine-${m}.com`);
     const flow = new Flow(clock, 128);
+    const run = store.beginRun();
     flows.push(flow);
     observe?.(flow, clock, m);
     const stop = await execute(
       state,
       { dryRun: false, maxCredits: null, retry: DEFAULT_RETRY_POLICY, matchesQueued: 160, graceMs: 1000 },
-      { client, flow, store: memoryStore(), clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress: new Progress().sink },
+      { client, flow, store: run, clock, random, idempotencyKey: (c, v) => `${c.domain}-${v}`, planCompany: () => {}, progress: new Progress().sink },
       new AbortController().signal,
     );
     if (stop !== null) throw new Error(`simulation stopped: ${stop.reason}`);
+    await run.endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
   };
   await clock.run(Promise.all(Array.from({ length: machines }, (_, m) => machine(m))), 3_600_000);
   return service.result(clock.now(), flows.reduce((n, f) => n + f.pauses, 0));

@@ -297,13 +297,14 @@ describe('against what real services do (simulated time, the real executor)', ()
 });
 
 describe('two machines on one key (simulated time, the real executor)', () => {
-  // Each learns the key apart: the one left when the other stops finds the ceiling again (a quiet stretch, then a probe), and one
+  // Each learns the key apart: the one left when the other stops finds the ceiling again (told by the store, or after a quiet stretch), and one
   // joining a key the other keeps empty is not left at the share it first got.
   for (const staggerMs of [0, 10_000]) {
-    it(`reach 0.9 of its ceiling together with at most 5% 429s, the second starting ${staggerMs / 1000} s later`, async () => {
+    it(`reach 0.95 of its ceiling together with at most 5% 429s, the second starting ${staggerMs / 1000} s later`, async () => {
+      // The one left probes as soon as the store shows the other's run ended (0.91 when it waited for a quiet stretch).
       for (const seed of [1, 2]) {
         const r = await simulateMachines({ rate: 100, burst: 20, latencyMs: 2, seed, way: WAY }, 2000, 2, staggerMs);
-        expect(r.ofCeiling, `seed ${seed}`).toBeGreaterThanOrEqual(0.9);
+        expect(r.ofCeiling, `seed ${seed}`).toBeGreaterThanOrEqual(0.95);
         expect(r.share429, `seed ${seed}`).toBeLessThanOrEqual(0.05);
       }
     });

@@ -149,6 +149,11 @@ export class PgRecords implements ServiceStore {
     return `${host}:${port}`;
   }
 
+  async otherRuns(): Promise<readonly number[]> {
+    const { rows } = await this.store.db.query<{ id: string }>("SELECT id FROM runs WHERE service = $1 AND status = 'running' AND id <> $2", [this.serviceId, this.run ?? 0]);
+    return rows.map((r) => Number(r.id));
+  }
+
   async holdsAny(): Promise<boolean> {
     const { rows } = await this.store.db.query<{ any: boolean }>(
       'SELECT EXISTS (SELECT 1 FROM companies WHERE service = $1) OR EXISTS (SELECT 1 FROM purchases WHERE service = $1) AS any',

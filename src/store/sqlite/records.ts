@@ -61,6 +61,10 @@ export class ServiceRecords implements ServiceStore {
   }
 
   /** Whether the store holds anything of this service: if not, a first-met company needs no look-up (the claim always looks anyway). */
+  async otherRuns(): Promise<readonly number[]> {
+    return (this.store.sql("SELECT id FROM runs WHERE service = ? AND status = 'running' AND id != ?").raw(true).all(this.serviceId, this.run ?? 0) as [number][]).map(([id]) => id);
+  }
+
   async holdsAny(): Promise<boolean> {
     const row = this.store.sql('SELECT EXISTS (SELECT 1 FROM companies WHERE service = ?) OR EXISTS (SELECT 1 FROM purchases WHERE service = ?)').raw(true).get(this.serviceId, this.serviceId) as [number];
     return row[0] === 1;
