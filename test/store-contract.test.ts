@@ -486,15 +486,19 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(await other.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
   });
 
-  it("lists the service's other runs under way, and no longer one that ended", async () => {
+  it("lists the service's other runs under way, then by id: one begun since, and no longer one that ended", async () => {
     const s = await open();
     const a = await s.begin();
     const b = await s.begin();
     const elsewhere = await s.begin('other-service');
-    expect(await a.otherRuns()).toStrictEqual([b.runId]);
-    expect(await elsewhere.otherRuns()).toStrictEqual([]);
+    const first = await a.otherRuns([], null);
+    expect(first).toStrictEqual({ under: [b.runId], last: elsewhere.runId });
+    expect((await elsewhere.otherRuns([], null)).under).toStrictEqual([]);
+    const c = await s.begin();
     await b.endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
-    expect(await a.otherRuns()).toStrictEqual([]);
+    expect(await a.otherRuns(first.under, first.last)).toStrictEqual({ under: [c.runId], last: c.runId });
+    // Only what is asked for is read: a run neither known nor newer is not listed.
+    expect(await a.otherRuns([], c.runId)).toStrictEqual({ under: [], last: c.runId });
   });
 
   // The rule is written once (store/purchase.ts decideBatch); the tests' memory store applies it

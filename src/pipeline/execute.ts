@@ -1,6 +1,6 @@
 import type { ServiceClient } from '../api/client.js';
 import { DEFAULT_MAX_RETRY_AFTER_SECONDS, type RetryPolicy } from '../api/retry.js';
-import type { Claim, IntentEvent, StoreEvent } from '../store/types.js';
+import type { Claim, IntentEvent, RunsUnderWay, StoreEvent } from '../store/types.js';
 import { attempter } from './attempt.js';
 import type { Clock } from './clock.js';
 import { CreditBudget, enrichStep, ResumeGate } from './enrich-step.js';
@@ -27,8 +27,8 @@ export interface EventSink {
   leaseEpoch?(): number;
   /** Renews this run's hold on its claims now (after a lapse, before claiming again). */
   renewLease?(): Promise<void>;
-  /** This service's other runs under way, by id (the team's machines on the key, where the store can tell). */
-  otherRuns?(): Promise<readonly number[]>;
+  /** This service's other runs under way, by id (the team's machines on the key, where the store can tell): ServiceStore.otherRuns. */
+  otherRuns?(known: readonly number[], after: number | null): Promise<RunsUnderWay>;
   /** Waits until another run's outcome for `company` may have come (woken early where the store can tell) or `ms` passed; never rejects. */
   waitForOutcome?(company: string, ms: number, signal: AbortSignal): Promise<unknown>;
 }
@@ -78,7 +78,6 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   // A task only throws when the store cannot be written: stop everything, report it.
   const tasks = new Tasks(() => stops.stopAll({ reason: 'interrupted' }));
   const { resuming, enqueueEnrich, match } = wire(state, options, deps, { stops, inflight: grace.inflight, tasks });
-  const peers = watchPeers(deps);
 
   // Companies the store already matched but never bought (or holds stale) go first, resumed keys first of all.
   for (const company of resuming) enqueueEnrich(company);
@@ -94,6 +93,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   let matchesLeft = 0;
   for (let d = 0; d < state.domainCount; d++) if (state.needsMatch(d)) matchesLeft++;
   deps.flow.remainingFrom(() => 2 * matchesLeft + tasks.remaining);
+  const peers = watchPeers(deps);
   try {
     for (let d = 0; d < state.domainCount; d++) {
       if (stops.all.signal.aborted) break;
@@ -124,10 +124,13 @@ function watchPeers(deps: ExecuteDeps): AbortController {
   if (ask === undefined) return done;
   void (async () => {
     let seen: readonly number[] = [];
+    let after: number | null = null;
     while (!done.signal.aborted) {
-      const now = await ask().catch(() => seen);
-      if (seen.some((id) => !now.includes(id))) deps.flow.peerLeft();
-      seen = now;
+      const asked: RunsUnderWay | null = await ask(seen, after).catch(() => null);
+      if (asked !== null) {
+        if (seen.some((id) => !asked.under.includes(id))) deps.flow.peerLeft();
+        [seen, after] = [asked.under, asked.last];
+      }
       await deps.clock.sleep(PEER_POLL_MS, done.signal).catch(() => {});
     }
   })();

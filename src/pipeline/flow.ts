@@ -58,6 +58,8 @@ const QUIET_MS = 4_000;
 const QUIET_MAX_MS = 8_000;
 const QUIET_SHALLOW = 100;
 const PROBE_GROWTH = 2;
+/** Another run's end (peerLeft) starts a probe at the next answer held to the pace within this long, without the quiet. */
+const PEER_NEWS_MS = 2_000;
 const PROBE_LANDING = 0.8;
 /** Accepted answers are measured over the last second, and sustained over the last SUSTAINED_MS (a deep bucket's last tokens inflate one second). */
 const SUSTAINED_MS = 3_000;
@@ -204,8 +206,8 @@ export class Flow {
   private quietNeeded = QUIET_MS;
   /** Whether quiet stretches are probed: not once a Retry-After over a second was seen. */
   private probes = true;
-  /** A run sharing the key ended (peerLeft): probe without waiting for the quiet. */
-  private probeNow = false;
+  /** When a run sharing the key was last seen to end (peerLeft): news for PEER_NEWS_MS, cleared by a refusal, a probe or a new pass. */
+  private peerLeftAt = Number.NEGATIVE_INFINITY;
 
   /** `concurrency`: the most requests ever in flight (the window is learned below it). */
   constructor(
@@ -223,12 +225,14 @@ export class Flow {
   remainingFrom(remaining: () => number): void {
     this.remaining = remaining;
     this.inTail = false;
+    this.peerLeftAt = Number.NEGATIVE_INFINITY;
     this.endProbe();
   }
 
   /** Another run on the service ended: the share of the key it used may be free, so the next answer held to the pace probes for it. */
   peerLeft(): void {
-    this.probeNow = this.probes && this.probeBase === null;
+    // In slow start the pace is looking for the ceiling already.
+    if (this.probes && this.probeBase === null && !this.slowStart) this.peerLeftAt = this.clock.now();
   }
 
   /** From now on waiting matches go before waiting enriches, but no enrich waits over `atMostMs`; null: enriches first. */
@@ -366,8 +370,8 @@ export class Flow {
     if (this.probeBase !== null) {
       this.lastGrowth = now;
       this.rate = Math.max(this.rate, Math.min(this.rate * PROBE_GROWTH ** dt, 2 * this.acceptedRate(now)));
-    } else if (this.probes && !this.slowStart && (this.probeNow || (this.quiet >= this.quietNeeded && (this.depth !== 'shallow' || this.released - this.lastRefusal >= QUIET_SHALLOW)))) {
-      this.probeNow = false;
+    } else if (this.probes && !this.slowStart && (now - this.peerLeftAt <= PEER_NEWS_MS || (this.quiet >= this.quietNeeded && (this.depth !== 'shallow' || this.released - this.lastRefusal >= QUIET_SHALLOW)))) {
+      this.peerLeftAt = Number.NEGATIVE_INFINITY;
       // Long with no refusal: the ceiling may have moved (a machine sharing the key stopped). Probe for it.
       this.probeBase = this.rate;
       this.lastGrowth = now;
@@ -415,6 +419,7 @@ export class Flow {
     // Answers to requests sent before the last cut say nothing about the pace since.
     if (sentAt <= this.lastCut) return;
     this.quiet = 0;
+    this.peerLeftAt = Number.NEGATIVE_INFINITY;
     if (this.probeBase !== null) {
       // The probe found the ceiling: the pace refused, or what was accepted over the last second. If a little under it is more than where
       // the probe began, the curve climbs from there back to just under it; if not, the pace is back where it began, and the next probe

@@ -152,6 +152,12 @@ export interface RunEnd {
   reused: number;
 }
 
+/** ServiceStore.otherRuns: the runs under way, and the newest run id read. */
+export interface RunsUnderWay {
+  under: readonly number[];
+  last: number;
+}
+
 /** What the store holds of one company, and its latest purchase, as of one moment. */
 export interface CompanyState {
   held: HeldCompany | null;
@@ -209,8 +215,11 @@ export interface ServiceStore {
   endRun(end: RunEnd): Promise<void>;
   /** Releases the open intents this run holds, so other runs need not wait for them. */
   releaseClaims(): Promise<void>;
-  /** This service's other runs under way (by status, alive or not), by id: the pipeline's flow probes for the rate one that ends leaves. */
-  otherRuns(): Promise<readonly number[]>;
+  /**
+   * This service's other runs under way (by status, alive or not), by id: the pipeline's flow probes for the rate one that ends leaves.
+   * Reads `known` and the runs after `after` by their ids (null: reads them all); `last` is the newest id read, the next ask's `after`.
+   */
+  otherRuns(known: readonly number[], after: number | null): Promise<RunsUnderWay>;
   /** Waits until another run's outcome for `company` may have come, or `ms` passed (the team store's NOTIFY wakes it early); never rejects. */
   waitForOutcome?(company: string, ms: number, signal: AbortSignal): Promise<unknown>;
 }

@@ -1,7 +1,7 @@
 import type { CompanyRecord } from '../../src/api/types.js';
 import type { BudgetLine } from '../../src/store/budget.js';
 import { decideBatch, publicPart, type KeptPurchase } from '../../src/store/purchase.js';
-import type { Claim, CompanyState, HeldCompany, Lookup, RunEnd, ServiceStore, StoreEvent } from '../../src/store/types.js';
+import type { Claim, CompanyState, HeldCompany, Lookup, RunEnd, RunsUnderWay, ServiceStore, StoreEvent } from '../../src/store/types.js';
 
 /**
  * A store in memory that keeps the contract (src/store/types.ts ServiceStore) with the very
@@ -184,8 +184,8 @@ export class MemoryRun implements ServiceStore {
     this.store.kill(this.runId);
   }
 
-  async otherRuns(): Promise<readonly number[]> {
-    return this.store.liveRuns().filter((id) => id !== this.runId);
+  async otherRuns(): Promise<RunsUnderWay> {
+    return { under: this.store.liveRuns().filter((id) => id !== this.runId), last: 0 };
   }
 
   async releaseClaims(): Promise<void> {

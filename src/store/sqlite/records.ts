@@ -4,7 +4,7 @@ import { Heartbeat } from '../heartbeat.js';
 import { capRow, lineOf, monthOf, runBudgetSql, type BudgetLine } from '../budget.js';
 import { LEASE_MS, StoreWriteError, type Connection } from './connection.js';
 import { creditsSince, savedAmong } from './money.js';
-import type { Claim, CompanyState, HeldCompany, Lookup, MonthSpend, Purchase, RunEnd, ServiceStore, StoreEvent } from '../types.js';
+import type { Claim, CompanyState, HeldCompany, Lookup, MonthSpend, Purchase, RunEnd, RunsUnderWay, ServiceStore, StoreEvent } from '../types.js';
 import { openChannel, type WriteChannel, type WriterChoice } from './write-channel.js';
 import { COMPANY_COLUMNS, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
 
@@ -60,11 +60,18 @@ export class ServiceRecords implements ServiceStore {
     this.heartbeat = new Heartbeat(beat, LEASE_MS, store.options, (error) => this.group.fail(error));
   }
 
-  /** Whether the store holds anything of this service: if not, a first-met company needs no look-up (the claim always looks anyway). */
-  async otherRuns(): Promise<readonly number[]> {
-    return (this.store.sql("SELECT id FROM runs WHERE service = ? AND status = 'running' AND id != ?").raw(true).all(this.serviceId, this.run ?? 0) as [number][]).map(([id]) => id);
+  /** Once, every run; after that, by id only (a store's runs are never deleted: a scan each second would grow with them). */
+  async otherRuns(known: readonly number[], after: number | null): Promise<RunsUnderWay> {
+    const peer = `service = ${this.serviceId} AND status = 'running' AND id != ${this.run ?? 0}`;
+    const rows = (
+      after === null
+        ? this.store.sql(`SELECT id, ${peer} FROM runs WHERE ${peer} OR id = (SELECT max(id) FROM runs)`).raw(true).all()
+        : this.store.sql(`SELECT id, ${peer} FROM runs WHERE id > ?${known.length === 0 ? '' : ` OR id IN (${known.map(() => '?').join(', ')})`}`).raw(true).all(after, ...known)
+    ) as [number, number][];
+    return { under: rows.filter(([, p]) => p === 1).map(([id]) => id), last: Math.max(after ?? 0, ...rows.map(([id]) => id)) };
   }
 
+  /** Whether the store holds anything of this service: if not, a first-met company needs no look-up (the claim always looks anyway). */
   async holdsAny(): Promise<boolean> {
     const row = this.store.sql('SELECT EXISTS (SELECT 1 FROM companies WHERE service = ?) OR EXISTS (SELECT 1 FROM purchases WHERE service = ?)').raw(true).get(this.serviceId, this.serviceId) as [number];
     return row[0] === 1;
