@@ -765,6 +765,14 @@ describe('the team store when the connection is lost', () => {
     }
   });
 
+  it('opens no connection for a statement sent after the session ended', async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const session = new Session(url, await connect(client(url)), 5_000, 5_000);
+    await session.end();
+    await expect(session.query('SELECT 1')).rejects.toThrow('the connection to the team store was closed');
+  });
+
   it('reports a transaction lost under a statement as unavailable; its ROLLBACK does not wait', async () => {
     const url = await freshDatabase();
     pgRan++;

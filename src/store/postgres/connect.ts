@@ -292,6 +292,8 @@ export class Session {
   }
 
   private async connected(): Promise<pg.Client> {
+    // Ended: a statement still waiting to reconnect (a poll, a heartbeat) must not open a connection that keeps the process alive.
+    if (this.ended) throw new Error('the connection to the team store was closed');
     if (this.current === null) {
       const c = this.watch(client(this.url, false, this.timeoutMs));
       try {
@@ -387,9 +389,12 @@ export class Session {
     return new EnrichError(`lost the connection to the team store (database ${database} on ${host}:${port}), and ${what} with it; stopped there, keeping what was committed`, 'unavailable', { cause });
   }
 
+  private ended = false;
+
   async end(): Promise<void> {
     const c = this.current;
     this.current = null;
+    this.ended = true;
     await c?.end().catch(() => {});
   }
 }
