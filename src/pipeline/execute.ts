@@ -117,7 +117,11 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   return stops.first;
 }
 
-/** Tells the flow when another run on the service ends (its requests stop counting against the key) until aborted; a failed ask is no news. */
+/**
+ * Tells the flow when another run on the service ends (its requests stop counting against the key), while it is paced (the news is
+ * for a pace), until aborted; a failed ask is no news. Each ask reads again the runs after the one before last: a run numbered earlier
+ * may become visible later (PostgreSQL hands out ids before commit).
+ */
 function watchPeers(deps: ExecuteDeps): AbortController {
   const done = new AbortController();
   const ask = deps.store.otherRuns?.bind(deps.store);
@@ -125,11 +129,12 @@ function watchPeers(deps: ExecuteDeps): AbortController {
   void (async () => {
     let seen: readonly number[] = [];
     let after: number | null = null;
+    let last: number | null = null;
     while (!done.signal.aborted) {
-      const asked: RunsUnderWay | null = await ask(seen, after).catch(() => null);
-      if (asked !== null) {
+      const asked: RunsUnderWay | null = deps.flow.paced ? await Promise.resolve().then(() => ask(seen, after)).catch(() => null) : null;
+      if (asked !== null && !done.signal.aborted) {
         if (seen.some((id) => !asked.under.includes(id))) deps.flow.peerLeft();
-        [seen, after] = [asked.under, asked.last];
+        [seen, after, last] = [asked.under, last ?? asked.last, asked.last];
       }
       await deps.clock.sleep(PEER_POLL_MS, done.signal).catch(() => {});
     }

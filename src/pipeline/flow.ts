@@ -208,6 +208,8 @@ export class Flow {
   private probes = true;
   /** When a run sharing the key was last seen to end (peerLeft): news for PEER_NEWS_MS, cleared by a refusal, a probe or a new pass. */
   private peerLeftAt = Number.NEGATIVE_INFINITY;
+  /** Whether the probe on was started by that news: one that finds nothing leaves the quiet the next needs as it was. */
+  private probeOnNews = false;
 
   /** `concurrency`: the most requests ever in flight (the window is learned below it). */
   constructor(
@@ -229,10 +231,9 @@ export class Flow {
     this.endProbe();
   }
 
-  /** Another run on the service ended: the share of the key it used may be free, so the next answer held to the pace probes for it. */
+  /** Another run on the service ended: the share of the key it used may be free, so an answer held to the pace within PEER_NEWS_MS probes for it. */
   peerLeft(): void {
-    // In slow start the pace is looking for the ceiling already.
-    if (this.probes && this.probeBase === null && !this.slowStart) this.peerLeftAt = this.clock.now();
+    if (this.probes && this.probeBase === null) this.peerLeftAt = this.clock.now();
   }
 
   /** From now on waiting matches go before waiting enriches, but no enrich waits over `atMostMs`; null: enriches first. */
@@ -371,8 +372,9 @@ export class Flow {
       this.lastGrowth = now;
       this.rate = Math.max(this.rate, Math.min(this.rate * PROBE_GROWTH ** dt, 2 * this.acceptedRate(now)));
     } else if (this.probes && !this.slowStart && (now - this.peerLeftAt <= PEER_NEWS_MS || (this.quiet >= this.quietNeeded && (this.depth !== 'shallow' || this.released - this.lastRefusal >= QUIET_SHALLOW)))) {
+      this.probeOnNews = now - this.peerLeftAt <= PEER_NEWS_MS;
       this.peerLeftAt = Number.NEGATIVE_INFINITY;
-      // Long with no refusal: the ceiling may have moved (a machine sharing the key stopped). Probe for it.
+      // Long with no refusal, or another run on the key just ended: the ceiling may have moved. Probe for it.
       this.probeBase = this.rate;
       this.lastGrowth = now;
     } else if (this.depth === 'shallow' && !this.slowStart) {
@@ -428,7 +430,7 @@ export class Flow {
       const base = this.endProbe();
       this.lastRefusal = this.released;
       const raised = found * PROBE_LANDING > base;
-      this.quietNeeded = raised ? QUIET_MS : Math.min(QUIET_MAX_MS, 2 * this.quietNeeded);
+      if (raised || !this.probeOnNews) this.quietNeeded = raised ? QUIET_MS : Math.min(QUIET_MAX_MS, 2 * this.quietNeeded);
       if (raised) {
         [this.rate, this.threshold] = [found * PROBE_LANDING, found];
         this.climbFrom(now);

@@ -313,9 +313,9 @@ describe('two machines on one key (simulated time, the real executor)', () => {
 });
 
 describe('a probe of a quiet stretch costs a lone machine nothing (simulated time, the real executor)', () => {
-  it("forgets news of another run's end that came in slow start (its probe would only add 429s later)", async () => {
+  it("drops news of another run's end that a refusal follows (here slow start's: a probe later would only add 429s)", async () => {
     const server: SimServerOptions = { rate: 100, burst: 20, latencyMs: 20, seed: 1 };
-    const told = await simulate(server, 3000, 128, (flow, clock) => void clock.sleep(200).then(() => flow.peerLeft()));
+    const told = await simulate(server, 3000, 128, (flow, clock) => void clock.sleep(1000).then(() => flow.peerLeft()));
     expect(told).toStrictEqual(await simulate(server, 3000));
   });
 

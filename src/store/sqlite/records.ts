@@ -62,11 +62,11 @@ export class ServiceRecords implements ServiceStore {
 
   /** Once, every run; after that, by id only (a store's runs are never deleted: a scan each second would grow with them). */
   async otherRuns(known: readonly number[], after: number | null): Promise<RunsUnderWay> {
-    const peer = `service = ${this.serviceId} AND status = 'running' AND id != ${this.run ?? 0}`;
+    const peer = `service = ?1 AND status = 'running' AND id != ?2`;
     const rows = (
       after === null
-        ? this.store.sql(`SELECT id, ${peer} FROM runs WHERE ${peer} OR id = (SELECT max(id) FROM runs)`).raw(true).all()
-        : this.store.sql(`SELECT id, ${peer} FROM runs WHERE id > ?${known.length === 0 ? '' : ` OR id IN (${known.map(() => '?').join(', ')})`}`).raw(true).all(after, ...known)
+        ? this.store.sql(`SELECT id, ${peer} FROM runs WHERE ${peer} OR id = (SELECT max(id) FROM runs)`).raw(true).all(this.serviceId, this.run ?? 0)
+        : this.store.sql(`SELECT id, ${peer} FROM runs WHERE id > ?3 OR id IN (SELECT value FROM json_each(?4))`).raw(true).all(this.serviceId, this.run ?? 0, after, JSON.stringify(known))
     ) as [number, number][];
     return { under: rows.filter(([, p]) => p === 1).map(([id]) => id), last: Math.max(after ?? 0, ...rows.map(([id]) => id)) };
   }
