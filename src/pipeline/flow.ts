@@ -58,9 +58,9 @@ const QUIET_MS = 4_000;
 const QUIET_MAX_MS = 8_000;
 const QUIET_SHALLOW = 100;
 const PROBE_GROWTH = 2;
+const PROBE_LANDING = 0.8;
 /** Another run's end (peerLeft) starts a probe at the next answer held to the pace within this long, without the quiet. */
 const PEER_NEWS_MS = 2_000;
-const PROBE_LANDING = 0.8;
 /** Accepted answers are measured over the last second, and sustained over the last SUSTAINED_MS (a deep bucket's last tokens inflate one second). */
 const SUSTAINED_MS = 3_000;
 /** A first wave with at most this many accepted, and at least as many more refused, is a one-token bucket. */

@@ -217,7 +217,7 @@ export interface ServiceStore {
   releaseClaims(): Promise<void>;
   /**
    * This service's other runs under way (by status, alive or not), by id: the pipeline's flow probes for the rate one that ends leaves.
-   * Reads `known` and the runs after `after` by their ids (null: reads them all); `last` is the newest id read, the next ask's `after`.
+   * Reads `known` and the runs after `after` by their ids (null: reads them all); `last` is the newest id read (a later ask's `after`).
    */
   otherRuns(known: readonly number[], after: number | null): Promise<RunsUnderWay>;
   /** Waits until another run's outcome for `company` may have come, or `ms` passed (the team store's NOTIFY wakes it early); never rejects. */
