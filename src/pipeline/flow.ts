@@ -233,7 +233,8 @@ export class Flow {
 
   /** Another run on the service ended: the share of the key it used may be free, so an answer held to the pace within PEER_NEWS_MS probes for it. */
   peerLeft(): void {
-    if (this.probes && this.probeBase === null) this.peerLeftAt = this.clock.now();
+    // Whether probes are on is asked where the probe would start.
+    if (this.probeBase === null) this.peerLeftAt = this.clock.now();
   }
 
   /** From now on waiting matches go before waiting enriches, but no enrich waits over `atMostMs`; null: enriches first. */
@@ -368,11 +369,12 @@ export class Flow {
     const dt = Math.min(1000, now - this.lastGrowth) / 1000;
     this.quiet += Math.min(1000, now - this.lastQuietAt);
     this.lastQuietAt = now;
+    const onNews = now - this.peerLeftAt <= PEER_NEWS_MS;
     if (this.probeBase !== null) {
       this.lastGrowth = now;
       this.rate = Math.max(this.rate, Math.min(this.rate * PROBE_GROWTH ** dt, 2 * this.acceptedRate(now)));
-    } else if (this.probes && !this.slowStart && (now - this.peerLeftAt <= PEER_NEWS_MS || (this.quiet >= this.quietNeeded && (this.depth !== 'shallow' || this.released - this.lastRefusal >= QUIET_SHALLOW)))) {
-      this.probeOnNews = now - this.peerLeftAt <= PEER_NEWS_MS;
+    } else if (this.probes && !this.slowStart && (onNews || (this.quiet >= this.quietNeeded && (this.depth !== 'shallow' || this.released - this.lastRefusal >= QUIET_SHALLOW)))) {
+      this.probeOnNews = onNews;
       this.peerLeftAt = Number.NEGATIVE_INFINITY;
       // Long with no refusal, or another run on the key just ended: the ceiling may have moved. Probe for it.
       this.probeBase = this.rate;
