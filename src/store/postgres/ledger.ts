@@ -1,9 +1,9 @@
-import type { CompanyRecord } from '../../api/types.js';
 import { EnrichError, UsageError } from '../../errors.js';
 import { isProcessAlive } from '../../process-alive.js';
 import type { CopySource, CopyTarget } from '../copy-types.js';
 import type { JournalTarget } from '../import-journal.js';
 import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow, ServiceHoldings, Spend, SpendBy } from '../ledger-types.js';
+import { AT_RISK, heldOf, HOLDINGS, holdingOf, PRUNED, runOf, runsSql, spendOf, spendSql } from '../ledger-sql.js';
 import { hostIdentity } from '../host.js';
 import { displayStore } from '../path.js';
 import { client, connect, describe, inTransaction, isLockTimeout, keepsSessionSurely, lockWait, placeOf, type Place, type Session } from './connect.js';
@@ -25,15 +25,6 @@ const rowsHeld = (waitedMs: number): string => `another session has held a table
 
 /** A run that may still be sending under its claims, by the server's clock (never a host's): `r` is the run. */
 const ALIVE = (r: string, dead: string): string => RUN_ALIVE(r, dead, String(LEASE_MS));
-
-const AT_RISK = "p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain = 1)";
-
-/** SQL of the group each closed purchase's credits count in (as store/sqlite/ledger.ts GROUP). */
-const GROUP: Record<SpendBy, string> = {
-  month: `to_char(to_timestamp(p.closed_at / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM')`,
-  person: `CASE WHEN r.id IS NULL THEN NULL ELSE coalesce(nullif(r."user", '') || '@', '') || r.host END`,
-  input: `CASE WHEN r.id IS NULL THEN NULL ELSE coalesce(r.input_name, '-') END`,
-};
 
 /**
  * The team store as `enrich ledger` asks of it, with the same figures as one person's. Runs are judged alive by the server's clock
@@ -67,58 +58,12 @@ export class PgLedger implements LedgerStore {
   }
 
   async holdings(): Promise<ServiceHoldings[]> {
-    const { rows } = await this.db.query<Record<string, unknown>>(
-      `SELECT s.name,
-         (SELECT count(*) FROM companies c WHERE c.service = s.id) AS companies,
-         (SELECT count(*) FROM lookups l WHERE l.service = s.id) AS lookups,
-         (SELECT count(*) FROM lookups l WHERE l.service = s.id AND l.status = 'miss') AS misses,
-         (SELECT coalesce(sum(credits), 0) FROM purchases p WHERE p.service = s.id) AS credits,
-         (SELECT count(*) FROM runs r WHERE r.service = s.id) AS runs,
-         (SELECT count(*) FROM purchases p WHERE p.service = s.id AND ${AT_RISK}) AS open,
-         (SELECT coalesce(sum(unconfirmed), 0) FROM purchases p WHERE p.service = s.id) AS unconfirmed,
-         (SELECT min(bought_at) FROM companies c WHERE c.service = s.id) AS oldest,
-         (SELECT max(bought_at) FROM companies c WHERE c.service = s.id) AS newest
-       FROM services s ORDER BY s.id`,
-    );
-    return rows.map((r) => ({
-      service: String(r['name']),
-      companies: num(r['companies']),
-      lookups: num(r['lookups']),
-      misses: num(r['misses']),
-      credits: num(r['credits']),
-      runs: num(r['runs']),
-      open: num(r['open']),
-      unconfirmed: num(r['unconfirmed']),
-      oldest: numOrNull(r['oldest']),
-      newest: numOrNull(r['newest']),
-    }));
+    return (await this.rows(HOLDINGS)).map(holdingOf);
   }
 
+  /** Its heartbeat, by the server's clock, tells a run under way from one that ended unrecorded. */
   async runs(limit: number): Promise<RunRow[]> {
-    const { rows } = await this.db.query<Record<string, unknown>>(
-      `SELECT r.id, s.name, r.started_at, r.ended_at, r.input_name, r.rows, r.dry_run, r.status, r.host, r."user", r.reused,
-         (SELECT coalesce(sum(credits), 0) FROM purchases p WHERE p.run = r.id) AS credits,
-         (SELECT count(*) FROM purchases p WHERE p.run = r.id AND p.outcome = 'hit') AS bought,
-         coalesce(r.heartbeat_at, 0) >= ${NOW_MS} - $2::bigint AS beating
-       FROM runs r JOIN services s ON s.id = r.service ORDER BY r.id DESC LIMIT $1`,
-      [limit, LEASE_MS],
-    );
-    return rows.map((r) => ({
-      id: num(r['id']),
-      service: String(r['name']),
-      startedAt: num(r['started_at']),
-      endedAt: numOrNull(r['ended_at']),
-      input: (r['input_name'] as string | null) ?? null,
-      rows: numOrNull(r['rows']),
-      dryRun: num(r['dry_run']) === 1,
-      // Its heartbeat (server clock) tells a run under way from one that ended unrecorded, whose claims are free to take.
-      status: r['status'] === 'running' && r['ended_at'] === null ? (r['beating'] === true ? 'running' : 'gone (killed, or lost the store)') : String(r['status']),
-      credits: num(r['credits']),
-      bought: num(r['bought']),
-      reused: num(r['reused']),
-      user: r['user'] === null || r['user'] === '' ? null : String(r['user']),
-      host: String(r['host']),
-    }));
+    return (await this.rows(runsSql(`coalesce(r.heartbeat_at, 0) >= ${NOW_MS} - ${LEASE_MS}`), [limit])).map(runOf);
   }
 
   /** Page by page in the order the SQLite store gives (bytes, not the server's collation). */
@@ -132,14 +77,8 @@ export class PgLedger implements LedgerStore {
         [service ?? null, ...after],
       );
       for (const r of rows) {
-        let record: CompanyRecord;
-        try {
-          record = JSON.parse(r.record) as CompanyRecord;
-        } catch {
-          continue;
-        }
-        if (record === null || typeof record !== 'object' || typeof record.domain !== 'string') continue;
-        yield { service: r.name, boughtAt: num(r.bought_at), credits: num(r.credits), generation: num(r.generation), record };
+        const held = heldOf(r.name, r.bought_at, r.credits, r.generation, r.record);
+        if (held !== null) yield held;
       }
       const last = rows[rows.length - 1];
       if (last === undefined || rows.length < PAGE) return;
@@ -195,12 +134,8 @@ export class PgLedger implements LedgerStore {
   }
 
   async prune(cutoff: number, dryRun: boolean): Promise<Pruned> {
-    const count = async (text: string): Promise<number> => num((await this.db.query<{ n: number }>(text, [cutoff])).rows[0]?.n);
-    const counts = async (): Promise<Pruned> => ({
-      companies: await count('SELECT count(*) AS n FROM companies WHERE bought_at < $1'),
-      lookups: await count('SELECT count(*) AS n FROM lookups WHERE checked_at < $1'),
-      purchases: await count("SELECT count(*) AS n FROM purchases WHERE outcome <> 'open' AND coalesce(closed_at, opened_at) < $1"),
-    });
+    const count = async (where: string): Promise<number> => num((await this.rows(`SELECT count(*) AS n FROM ${where}`, [cutoff]))[0]?.[0]);
+    const counts = async (): Promise<Pruned> => ({ companies: await count(PRUNED.companies), lookups: await count(PRUNED.lookups), purchases: await count(PRUNED.purchases) });
     if (dryRun) return counts();
     const dead = await this.deadHere();
     const waitMs = lockWait(MAINTENANCE_WAIT_MS, this.store.queryTimeoutMs);
@@ -222,9 +157,7 @@ export class PgLedger implements LedgerStore {
       await this.db.query('LOCK TABLE runs IN SHARE MODE');
       await refuseLive();
       const result = await counts();
-      await this.db.query('DELETE FROM companies WHERE bought_at < $1', [cutoff]);
-      await this.db.query('DELETE FROM lookups WHERE checked_at < $1', [cutoff]);
-      await this.db.query("DELETE FROM purchases WHERE outcome <> 'open' AND coalesce(closed_at, opened_at) < $1", [cutoff]);
+      for (const where of Object.values(PRUNED)) await this.db.query(`DELETE FROM ${where}`, [cutoff]);
       // Generations forgotten: keys derived from now on must never repeat one sent before (store.ts storeIdOf).
       if (result.purchases > 0) {
         await this.db.query(`INSERT INTO meta (key, value) VALUES ('key_epoch', '1') ON CONFLICT (key) DO UPDATE SET value = ((meta.value)::int + 1)::text`);
@@ -269,23 +202,10 @@ export class PgLedger implements LedgerStore {
   }
 
   async spend(by: SpendBy): Promise<Spend> {
-    const { rows } = await this.db.query<Record<string, unknown>>(
-      `SELECT s.name, ${GROUP[by]} AS g, coalesce(sum(p.credits), 0) AS credits, count(*) FILTER (WHERE p.outcome = 'hit') AS bought, coalesce(sum(p.unconfirmed), 0) AS unconfirmed
-         FROM purchases p JOIN services s ON s.id = p.service LEFT JOIN runs r ON r.id = p.run
-        WHERE p.closed_at IS NOT NULL GROUP BY s.id, s.name, g ORDER BY s.id, g`,
-    );
-    const { rows: open } = await this.db.query<Record<string, unknown>>(
-      `SELECT s.name, count(*) FILTER (WHERE ${AT_RISK}) AS purchases, coalesce(sum(p.unconfirmed), 0) AS unconfirmed
-         FROM purchases p JOIN services s ON s.id = p.service WHERE p.outcome = 'open' GROUP BY s.id, s.name ORDER BY s.id`,
-    );
-    const { rows: companies } = await this.db.query<Record<string, unknown>>(
-      `SELECT s.name, count(DISTINCT p.domain) AS n FROM purchases p JOIN services s ON s.id = p.service WHERE p.closed_at IS NOT NULL AND p.outcome = 'hit' GROUP BY s.id, s.name`,
-    );
-    return {
-      companies: companies.map((r) => ({ service: String(r['name']), companies: num(r['n']) })),
-      rows: rows.map((r) => ({ service: String(r['name']), group: (r['g'] as string | null) ?? null, credits: num(r['credits']), bought: num(r['bought']), unconfirmed: num(r['unconfirmed']) })),
-      open: open.map((r) => ({ service: String(r['name']), purchases: num(r['purchases']), unconfirmed: num(r['unconfirmed']) })).filter((o) => o.purchases > 0 || o.unconfirmed > 0),
-    };
+    const month = `to_char(to_timestamp(p.closed_at / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM')`;
+    const reads: unknown[][][] = [];
+    for (const text of spendSql(by, month)) reads.push(await this.rows(text));
+    return spendOf(reads);
   }
 
   /** Nothing to wait for: leases are judged by the server's clock, which every machine shares. */
@@ -353,6 +273,11 @@ export class PgLedger implements LedgerStore {
 
   close(): Promise<void> {
     return this.store.close();
+  }
+
+  /** A read's rows as arrays in column order (ledger-sql.ts). */
+  private async rows(text: string, values?: unknown[]): Promise<unknown[][]> {
+    return (await this.db.query(text, values)).rows.map((r) => Object.values(r));
   }
 
   /** Runs of this host marked running whose process is gone; a pid that may be reused is left to its lease (records.ts goneHere). */

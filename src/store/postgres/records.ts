@@ -4,6 +4,7 @@ import type { CompanyRecord } from '../../api/types.js';
 import { EnrichError } from '../../errors.js';
 import { isProcessAlive } from '../../process-alive.js';
 import type { Claim, CompanyState, Lookup, MonthSpend, RunEnd, RunsUnderWay, ServiceStore, StoreEvent } from '../types.js';
+import { otherRunsSql, underWay } from '../ledger-sql.js';
 import { client, connect, describe, inTransaction, isConnectionLoss, isLockTimeout, lockWait, placeOf, reconnecting, type Session } from './connect.js';
 import { NOW_MS } from './schema.js';
 import { AGAIN, GroupCommit, type Queued } from '../group-commit.js';
@@ -151,14 +152,9 @@ export class PgRecords implements ServiceStore {
 
   /** As the SQLite store's: once, every run; after that, by id only (the primary key). */
   async otherRuns(known: readonly number[], after: number | null): Promise<RunsUnderWay> {
-    const peer = `service = $1 AND status = 'running' AND id <> $2`;
-    const { rows } = await this.store.db.query<{ id: string; peer: boolean }>(
-      after === null
-        ? `SELECT id, ${peer} AS peer FROM runs WHERE ${peer} OR id = (SELECT max(id) FROM runs)`
-        : `SELECT id, ${peer} AS peer FROM runs WHERE id > $3 OR id = ANY($4::bigint[])`,
-      after === null ? [this.serviceId, this.run ?? 0] : [this.serviceId, this.run ?? 0, after, [...known]],
-    );
-    return { under: rows.filter((r) => r.peer).map((r) => Number(r.id)), last: Math.max(after ?? 0, ...rows.map((r) => Number(r.id))) };
+    const ids = after === null ? [] : [after, [...known]];
+    const { rows } = await this.store.db.query(otherRunsSql(after === null ? null : 'id = ANY($4::bigint[])'), [this.serviceId, this.run ?? 0, ...ids]);
+    return underWay(rows.map((r) => Object.values(r)), after);
   }
 
   async holdsAny(): Promise<boolean> {

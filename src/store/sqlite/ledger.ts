@@ -1,9 +1,9 @@
-import type { CompanyRecord } from '../../api/types.js';
 import { UsageError } from '../../errors.js';
 import { fileIdentity } from '../../io/paths.js';
 import type { CopySource, CopyTarget } from '../copy-types.js';
 import type { JournalTarget } from '../import-journal.js';
-import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, OpenSpend, Pruned, RunRow, ServiceHoldings, Spend, SpendBy, SpendRow, Watch } from '../ledger-types.js';
+import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow, ServiceHoldings, Spend, SpendBy, Watch } from '../ledger-types.js';
+import { AT_RISK, heldOf, HOLDINGS, holdingOf, PRUNED, runOf, runsSql, spendOf, spendSql, sqliteText } from '../ledger-sql.js';
 import { hostIdentity } from '../host.js';
 import { LEASE_MS } from './connection.js';
 import { SqliteCopySource, SqliteCopyTarget } from './copy.js';
@@ -15,66 +15,12 @@ export type { AtRisk, HeldRecord, Pruned, RunRow, ServiceHoldings } from '../led
 
 const num = (v: unknown): number => Number(v ?? 0);
 
-export function holdings(store: Store): ServiceHoldings[] {
-  const rows = store.db
-    .prepare(
-      `SELECT s.name,
-         (SELECT count(*) FROM companies c WHERE c.service = s.id),
-         (SELECT count(*) FROM lookups l WHERE l.service = s.id),
-         (SELECT count(*) FROM lookups l WHERE l.service = s.id AND l.status = 'miss'),
-         (SELECT coalesce(sum(credits), 0) FROM purchases p WHERE p.service = s.id),
-         (SELECT count(*) FROM runs r WHERE r.service = s.id),
-         (SELECT count(*) FROM purchases p WHERE p.service = s.id AND p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain = 1)),
-         (SELECT coalesce(sum(unconfirmed), 0) FROM purchases p WHERE p.service = s.id),
-         (SELECT min(bought_at) FROM companies c WHERE c.service = s.id),
-         (SELECT max(bought_at) FROM companies c WHERE c.service = s.id)
-       FROM services s ORDER BY s.id`,
-    )
-    .raw(true)
-    .all() as unknown[][];
-  return rows.map((r) => ({
-    service: String(r[0]),
-    companies: num(r[1]),
-    lookups: num(r[2]),
-    misses: num(r[3]),
-    credits: num(r[4]),
-    runs: num(r[5]),
-    open: num(r[6]),
-    unconfirmed: num(r[7]),
-    oldest: r[8] === null ? null : num(r[8]),
-    newest: r[9] === null ? null : num(r[9]),
-  }));
-}
+const all = (store: Store, text: string, ...params: unknown[]): unknown[][] => store.db.prepare(sqliteText(text)).raw(true).all(...params) as unknown[][];
 
-/** The most recent runs, newest first; credits summed from the purchases each closed, so a killed run still counts right. */
-export function runs(store: Store, limit: number): RunRow[] {
-  const rows = store.db
-    .prepare(
-      `SELECT r.id, s.name, r.started_at, r.ended_at, r.input_name, r.rows, r.dry_run, r.status, r.pid, r.host,
-         (SELECT coalesce(sum(credits), 0) FROM purchases p WHERE p.run = r.id),
-         (SELECT count(*) FROM purchases p WHERE p.run = r.id AND p.outcome = 'hit'),
-         r.reused, r.user
-       FROM runs r JOIN services s ON s.id = r.service ORDER BY r.id DESC LIMIT ?`,
-    )
-    .raw(true)
-    .all(limit) as unknown[][];
-  return rows.map((r) => ({
-    id: num(r[0]),
-    service: String(r[1]),
-    startedAt: num(r[2]),
-    endedAt: r[3] === null ? null : num(r[3]),
-    input: r[4] === null ? null : String(r[4]),
-    rows: r[5] === null ? null : num(r[5]),
-    dryRun: r[6] === 1,
-    // Marked running and never ended: under way, or killed (not probed here).
-    status: String(r[7]) === 'running' && r[3] === null ? 'running or killed' : String(r[7]),
-    credits: num(r[10]),
-    bought: num(r[11]),
-    reused: num(r[12]),
-    user: r[13] === null || r[13] === '' ? null : String(r[13]),
-    host: String(r[9]),
-  }));
-}
+export const holdings = (store: Store): ServiceHoldings[] => all(store, HOLDINGS).map(holdingOf);
+
+/** The most recent runs, newest first (alive or killed is not told here). */
+export const runs = (store: Store, limit: number): RunRow[] => all(store, runsSql('NULL'), limit).map(runOf);
 
 /** Every record held, service by service, oldest first; a damaged row is passed over. */
 export function* records(store: Store, service: string | undefined): Generator<HeldRecord> {
@@ -82,20 +28,11 @@ export function* records(store: Store, service: string | undefined): Generator<H
   const statement = store.db
     .prepare(`SELECT s.name, c.bought_at, c.credits, c.generation, c.record FROM companies c JOIN services s ON s.id = c.service ${filter} ORDER BY s.id, c.bought_at, c.domain`)
     .raw(true);
-  const rows = (service === undefined ? statement.iterate() : statement.iterate(service)) as IterableIterator<[string, number, number, number, string]>;
-  for (const [name, boughtAt, credits, generation, text] of rows) {
-    let record: CompanyRecord;
-    try {
-      record = JSON.parse(text) as CompanyRecord;
-    } catch {
-      continue;
-    }
-    if (record === null || typeof record !== 'object' || typeof record.domain !== 'string') continue;
-    yield { service: name, boughtAt: num(boughtAt), credits: num(credits), generation: num(generation), record };
+  for (const row of (service === undefined ? statement.iterate() : statement.iterate(service)) as IterableIterator<unknown[]>) {
+    const held = heldOf(...(row as [unknown, unknown, unknown, unknown, unknown]));
+    if (held !== null) yield held;
   }
 }
-
-const AT_RISK = "p.outcome = 'open' AND (p.intent_key IS NOT NULL OR p.uncertain = 1)";
 
 /** Purchases whose paid call may have been charged without an answer seen: a credit each at most. */
 export function atRisk(store: Store, domains: readonly string[]): AtRisk[] {
@@ -163,11 +100,10 @@ export function release(store: Store, purchases: readonly AtRisk[]): AtRisk[] {
 
 /** Forgets records and lookups before `cutoff` (bought again when next named). Open purchases are never pruned: only their own key recovers a possible charge free. */
 export function prune(store: Store, cutoff: number, dryRun: boolean): Pruned {
-  const count = (sql: string): number => num((store.db.prepare(sql).raw(true).get(cutoff) as [number])[0]);
   const counts = (): Pruned => ({
-    companies: count('SELECT count(*) FROM companies WHERE bought_at < ?'),
-    lookups: count('SELECT count(*) FROM lookups WHERE checked_at < ?'),
-    purchases: count("SELECT count(*) FROM purchases WHERE outcome != 'open' AND coalesce(closed_at, opened_at) < ?"),
+    companies: num(all(store, `SELECT count(*) FROM ${PRUNED.companies}`, cutoff)[0]?.[0]),
+    lookups: num(all(store, `SELECT count(*) FROM ${PRUNED.lookups}`, cutoff)[0]?.[0]),
+    purchases: num(all(store, `SELECT count(*) FROM ${PRUNED.purchases}`, cutoff)[0]?.[0]),
   });
   if (dryRun) return counts();
   // One write transaction from the check to the new key epoch: a run registering meanwhile is refused here, or waits and reads the new epoch.
@@ -176,49 +112,14 @@ export function prune(store: Store, cutoff: number, dryRun: boolean): Pruned {
     const live = (store.db.prepare("SELECT id FROM runs WHERE status = 'running'").raw(true).all() as [number][]).filter(([id]) => store.runAlive(id));
     if (live.length > 0) throw new UsageError(`a run is under way on this store (run ${live.map(([id]) => id).join(', ')}); prune when it has finished`);
     const result = counts();
-    store.db.prepare('DELETE FROM companies WHERE bought_at < ?').run(cutoff);
-    store.db.prepare('DELETE FROM lookups WHERE checked_at < ?').run(cutoff);
-    store.db.prepare("DELETE FROM purchases WHERE outcome != 'open' AND coalesce(closed_at, opened_at) < ?").run(cutoff);
+    for (const where of Object.values(PRUNED)) store.db.prepare(sqliteText(`DELETE FROM ${where}`)).run(cutoff);
     if (result.purchases > 0) store.bumpKeyEpoch();
     return result;
   }).immediate();
 }
 
-
-/** SQL of the group each closed purchase's credits count in (SpendRow.group); `r` is the run that closed it. */
-const GROUP: Record<SpendBy, string> = {
-  month: "strftime('%Y-%m', p.closed_at / 1000, 'unixepoch')",
-  person: "CASE WHEN r.id IS NULL THEN NULL ELSE coalesce(nullif(r.user, '') || '@', '') || r.host END",
-  input: 'CASE WHEN r.id IS NULL THEN NULL ELSE coalesce(r.input_name, \'-\') END',
-};
-
-/** Spent by month (UTC), person (user@host of the closing run) or input: credits and, apart, keys retired as possibly charged; and what open purchases may yet cost. */
-export function spend(store: Store, by: SpendBy): Spend {
-  const rows = store.db
-    .prepare(
-      `SELECT s.name, ${GROUP[by]} AS g, coalesce(sum(p.credits), 0), sum(p.outcome = 'hit'), coalesce(sum(p.unconfirmed), 0)
-         FROM purchases p JOIN services s ON s.id = p.service LEFT JOIN runs r ON r.id = p.run
-        WHERE p.closed_at IS NOT NULL GROUP BY s.id, g ORDER BY s.id, g`,
-    )
-    .raw(true)
-    .all() as [string, string | null, number, number, number][];
-  const open = store.db
-    .prepare(
-      `SELECT s.name, sum(${AT_RISK}), coalesce(sum(p.unconfirmed), 0) FROM purchases p JOIN services s ON s.id = p.service
-        WHERE p.outcome = 'open' GROUP BY s.id ORDER BY s.id`,
-    )
-    .raw(true)
-    .all() as [string, number, number][];
-  const companies = store.db
-    .prepare(`SELECT s.name, count(DISTINCT p.domain) FROM purchases p JOIN services s ON s.id = p.service WHERE p.closed_at IS NOT NULL AND p.outcome = 'hit' GROUP BY s.id`)
-    .raw(true)
-    .all() as [string, number][];
-  return {
-    companies: companies.map(([service, n]) => ({ service, companies: num(n) })),
-    rows: rows.map(([service, group, credits, bought, unconfirmed]): SpendRow => ({ service, group, credits: num(credits), bought: num(bought), unconfirmed: num(unconfirmed) })),
-    open: open.map(([service, purchases, unconfirmed]): OpenSpend => ({ service, purchases: num(purchases), unconfirmed: num(unconfirmed) })).filter((o) => o.purchases > 0 || o.unconfirmed > 0),
-  };
-}
+/** Spent by month (UTC), person or input (ledger-sql.ts spendSql). */
+export const spend = (store: Store, by: SpendBy): Spend => spendOf(spendSql(by, "strftime('%Y-%m', p.closed_at / 1000, 'unixepoch')").map((text) => all(store, text)));
 
 /** One person's store, as `enrich ledger` asks of it (store/ledger-types.ts). */
 export class SqliteLedger implements LedgerStore {

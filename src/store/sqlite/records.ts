@@ -5,6 +5,7 @@ import { capRow, lineOf, monthOf, runBudgetSql, type BudgetLine } from '../budge
 import { LEASE_MS, StoreWriteError, type Connection } from './connection.js';
 import { creditsSince, savedAmong } from './money.js';
 import type { Claim, CompanyState, HeldCompany, Lookup, MonthSpend, Purchase, RunEnd, RunsUnderWay, ServiceStore, StoreEvent } from '../types.js';
+import { otherRunsSql, sqliteText, underWay } from '../ledger-sql.js';
 import { openChannel, type WriteChannel, type WriterChoice } from './write-channel.js';
 import { COMPANY_COLUMNS, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
 
@@ -62,13 +63,9 @@ export class ServiceRecords implements ServiceStore {
 
   /** Once, every run; after that, by id only (a store's runs are never deleted: a scan each second would grow with them). */
   async otherRuns(known: readonly number[], after: number | null): Promise<RunsUnderWay> {
-    const peer = `service = ?1 AND status = 'running' AND id != ?2`;
-    const rows = (
-      after === null
-        ? this.store.sql(`SELECT id, ${peer} FROM runs WHERE ${peer} OR id = (SELECT max(id) FROM runs)`).raw(true).all(this.serviceId, this.run ?? 0)
-        : this.store.sql(`SELECT id, ${peer} FROM runs WHERE id > ?3 OR id IN (SELECT value FROM json_each(?4))`).raw(true).all(this.serviceId, this.run ?? 0, after, JSON.stringify(known))
-    ) as [number, number][];
-    return { under: rows.filter(([, p]) => p === 1).map(([id]) => id), last: Math.max(after ?? 0, ...rows.map(([id]) => id)) };
+    const ids = after === null ? [] : [after, JSON.stringify(known)];
+    const text = sqliteText(otherRunsSql(after === null ? null : 'id IN (SELECT value FROM json_each($4))'));
+    return underWay(this.store.sql(text).raw(true).all(this.serviceId, this.run ?? 0, ...ids) as unknown[][], after);
   }
 
   /** Whether the store holds anything of this service: if not, a first-met company needs no look-up (the claim always looks anyway). */
