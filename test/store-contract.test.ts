@@ -501,6 +501,32 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(await a.otherRuns([], c.runId)).toStrictEqual({ under: [], last: c.runId });
   });
 
+  it('reads every row for a copy, page after page in byte order, a purchase page ending inside a domain', async () => {
+    const s = await open();
+    await s.begin();
+    // 1,201 domains ('-' sorts before letters in bytes, not in a language's collation): more than a page of lookups,
+    // and three generations each, so a page of purchases (1,000) ends between one domain's generations.
+    const count = `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 1200)`;
+    const domain = `CASE WHEN i % 2 = 0 THEN 'a-' ELSE 'ab' END || CAST(i AS text) || '.com'`;
+    await s.raw(`INSERT INTO lookups (service, domain, status, checked_at) ${count} SELECT 1, ${domain}, 'miss', 1 FROM n`);
+    await s.raw(`INSERT INTO purchases (service, domain, generation, key_version, outcome, credits, opened_at, closed_at) ${count} SELECT 1, ${domain}, g, 1, 'hit', 1, 1, 2 FROM n, (SELECT 1 AS g UNION ALL SELECT 2 UNION ALL SELECT 3) gs`);
+    const ledger = await openLedgerStore(s.address, { tool: 'test', now: Date.now, env: {}, write: false, create: false });
+    try {
+      const source = await ledger.copySource();
+      const lookups: string[] = [];
+      for await (const page of source.lookups('svc')) lookups.push(...page.map((l) => l.domain));
+      const purchases: string[] = [];
+      for await (const page of source.purchases('svc')) purchases.push(...page.map((p) => `${p.domain} ${p.generation}`));
+      await source.end();
+      const bytes = (a: string, b: string): number => Buffer.compare(Buffer.from(a), Buffer.from(b));
+      expect(lookups).toHaveLength(1_201);
+      expect(lookups).toStrictEqual([...lookups].sort(bytes));
+      expect(purchases).toStrictEqual(lookups.flatMap((d) => [`${d} 1`, `${d} 2`, `${d} 3`]));
+    } finally {
+      await ledger.close();
+    }
+  });
+
   // The rule is written once (store/purchase.ts decideBatch); the tests' memory store applies it
   // to plain maps. This holds each backend to it: what it reads and writes in its transaction.
   // Two runs, a seeded sequence: claims, answers, losses, retirements, releases, unclaims.

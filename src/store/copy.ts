@@ -131,6 +131,65 @@ export async function copyStore(source: CopySource, target: CopyTarget): Promise
 /** Rows per chunk: one transaction each, small enough for any server's lock table. */
 export const COPY_CHUNK = 1_000;
 
+/** The columns a copy moves, table by table. */
+export const COPY_COLUMNS = {
+  runs: `id, started_at, ended_at, pid, host, "user", tool, input_name, input_sha256, rows, dry_run, options, status, heartbeat_at, policy_now, credits, bought, reused`,
+  lookups: 'domain, status, company, name, checked_at',
+  companies: 'domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run',
+  purchases: 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at',
+};
+
+/** A read of the store being copied: `$n` placeholders (store/ledger-sql.ts), rows as objects. */
+export type CopyRead = (text: string, params: unknown[]) => Promise<Record<string, unknown>[]>;
+
+/**
+ * A store read whole for a copy, in the one snapshot transaction its backend began (one moment, whatever runs write meanwhile),
+ * page by page in byte order: `collation` is the backend's name for it.
+ */
+export class SqlCopySource implements CopySource {
+  constructor(
+    private readonly read: CopyRead,
+    private readonly collation: string,
+    readonly end: () => Promise<void>,
+  ) {}
+
+  async services(): Promise<string[]> {
+    return (await this.read('SELECT name FROM services ORDER BY id', [])).map((r) => String(r['name']));
+  }
+
+  async runs(service: string): Promise<CopyRun[]> {
+    return (await this.read(`SELECT ${COPY_COLUMNS.runs} FROM runs WHERE service = ${SERVICE} ORDER BY id`, [service])).map(toCopyRun);
+  }
+
+  lookups(service: string): AsyncGenerator<CopyLookup[]> {
+    return this.pages('lookups', service, toCopyLookup);
+  }
+
+  companies(service: string): AsyncGenerator<CopyCompany[]> {
+    return this.pages('companies', service, toCopyCompany);
+  }
+
+  purchases(service: string): AsyncGenerator<KeptPurchase[]> {
+    return this.pages('purchases', service, toKept);
+  }
+
+  /** A table's rows of `service` in key order: by domain, and a purchase's by its generation then. */
+  private async *pages<T>(table: 'lookups' | 'companies' | 'purchases', service: string, of: (r: Record<string, unknown>) => T): AsyncGenerator<T[]> {
+    const domain = `domain COLLATE ${this.collation}`;
+    const after = `CAST($2 AS text) COLLATE ${this.collation}`;
+    const [key, order] = table === 'purchases' ? [`(${domain}, generation) > (${after}, CAST($3 AS int))`, `${domain}, generation`] : [`${domain} > ${after}`, domain];
+    for (let last: unknown[] = table === 'purchases' ? ['', 0] : ['']; ; ) {
+      const rows = await this.read(`SELECT ${COPY_COLUMNS[table]} FROM ${table} WHERE service = ${SERVICE} AND ${key} ORDER BY ${order} LIMIT ${COPY_CHUNK}`, [service, ...last]);
+      if (rows.length === 0) return;
+      yield rows.map(of);
+      const r = rows[rows.length - 1] as Record<string, unknown>;
+      last = [r['domain'], num(r['generation'])].slice(0, last.length);
+    }
+  }
+}
+
+const SERVICE = '(SELECT id FROM services WHERE name = $1)';
+
 // Rows as both backends return them (snake_case columns).
 
 const num = (v: unknown): number => Number(v ?? 0);

@@ -1,72 +1,11 @@
 import { EnrichError } from '../../errors.js';
-import { COPY_CHUNK, companyWins, copiedGeneration, LeftBusy, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyCompany, toCopyLookup, toCopyRun, toKept } from '../copy.js';
-import type { CopyCompany, CopyLookup, CopyRun, CopySource, CopyTarget, PurchasesCopied, RunIds } from '../copy-types.js';
+import { companyWins, COPY_COLUMNS, copiedGeneration, LeftBusy, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyLookup, toKept } from '../copy.js';
+import type { CopyCompany, CopyLookup, CopyRun, CopyTarget, PurchasesCopied, RunIds } from '../copy-types.js';
 import type { KeptPurchase } from '../purchase.js';
 import { RUN_ALIVE } from './writer.js';
 import type { Session } from './connect.js';
 import { LEASE_MS } from './writer.js';
 import type { PgStore } from './store.js';
-
-const RUN_COLUMNS = `id, started_at, ended_at, pid, host, "user", tool, input_name, input_sha256, rows, dry_run, options, status, heartbeat_at, policy_now, credits, bought, reused`;
-const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at';
-const COMPANY_COLUMNS = 'domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run';
-const SERVICE = '(SELECT id FROM services WHERE name = $1)';
-
-/** The team store read whole for a copy in one REPEATABLE READ transaction (one moment, whatever runs write meanwhile), page by page in byte order. */
-export class PgCopySource implements CopySource {
-  private constructor(private readonly db: Session) {}
-
-  static async begin(db: Session): Promise<PgCopySource> {
-    await db.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-    return new PgCopySource(db);
-  }
-
-  async services(): Promise<string[]> {
-    return (await this.db.query<{ name: string }>('SELECT name FROM services ORDER BY id')).rows.map((r) => r.name);
-  }
-
-  async runs(service: string): Promise<CopyRun[]> {
-    return (await this.db.query<Record<string, unknown>>(`SELECT ${RUN_COLUMNS} FROM runs WHERE service = ${SERVICE} ORDER BY id`, [service])).rows.map(toCopyRun);
-  }
-
-  private async *pages<T>(columns: string, table: string, service: string, read: (r: Record<string, unknown>) => T): AsyncGenerator<T[]> {
-    for (let after = ''; ; ) {
-      const { rows } = await this.db.query<Record<string, unknown>>(
-        `SELECT ${columns} FROM ${table} WHERE service = ${SERVICE} AND domain COLLATE "C" > $2::text COLLATE "C" ORDER BY domain COLLATE "C" LIMIT ${COPY_CHUNK}`,
-        [service, after],
-      );
-      if (rows.length === 0) return;
-      yield rows.map(read);
-      after = String(rows[rows.length - 1]?.['domain']);
-    }
-  }
-
-  lookups(service: string): AsyncGenerator<CopyLookup[]> {
-    return this.pages('domain, status, company, name, checked_at', 'lookups', service, toCopyLookup);
-  }
-
-  companies(service: string): AsyncGenerator<CopyCompany[]> {
-    return this.pages(COMPANY_COLUMNS, 'companies', service, toCopyCompany);
-  }
-
-  async *purchases(service: string): AsyncGenerator<KeptPurchase[]> {
-    for (let after: [string, number] = ['', 0]; ; ) {
-      const { rows } = await this.db.query<Record<string, unknown>>(
-        `SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ${SERVICE} AND (domain COLLATE "C", generation) > ($2::text COLLATE "C", $3::int)
-          ORDER BY domain COLLATE "C", generation LIMIT ${COPY_CHUNK}`,
-        [service, ...after],
-      );
-      if (rows.length === 0) return;
-      yield rows.map(toKept);
-      const last = rows[rows.length - 1] as Record<string, unknown>;
-      after = [String(last['domain']), Number(last['generation'])];
-    }
-  }
-
-  async end(): Promise<void> {
-    await this.db.query('COMMIT');
-  }
-}
 
 /** What the team store's ledger lends its copy target: its transactions, locks and judgement of runs. */
 export interface PgCopyHelp {
@@ -233,7 +172,7 @@ export class PgCopyTarget implements CopyTarget {
       const serviceId = await this.service(service);
       await this.lock(serviceId, rows.map((p) => p.domain));
       const { rows: found } = await this.db.query<Record<string, unknown>>(
-        `SELECT ${PURCHASE_COLUMNS.split(', ').map((c) => `p.${c}`).join(', ')}
+        `SELECT ${COPY_COLUMNS.purchases.split(', ').map((c) => `p.${c}`).join(', ')}
            FROM purchases p JOIN unnest($2::text[], $3::int[]) AS u(domain, generation) ON p.domain = u.domain AND p.generation = u.generation
           WHERE p.service = $1 AND p.domain = ANY($2::text[])`,
         [serviceId, rows.map((p) => p.domain), rows.map((p) => p.generation)],
@@ -257,7 +196,7 @@ export class PgCopyTarget implements CopyTarget {
   private async write(serviceId: number, list: readonly KeptPurchase[]): Promise<void> {
     const col = <K extends keyof KeptPurchase>(k: K): KeptPurchase[K][] => list.map((p) => p[k]);
     const { rowCount } = await this.db.query(
-      `INSERT INTO purchases (service, ${PURCHASE_COLUMNS})
+      `INSERT INTO purchases (service, ${COPY_COLUMNS.purchases})
        SELECT $1, u.* FROM unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::int[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[]) AS u
        ON CONFLICT (service, domain, generation) DO UPDATE SET key_version = excluded.key_version, intent_key = excluded.intent_key, uncertain = excluded.uncertain,
          unconfirmed = excluded.unconfirmed, error_code = excluded.error_code, lost_at = excluded.lost_at, settle_ms = excluded.settle_ms, outcome = excluded.outcome, credits = excluded.credits,

@@ -9,7 +9,8 @@ import { displayStore } from '../path.js';
 import { client, connect, describe, inTransaction, isLockTimeout, keepsSessionSurely, lockWait, placeOf, type Place, type Session } from './connect.js';
 import { BUDGETS_LOCK, RUN_ALIVE } from './writer.js';
 import { budgetLinesSql, budgetView, monthOf, serviceMonthSql, type BudgetView } from '../budget.js';
-import { PgCopySource, PgCopyTarget } from './copy.js';
+import { PgCopyTarget } from './copy.js';
+import { SqlCopySource } from '../copy.js';
 import { MAINTENANCE_LOCK, NOW_MS } from './schema.js';
 import { MAINTENANCE_WAIT_MS, maintenanceHeld, PgStore, TABLE_WAIT_MS } from './store.js';
 import { HASHED, LEASE_MS, OUTCOME_CHANNEL } from './writer.js';
@@ -211,8 +212,10 @@ export class PgLedger implements LedgerStore {
   /** Nothing to wait for: leases are judged by the server's clock, which every machine shares. */
   async settleClocks(): Promise<void> {}
 
+  /** Read in one REPEATABLE READ transaction, in byte order. */
   async copySource(): Promise<CopySource> {
-    return PgCopySource.begin(this.db);
+    await this.db.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    return new SqlCopySource(async (text, params) => (await this.db.query(text, params)).rows, '"C"', async () => void (await this.db.query('COMMIT')));
   }
 
   /** A copy into the team store holds the maintenance lock throughout: no prune runs beside it. A dry run writes nothing, and holds nothing. */

@@ -1,75 +1,10 @@
-import { COPY_CHUNK, companyWins, copiedGeneration, LeftBusy, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyCompany, toCopyLookup, toCopyRun, toKept } from '../copy.js';
-import type { CopyCompany, CopyLookup, CopyRun, CopySource, CopyTarget, PurchasesCopied, RunIds } from '../copy-types.js';
+import { companyWins, COPY_COLUMNS, copiedGeneration, LeftBusy, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyLookup, toKept } from '../copy.js';
+import type { CopyCompany, CopyLookup, CopyRun, CopyTarget, PurchasesCopied, RunIds } from '../copy-types.js';
 import type { KeptPurchase } from '../purchase.js';
 import type { Store } from './store.js';
 
 const num = (v: unknown): number => Number(v ?? 0);
 const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
-
-const RUN_COLUMNS = 'id, started_at, ended_at, pid, host, user, tool, input_name, input_sha256, rows, dry_run, options, status, heartbeat_at, policy_now, credits, bought, reused';
-const PURCHASE_COLUMNS = 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at';
-const COMPANY_COLUMNS = 'domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run';
-
-/** One person's store read whole for a copy in one read transaction (one moment, whatever runs write meanwhile), page by page in key order. */
-export class SqliteCopySource implements CopySource {
-  private begun = false;
-
-  constructor(private readonly store: Store) {}
-
-  private all(text: string, ...params: unknown[]): Record<string, unknown>[] {
-    if (!this.begun) {
-      this.store.db.exec('BEGIN');
-      this.begun = true;
-    }
-    return this.store.db.prepare(text).all(...params) as Record<string, unknown>[];
-  }
-
-  async services(): Promise<string[]> {
-    return this.all('SELECT name FROM services ORDER BY id').map((r) => String(r['name']));
-  }
-
-  async runs(service: string): Promise<CopyRun[]> {
-    return this.all(`SELECT ${RUN_COLUMNS} FROM runs WHERE service = (SELECT id FROM services WHERE name = ?) ORDER BY id`, service).map(toCopyRun);
-  }
-
-  async *lookups(service: string): AsyncGenerator<CopyLookup[]> {
-    for (let after = ''; ; ) {
-      const rows = this.all('SELECT domain, status, company, name, checked_at FROM lookups WHERE service = (SELECT id FROM services WHERE name = ?) AND domain > ? ORDER BY domain LIMIT ?', service, after, COPY_CHUNK);
-      if (rows.length === 0) return;
-      yield rows.map(toCopyLookup);
-      after = String(rows[rows.length - 1]?.['domain']);
-    }
-  }
-
-  async *companies(service: string): AsyncGenerator<CopyCompany[]> {
-    for (let after = ''; ; ) {
-      const rows = this.all(`SELECT ${COMPANY_COLUMNS} FROM companies WHERE service = (SELECT id FROM services WHERE name = ?) AND domain > ? ORDER BY domain LIMIT ?`, service, after, COPY_CHUNK);
-      if (rows.length === 0) return;
-      yield rows.map(toCopyCompany);
-      after = String(rows[rows.length - 1]?.['domain']);
-    }
-  }
-
-  async *purchases(service: string): AsyncGenerator<KeptPurchase[]> {
-    for (let after: [string, number] = ['', 0]; ; ) {
-      const rows = this.all(
-        `SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = (SELECT id FROM services WHERE name = ?) AND (domain, generation) > (?, ?) ORDER BY domain, generation LIMIT ?`,
-        service,
-        ...after,
-        COPY_CHUNK,
-      );
-      if (rows.length === 0) return;
-      yield rows.map(toKept);
-      const last = rows[rows.length - 1] as Record<string, unknown>;
-      after = [String(last['domain']), num(last['generation'])];
-    }
-  }
-
-  async end(): Promise<void> {
-    if (this.begun && this.store.db.inTransaction) this.store.db.exec('COMMIT');
-    this.begun = false;
-  }
-}
 
 /** One person's store receiving a copy, a write transaction per chunk; a dry run only reads and decides, holding no lock. */
 export class SqliteCopyTarget implements CopyTarget {
@@ -180,8 +115,8 @@ export class SqliteCopyTarget implements CopyTarget {
   async purchases(service: string, rows: readonly KeptPurchase[], ids: RunIds): Promise<PurchasesCopied> {
     return this.transaction(() => {
       const serviceId = this.service(service);
-      const read = this.store.db.prepare(`SELECT ${PURCHASE_COLUMNS} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`);
-      const write = this.store.db.prepare(`INSERT OR REPLACE INTO purchases (service, ${PURCHASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+      const read = this.store.db.prepare(`SELECT ${COPY_COLUMNS.purchases} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`);
+      const write = this.store.db.prepare(`INSERT OR REPLACE INTO purchases (service, ${COPY_COLUMNS.purchases}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
       const counts = noPurchases();
       const buying = this.buying(serviceId);
       for (const source of rows) {

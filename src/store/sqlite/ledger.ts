@@ -6,7 +6,8 @@ import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow, Servi
 import { AT_RISK, heldOf, HOLDINGS, holdingOf, PRUNED, runOf, runsSql, spendOf, spendSql, sqliteText } from '../ledger-sql.js';
 import { hostIdentity } from '../host.js';
 import { LEASE_MS } from './connection.js';
-import { SqliteCopySource, SqliteCopyTarget } from './copy.js';
+import { SqliteCopyTarget } from './copy.js';
+import { SqlCopySource } from '../copy.js';
 import { explainDamage } from './errors.js';
 import { Store } from './store.js';
 import { budgetLinesSql, budgetView, monthOf, serviceMonthSql, type BudgetView } from '../budget.js';
@@ -195,8 +196,11 @@ export class SqliteLedger implements LedgerStore {
     return watchSkewedRuns(this.store, watch.sleep, watch.note);
   }
 
+  /** Read in one read transaction. */
   async copySource(): Promise<CopySource> {
-    return new SqliteCopySource(this.store);
+    const db = this.store.db;
+    db.exec('BEGIN');
+    return new SqlCopySource(async (text, params) => db.prepare(sqliteText(text)).all(...params) as Record<string, unknown>[], 'BINARY', async () => void (db.inTransaction && db.exec('COMMIT')));
   }
 
   async copyTarget(dryRun: boolean): Promise<CopyTarget> {
