@@ -24,7 +24,7 @@ export interface Summary {
   /** Companies bought by this invocation, and served from the store instead of bought. */
   bought: number;
   reused: number;
-  /** Credits the store saved: reused companies this account would otherwise have paid for again (store/sqlite/money.ts savedAmong). */
+  /** Credits the store saved: reused companies this account would otherwise have paid for again (store/run-records.ts savedAmong). */
   credits_saved: number;
   credits_charged: number;
   /** Keys this invocation retired on the settle rule, each possibly charged unseen (a credit at most); zero unless the service lost an answer, then erred. */

@@ -1,10 +1,9 @@
 import type pg from 'pg';
-import { capRow, lineOf, monthOf, runBudgetSql, type BudgetLine } from '../budget.js';
 import type { CompanyRecord } from '../../api/types.js';
 import { EnrichError } from '../../errors.js';
 import { isProcessAlive } from '../../process-alive.js';
-import type { Claim, CompanyState, Lookup, MonthSpend, RunEnd, RunsUnderWay, ServiceStore, StoreEvent } from '../types.js';
-import { otherRunsSql, underWay } from '../ledger-sql.js';
+import type { Claim, CompanyState, Lookup, RunEnd, ServiceStore } from '../types.js';
+import { parseRecord, RunRecords } from '../run-records.js';
 import { client, connect, describe, inTransaction, isConnectionLoss, isLockTimeout, lockWait, placeOf, reconnecting, type Session } from './connect.js';
 import { NOW_MS } from './schema.js';
 import { AGAIN, GroupCommit, type Queued } from '../group-commit.js';
@@ -47,19 +46,6 @@ export class PgWriteError extends EnrichError {
   }
 }
 
-function parseRecord(text: string): CompanyRecord | null {
-  try {
-    const v = JSON.parse(text) as unknown;
-    if (v === null || typeof v !== 'object' || Array.isArray(v)) return null;
-    const r = v as Record<string, unknown>;
-    if (typeof r['domain'] !== 'string' || typeof r['name'] !== 'string') return null;
-    if (!Array.isArray(r['specialties'])) r['specialties'] = [];
-    return r as unknown as CompanyRecord;
-  } catch {
-    return null;
-  }
-}
-
 function chunks<T>(list: readonly T[]): T[][] {
   const out: T[][] = [];
   for (let at = 0; at < list.length; at += READ_CHUNK) out.push(list.slice(at, at + READ_CHUNK));
@@ -91,12 +77,12 @@ const PREPARED_GONE = new Set(['26000', '42P05', '0A000']);
  * One service's records in the team store and one run's writes. Reads are single statements (one moment each); writes are group-committed,
  * two pipelined round trips a batch (writer.ts). A waiter is woken by its outcome's NOTIFY, and polls too: notifications are lost while reconnecting.
  */
-export class PgRecords implements ServiceStore {
+export class PgRecords extends RunRecords implements ServiceStore {
   readonly storeId: string;
-  private readonly group: GroupCommit;
+  protected readonly group: GroupCommit;
   /** Runs of this host whose process is gone: their claims are taken over without waiting for the lease. */
   private readonly dead = new Set<number>();
-  private readonly heartbeat: Heartbeat;
+  protected readonly heartbeat: Heartbeat;
   private listener: pg.Client | null = null;
   private listening: Promise<void> | null = null;
   private readonly waiters = new Map<string, Set<() => void>>();
@@ -105,12 +91,13 @@ export class PgRecords implements ServiceStore {
 
   private constructor(
     private readonly store: RecordsHost,
-    readonly service: string,
-    private readonly serviceId: number,
-    private readonly run: number | null,
-    readonly policyNow: number,
+    service: string,
+    serviceId: number,
+    run: number | null,
+    policyNow: number,
     private writer: pg.Client,
   ) {
+    super(service, serviceId, run, policyNow);
     this.storeId = store.storeId;
     this.named = store.keepsSession;
     this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs, lockWait(BATCH_LOCK_WAIT_MS, store.queryTimeoutMs), store.queryTimeoutMs), TIMING);
@@ -141,59 +128,21 @@ export class PgRecords implements ServiceStore {
     return connecting;
   }
 
-  get runId(): number {
-    return this.run ?? 0;
-  }
-
   private get where(): string {
     const { host, port } = placeOf(this.writer);
     return `${host}:${port}`;
   }
 
-  /** As the SQLite store's: once, every run; after that, by id only (the primary key). */
-  async otherRuns(known: readonly number[], after: number | null): Promise<RunsUnderWay> {
-    const ids = after === null ? [] : [after, [...known]];
-    const { rows } = await this.store.db.query(otherRunsSql(after === null ? null : 'id = ANY($4::bigint[])'), [this.serviceId, this.run ?? 0, ...ids]);
-    return underWay(rows.map((r) => Object.values(r)), after);
+  protected async rows(text: string, params: readonly unknown[]): Promise<unknown[][]> {
+    return (await this.store.db.query(text, [...params])).rows.map((r) => Object.values(r));
   }
 
-  async holdsAny(): Promise<boolean> {
-    const { rows } = await this.store.db.query<{ any: boolean }>(
-      'SELECT EXISTS (SELECT 1 FROM companies WHERE service = $1) OR EXISTS (SELECT 1 FROM purchases WHERE service = $1) AS any',
-      [this.serviceId],
-    );
-    return rows[0]?.any === true;
+  protected among(column: string, n: number, list: readonly (string | number)[], type: 'text' | 'bigint'): [string, unknown] {
+    return [`${column} = ANY($${n}::${type}[])`, [...list]];
   }
 
-  /** As the SQLite store's (store/sqlite/money.ts): closed purchases and possibly charged keys since `since`. */
-  async creditsSince(since: number): Promise<MonthSpend> {
-    const { rows } = await this.store.db.query<{ charged: string | null; unconfirmed: string | null }>(
-      'SELECT coalesce(sum(credits), 0) AS charged, coalesce(sum(unconfirmed), 0) AS unconfirmed FROM purchases WHERE service = $1 AND closed_at >= $2',
-      [this.serviceId, since],
-    );
-    return { charged: Number(rows[0]?.charged ?? 0), unconfirmed: Number(rows[0]?.unconfirmed ?? 0) };
-  }
-
-  async budget(): Promise<BudgetLine[]> {
-    if (this.run === null) return [];
-    const { since, until } = monthOf(this.store.now());
-    const { rows } = await this.store.db.query(runBudgetSql((n) => `$${n}`), [since, until, this.run]);
-    return rows.map((r) => capRow([r['person'], r['credits'], r['spent'], r['held']])).map(lineOf);
-  }
-
-  /** As the SQLite store's (store/sqlite/money.ts savedAmong): each reuse claimed once per input. */
-  async savedAmong(companies: readonly string[]): Promise<number> {
-    if (this.run === null || companies.length === 0) return 0;
-    const { rows } = await this.store.db.query<{ n: string }>(
-      `SELECT count(*) AS n FROM companies c JOIN runs me ON me.id = $1 LEFT JOIN runs r ON r.id = c.run
-        WHERE c.service = me.service AND c.domain = any($2::text[]) AND c.bought_at < me.started_at
-          AND (c.run IS NULL OR (r.ended_at IS NOT NULL AND r.ended_at <= me.started_at
-               AND (r.input_sha256 IS NULL OR me.input_sha256 IS NULL OR r.input_sha256 <> me.input_sha256)))
-          AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.service = me.service AND e.input_sha256 = me.input_sha256
-               AND e.id < me.id AND e.dry_run = 0 AND e.started_at > c.bought_at)`,
-      [this.run, [...companies]],
-    );
-    return Number(rows[0]?.n ?? 0);
+  protected storeNow(): number {
+    return this.store.now();
   }
 
   async loadLookups(domains: readonly string[], indexOf: (domain: string) => number | undefined, visit: (index: number, lookup: Lookup) => void): Promise<void> {
@@ -266,14 +215,6 @@ export class PgRecords implements ServiceStore {
       }
     }
     return found;
-  }
-
-  append(event: StoreEvent, durable = false): Promise<Claim> {
-    return this.group.append(event, durable);
-  }
-
-  flush(): Promise<void> {
-    return this.group.flush();
   }
 
   /** One batch: a claim per event, or AGAIN for a claim held by a process of this host that is gone. */
@@ -401,19 +342,6 @@ export class PgRecords implements ServiceStore {
       throw error;
     });
     return this.listening;
-  }
-
-  /** Whether this run's lease may have lapsed (heartbeat.ts): then it must claim again before it sends. */
-  leaseLapsed(): boolean {
-    return this.heartbeat.lapsed();
-  }
-
-  leaseEpoch(): number {
-    return this.heartbeat.epoch;
-  }
-
-  renewLease(): Promise<void> {
-    return this.heartbeat.renew();
   }
 
   /**

@@ -1,11 +1,10 @@
 import type { CompanyRecord } from '../../api/types.js';
 import { GroupCommit } from '../group-commit.js';
 import { Heartbeat } from '../heartbeat.js';
-import { capRow, lineOf, monthOf, runBudgetSql, type BudgetLine } from '../budget.js';
 import { LEASE_MS, StoreWriteError, type Connection } from './connection.js';
-import { creditsSince, savedAmong } from './money.js';
-import type { Claim, CompanyState, HeldCompany, Lookup, MonthSpend, Purchase, RunEnd, RunsUnderWay, ServiceStore, StoreEvent } from '../types.js';
-import { otherRunsSql, sqliteText, underWay } from '../ledger-sql.js';
+import type { Claim, CompanyState, HeldCompany, Lookup, Purchase, RunEnd, ServiceStore, StoreEvent } from '../types.js';
+import { sqliteText } from '../ledger-sql.js';
+import { parseRecord, RunRecords } from '../run-records.js';
 import { openChannel, type WriteChannel, type WriterChoice } from './write-channel.js';
 import { COMPANY_COLUMNS, PURCHASE_COLUMNS, RecordWriter, toHeld, toPurchase, type CompanyRow, type PurchaseRow, type WriteItem } from './writer.js';
 
@@ -16,28 +15,14 @@ const RECORDS_AT_ONCE = 512;
 /** Up to this many keys are always read by point queries (ServiceRecords.visit). */
 const FEW_KEYS = 64;
 
-/** Validates a record read back: a tampered or damaged row is treated as not held. */
-function parseRecord(text: string): CompanyRecord | null {
-  try {
-    const v = JSON.parse(text) as unknown;
-    if (v === null || typeof v !== 'object' || Array.isArray(v)) return null;
-    const r = v as Record<string, unknown>;
-    if (typeof r['domain'] !== 'string' || typeof r['name'] !== 'string') return null;
-    if (!Array.isArray(r['specialties'])) r['specialties'] = [];
-    return r as unknown as CompanyRecord;
-  } catch {
-    return null;
-  }
-}
-
 /**
  * One service's records and this run's writes. Batches are group-committed (writer.ts), on the writer thread when the
  * build has one, and fully synced only when one holds an intent, so durability does not cap throughput.
  */
-export class ServiceRecords implements ServiceStore {
+export class ServiceRecords extends RunRecords implements ServiceStore {
   readonly storeId: string;
-  private readonly group: GroupCommit;
-  private readonly heartbeat: Heartbeat;
+  protected readonly group: GroupCommit;
+  protected readonly heartbeat: Heartbeat;
   private readonly now: () => number;
   /** Transactions that synced to disk: one per batch holding an intent, not one per intent. */
   syncs = 0;
@@ -45,14 +30,14 @@ export class ServiceRecords implements ServiceStore {
 
   constructor(
     private readonly store: Connection,
-    readonly service: string,
-    private readonly serviceId: number,
-    private readonly run: number | null,
-    /** The moment this run judges freshness at (Store.policyNow): a resumed job keeps its own. */
-    readonly policyNow: number = Date.now(),
+    service: string,
+    serviceId: number,
+    run: number | null,
+    policyNow: number = Date.now(),
     /** Where batches are committed: this thread (tests, imports), or the writer thread. */
     private readonly writer: WriterChoice = { kind: 'inline' },
   ) {
+    super(service, serviceId, run, policyNow);
     this.storeId = store.storeId;
     this.now = store.options.now;
     this.group = new GroupCommit((batch) => this.commit(batch), (error) => new StoreWriteError(store.path, error), TIMING);
@@ -61,35 +46,16 @@ export class ServiceRecords implements ServiceStore {
     this.heartbeat = new Heartbeat(beat, LEASE_MS, store.options, (error) => this.group.fail(error));
   }
 
-  /** Once, every run; after that, by id only (a store's runs are never deleted: a scan each second would grow with them). */
-  async otherRuns(known: readonly number[], after: number | null): Promise<RunsUnderWay> {
-    const ids = after === null ? [] : [after, JSON.stringify(known)];
-    const text = sqliteText(otherRunsSql(after === null ? null : 'id IN (SELECT value FROM json_each($4))'));
-    return underWay(this.store.sql(text).raw(true).all(this.serviceId, this.run ?? 0, ...ids) as unknown[][], after);
+  protected async rows(text: string, params: readonly unknown[]): Promise<unknown[][]> {
+    return this.store.sql(sqliteText(text)).raw(true).all(...params) as unknown[][];
   }
 
-  /** Whether the store holds anything of this service: if not, a first-met company needs no look-up (the claim always looks anyway). */
-  async holdsAny(): Promise<boolean> {
-    const row = this.store.sql('SELECT EXISTS (SELECT 1 FROM companies WHERE service = ?) OR EXISTS (SELECT 1 FROM purchases WHERE service = ?)').raw(true).get(this.serviceId, this.serviceId) as [number];
-    return row[0] === 1;
+  protected among(column: string, n: number, list: readonly (string | number)[]): [string, unknown] {
+    return [`${column} IN (SELECT value FROM json_each($${n}))`, JSON.stringify(list)];
   }
 
-  async creditsSince(since: number): Promise<MonthSpend> {
-    return creditsSince(this.store, this.service, since);
-  }
-
-  async budget(): Promise<BudgetLine[]> {
-    if (this.run === null) return [];
-    const { since, until } = monthOf(this.now());
-    return (this.store.sql(runBudgetSql(() => '?')).raw(true).all([since, until, this.run]) as unknown[][]).map(capRow).map(lineOf);
-  }
-
-  async savedAmong(companies: readonly string[]): Promise<number> {
-    return this.run === null ? 0 : savedAmong(this.store, this.run, companies);
-  }
-
-  get runId(): number {
-    return this.run ?? 0;
+  protected storeNow(): number {
+    return this.now();
   }
 
   /** Point queries for a few keys, one scan for many: past about an eighth of the table a scan beats a probe per key. */
@@ -175,14 +141,6 @@ export class ServiceRecords implements ServiceStore {
     return found;
   }
 
-  append(event: StoreEvent, durable = false): Promise<Claim> {
-    return this.group.append(event, durable);
-  }
-
-  flush(): Promise<void> {
-    return this.group.flush();
-  }
-
   /** One batch, in one transaction, on the writer thread or this one. */
   private async commit(batch: readonly WriteItem[]): Promise<Claim[]> {
     this.channel ??= openChannel(this.writer, this.store, this.serviceId, this.run);
@@ -209,19 +167,6 @@ export class ServiceRecords implements ServiceStore {
   /** Says every few seconds that this run is alive, so others wait for its claims and no longer. */
   startHeartbeat(): void {
     this.heartbeat.start();
-  }
-
-  /** Whether this run's lease may have lapsed (heartbeat.ts): then it must claim again before it sends. */
-  leaseLapsed(): boolean {
-    return this.heartbeat.lapsed();
-  }
-
-  leaseEpoch(): number {
-    return this.heartbeat.epoch;
-  }
-
-  renewLease(): Promise<void> {
-    return this.heartbeat.renew();
   }
 
   async releaseClaims(): Promise<void> {
