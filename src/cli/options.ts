@@ -135,11 +135,11 @@ const seconds = (ms: number): string => `${Math.ceil(ms / 1000)}s`;
 const MAX_TIMEOUT_MS = 3_600_000;
 
 function checkSettle(flags: RunFlags): void {
-  if (flags.timeoutMs !== undefined && (flags.timeoutMs < 1000 || flags.timeoutMs > MAX_TIMEOUT_MS)) throw new UsageError('--timeout: give from 1s to 1h');
-  const deadline = flags.timeoutMs ?? DEFAULT_DEADLINE_MS;
-  if (flags.settleMs !== undefined && flags.settleMs < deadline) {
+  if (flags.timeout !== undefined && (flags.timeout < 1000 || flags.timeout > MAX_TIMEOUT_MS)) throw new UsageError('--timeout: give from 1s to 1h');
+  const deadline = flags.timeout ?? DEFAULT_DEADLINE_MS;
+  if (flags.settle !== undefined && flags.settle < deadline) {
     throw new UsageError(
-      `--settle ${seconds(flags.settleMs)} is shorter than a request may take (--timeout ${seconds(deadline)}): a paid call whose answer was lost may still be running, and retiring its key then can pay twice; give --settle ${seconds(deadline)} or more (or a shorter --timeout)`,
+      `--settle ${seconds(flags.settle)} is shorter than a request may take (--timeout ${seconds(deadline)}): a paid call whose answer was lost may still be running, and retiring its key then can pay twice; give --settle ${seconds(deadline)} or more (or a shorter --timeout)`,
     );
   }
 }
@@ -149,7 +149,7 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
   checkNotACommand(flags.input);
   checkNotAWorkbook(flags);
   if (flags.sandbox && flags.baseUrl !== undefined) throw new UsageError('--sandbox and --base-url exclude each other');
-  if (flags.fresh && flags.maxAgeMs !== undefined) throw new UsageError('--fresh and --max-age exclude each other (--fresh is --max-age 0)');
+  if (flags.fresh && flags.maxAge !== undefined) throw new UsageError('--fresh and --max-age exclude each other (--fresh is --max-age 0)');
   checkSettle(flags);
   let service: ServiceTarget;
   if (flags.sandbox) {
@@ -185,11 +185,11 @@ export async function resolveRunOptions(flags: RunFlags, env: NodeJS.ProcessEnv)
     dryRun: flags.dryRun,
     maxCredits: flags.maxCredits ?? null,
     store,
-    maxAgeMs: flags.fresh ? 0 : (flags.maxAgeMs ?? null),
-    missMaxAgeMs: flags.missMaxAgeMs ?? DEFAULT_MISS_MAX_AGE_MS,
+    maxAgeMs: flags.fresh ? 0 : (flags.maxAge ?? null),
+    missMaxAgeMs: flags.missMaxAge ?? DEFAULT_MISS_MAX_AGE_MS,
     // Unsaid, the settle is the default minute, or the request deadline where that is longer.
-    settleMs: flags.settleMs ?? (flags.timeoutMs !== undefined && flags.timeoutMs > DEFAULT_SETTLE_MS ? flags.timeoutMs : null),
-    requestDeadlineMs: flags.timeoutMs ?? null,
+    settleMs: flags.settle ?? (flags.timeout !== undefined && flags.timeout > DEFAULT_SETTLE_MS ? flags.timeout : null),
+    requestDeadlineMs: flags.timeout ?? null,
     journal: flags.journal,
     concurrency: flags.concurrency,
     service,

@@ -40,13 +40,6 @@ export function defineDoctor(program: Command, done: (flags: DoctorFlags) => voi
     .addHelpText('after', DOCTOR_EXAMPLES)
     .action((opts: Record<string, unknown>) => {
       const probe = opts['probeRate'] as number | true | undefined;
-      done({
-        baseUrl: opts['baseUrl'] as string | undefined,
-        sandbox: opts['sandbox'] as boolean,
-        apiKeyFile: opts['apiKeyFile'] as string | undefined,
-        store: opts['store'] as string | undefined,
-        probeRate: probe === undefined ? null : probe === true ? 100 : probe,
-        json: opts['json'] as boolean,
-      });
+      done({ ...(opts as Omit<DoctorFlags, 'probeRate'>), probeRate: probe === undefined ? null : probe === true ? 100 : probe });
     });
 }

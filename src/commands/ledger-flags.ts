@@ -48,6 +48,13 @@ function notShow(word: string, namedShow: boolean): string {
   return `unknown ledger command '${word}'${near === null ? `: give ${LEDGER_COMMANDS.join(', ')}` : `; did you mean \`enrich ledger ${near}\`?`}`;
 }
 
+/** The options every ledger and budget command takes, and its flags from them. */
+const common = (c: Command): Command => c.option('--store <path>', 'the purchase store (env: ENRICH_STORE)').option('--json', 'machine-readable output', false);
+const finishing =
+  (done: (options: LedgerFlags) => void) =>
+  (opts: Record<string, unknown>, action: LedgerAction): void =>
+    done({ store: opts['store'] as string | undefined, json: opts['json'] as boolean, action });
+
 const BUDGET_EXAMPLES = `
 Examples:
   This month's caps, spent and held:    $ enrich budget
@@ -64,8 +71,7 @@ stops (exit 4) and resumes once there is room. See docs/budgets.md.
 /** `enrich budget [set <credits> | clear] [--person <name>]`: monthly caps, kept in the store. */
 export function defineBudget(program: Command, done: (options: LedgerFlags) => void): void {
   const budget = program.command('budget').description('monthly caps on credits: the store\'s (the team\'s) and each person\'s').addHelpText('after', BUDGET_EXAMPLES);
-  const common = (c: Command): Command => c.option('--store <path>', 'the purchase store (env: ENRICH_STORE)').option('--json', 'machine-readable output', false);
-  const finish = (opts: Record<string, unknown>, action: LedgerAction): void => done({ store: opts['store'] as string | undefined, json: opts['json'] as boolean, action });
+  const finish = finishing(done);
   common(budget.command('show', { isDefault: true }).description("this month's caps: spent, held by calls in flight, left")).action((opts: Record<string, unknown>) => finish(opts, { kind: 'budget' }));
   common(budget.command('set').description("set the store's monthly cap, or a person's"))
     .argument('<credits>', 'credits a month', integer(0, MAX_CAP, '<credits>'))
@@ -82,10 +88,7 @@ export function defineLedger(program: Command, done: (options: LedgerFlags) => v
     .command('ledger')
     .description('show, export, prune, spend and copy what the purchase store holds')
     .addHelpText('after', LEDGER_EXAMPLES);
-  const common = (c: Command): Command =>
-    c.option('--store <path>', 'the purchase store (env: ENRICH_STORE)').option('--json', 'machine-readable output', false);
-  const finish = (opts: Record<string, unknown>, action: LedgerAction): void =>
-    done({ store: opts['store'] as string | undefined, json: opts['json'] as boolean, action });
+  const finish = finishing(done);
   common(ledger.command('show', { isDefault: true }).description('companies held, credits spent, oldest record, size on disk'))
     // The default: `enrich ledger bogus` (or `prnue --older-than 3d`) is a mistyped command, not an argument nor an option of show's.
     .allowExcessArguments(true)

@@ -1,7 +1,7 @@
 import { Option, type Command } from 'commander';
 import { duration, integer, stdoutAlias } from './values.js';
 
-/** The batch's flags as typed values; cli/options.ts turns them into RunOptions. */
+/** The batch's flags as typed values, named as commander names them; cli/options.ts turns them into RunOptions. */
 export interface RunFlags {
   input: string;
   /** Unset means stdout; a dry run writes results only when -o is given. */
@@ -11,10 +11,11 @@ export interface RunFlags {
   dryRun: boolean;
   maxCredits: number | undefined;
   store: string | undefined;
-  maxAgeMs: number | undefined;
-  missMaxAgeMs: number | undefined;
-  settleMs: number | undefined;
-  timeoutMs: number | undefined;
+  /** Durations, in ms. */
+  maxAge: number | undefined;
+  missMaxAge: number | undefined;
+  settle: number | undefined;
+  timeout: number | undefined;
   journal: string | undefined;
   fresh: boolean;
   concurrency: number;
@@ -106,30 +107,6 @@ export function defineRun(command: Command, done: (flags: RunFlags) => void): Co
       if (input === undefined) {
         command.error('missing input: give a CSV file, or - to read stdin', { exitCode: 2, code: 'enrich.missingInput' });
       }
-      done({
-        input: input as string,
-        output: opts['output'] as string | undefined,
-        format: opts['format'] as RunFlags['format'],
-        column: opts['column'] as string | undefined,
-        dryRun: opts['dryRun'] as boolean,
-        maxCredits: opts['maxCredits'] as number | undefined,
-        store: opts['store'] as string | undefined,
-        maxAgeMs: opts['maxAge'] as number | undefined,
-        missMaxAgeMs: opts['missMaxAge'] as number | undefined,
-        settleMs: opts['settle'] as number | undefined,
-        timeoutMs: opts['timeout'] as number | undefined,
-        journal: opts['journal'] as string | undefined,
-        fresh: opts['fresh'] as boolean,
-        concurrency: opts['concurrency'] as number,
-        summaryJson: opts['summaryJson'] as string | undefined,
-        baseUrl: opts['baseUrl'] as string | undefined,
-        sandbox: opts['sandbox'] as boolean,
-        apiKeyFile: opts['apiKeyFile'] as string | undefined,
-        quiet: opts['quiet'] as boolean,
-        progress: opts['progress'] as boolean | undefined,
-        rawServiceText: opts['rawServiceText'] as boolean,
-        overwrite: opts['overwrite'] as boolean,
-        yes: opts['yes'] as boolean,
-      });
+      done({ ...(opts as Omit<RunFlags, 'input'>), input });
     });
 }
