@@ -1,4 +1,6 @@
 import type { CompanyRecord } from '../api/types.js';
+import { budgetLinesSql, budgetView, monthOf, serviceMonthSql, type BudgetView } from './budget.js';
+import type { JournalTarget } from './import-journal.js';
 import type { HeldRecord, Pruned, RunRow, ServiceHoldings, Spend, SpendBy } from './ledger-types.js';
 import type { RunsUnderWay } from './types.js';
 
@@ -133,3 +135,49 @@ export const underWay = (rows: readonly unknown[][], after: number | null): Runs
   under: rows.filter((r) => r[1] === true || r[1] === 1).map((r) => num(r[0])),
   last: Math.max(after ?? 0, ...rows.map((r) => num(r[0]))),
 });
+
+/** What both backends' ledgers (LedgerStore) answer alike, from the reads above. */
+export abstract class SqlLedger implements JournalTarget {
+  abstract readonly now: () => number;
+  /** Where a journal's import goes: the store itself. */
+  protected abstract readonly journal: JournalTarget;
+  /** The store's SQL of whether run r's heartbeat is within its lease (runsSql's `beating`). */
+  protected abstract readonly beating: string;
+  /** The store's SQL of p.closed_at's month, YYYY-MM in UTC. */
+  protected abstract readonly month: string;
+  /** One read: rows as arrays in column order. */
+  protected abstract rows(text: string, params?: readonly unknown[]): Promise<unknown[][]>;
+
+  async holdings(): Promise<ServiceHoldings[]> {
+    return (await this.rows(HOLDINGS)).map(holdingOf);
+  }
+
+  async runs(limit: number): Promise<RunRow[]> {
+    return (await this.rows(runsSql(this.beating), [limit])).map(runOf);
+  }
+
+  async spend(by: SpendBy): Promise<Spend> {
+    const reads: unknown[][][] = [];
+    for (const text of spendSql(by, this.month)) reads.push(await this.rows(text));
+    return spendOf(reads);
+  }
+
+  async budget(): Promise<BudgetView> {
+    const now = this.now();
+    const { since, until } = monthOf(now);
+    const read = (text: string): Promise<unknown[][]> => this.rows(text, [since, until]);
+    return budgetView(now, await read(budgetLinesSql((n) => `$${n}`)), await read(serviceMonthSql((n) => `$${n}`)));
+  }
+
+  importedBytes(path: string): Promise<number | null> {
+    return this.journal.importedBytes(path);
+  }
+
+  importer(service: string): ReturnType<JournalTarget['importer']> {
+    return this.journal.importer(service);
+  }
+
+  markImported(path: string, bytes: number, companies: number): Promise<void> {
+    return this.journal.markImported(path, bytes, companies);
+  }
+}

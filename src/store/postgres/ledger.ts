@@ -1,14 +1,13 @@
 import { EnrichError, UsageError } from '../../errors.js';
 import { isProcessAlive } from '../../process-alive.js';
 import type { CopySource, CopyTarget } from '../copy-types.js';
-import type { JournalTarget } from '../import-journal.js';
-import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow, ServiceHoldings, Spend, SpendBy } from '../ledger-types.js';
-import { AT_RISK, heldOf, HOLDINGS, holdingOf, PRUNED, runOf, runsSql, spendOf, spendSql } from '../ledger-sql.js';
+import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned } from '../ledger-types.js';
+import { AT_RISK, heldOf, PRUNED, SqlLedger } from '../ledger-sql.js';
 import { hostIdentity } from '../host.js';
 import { displayStore } from '../path.js';
 import { client, connect, describe, inTransaction, isLockTimeout, keepsSessionSurely, lockWait, placeOf, type Place, type Session } from './connect.js';
 import { BUDGETS_LOCK, RUN_ALIVE } from './writer.js';
-import { budgetLinesSql, budgetView, monthOf, serviceMonthSql, type BudgetView } from '../budget.js';
+import type { BudgetView } from '../budget.js';
 import { PgCopyTarget } from './copy.js';
 import { SqlCopySource } from '../copy.js';
 import { MAINTENANCE_LOCK, NOW_MS } from './schema.js';
@@ -31,15 +30,21 @@ const ALIVE = (r: string, dead: string): string => RUN_ALIVE(r, dead, String(LEA
  * The team store as `enrich ledger` asks of it, with the same figures as one person's. Runs are judged alive by the server's clock
  * (and, on this host, by their process); prune holds the maintenance lock, so two machines never prune or migrate at once.
  */
-export class PgLedger implements LedgerStore {
+export class PgLedger extends SqlLedger implements LedgerStore {
   readonly shown: string;
   readonly sizeNote: string;
   readonly files: readonly string[] = [];
   readonly now: () => number;
   private readonly db: Session;
+  protected readonly journal: PgStore;
+  /** Its heartbeat, by the server's clock, tells a run under way from one that ended unrecorded. */
+  protected readonly beating = `coalesce(r.heartbeat_at, 0) >= ${NOW_MS} - ${LEASE_MS}`;
+  protected readonly month = `to_char(to_timestamp(p.closed_at / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM')`;
 
   private constructor(readonly store: PgStore) {
+    super();
     this.now = store.now;
+    this.journal = store;
     this.db = store.db;
     this.shown = displayStore(store.url);
     this.sizeNote = `in database ${store.db.place.database}`;
@@ -56,15 +61,6 @@ export class PgLedger implements LedgerStore {
   async size(): Promise<number> {
     const { rows } = await this.db.query<{ bytes: number }>('SELECT pg_database_size(current_database()) AS bytes');
     return num(rows[0]?.bytes);
-  }
-
-  async holdings(): Promise<ServiceHoldings[]> {
-    return (await this.rows(HOLDINGS)).map(holdingOf);
-  }
-
-  /** Its heartbeat, by the server's clock, tells a run under way from one that ended unrecorded. */
-  async runs(limit: number): Promise<RunRow[]> {
-    return (await this.rows(runsSql(`coalesce(r.heartbeat_at, 0) >= ${NOW_MS} - ${LEASE_MS}`), [limit])).map(runOf);
   }
 
   /** Page by page in the order the SQLite store gives (bytes, not the server's collation). */
@@ -167,12 +163,9 @@ export class PgLedger implements LedgerStore {
     });
   }
 
-  async budget(): Promise<BudgetView> {
-    const now = this.now();
-    const { since, until } = monthOf(now);
-    const read = async (text: string): Promise<unknown[][]> => (await this.db.query(text, [since, until])).rows.map((r) => Object.values(r));
+  override async budget(): Promise<BudgetView> {
     try {
-      return budgetView(now, await read(budgetLinesSql((n) => `$${n}::bigint`)), await read(serviceMonthSql((n) => `$${n}::bigint`)));
+      return await super.budget();
     } catch (error) {
       if ((error as { code?: string }).code === '42501') {
         throw new UsageError(`the role this store is opened as may not read this team store's budgets (PostgreSQL: ${(error as Error).message}); its owner can GRANT SELECT ON budgets to it (docs/budgets.md)`, { cause: error });
@@ -200,13 +193,6 @@ export class PgLedger implements LedgerStore {
       }
       throw error;
     }
-  }
-
-  async spend(by: SpendBy): Promise<Spend> {
-    const month = `to_char(to_timestamp(p.closed_at / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM')`;
-    const reads: unknown[][][] = [];
-    for (const text of spendSql(by, month)) reads.push(await this.rows(text));
-    return spendOf(reads);
   }
 
   /** Nothing to wait for: leases are judged by the server's clock, which every machine shares. */
@@ -258,18 +244,6 @@ export class PgLedger implements LedgerStore {
     return `postgres ${rows[0]?.id ?? ''}`;
   }
 
-  importedBytes(path: string): Promise<number | null> {
-    return this.store.importedBytes(path);
-  }
-
-  importer(service: string): ReturnType<JournalTarget['importer']> {
-    return this.store.importer(service);
-  }
-
-  markImported(path: string, bytes: number, companies: number): Promise<void> {
-    return this.store.markImported(path, bytes, companies);
-  }
-
   explain(error: unknown): unknown {
     return error;
   }
@@ -278,9 +252,8 @@ export class PgLedger implements LedgerStore {
     return this.store.close();
   }
 
-  /** A read's rows as arrays in column order (ledger-sql.ts). */
-  private async rows(text: string, values?: unknown[]): Promise<unknown[][]> {
-    return (await this.db.query(text, values)).rows.map((r) => Object.values(r));
+  protected async rows(text: string, values?: readonly unknown[]): Promise<unknown[][]> {
+    return (await this.db.query(text, values === undefined ? undefined : [...values])).rows.map((r) => Object.values(r));
   }
 
   /** Runs of this host marked running whose process is gone; a pid that may be reused is left to its lease (records.ts goneHere). */

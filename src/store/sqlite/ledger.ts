@@ -1,27 +1,20 @@
 import { UsageError } from '../../errors.js';
 import { fileIdentity } from '../../io/paths.js';
 import type { CopySource, CopyTarget } from '../copy-types.js';
-import type { JournalTarget } from '../import-journal.js';
-import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow, ServiceHoldings, Spend, SpendBy, Watch } from '../ledger-types.js';
-import { AT_RISK, heldOf, HOLDINGS, holdingOf, PRUNED, runOf, runsSql, spendOf, spendSql, sqliteText } from '../ledger-sql.js';
+import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, Watch } from '../ledger-types.js';
+import { AT_RISK, heldOf, PRUNED, SqlLedger, sqliteText } from '../ledger-sql.js';
 import { hostIdentity } from '../host.js';
 import { LEASE_MS } from './connection.js';
 import { SqliteCopyTarget } from './copy.js';
 import { SqlCopySource } from '../copy.js';
 import { explainDamage } from './errors.js';
 import { Store } from './store.js';
-import { budgetLinesSql, budgetView, monthOf, serviceMonthSql, type BudgetView } from '../budget.js';
 
 export type { AtRisk, HeldRecord, Pruned, RunRow, ServiceHoldings } from '../ledger-types.js';
 
 const num = (v: unknown): number => Number(v ?? 0);
 
 const all = (store: Store, text: string, ...params: unknown[]): unknown[][] => store.db.prepare(sqliteText(text)).raw(true).all(...params) as unknown[][];
-
-export const holdings = (store: Store): ServiceHoldings[] => all(store, HOLDINGS).map(holdingOf);
-
-/** The most recent runs, newest first (alive or killed is not told here). */
-export const runs = (store: Store, limit: number): RunRow[] => all(store, runsSql('NULL'), limit).map(runOf);
 
 /** Every record held, service by service, oldest first; a damaged row is passed over. */
 export function* records(store: Store, service: string | undefined): Generator<HeldRecord> {
@@ -119,17 +112,19 @@ export function prune(store: Store, cutoff: number, dryRun: boolean): Pruned {
   }).immediate();
 }
 
-/** Spent by month (UTC), person or input (ledger-sql.ts spendSql). */
-export const spend = (store: Store, by: SpendBy): Spend => spendOf(spendSql(by, "strftime('%Y-%m', p.closed_at / 1000, 'unixepoch')").map((text) => all(store, text)));
-
 /** One person's store, as `enrich ledger` asks of it (store/ledger-types.ts). */
-export class SqliteLedger implements LedgerStore {
+export class SqliteLedger extends SqlLedger implements LedgerStore {
   readonly sizeNote = '';
   readonly files: readonly string[];
   readonly now: () => number;
+  protected readonly journal: Store;
+  protected readonly beating = 'NULL';
+  protected readonly month = "strftime('%Y-%m', p.closed_at / 1000, 'unixepoch')";
 
   constructor(readonly store: Store) {
+    super();
     this.now = store.options.now;
+    this.journal = store;
     this.files = ['', '-wal', '-shm'].map((suffix) => `${store.path}${suffix}`);
   }
 
@@ -147,14 +142,6 @@ export class SqliteLedger implements LedgerStore {
     return this.store.sizeOnDisk();
   }
 
-  async holdings(): Promise<ServiceHoldings[]> {
-    return holdings(this.store);
-  }
-
-  async runs(limit: number): Promise<RunRow[]> {
-    return runs(this.store, limit);
-  }
-
   async *records(service: string | undefined): AsyncGenerator<HeldRecord> {
     yield* records(this.store, service);
   }
@@ -169,17 +156,6 @@ export class SqliteLedger implements LedgerStore {
 
   async prune(cutoff: number, dryRun: boolean): Promise<Pruned> {
     return prune(this.store, cutoff, dryRun);
-  }
-
-  async spend(by: SpendBy): Promise<Spend> {
-    return spend(this.store, by);
-  }
-
-  async budget(): Promise<BudgetView> {
-    const now = this.now();
-    const { since, until } = monthOf(now);
-    const read = (text: string): unknown[][] => this.store.db.prepare(text).raw(true).all(since, until) as unknown[][];
-    return budgetView(now, read(budgetLinesSql(() => '?')), read(serviceMonthSql(() => '?')));
   }
 
   async setBudget(person: string | null, credits: number | null, by: string): Promise<boolean> {
@@ -211,16 +187,8 @@ export class SqliteLedger implements LedgerStore {
     return `sqlite ${fileIdentity(this.store.path)}`;
   }
 
-  importedBytes(path: string): Promise<number | null> {
-    return this.store.importedBytes(path);
-  }
-
-  importer(service: string): ReturnType<JournalTarget['importer']> {
-    return this.store.importer(service);
-  }
-
-  markImported(path: string, bytes: number, companies: number): Promise<void> {
-    return this.store.markImported(path, bytes, companies);
+  protected async rows(text: string, params: readonly unknown[] = []): Promise<unknown[][]> {
+    return all(this.store, text, ...params);
   }
 
   /** Damage SQLite found is said as such (move the store aside, restore a backup). */
