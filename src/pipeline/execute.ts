@@ -77,7 +77,12 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   const grace = onInterrupt(interrupt, stops, options.graceMs);
   // A task only throws when the store cannot be written: stop everything, report it.
   const tasks = new Tasks(() => stops.stopAll({ reason: 'interrupted' }));
-  const { resuming, enqueueEnrich, match } = wire(state, options, deps, { stops, inflight: grace.inflight, tasks });
+  const peers = watchPeers(deps);
+  const progress: ProgressSink = (event) => {
+    deps.progress(event);
+    peers.tick();
+  };
+  const { resuming, enqueueEnrich, match } = wire(state, options, { ...deps, progress }, { stops, inflight: grace.inflight, tasks });
 
   // Companies the store already matched but never bought (or holds stale) go first, resumed keys first of all.
   for (const company of resuming) enqueueEnrich(company);
@@ -93,7 +98,6 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
   let matchesLeft = 0;
   for (let d = 0; d < state.domainCount; d++) if (state.needsMatch(d)) matchesLeft++;
   deps.flow.remainingFrom(() => 2 * matchesLeft + tasks.remaining);
-  const peers = watchPeers(deps);
   try {
     for (let d = 0; d < state.domainCount; d++) {
       if (stops.all.signal.aborted) break;
@@ -110,7 +114,7 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
     }
     await tasks.drain();
   } finally {
-    peers.abort();
+    peers.stop();
   }
   grace.dispose();
   if (tasks.failure !== null) throw tasks.failure;
@@ -118,31 +122,34 @@ export async function execute(state: RunState, options: ExecuteOptions, deps: Ex
 }
 
 /**
- * Tells the flow when another run on the service ends (its requests stop counting against the key), while it is paced (the news is
- * for a pace), until aborted; a failed ask is no news. Each ask reads again the runs after the one before last: a run numbered earlier
- * may become visible later (PostgreSQL hands out ids before commit).
+ * Tells the flow when another run on the service ends (its requests stop counting against the key). Asked on the run's progress, at most
+ * once every PEER_POLL_MS and only while the flow is paced (the news is for a pace); a failed ask is no news. Each ask reads again the runs
+ * after the one before last: a run numbered earlier may become visible later (PostgreSQL hands out ids before commit).
  */
-function watchPeers(deps: ExecuteDeps): AbortController {
-  const done = new AbortController();
+function watchPeers(deps: ExecuteDeps): { tick(): void; stop(): void } {
   const ask = deps.store.otherRuns?.bind(deps.store);
-  if (ask === undefined) return done;
-  void (async () => {
-    let seen: readonly number[] = [];
-    let after: number | null = null;
-    let last: number | null = null;
-    while (!done.signal.aborted) {
-      const asked: RunsUnderWay | null = deps.flow.paced ? await Promise.resolve().then(() => ask(seen, after)).catch(() => null) : null;
-      if (asked !== null && !done.signal.aborted) {
-        if (seen.some((id) => !asked.under.includes(id))) deps.flow.peerLeft();
-        [seen, after, last] = [asked.under, last ?? asked.last, asked.last];
-      }
-      const slept = deps.clock.now();
-      await deps.clock.sleep(PEER_POLL_MS, done.signal).catch(() => {});
-      // A clock whose sleeps pass no time (a test's instant ones) ends the watch, which would spin.
-      if (deps.clock.now() - slept < PEER_POLL_MS / 2) return;
-    }
-  })();
-  return done;
+  let seen: readonly number[] = [];
+  let after: number | null = null;
+  let last: number | null = null;
+  let next = Number.NEGATIVE_INFINITY;
+  let stopped = false;
+  const heard = (asked: RunsUnderWay): void => {
+    if (stopped) return;
+    if (seen.some((id) => !asked.under.includes(id))) deps.flow.peerLeft();
+    [seen, after, last] = [asked.under, last ?? asked.last, asked.last];
+  };
+  return {
+    tick: () => {
+      if (ask === undefined || stopped || deps.clock.now() < next || !deps.flow.paced) return;
+      // One ask at a time; the next a second after it.
+      next = Number.POSITIVE_INFINITY;
+      void Promise.resolve()
+        .then(() => ask(seen, after))
+        .then(heard, () => {})
+        .finally(() => (next = deps.clock.now() + PEER_POLL_MS));
+    },
+    stop: () => void (stopped = true),
+  };
 }
 
 /** Ctrl-C stops starting calls at once; requests already sent may finish until the grace period ends (`inflight`). */

@@ -29,6 +29,8 @@ export class MemoryStore {
   private readonly services = new Map<string, MemoryTables>();
   /** Every event appended by any run, in order. */
   readonly events: StoreEvent[] = [];
+  /** Each ask of otherRuns: which run, when (by `now`). */
+  readonly asks: { run: number; at: number }[] = [];
 
   constructor(readonly now: () => number = Date.now) {}
 
@@ -185,6 +187,7 @@ export class MemoryRun implements ServiceStore {
   }
 
   async otherRuns(): Promise<RunsUnderWay> {
+    this.store.asks.push({ run: this.runId, at: this.store.now() });
     return { under: this.store.liveRuns().filter((id) => id !== this.runId), last: 0 };
   }
 

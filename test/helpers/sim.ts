@@ -340,7 +340,13 @@ export async function simulatePasses(server: SimServerOptions, domains: number, 
  * against one service: `domains` matches each, every other one a company, the later machines
  * starting `staggerMs` after the one before. What the service saw, together.
  */
-export async function simulateMachines(server: SimServerOptions, domains: number, machines = 2, staggerMs = 0, observe?: (flow: Flow, clock: SimClock, machine: number) => void): Promise<SimResult> {
+export async function simulateMachines(
+  server: SimServerOptions,
+  domains: number,
+  machines = 2,
+  staggerMs = 0,
+  observe?: (flow: Flow, clock: SimClock, machine: number) => void,
+): Promise<SimResult & { asks: MemoryStore['asks']; ended: Map<number, number> }> {
   const clock = new SimClock();
   const random = mulberry32(server.seed ?? 1);
   const service = new SimService(server, clock, random);
@@ -363,10 +369,12 @@ export async function simulateMachines(server: SimServerOptions, domains: number
       new AbortController().signal,
     );
     if (stop !== null) throw new Error(`simulation stopped: ${stop.reason}`);
+    ended.set(run.runId, clock.now());
     await run.endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
   };
+  const ended = new Map<number, number>();
   await clock.run(Promise.all(Array.from({ length: machines }, (_, m) => machine(m))), 3_600_000);
-  return service.result(clock.now(), flows.reduce((n, f) => n + f.pauses, 0));
+  return { ...service.result(clock.now(), flows.reduce((n, f) => n + f.pauses, 0)), asks: store.asks, ended };
 }
 
 /**

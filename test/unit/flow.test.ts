@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { RateLimitedError } from '../../src/api/errors.js';
 import { Flow, StoppedError } from '../../src/pipeline/flow.js';
+import { PEER_POLL_MS } from '../../src/pipeline/execute.js';
 import type { LatencySpec } from '../../src/sandbox/latency.js';
 import { SimClock, simulate, simulateMachines, simulatePaced, simulatePasses, type SimResult, type SimServerOptions } from '../helpers/sim.js';
 
@@ -310,6 +311,20 @@ describe('two machines on one key (simulated time, the real executor)', () => {
       }
     });
   }
+});
+
+describe("asking the store for the other runs (simulated time, the real executor)", () => {
+  it('asks on progress, at most once a second a run, and never after the run ended', async () => {
+    const r = await simulateMachines({ rate: 100, burst: 20, latencyMs: 2, seed: 3, way: WAY }, 2000, 2, 3_000);
+    for (const [run, endedAt] of r.ended) {
+      const at = r.asks.filter((a) => a.run === run).map((a) => a.at);
+      const gaps = at.slice(1).map((t, i) => t - (at[i] as number));
+      expect(Math.min(...gaps), `run ${run}`).toBeGreaterThanOrEqual(PEER_POLL_MS);
+      expect(at.every((t) => t <= endedAt)).toBe(true);
+      // Paced from its first seconds: about one ask a second of its run.
+      expect(at.length, `run ${run}`).toBeGreaterThanOrEqual(Math.floor(((endedAt - (at[0] as number)) / PEER_POLL_MS) * 0.8));
+    }
+  });
 });
 
 describe('a probe of a quiet stretch costs a lone machine nothing (simulated time, the real executor)', () => {
