@@ -293,7 +293,7 @@ export class Session {
 
   private async connected(): Promise<pg.Client> {
     // Ended: a statement still waiting to reconnect (a poll, a heartbeat) must not open a connection that keeps the process alive.
-    if (this.ended) throw new Error('the connection to the team store was closed');
+    if (this.ended) throw new EnrichError('the connection to the team store was closed', 'failure');
     if (this.current === null) {
       const c = this.watch(client(this.url, false, this.timeoutMs));
       try {
