@@ -161,8 +161,16 @@ export function probeChannel(): string {
 /** How long a run keeps trying to reach the team store again after losing it, before it stops. */
 export const RECONNECT_MS = 30_000;
 
+/** A statement sent after its Session ended: never sent, and never taken for a lost connection (retried for the reconnect budget). */
+export class SessionEnded extends EnrichError {
+  constructor() {
+    super('the session with the team store had ended; the statement was not sent', 'failure');
+  }
+}
+
 /** Whether the connection or server went away, rather than a statement being wrong: 08 (connection), 57P01-03 (shutdown, crash, starting), 25P03. */
 export function isConnectionLoss(error: unknown): boolean {
+  if (error instanceof SessionEnded) return false;
   const code = String((error as { code?: unknown } | null)?.code ?? '');
   if (/^(ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN)$/.test(code)) return true;
   // 25P03: the server ended a transaction left idle (IDLE_IN_TRANSACTION_MS), and its connection with it.
@@ -293,7 +301,7 @@ export class Session {
 
   private async connected(): Promise<pg.Client> {
     // Ended: a statement still waiting to reconnect (a poll, a heartbeat) must not open a connection that keeps the process alive.
-    if (this.ended) throw new EnrichError('the connection to the team store was closed', 'failure');
+    if (this.ended) throw new SessionEnded();
     if (this.current === null) {
       const c = this.watch(client(this.url, false, this.timeoutMs));
       try {
