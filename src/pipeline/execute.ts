@@ -146,7 +146,8 @@ function watchPeers(deps: ExecuteDeps): { tick(): void; stop(): void } {
       void Promise.resolve()
         .then(() => ask(seen, after))
         .then(heard, () => {})
-        .finally(() => (next = deps.clock.now() + PEER_POLL_MS));
+        .finally(() => (next = deps.clock.now() + PEER_POLL_MS))
+        .catch(() => {});
     },
     stop: () => void (stopped = true),
   };
