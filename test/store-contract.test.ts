@@ -504,8 +504,8 @@ describe.each(backends)('the store contract: $name', (backend) => {
   it('reads every row for a copy, page after page in byte order, a purchase page ending inside a domain', async () => {
     const s = await open();
     await s.begin();
-    // 1,201 domains ('-' sorts before letters in bytes, not in a language's collation): more than a page of lookups,
-    // and three generations each, so a page of purchases (1,000) ends between one domain's generations.
+    // 1,201 domains, more than a page of lookups, in an order a collation ignoring punctuation changes (a-1000.com
+    // before a-10.com; test/helpers/postgres.ts); three generations each, so a page of purchases (1,000) ends inside a domain.
     const count = `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 1200)`;
     const domain = `CASE WHEN i % 2 = 0 THEN 'a-' ELSE 'ab' END || CAST(i AS text) || '.com'`;
     await s.raw(`INSERT INTO lookups (service, domain, status, checked_at) ${count} SELECT 1, ${domain}, 'miss', 1 FROM n`);

@@ -3,15 +3,23 @@ import { inject } from 'vitest';
 
 /**
  * The suite's PostgreSQL (started by postgres-server.ts, vitest's globalSetup, or named by
- * ENRICH_TEST_POSTGRES_URL): each test file, or test, takes a database of its own.
+ * ENRICH_TEST_POSTGRES_URL): each test file, or test, takes a database of its own. Its collation is
+ * a language's that ignores punctuation, as a managed server's en_US.UTF-8 does, so nothing can lean
+ * on byte order unasked (ICU; a server without it gives its default, said on stderr once).
  */
+let noIcuSaid = false;
+
 export async function freshDatabase(): Promise<string> {
   const admin = new URL(inject('postgresUrl'));
   const name = `enrich_test_${process.pid}_${Buffer.from(globalThis.crypto.getRandomValues(new Uint8Array(4))).toString('hex')}`;
   const c = new pg.Client({ connectionString: admin.toString() });
   await c.connect();
   try {
-    await c.query(`CREATE DATABASE ${name}`);
+    await c.query(`CREATE DATABASE ${name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US-u-ka-shifted' LOCALE 'C'`).catch(async (error: unknown) => {
+      if (!noIcuSaid) process.stderr.write(`test/helpers/postgres.ts: test databases keep the server's default collation (no ICU: ${(error as Error).message})\n`);
+      noIcuSaid = true;
+      await c.query(`CREATE DATABASE ${name}`);
+    });
   } finally {
     await c.end();
   }
