@@ -27,13 +27,6 @@ function standardNormal(random: () => number): number {
   return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * random());
 }
 
-/** The distribution's mean, ms (for messages and for sizing). */
-export function meanLatency(spec: LatencySpec): number {
-  if (spec.kind === 'fixed') return spec.ms;
-  if (spec.kind === 'uniform') return (spec.minMs + spec.maxMs) / 2;
-  return Math.min(spec.maxMs, spec.medianMs * Math.exp((spec.sigma * spec.sigma) / 2));
-}
-
 /** `--latency`: `200` (fixed), `100-300` (uniform), `lognormal:<median>[:<sigma>[:<max>]]` (sigma 1, max 60,000 by default); undefined otherwise. */
 export function parseLatency(text: string): LatencySpec | undefined {
   const t = text.trim();

@@ -1,7 +1,6 @@
 import type { CompanyRecord } from '../../api/types.js';
 
-/** The enrich 0.1 journal (JSON Lines, append-only: a header line, then events), kept only to import its purchases. */
-export const JOURNAL_FORMAT = 1;
+// The enrich 0.1 journal (JSON Lines, append-only: a header line, then events), kept only to import its purchases.
 
 export interface InputIdentity {
   sha256: string;
