@@ -28,7 +28,7 @@ interface Opened {
   /** The store's address, as --store takes it. */
   address: string;
   /** A new run, against `service` (default 'svc'). */
-  begin(service?: string): Promise<ServiceStore>;
+  begin(service?: string, options?: Record<string, unknown>): Promise<ServiceStore>;
   /** Opens the store now; the run begins when the function it gives is called. */
   opening(): Promise<() => Promise<ServiceStore>>;
   /** One statement, with `?` placeholders, on the store's own tables. */
@@ -57,7 +57,7 @@ const sqlite: Backend = {
     const admin = open();
     return {
       address: path,
-      begin: async (service = 'svc') => open().beginRun(service, info),
+      begin: async (service = 'svc', options = {}) => open().beginRun(service, { ...info, options }),
       opening: async () => {
         const s = open();
         return async () => s.beginRun('svc', info);
@@ -86,7 +86,7 @@ async function postgresAt(url: string, through = url): Promise<Opened> {
     };
     return {
       address: through,
-      begin: async (service = 'svc') => (await store()).beginRun(service, info),
+      begin: async (service = 'svc', options = {}) => (await store()).beginRun(service, { ...info, options }),
       opening: async () => {
         const s = await store();
         return async () => s.beginRun('svc', info);
@@ -499,6 +499,31 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(await a.otherRuns(first.under, first.last)).toStrictEqual({ under: [c.runId], last: c.runId });
     // Only what is asked for is read: a run neither known nor newer is not listed.
     expect(await a.otherRuns([], c.runId)).toStrictEqual({ under: [], last: c.runId });
+  });
+
+  it("keeps a job's freshness moment for its rerun after it was cut short, and only for that", async () => {
+    const s = await open();
+    const job = { max_age_ms: 0 };
+    const first = await s.begin('svc', job);
+    await first.endRun({ status: 'interrupted', credits: 0, bought: 0, reused: 0 });
+    const resumed = await s.begin('svc', job);
+    expect(resumed.policyNow).toBe(first.policyNow);
+    await resumed.endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
+    const later = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 5));
+    // Finished, or another --max-age: a new job, judged from now.
+    await later();
+    const next = await s.begin('svc', job);
+    expect(next.policyNow).toBeGreaterThan(first.policyNow);
+    await next.endRun({ status: 'stopped', credits: 0, bought: 0, reused: 0 });
+    await later();
+    const other = await s.begin('svc', { max_age_ms: 5 });
+    expect(other.policyNow).toBeGreaterThan(next.policyNow);
+    await other.endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
+    // A run with no --max-age cut short is no job a --fresh rerun (--max-age 0) continues.
+    const plain = await s.begin('svc', { max_age_ms: null });
+    await plain.endRun({ status: 'interrupted', credits: 0, bought: 0, reused: 0 });
+    await later();
+    expect((await s.begin('svc', job)).policyNow).toBeGreaterThan(plain.policyNow);
   });
 
   it('reads every row for a copy, page after page in byte order, a purchase page ending inside a domain', async () => {

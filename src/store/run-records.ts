@@ -7,6 +7,27 @@ import type { Claim, MonthSpend, RunsUnderWay, StoreEvent } from './types.js';
 
 const num = (v: unknown): number => Number(v ?? 0);
 
+/** A run within this long of the job it continues keeps that job's moment. */
+const RESUME_WITHIN_MS = 24 * 3600_000;
+
+/** The last real run on an input, as policyNowAfter reads it; `alive` is asked only of one marked running. */
+export interface LastRun {
+  status: string;
+  policyNow: number | null;
+  maxAge: number | null;
+  alive(): boolean;
+}
+
+/**
+ * When freshness is judged: now, unless this run resumes a job cut short (the last real run on its input and service, with its
+ * --max-age, within a day, ended unfinished), whose moment it keeps so its refreshes don't go stale again.
+ */
+export function policyNowAfter(last: LastRun | undefined, maxAge: number, now: number): number {
+  if (last === undefined || last.policyNow === null || last.maxAge !== maxAge || now - last.policyNow > RESUME_WITHIN_MS) return now;
+  const cutShort = last.status === 'interrupted' || last.status === 'stopped' || last.status === 'failed' || (last.status === 'running' && !last.alive());
+  return cutShort ? last.policyNow : now;
+}
+
 /** Validates a record read back: a tampered or damaged row is treated as not held. */
 export function parseRecord(text: string): CompanyRecord | null {
   try {

@@ -11,9 +11,7 @@ import { PgRecords } from './records.js';
 import { ServerClock } from './server-clock.js';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from './schema.js';
 import { LEASE_MS } from './writer.js';
-
-/** A job cut short and run again within this keeps its freshness cutoff (as store/sqlite/store.ts). */
-const RESUME_WITHIN_MS = 24 * 3600_000;
+import { policyNowAfter } from '../run-records.js';
 
 export interface PgStoreOptions {
   tool: string;
@@ -175,20 +173,18 @@ export class PgStore {
     );
   }
 
-  /** As store/sqlite/store.ts policyNow: a job cut short and run again keeps its moment. */
+  /** When freshness is judged (run-records.ts policyNowAfter), a run's liveness by the server's clock. */
   private async policyNow(serviceId: number, info: RunInfo, now: number): Promise<number> {
     const maxAge = info.options['max_age_ms'] ?? null;
     if (maxAge === null) return now;
-    const { rows } = await this.db.query<{ status: string; policy_now: number | null; max_age: string | null; alive: boolean }>(
+    const { rows } = await this.db.query<{ status: string; policy_now: string | null; max_age: string | null; alive: boolean }>(
       `SELECT status, policy_now, (options::json ->> 'max_age_ms') AS max_age,
               (status = 'running' AND coalesce(heartbeat_at, 0) >= ${NOW_MS} - $3::bigint) AS alive
          FROM runs WHERE service = $1 AND input_sha256 = $2 AND dry_run = 0 ORDER BY id DESC LIMIT 1`,
       [serviceId, info.inputSha256, LEASE_MS],
     );
     const last = rows[0];
-    if (last === undefined || last.policy_now === null || Number(last.max_age) !== maxAge || now - last.policy_now > RESUME_WITHIN_MS) return now;
-    const cutShort = last.status === 'interrupted' || last.status === 'stopped' || last.status === 'failed' || (last.status === 'running' && !last.alive);
-    return cutShort ? last.policy_now : now;
+    return policyNowAfter(last && { status: last.status, policyNow: last.policy_now === null ? null : Number(last.policy_now), maxAge: last.max_age === null ? null : Number(last.max_age), alive: () => last.alive }, Number(maxAge), now);
   }
 
   async close(): Promise<void> {

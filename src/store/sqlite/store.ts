@@ -14,9 +14,7 @@ import { describeSqliteError, isDamage, sqliteCode, StoreDamagedError } from './
 import type { RunInfo } from '../types.js';
 import type { WriterChoice } from './write-channel.js';
 import { makeDirs, statOrNull } from '../../io/paths.js';
-
-/** A job cut short and run again within this keeps its freshness cutoff (policyNow). */
-const RESUME_WITHIN_MS = 24 * 3600_000;
+import { policyNowAfter } from '../run-records.js';
 
 export { describeSqliteError } from './errors.js';
 export { LEASE_MS, StoreWriteError, type Db, type Statement } from './connection.js';
@@ -188,21 +186,17 @@ export class Store implements Connection {
     return { serviceId, id: Number(result.lastInsertRowid), policyNow };
   }
 
-  /** When freshness is judged: now, unless this run resumes a job cut short (same input, service, --max-age), whose moment it keeps so its refreshes don't go stale again. */
+  /** When freshness is judged (run-records.ts policyNowAfter). */
   private policyNow(serviceId: number, info: RunInfo, now: number): number {
     const maxAge = info.options['max_age_ms'] ?? null;
     if (maxAge === null) return now;
-    // A resume only if the last real run on this input was this very job, cut short, and recent.
     const last = this.sql(
       `SELECT id, status, policy_now, json_extract(options, '$.max_age_ms') FROM runs
          WHERE service = ? AND input_sha256 = ? AND dry_run = 0 ORDER BY id DESC LIMIT 1`,
     )
       .raw(true)
       .get(serviceId, info.inputSha256) as [number, string, number | null, number | null] | undefined;
-    if (last === undefined || last[2] === null || last[3] !== maxAge || now - last[2] > RESUME_WITHIN_MS) return now;
-    const [id, status] = last;
-    const cutShort = status === 'interrupted' || status === 'stopped' || status === 'failed' || (status === 'running' && !this.runAlive(id));
-    return cutShort ? last[2] : now;
+    return policyNowAfter(last && { status: last[1], policyNow: last[2], maxAge: last[3], alive: () => this.runAlive(last[0]) }, Number(maxAge), now);
   }
 
   /** Whether a run may still be sending under its intents: marked running, a recent heartbeat (a lease a dead process cannot renew), and on this host its process exists. */
