@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -524,6 +524,18 @@ describe.each(backends)('the store contract: $name', (backend) => {
     await plain.endRun({ status: 'interrupted', credits: 0, bought: 0, reused: 0 });
     await later();
     expect((await s.begin('svc', job)).policyNow).toBeGreaterThan(plain.policyNow);
+  });
+
+  it("keeps a killed job's freshness moment for a rerun at once on its host, its heartbeat still fresh", async () => {
+    const s = await open();
+    const job = { max_age_ms: 7 * 24 * 3600_000 };
+    const killed = await s.begin('svc', job);
+    // As kill -9 leaves it on this host: marked running, beating within its lease, its process gone.
+    const gone = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString();
+    await s.raw('UPDATE runs SET pid = ? WHERE id = ?', Number(gone), killed.runId);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    // Before: the team store took it for alive by its heartbeat, judged the rerun from now and bought its fresh records again.
+    expect((await s.begin('svc', job)).policyNow).toBe(killed.policyNow);
   });
 
   it('reads every row for a copy, page after page in byte order, a purchase page ending inside a domain', async () => {

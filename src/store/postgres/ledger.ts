@@ -1,5 +1,4 @@
 import { EnrichError, UsageError } from '../../errors.js';
-import { isProcessAlive } from '../../process-alive.js';
 import type { CopySource, CopyTarget } from '../copy-types.js';
 import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned } from '../ledger-types.js';
 import { AT_RISK, heldOf, PRUNED, SqlLedger } from '../ledger-sql.js';
@@ -84,7 +83,7 @@ export class PgLedger extends SqlLedger implements LedgerStore {
   }
 
   async atRisk(domains: readonly string[]): Promise<AtRisk[]> {
-    const dead = await this.deadHere();
+    const dead = await this.store.deadHere();
     const { rows } = await this.db.query<Record<string, unknown>>(
       `SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at, p.uncertain, p.resumed FROM purchases p JOIN services s ON s.id = p.service
         LEFT JOIN runs o ON o.id = p.owner_run
@@ -106,7 +105,7 @@ export class PgLedger extends SqlLedger implements LedgerStore {
   /** Each purchase under the company locks a run's writes take, and only while still open under the listed key with no live holder (another machine may have claimed it since). */
   async release(purchases: readonly AtRisk[]): Promise<AtRisk[]> {
     if (purchases.length === 0) return [];
-    const dead = await this.deadHere();
+    const dead = await this.store.deadHere();
     return this.transaction(async () => {
       const released: AtRisk[] = [];
       for (const [service, list] of groupBy(purchases, (p) => p.service)) {
@@ -134,7 +133,7 @@ export class PgLedger extends SqlLedger implements LedgerStore {
     const count = async (where: string): Promise<number> => num((await this.rows(`SELECT count(*) AS n FROM ${where}`, [cutoff]))[0]?.[0]);
     const counts = async (): Promise<Pruned> => ({ companies: await count(PRUNED.companies), lookups: await count(PRUNED.lookups), purchases: await count(PRUNED.purchases) });
     if (dryRun) return counts();
-    const dead = await this.deadHere();
+    const dead = await this.store.deadHere();
     const waitMs = lockWait(MAINTENANCE_WAIT_MS, this.store.queryTimeoutMs);
     const tableMs = lockWait(TABLE_WAIT_MS, this.store.queryTimeoutMs);
     let locked = false;
@@ -229,7 +228,7 @@ export class PgLedger extends SqlLedger implements LedgerStore {
     const tableMs = lockWait(TABLE_WAIT_MS, this.store.queryTimeoutMs);
     const chunk = <T>(work: () => Promise<T>): Promise<T> => this.bounded('copy into the team store', 'what was copied before that is kept', () => rowsHeld(tableMs), tableMs, work);
     return new PgCopyTarget(this.store, dryRun, {
-      deadHere: () => this.deadHere(),
+      deadHere: () => this.store.deadHere(),
       lockCompanies: (serviceId, domains) => this.lockCompanies(serviceId, domains),
       transaction: (work) => (dryRun ? work() : chunk(work)),
       end: async () => void (dryRun ? undefined : await this.db.unlock(MAINTENANCE_LOCK)),
@@ -254,13 +253,6 @@ export class PgLedger extends SqlLedger implements LedgerStore {
 
   protected async rows(text: string, values?: readonly unknown[]): Promise<unknown[][]> {
     return (await this.db.query(text, values === undefined ? undefined : [...values])).rows.map((r) => Object.values(r));
-  }
-
-  /** Runs of this host marked running whose process is gone; a pid that may be reused is left to its lease (records.ts goneHere). */
-  private async deadHere(): Promise<number[]> {
-    if (this.store.boot === null) return [];
-    const { rows } = await this.db.query<{ id: number; pid: number }>("SELECT id, pid FROM runs WHERE status = 'running' AND host = $1 AND boot = $2", [this.store.host, this.store.boot]);
-    return rows.filter((r) => !isProcessAlive(r.pid)).map((r) => num(r.id));
   }
 
   /** The per-company locks every claim and outcome of a run takes (writer.ts), in one order. */

@@ -10,7 +10,8 @@ import { cannotWrite, firstMissing, glance, grantsFor, readStoreId, schemaVersio
 import { PgRecords } from './records.js';
 import { ServerClock } from './server-clock.js';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from './schema.js';
-import { LEASE_MS } from './writer.js';
+import { LEASE_MS, RUN_ALIVE } from './writer.js';
+import { isProcessAlive } from '../../process-alive.js';
 import { policyNowAfter } from '../run-records.js';
 
 export interface PgStoreOptions {
@@ -173,18 +174,29 @@ export class PgStore {
     );
   }
 
-  /** When freshness is judged (run-records.ts policyNowAfter), a run's liveness by the server's clock. */
+  /** When freshness is judged (run-records.ts policyNowAfter); a run is alive as RUN_ALIVE says. */
   private async policyNow(serviceId: number, info: RunInfo, now: number): Promise<number> {
     const maxAge = info.options['max_age_ms'] ?? null;
     if (maxAge === null) return now;
-    const { rows } = await this.db.query<{ status: string; policy_now: string | null; max_age: string | null; alive: boolean }>(
-      `SELECT status, policy_now, (options::json ->> 'max_age_ms') AS max_age,
-              (status = 'running' AND coalesce(heartbeat_at, 0) >= ${NOW_MS} - $3::bigint) AS alive
-         FROM runs WHERE service = $1 AND input_sha256 = $2 AND dry_run = 0 ORDER BY id DESC LIMIT 1`,
-      [serviceId, info.inputSha256, LEASE_MS],
+    const { rows } = await this.db.query<{ id: number; status: string; policy_now: number | null; max_age: string | null }>(
+      `SELECT id, status, policy_now, (options::json ->> 'max_age_ms') AS max_age FROM runs
+        WHERE service = $1 AND input_sha256 = $2 AND dry_run = 0 ORDER BY id DESC LIMIT 1`,
+      [serviceId, info.inputSha256],
     );
     const last = rows[0];
-    return policyNowAfter(last && { status: last.status, policyNow: last.policy_now === null ? null : Number(last.policy_now), maxAge: last.max_age === null ? null : Number(last.max_age), alive: () => last.alive }, Number(maxAge), now);
+    let alive = false;
+    if (last?.status === 'running') {
+      const { rows: beating } = await this.db.query(`SELECT 1 FROM runs r WHERE r.id = $1 AND ${RUN_ALIVE('r', '$2', String(LEASE_MS))}`, [last.id, await this.deadHere()]);
+      alive = beating.length > 0;
+    }
+    return policyNowAfter(last && { status: last.status, policyNow: last.policy_now, maxAge: last.max_age === null ? null : Number(last.max_age), alive: () => alive }, Number(maxAge), now);
+  }
+
+  /** Runs of this host marked running whose process is gone; a pid that may be reused is left to its lease (records.ts goneHere). */
+  async deadHere(): Promise<number[]> {
+    if (this.boot === null) return [];
+    const { rows } = await this.db.query<{ id: number; pid: number }>("SELECT id, pid FROM runs WHERE status = 'running' AND host = $1 AND boot = $2", [this.host, this.boot]);
+    return rows.filter((r) => !isProcessAlive(r.pid)).map((r) => Number(r.id));
   }
 
   async close(): Promise<void> {
