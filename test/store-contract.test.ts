@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import type { CompanyRecord } from '../src/api/types.js';
+import { copyStore } from '../src/store/copy.js';
 import { openLedgerStore } from '../src/store/open.js';
 import { PgStore } from '../src/store/postgres/store.js';
 import { LEASE_MS } from '../src/store/postgres/writer.js';
@@ -536,6 +537,36 @@ describe.each(backends)('the store contract: $name', (backend) => {
     await new Promise((resolve) => setTimeout(resolve, 5));
     // Before: the team store took it for alive by its heartbeat, judged the rerun from now and bought its fresh records again.
     expect((await s.begin('svc', job)).policyNow).toBe(killed.policyNow);
+  });
+
+  // A copy into the team store holds a session lock, which a transaction pooler does not keep: it is refused there (team-pooler.test).
+  it.skipIf(backend === pooled)("counts a purchase a copy closes under the cap of the person whose run held it open", async () => {
+    const s = await open();
+    await (await s.begin()).endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
+    const [service] = await s.raw("SELECT id FROM services WHERE name = 'svc'");
+    await s.raw("INSERT INTO purchases (service, domain, generation, key_version, intent_key, outcome, opened_at, person, reserved) VALUES (?, 'acme.com', 1, 1, 'k1', 'open', 1000, 'alice', 1)", service?.['id']);
+    // A laptop's store, where the same purchase closed with its record.
+    const dir = tempDir();
+    const laptop = Store.open(join(dir.path, 'laptop.db'), { tool: 'test' });
+    laptop.db.exec("INSERT INTO services (name) VALUES ('svc'); INSERT INTO purchases (service, domain, generation, key_version, outcome, credits, opened_at, closed_at) VALUES (1, 'acme.com', 1, 1, 'hit', 1, 1000, 2000)");
+    laptop.close();
+    const source = await openLedgerStore(join(dir.path, 'laptop.db'), { tool: 'test', env: {}, write: false, create: false });
+    const target = await openLedgerStore(s.address, { tool: 'test', now: () => 3000, env: {}, write: true, create: false });
+    try {
+      await target.setBudget('alice', 10, 'test');
+      const [reading, into] = [await source.copySource(), await target.copyTarget(false)];
+      expect(await copyStore(reading, into)).toMatchObject({ closed: 1, credits: 1 });
+      await reading.end();
+      await into.end();
+      // Before, on SQLite: the row was replaced whole, and alice's cap no longer counted it.
+      const { store, people } = await target.budget();
+      expect(store.spent).toBeGreaterThan(0);
+      expect(people).toStrictEqual([expect.objectContaining({ person: 'alice', spent: store.spent })]);
+    } finally {
+      await source.close();
+      await target.close();
+      dir.cleanup();
+    }
   });
 
   it('reads every row for a copy, page after page in byte order, a purchase page ending inside a domain', async () => {

@@ -139,6 +139,13 @@ export const COPY_COLUMNS = {
   purchases: 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at',
 };
 
+/** What a copied purchase replaces of the target's row: every column copied but its key; who it is counted under (person) stays. */
+export const PURCHASE_UPDATE = COPY_COLUMNS.purchases
+  .split(', ')
+  .filter((c) => c !== 'domain' && c !== 'generation')
+  .map((c) => `${c} = excluded.${c}`)
+  .join(', ');
+
 /** A read of the store being copied: `$n` placeholders (store/ledger-sql.ts), rows as objects. */
 export type CopyRead = (text: string, params: unknown[]) => Promise<Record<string, unknown>[]>;
 

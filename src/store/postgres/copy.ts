@@ -1,5 +1,5 @@
 import { EnrichError } from '../../errors.js';
-import { companyWins, COPY_COLUMNS, copiedGeneration, LeftBusy, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyLookup, toKept } from '../copy.js';
+import { companyWins, COPY_COLUMNS, PURCHASE_UPDATE, copiedGeneration, LeftBusy, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyLookup, toKept } from '../copy.js';
 import type { CopyCompany, CopyLookup, CopyRun, CopyTarget, PurchasesCopied, RunIds } from '../copy-types.js';
 import type { KeptPurchase } from '../purchase.js';
 import { RUN_ALIVE } from './writer.js';
@@ -198,9 +198,7 @@ export class PgCopyTarget implements CopyTarget {
     const { rowCount } = await this.db.query(
       `INSERT INTO purchases (service, ${COPY_COLUMNS.purchases})
        SELECT $1, u.* FROM unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::int[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[]) AS u
-       ON CONFLICT (service, domain, generation) DO UPDATE SET key_version = excluded.key_version, intent_key = excluded.intent_key, uncertain = excluded.uncertain,
-         unconfirmed = excluded.unconfirmed, error_code = excluded.error_code, lost_at = excluded.lost_at, settle_ms = excluded.settle_ms, outcome = excluded.outcome, credits = excluded.credits,
-         owner_run = excluded.owner_run, run = excluded.run, opened_at = excluded.opened_at, closed_at = excluded.closed_at
+       ON CONFLICT (service, domain, generation) DO UPDATE SET ${PURCHASE_UPDATE}
        WHERE purchases.outcome = 'open' AND (excluded.outcome <> 'open' OR (purchases.intent_key IS NULL AND purchases.uncertain = 0))
        RETURNING 1`,
       [

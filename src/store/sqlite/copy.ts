@@ -1,4 +1,4 @@
-import { companyWins, COPY_COLUMNS, copiedGeneration, LeftBusy, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyLookup, toKept } from '../copy.js';
+import { companyWins, COPY_COLUMNS, PURCHASE_UPDATE, copiedGeneration, LeftBusy, copiedPurchase, copiedRun, lookupWins, mapRun, noPurchases, purchaseMove, runKey, tally, toCopyLookup, toKept } from '../copy.js';
 import type { CopyCompany, CopyLookup, CopyRun, CopyTarget, PurchasesCopied, RunIds } from '../copy-types.js';
 import type { KeptPurchase } from '../purchase.js';
 import type { Store } from './store.js';
@@ -116,7 +116,10 @@ export class SqliteCopyTarget implements CopyTarget {
     return this.transaction(() => {
       const serviceId = this.service(service);
       const read = this.store.db.prepare(`SELECT ${COPY_COLUMNS.purchases} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`);
-      const write = this.store.db.prepare(`INSERT OR REPLACE INTO purchases (service, ${COPY_COLUMNS.purchases}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+      const write = this.store.db.prepare(
+        `INSERT INTO purchases (service, ${COPY_COLUMNS.purchases}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (service, domain, generation) DO UPDATE SET ${PURCHASE_UPDATE}`,
+      );
       const counts = noPurchases();
       const buying = this.buying(serviceId);
       for (const source of rows) {
