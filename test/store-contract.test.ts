@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import type { CompanyRecord } from '../src/api/types.js';
 import { copyStore } from '../src/store/copy.js';
+import { importJournal } from '../src/store/import-journal.js';
 import { openLedgerStore } from '../src/store/open.js';
 import { PgStore } from '../src/store/postgres/store.js';
 import { LEASE_MS } from '../src/store/postgres/writer.js';
@@ -567,6 +568,31 @@ describe.each(backends)('the store contract: $name', (backend) => {
       await target.close();
       dir.cleanup();
     }
+  });
+
+  it("dates a 0.1 journal's lookups and purchases at the journal's time, not the import's", async () => {
+    const s = await open();
+    const then = Date.parse('2024-01-05T10:00:00Z');
+    const dir = tempDir();
+    const path = join(dir.path, 'in.csv.enrich-journal');
+    const lines = [
+      { t: 'header', format: 1, run: 'r', created: new Date(then).toISOString(), tool: 't', input: { sha256: 'x', bytes: 1, name: 'in.csv' }, column: 'domain', service: 'svc' },
+      { t: 'session', n: 1, at: new Date(then).toISOString(), pid: 1, dry_run: false },
+      { t: 'match', d: 'nothing.com', s: 'miss' },
+      { t: 'match', d: 'acme.com', s: 'hit', c: 'acme.com', n: 'Acme' },
+      { t: 'intent', c: 'acme.com', v: 1, key: 'key-acme' },
+    ];
+    writeFileSync(path, lines.map((l) => `${JSON.stringify(l)}\n`).join(''));
+    const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: true });
+    try {
+      await importJournal(ledger, path);
+    } finally {
+      await ledger.close();
+      dir.cleanup();
+    }
+    // Before, on the team store: both at the import's time, so an old miss was taken for a fresh one and never asked again.
+    expect((await s.raw('SELECT checked_at FROM lookups ORDER BY domain')).map((r) => Number(r['checked_at']))).toStrictEqual([then, then]);
+    expect((await s.raw('SELECT opened_at FROM purchases')).map((r) => Number(r['opened_at']))).toStrictEqual([then]);
   });
 
   it('reads every row for a copy, page after page in byte order, a purchase page ending inside a domain', async () => {

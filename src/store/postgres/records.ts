@@ -3,6 +3,7 @@ import type { CompanyRecord } from '../../api/types.js';
 import { EnrichError } from '../../errors.js';
 import { isProcessAlive } from '../../process-alive.js';
 import type { Claim, CompanyState, Lookup, RunEnd, ServiceStore } from '../types.js';
+import type { JournalEvents } from '../import-journal.js';
 import { parseRecord, RunRecords } from '../run-records.js';
 import { client, connect, describe, inTransaction, isConnectionLoss, isLockTimeout, lockWait, placeOf, reconnecting, type Session } from './connect.js';
 import { NOW_MS } from './schema.js';
@@ -15,6 +16,8 @@ const RELEASE_WAIT_MS = 1_000;
 
 /** Outcomes gather 20 ms (or 5,000 rows) before a commit; an intent waits only 1 ms. */
 const TIMING = { batchMs: 20, batchRows: 5_000, intentGatherMs: 1 };
+/** Events of an imported journal per transaction: few enough company locks for any server. */
+const IMPORT_CHUNK = 1_000;
 /** Keys per read statement: one round trip each, pipelined by none, small enough for any server. */
 const READ_CHUNK = 20_000;
 
@@ -215,6 +218,15 @@ export class PgRecords extends RunRecords implements ServiceStore {
       }
     }
     return found;
+  }
+
+  /** Writes events of the past (an imported journal), each at its own time as the SQLite store does, a chunk a transaction. */
+  async importEvents(events: JournalEvents): Promise<void> {
+    await this.flush();
+    for (let at = 0; at < events.length; at += IMPORT_CHUNK) {
+      const part = events.slice(at, at + IMPORT_CHUNK);
+      await this.commit(() => new BatchPlan(this.serviceId, this.run, this.store.host, part.map((e) => e.event), part.map((e) => e.at), [...this.dead]));
+    }
   }
 
   /** One batch: a claim per event, or AGAIN for a claim held by a process of this host that is gone. */

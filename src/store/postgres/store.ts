@@ -154,17 +154,7 @@ export class PgStore {
 
   async importer(service: string): Promise<{ importEvents(events: JournalEvents): Promise<void>; loadCompanies: PgRecords['loadCompanies'] }> {
     const records = await this.records(service);
-    return {
-      importEvents: async (events) => {
-        for (const { event, at } of events) {
-          // The journal's moment, not now: when it was bought, and from when a key was at risk.
-          const dated = event.type === 'intent' || event.type === 'enrich' ? { ...event, at: event.at ?? at } : event;
-          void records.append(dated);
-        }
-        await records.flush();
-      },
-      loadCompanies: (companies, visit) => records.loadCompanies(companies, visit),
-    };
+    return { importEvents: (events) => records.importEvents(events), loadCompanies: (companies, visit) => records.loadCompanies(companies, visit) };
   }
 
   async markImported(path: string, bytes: number, companies: number): Promise<void> {

@@ -201,7 +201,8 @@ export class BatchPlan {
     readonly run: number | null,
     private readonly host: string,
     readonly events: readonly StoreEvent[],
-    readonly now: number,
+    /** The store's time, or each event's own (an imported journal's past, as decideBatch takes it). */
+    readonly now: number | readonly number[],
     private readonly dead: readonly number[],
   ) {
     const touched = new Set<string>();
@@ -218,16 +219,18 @@ export class BatchPlan {
   /** The first round trip: lookups, locks, and what the rule reads. `locked`: the budgets' locks are taken before the caps are read. */
   first(locked: boolean): Statement[] {
     const out: Statement[] = [];
-    const last = new Map<string, MatchEvent>();
-    for (const e of this.events) if (e.type === 'match' && e.status !== 'error') last.set(e.domain, e);
+    const last = new Map<string, [MatchEvent, number]>();
+    this.events.forEach((e, i) => {
+      if (e.type === 'match' && e.status !== 'error') last.set(e.domain, [e, typeof this.now === 'number' ? this.now : (this.now[i] as number)]);
+    });
     if (last.size > 0) {
       // The last of each domain: one statement may touch a row once.
       const rows = [...last.values()];
       out.push({
         text: `INSERT INTO lookups (service, domain, status, company, name, checked_at)
-               SELECT $1, u.* , $5::bigint FROM unnest($2::text[], $3::text[], $4::text[], $6::text[]) AS u(domain, status, company, name)
+               SELECT $1, u.* FROM unnest($2::text[], $3::text[], $4::text[], $6::text[], $5::bigint[]) AS u(domain, status, company, name, checked_at)
                ON CONFLICT (service, domain) DO UPDATE SET status = excluded.status, company = excluded.company, name = excluded.name, checked_at = excluded.checked_at`,
-        values: [this.serviceId, rows.map((e) => e.domain), rows.map((e) => e.status), rows.map((e) => e.company ?? null), this.now, rows.map((e) => e.name ?? null)],
+        values: [this.serviceId, rows.map(([e]) => e.domain), rows.map(([e]) => e.status), rows.map(([e]) => e.company ?? null), rows.map(([, at]) => at), rows.map(([e]) => e.name ?? null)],
       });
     }
     if (!this.decides) return out;
@@ -240,7 +243,7 @@ export class BatchPlan {
     const asked = new Set(this.companies);
     const claimed = [...new Set(this.events.flatMap((e) => (e.type === 'intent' ? [e.company] : [])))].sort();
     if (this.claims) {
-      const { since, until } = monthOf(this.now);
+      const { since, until } = monthOf(this.moment);
       if (locked) out.push(...this.budgetLocks());
       out.push(
         { text: READ_CAPS, values: [since, until, this.run], read: (rows) => (read.capRows = rows.map((r) => capRow(Object.values(r)))) },
@@ -280,6 +283,11 @@ export class BatchPlan {
     return out;
   }
 
+  /** The month a claim's caps are read in: the batch's time (a journal's import claims nothing). */
+  private get moment(): number {
+    return typeof this.now === 'number' ? this.now : this.now.reduce((a, b) => Math.max(a, b), 0);
+  }
+
   /** What the first round trip read; set by first(). */
   private read: PgBatchRead | null = null;
 
@@ -300,7 +308,7 @@ export class BatchPlan {
     const s = this.serviceId;
     const mine = decision.underCaps.byPerson.get(this.read?.runPerson ?? '') ?? 0;
     if (this.claims && !locked && decision.reserved > 0) {
-      const { since, until } = monthOf(this.now);
+      const { since, until } = monthOf(this.moment);
       out.push(...this.budgetLocks(), { text: CAPS_STILL_FIT, values: [since, until, this.run, decision.underCaps.all, mine] });
     }
     const ps = decision.purchases;
