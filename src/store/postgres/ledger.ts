@@ -88,7 +88,7 @@ export class PgLedger extends SqlLedger implements LedgerStore {
       `SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at, p.uncertain, p.resumed FROM purchases p JOIN services s ON s.id = p.service
         LEFT JOIN runs o ON o.id = p.owner_run
         WHERE ${AT_RISK} AND (p.owner_run IS NULL OR o.id IS NULL OR NOT ${ALIVE('o', '$1')}) AND (cardinality($2::text[]) = 0 OR p.domain = any($2::text[]))
-        ORDER BY s.id, p.domain COLLATE "C"`,
+        ORDER BY s.id, p.domain COLLATE "C", p.generation`,
       [dead, [...domains]],
     );
     return rows.map((r) => ({

@@ -31,7 +31,7 @@ export function* records(store: Store, service: string | undefined): Generator<H
 /** Purchases whose paid call may have been charged without an answer seen: a credit each at most. */
 export function atRisk(store: Store, domains: readonly string[]): AtRisk[] {
   const rows = store.db
-    .prepare(`SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at, p.owner_run, p.uncertain, p.resumed FROM purchases p JOIN services s ON s.id = p.service WHERE ${AT_RISK} ORDER BY s.id, p.domain`)
+    .prepare(`SELECT s.name, p.domain, p.generation, p.key_version, p.error_code, p.lost_at, p.owner_run, p.uncertain, p.resumed FROM purchases p JOIN services s ON s.id = p.service WHERE ${AT_RISK} ORDER BY s.id, p.domain, p.generation`)
     .raw(true)
     .all() as [string, string, number, number, string | null, number | null, number | null, number, number][];
   const wanted = new Set(domains);
