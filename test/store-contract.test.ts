@@ -538,6 +538,13 @@ describe.each(backends)('the store contract: $name', (backend) => {
     await new Promise((resolve) => setTimeout(resolve, 5));
     // Before: the team store took it for alive by its heartbeat, judged the rerun from now and bought its fresh records again.
     expect((await s.begin('svc', job)).policyNow).toBe(killed.policyNow);
+    // Nor does the ledger show it as under way.
+    const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: false, create: false });
+    try {
+      expect((await ledger.runs(10)).find((r) => r.id === killed.runId)?.status).toMatch(/killed/);
+    } finally {
+      await ledger.close();
+    }
   });
 
   // A copy into the team store holds a session lock, which a transaction pooler does not keep: it is refused there (team-pooler.test).

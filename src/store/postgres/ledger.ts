@@ -1,7 +1,7 @@
 import { EnrichError, UsageError } from '../../errors.js';
 import type { CopySource, CopyTarget } from '../copy-types.js';
-import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned } from '../ledger-types.js';
-import { AT_RISK, heldOf, PRUNED, SqlLedger } from '../ledger-sql.js';
+import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow } from '../ledger-types.js';
+import { AT_RISK, heldOf, PRUNED, runOf, runsSql, SqlLedger } from '../ledger-sql.js';
 import { hostIdentity } from '../host.js';
 import { displayStore } from '../path.js';
 import { client, connect, describe, inTransaction, isLockTimeout, keepsSessionSurely, lockWait, placeOf, type Place, type Session } from './connect.js';
@@ -36,8 +36,8 @@ export class PgLedger extends SqlLedger implements LedgerStore {
   readonly now: () => number;
   private readonly db: Session;
   protected readonly journal: PgStore;
-  /** Its heartbeat, by the server's clock, tells a run under way from one that ended unrecorded. */
-  protected readonly beating = `coalesce(r.heartbeat_at, 0) >= ${NOW_MS} - ${LEASE_MS}`;
+  /** A run under way, told from one that ended unrecorded as RUN_ALIVE tells them ($2: this host's dead runs, given by runs). */
+  protected readonly beating = ALIVE('r', '$2');
   protected readonly month = `to_char(to_timestamp(p.closed_at / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM')`;
 
   private constructor(readonly store: PgStore) {
@@ -60,6 +60,11 @@ export class PgLedger extends SqlLedger implements LedgerStore {
   async size(): Promise<number> {
     const { rows } = await this.db.query<{ bytes: number }>('SELECT pg_database_size(current_database()) AS bytes');
     return num(rows[0]?.bytes);
+  }
+
+  /** Alive as every judgement of the team store's says (RUN_ALIVE, with this host's dead runs). */
+  override async runs(limit: number): Promise<RunRow[]> {
+    return (await this.rows(runsSql(this.beating), [limit, await this.store.deadHere()])).map(runOf);
   }
 
   /** Page by page in the order the SQLite store gives (bytes, not the server's collation). */
