@@ -83,6 +83,25 @@ describe('the team store on PostgreSQL', () => {
     }
   });
 
+  it("ends a journal's import that another session blocks as unavailable (exit 6), in one line, not an unexpected error", async () => {
+    const url = await freshDatabase();
+    pgRan++;
+    const store = await PgStore.open(url, { tool: 'test', queryTimeoutMs: 2_000 });
+    const analyst = new pg.Client({ connectionString: url });
+    await analyst.connect();
+    try {
+      const importer = await store.importer('svc');
+      // The company lock every write to acme.com takes, held by a transaction left open.
+      await analyst.query('BEGIN');
+      await analyst.query("SELECT pg_advisory_xact_lock(hashtextextended($1::text || ':acme.com', 0))", [await store.serviceId('svc')]);
+      const events = [{ event: intent('acme.com'), at: Date.parse('2024-01-05T10:00:00Z') }];
+      await expect(importer.importEvents(events)).rejects.toMatchObject({ kind: 'unavailable', message: expect.stringMatching(/^cannot write the team store at .*another session has held companies/) });
+    } finally {
+      await analyst.end();
+      await store.close();
+    }
+  });
+
   // Another session: a psql transaction left open on a company the batch claims.
   it('gives up a batch another session blocks, below the query timeout, leaving nothing waiting', async () => {
     const url = await freshDatabase();

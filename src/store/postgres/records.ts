@@ -103,7 +103,7 @@ export class PgRecords extends RunRecords implements ServiceStore {
     super(service, serviceId, run, policyNow);
     this.storeId = store.storeId;
     this.named = store.keepsSession;
-    this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => new PgWriteError(this.where, error, store.reconnectMs, lockWait(BATCH_LOCK_WAIT_MS, store.queryTimeoutMs), store.queryTimeoutMs), TIMING);
+    this.group = new GroupCommit((batch) => this.commitBatch(batch), (error) => this.writeError(error), TIMING);
     // Nothing more is written once the lease cannot be renewed: the run ends on that failure, as on a commit's.
     const beat =
       run === null
@@ -225,8 +225,20 @@ export class PgRecords extends RunRecords implements ServiceStore {
     await this.flush();
     for (let at = 0; at < events.length; at += IMPORT_CHUNK) {
       const part = events.slice(at, at + IMPORT_CHUNK);
-      await this.commit(() => new BatchPlan(this.serviceId, this.run, this.store.host, part.map((e) => e.event), part.map((e) => e.at), [...this.dead]));
+      try {
+        await this.commit(() => new BatchPlan(this.serviceId, this.run, this.store.host, part.map((e) => e.event), part.map((e) => e.at), [...this.dead]));
+      } catch (error) {
+        throw this.writeError(error);
+      }
+      this.commits++;
+      this.statistics.written(part.filter((e) => e.event.type !== 'match').length);
     }
+  }
+
+  /** A write the store refused, or could not be reached for, as one line with its exit (PgWriteError). */
+  private writeError(error: unknown): PgWriteError {
+    const { reconnectMs, queryTimeoutMs } = this.store;
+    return new PgWriteError(this.where, error, reconnectMs, lockWait(BATCH_LOCK_WAIT_MS, queryTimeoutMs), queryTimeoutMs);
   }
 
   /** One batch: a claim per event, or AGAIN for a claim held by a process of this host that is gone. */
