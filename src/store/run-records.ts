@@ -10,6 +10,10 @@ const num = (v: unknown): number => Number(v ?? 0);
 /** A run within this long of the job it continues keeps that job's moment. */
 const RESUME_WITHIN_MS = 24 * 3600_000;
 
+/** Whether the last run on the input is the same job, recent enough to keep its moment were it cut short. */
+export const sameJob = (last: Omit<LastRun, 'alive'>, maxAge: number, now: number): last is Omit<LastRun, 'alive'> & { policyNow: number } =>
+  last.policyNow !== null && last.maxAge === maxAge && now - last.policyNow <= RESUME_WITHIN_MS;
+
 /** The last real run on an input, as policyNowAfter reads it; `alive` is asked only of one marked running. */
 export interface LastRun {
   status: string;
@@ -23,7 +27,7 @@ export interface LastRun {
  * --max-age, within a day, ended unfinished), whose moment it keeps so its refreshes don't go stale again.
  */
 export function policyNowAfter(last: LastRun | undefined, maxAge: number, now: number): number {
-  if (last === undefined || last.policyNow === null || last.maxAge !== maxAge || now - last.policyNow > RESUME_WITHIN_MS) return now;
+  if (last === undefined || !sameJob(last, maxAge, now)) return now;
   const cutShort = last.status === 'interrupted' || last.status === 'stopped' || last.status === 'failed' || (last.status === 'running' && !last.alive());
   return cutShort ? last.policyNow : now;
 }

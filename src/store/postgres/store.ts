@@ -12,7 +12,7 @@ import { ServerClock } from './server-clock.js';
 import { MAINTENANCE_LOCK, MIGRATIONS, NOW_MS, SCHEMA_VERSION } from './schema.js';
 import { LEASE_MS, RUN_ALIVE } from './writer.js';
 import { isProcessAlive } from '../../process-alive.js';
-import { policyNowAfter } from '../run-records.js';
+import { policyNowAfter, sameJob } from '../run-records.js';
 
 export interface PgStoreOptions {
   tool: string;
@@ -173,13 +173,15 @@ export class PgStore {
         WHERE service = $1 AND input_sha256 = $2 AND dry_run = 0 ORDER BY id DESC LIMIT 1`,
       [serviceId, info.inputSha256],
     );
-    const last = rows[0];
+    const row = rows[0];
+    const last = row && { status: row.status, policyNow: row.policy_now, maxAge: row.max_age === null ? null : Number(row.max_age) };
+    // Whether it is alive is asked only where the answer counts.
     let alive = false;
-    if (last?.status === 'running') {
-      const { rows: beating } = await this.db.query(`SELECT 1 FROM runs r WHERE r.id = $1 AND ${RUN_ALIVE('r', '$2', String(LEASE_MS))}`, [last.id, await this.deadHere()]);
+    if (row !== undefined && last?.status === 'running' && sameJob(last, Number(maxAge), now)) {
+      const { rows: beating } = await this.db.query(`SELECT 1 FROM runs r WHERE r.id = $1 AND ${RUN_ALIVE('r', '$2', String(LEASE_MS))}`, [row.id, await this.deadHere()]);
       alive = beating.length > 0;
     }
-    return policyNowAfter(last && { status: last.status, policyNow: last.policy_now, maxAge: last.max_age === null ? null : Number(last.max_age), alive: () => alive }, Number(maxAge), now);
+    return policyNowAfter(last && { ...last, alive: () => alive }, Number(maxAge), now);
   }
 
   /** Runs of this host marked running whose process is gone; a pid that may be reused is left to its lease (records.ts goneHere). */
