@@ -139,12 +139,15 @@ export const COPY_COLUMNS = {
   purchases: 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at',
 };
 
-/** What a copied purchase replaces of the target's row: every column copied but its key; who it is counted under (person) stays. */
-export const PURCHASE_UPDATE = COPY_COLUMNS.purchases
+/**
+ * What a copied purchase replaces of the target's row: every column copied but its key, and whether a run here resumed its key (the
+ * key is now the source's); who it is counted under (person) stays.
+ */
+export const PURCHASE_UPDATE = `${COPY_COLUMNS.purchases
   .split(', ')
   .filter((c) => c !== 'domain' && c !== 'generation')
   .map((c) => `${c} = excluded.${c}`)
-  .join(', ');
+  .join(', ')}, resumed = 0`;
 
 /** A read of the store being copied: `$n` placeholders (store/ledger-sql.ts), rows as objects. */
 export type CopyRead = (text: string, params: unknown[]) => Promise<Record<string, unknown>[]>;
