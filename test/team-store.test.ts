@@ -83,12 +83,18 @@ describe('the team store on PostgreSQL', () => {
     }
   });
 
-  it("ends a journal's import that another session blocks as unavailable (exit 6), in one line, not an unexpected error", async () => {
+  /** A team store with a query timeout of 2 s (a batch waits 1 s for a lock, 30 s at the default 60), and another session on its database. */
+  const withAnalyst = async (): Promise<{ url: string; store: PgStore; analyst: pg.Client }> => {
     const url = await freshDatabase();
     pgRan++;
     const store = await PgStore.open(url, { tool: 'test', queryTimeoutMs: 2_000 });
     const analyst = new pg.Client({ connectionString: url });
     await analyst.connect();
+    return { url, store, analyst };
+  };
+
+  it("ends a journal's import that another session blocks as unavailable (exit 6), in one line, not an unexpected error", async () => {
+    const { store, analyst } = await withAnalyst();
     try {
       const importer = await store.importer('svc');
       // The company lock every write to acme.com takes, held by a transaction left open.
@@ -104,12 +110,7 @@ describe('the team store on PostgreSQL', () => {
 
   // Another session: a psql transaction left open on a company the batch claims.
   it('gives up a batch another session blocks, below the query timeout, leaving nothing waiting', async () => {
-    const url = await freshDatabase();
-    pgRan++;
-    // A query timeout of 2 s: a batch waits 1 s for a lock (30 s at the default 60).
-    const store = await PgStore.open(url, { tool: 'test', queryTimeoutMs: 2_000 });
-    const analyst = new pg.Client({ connectionString: url });
-    await analyst.connect();
+    const { url, store, analyst } = await withAnalyst();
     try {
       const run = await store.beginRun('svc', info);
       expect(await run.append(intent('free.com'), true)).toStrictEqual({ kind: 'ok' });
