@@ -553,8 +553,7 @@ describe.each(backends)('the store contract: $name', (backend) => {
     }
   });
 
-  // A copy into the team store holds a session lock, which a transaction pooler does not keep: it is refused there (team-pooler.test).
-  it.skipIf(backend === pooled)("counts a purchase a copy closes under the cap of the person whose run held it open", async () => {
+  it("counts a purchase a copy closes under the cap of the person whose run held it open", async () => {
     const s = await open();
     await (await s.begin()).endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
     const [service] = await s.raw("SELECT id FROM services WHERE name = 'svc'");
@@ -568,6 +567,8 @@ describe.each(backends)('the store contract: $name', (backend) => {
     const target = await openLedgerStore(s.address, { tool: 'test', now: () => 3000, env: {}, write: true, create: false });
     try {
       await target.setBudget('alice', 10, 'test');
+      // A copy holds a session lock, which a transaction pooler does not keep: it is refused there, in one line (team-pooler.test).
+      if (backend === pooled) return void (await expect(target.copyTarget(false)).rejects.toThrow(/pools in transaction mode/));
       const [reading, into] = [await source.copySource(), await target.copyTarget(false)];
       expect(await copyStore(reading, into)).toMatchObject({ closed: 1, credits: 1 });
       await reading.end();
