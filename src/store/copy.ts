@@ -1,5 +1,6 @@
 import type { CopyCompany, CopyLookup, CopyRun, CopySource, CopyTarget, PurchasesCopied, RunIds } from './copy-types.js';
 import { mayBeCharged, type KeptPurchase } from './purchase.js';
+import { num, numOrNull } from './ledger-sql.js';
 
 /** `enrich ledger copy`: one store merged into another without buying or counting anything twice; each backend applies these pure rules per chunk. */
 
@@ -202,8 +203,6 @@ const SERVICE = '(SELECT id FROM services WHERE name = $1)';
 
 // Rows as both backends return them (snake_case columns).
 
-const num = (v: unknown): number => Number(v ?? 0);
-const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
 
 export function toCopyRun(r: Record<string, unknown>): CopyRun {
   return {

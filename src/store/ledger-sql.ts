@@ -9,8 +9,10 @@ import type { RunsUnderWay } from './types.js';
  * and rows taken as arrays in column order (a team store's row through Object.values).
  */
 
-const num = (v: unknown): number => Number(v ?? 0);
-const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
+/** A count or sum as read (pg gives bigint sums as text); missing is 0. */
+export const num = (v: unknown): number => Number(v ?? 0);
+/** A nullable number as read. */
+export const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
 
 /** The same text with SQLite's numbered placeholders (`?1` for `$1`). */
 export const sqliteText = (text: string): string => text.replace(/\$(\d+)/g, '?$1');

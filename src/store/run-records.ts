@@ -2,10 +2,8 @@ import type { CompanyRecord } from '../api/types.js';
 import { capRow, lineOf, monthOf, runBudgetSql, type BudgetLine } from './budget.js';
 import type { GroupCommit } from './group-commit.js';
 import type { Heartbeat } from './heartbeat.js';
-import { otherRunsSql, underWay } from './ledger-sql.js';
+import { num, otherRunsSql, underWay } from './ledger-sql.js';
 import type { Claim, MonthSpend, RunsUnderWay, StoreEvent } from './types.js';
-
-const num = (v: unknown): number => Number(v ?? 0);
 
 /** A run within this long of the job it continues keeps that job's moment. */
 const RESUME_WITHIN_MS = 24 * 3600_000;

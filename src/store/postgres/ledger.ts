@@ -1,7 +1,7 @@
 import { EnrichError, UsageError } from '../../errors.js';
 import type { CopySource, CopyTarget } from '../copy-types.js';
 import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow } from '../ledger-types.js';
-import { AT_RISK, heldOf, PRUNED, runOf, runsSql, SqlLedger } from '../ledger-sql.js';
+import { AT_RISK, heldOf, num, numOrNull, PRUNED, runOf, runsSql, SqlLedger } from '../ledger-sql.js';
 import { hostIdentity } from '../host.js';
 import { displayStore } from '../path.js';
 import { client, connect, describe, inTransaction, isLockTimeout, keepsSessionSurely, lockWait, placeOf, type Place, type Session } from './connect.js';
@@ -13,8 +13,6 @@ import { MAINTENANCE_LOCK, NOW_MS } from './schema.js';
 import { MAINTENANCE_WAIT_MS, maintenanceHeld, PgStore, TABLE_WAIT_MS } from './store.js';
 import { HASHED, LEASE_MS, OUTCOME_CHANNEL } from './writer.js';
 
-const num = (v: unknown): number => Number(v ?? 0);
-const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
 
 /** Rows per page of an export. */
 const PAGE = 1_000;

@@ -2,9 +2,8 @@ import { companyWins, COPY_COLUMNS, PURCHASE_UPDATE, copiedGeneration, LeftBusy,
 import type { CopyCompany, CopyLookup, CopyRun, CopyTarget, PurchasesCopied, RunIds } from '../copy-types.js';
 import type { KeptPurchase } from '../purchase.js';
 import type { Store } from './store.js';
+import { num, numOrNull } from '../ledger-sql.js';
 
-const num = (v: unknown): number => Number(v ?? 0);
-const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v));
 
 /** One person's store receiving a copy, a write transaction per chunk; a dry run only reads and decides, holding no lock. */
 export class SqliteCopyTarget implements CopyTarget {

@@ -2,7 +2,7 @@ import { UsageError } from '../../errors.js';
 import { fileIdentity } from '../../io/paths.js';
 import type { CopySource, CopyTarget } from '../copy-types.js';
 import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, Watch } from '../ledger-types.js';
-import { AT_RISK, heldOf, PRUNED, SqlLedger, sqliteText } from '../ledger-sql.js';
+import { AT_RISK, heldOf, num, PRUNED, SqlLedger, sqliteText } from '../ledger-sql.js';
 import { hostIdentity } from '../host.js';
 import { LEASE_MS } from './connection.js';
 import { SqliteCopyTarget } from './copy.js';
@@ -12,7 +12,6 @@ import { Store } from './store.js';
 
 export type { AtRisk, HeldRecord, Pruned, RunRow, ServiceHoldings } from '../ledger-types.js';
 
-const num = (v: unknown): number => Number(v ?? 0);
 
 const all = (store: Store, text: string, ...params: unknown[]): unknown[][] => store.db.prepare(sqliteText(text)).raw(true).all(...params) as unknown[][];
 
