@@ -174,14 +174,15 @@ export class PgStore {
       [serviceId, info.inputSha256],
     );
     const row = rows[0];
-    const last = row && { status: row.status, policyNow: row.policy_now, maxAge: row.max_age === null ? null : Number(row.max_age) };
+    if (row === undefined) return now;
+    const last = { status: row.status, policyNow: row.policy_now, maxAge: row.max_age === null ? null : Number(row.max_age) };
     // Whether it is alive is asked only where the answer counts.
     let alive = false;
-    if (row !== undefined && last?.status === 'running' && sameJob(last, Number(maxAge), now)) {
+    if (last.status === 'running' && sameJob(last, Number(maxAge), now)) {
       const { rows: beating } = await this.db.query(`SELECT 1 FROM runs r WHERE r.id = $1 AND ${RUN_ALIVE('r', '$2', String(LEASE_MS))}`, [row.id, await this.deadHere()]);
       alive = beating.length > 0;
     }
-    return policyNowAfter(last && { ...last, alive: () => alive }, Number(maxAge), now);
+    return policyNowAfter({ ...last, alive: () => alive }, Number(maxAge), now);
   }
 
   /** Runs of this host marked running whose process is gone; a pid that may be reused is left to its lease (records.ts goneHere). */
