@@ -4,7 +4,6 @@ import type { KeptPurchase } from '../purchase.js';
 import type { Store } from './store.js';
 import { num, numOrNull } from '../ledger-sql.js';
 
-
 /** One person's store receiving a copy, a write transaction per chunk; a dry run only reads and decides, holding no lock. */
 export class SqliteCopyTarget implements CopyTarget {
   private readonly leftBusy = new LeftBusy();

@@ -12,7 +12,6 @@ import { Store } from './store.js';
 
 export type { AtRisk, HeldRecord, Pruned, RunRow, ServiceHoldings } from '../ledger-types.js';
 
-
 const all = (store: Store, text: string, ...params: unknown[]): unknown[][] => store.db.prepare(sqliteText(text)).raw(true).all(...params) as unknown[][];
 
 /** Every record held, service by service, oldest first; a damaged row is passed over. */
