@@ -609,6 +609,39 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect((await s.raw('SELECT opened_at FROM purchases')).map((r) => Number(r['opened_at']))).toStrictEqual([then]);
   });
 
+  it("keeps a newer lookup and record over an imported 0.1 journal's older ones", async () => {
+    const s = await open();
+    const a = await s.begin();
+    await a.append({ type: 'match', domain: 'acme.com', status: 'hit', company: 'acme.com', name: 'Acme' });
+    await a.append(intent('acme.com'));
+    const bought = Date.now();
+    await a.append(hit('acme.com', 1, bought));
+    await a.flush();
+    await a.endRun({ status: 'done', credits: 1, bought: 1, reused: 0 });
+    await a.close();
+    const then = Date.parse('2024-01-05T10:00:00Z');
+    const dir = tempDir();
+    const path = join(dir.path, 'in.csv.enrich-journal');
+    const lines = [
+      { t: 'header', format: 1, run: 'r', created: new Date(then).toISOString(), tool: 't', input: { sha256: 'x', bytes: 1, name: 'in.csv' }, column: 'domain', service: 'svc' },
+      { t: 'session', n: 1, at: new Date(then).toISOString(), pid: 1, dry_run: false },
+      { t: 'match', d: 'acme.com', s: 'miss' },
+      { t: 'intent', c: 'acme.com', v: 1, key: 'key-acme' },
+      { t: 'enrich', c: 'acme.com', v: 1, s: 'hit', charged: 1, company: record('acme.com', 'Acme in 2024') },
+    ];
+    writeFileSync(path, lines.map((l) => `${JSON.stringify(l)}\n`).join(''));
+    const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: true });
+    try {
+      await importJournal(ledger, path);
+    } finally {
+      await ledger.close();
+      dir.cleanup();
+    }
+    // Before, on both stores: the journal's record and miss replaced them, so the company read as bought in 2024 (bought again under --max-age).
+    expect((await s.raw('SELECT status, checked_at FROM lookups')).map((r) => [r['status'], Number(r['checked_at']) > then])).toStrictEqual([['hit', true]]);
+    expect((await s.raw('SELECT name, bought_at FROM companies')).map((r) => [r['name'], Number(r['bought_at'])])).toStrictEqual([['acme.com', bought]]);
+  });
+
   it('reads every row for a copy, page after page in byte order, a purchase page ending inside a domain', async () => {
     const s = await open();
     await s.begin();

@@ -196,6 +196,10 @@ export function countedUnderCaps(p: KeptPurchase, since: number, until: number):
 
 const purchaseKey = (domain: string, generation: number): string => `${generation} ${domain}`;
 
+/** Whether a record bought at `at` replaces the one held: a newer generation's, or the same one's bought no earlier (an imported journal's past never replaces it). The stores' record writes say the same in SQL. */
+export const replacesHeld = (generation: number, at: number, held: { generation: number; boughtAt: number }): boolean =>
+  generation > held.generation || (generation === held.generation && at >= held.boughtAt);
+
 /** One batch's events in order, each seeing the earlier ones' writes; `now`: the store's clock, or each event's own (an import: `run` null, claiming nothing). */
 export function decideBatch(events: readonly StoreEvent[], read: BatchReader, run: number | null, now: number | readonly number[]): BatchDecision {
   const written = new Map<string, KeptPurchase>();
@@ -213,7 +217,7 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
   const holding = (domain: string): HeldCompany | null => {
     const own = held.get(domain);
     const stored = read.holding(domain);
-    return own === undefined || (stored !== null && stored.generation > own.generation) ? stored : own;
+    return own === undefined || (stored !== null && !replacesHeld(own.generation, own.boughtAt, stored)) ? stored : own;
   };
   const save = (before: KeptPurchase | null, after: KeptPurchase | null, at: number): void => {
     if (after === null) return;
@@ -261,9 +265,9 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
       if (event.status === 'hit' && event.record !== undefined) {
         const bought = event.at ?? at;
         const last = records.get(event.company);
-        if (last === undefined || event.generation >= last.event.generation) records.set(event.company, { event: event as RecordWrite['event'], at: bought });
+        if (last === undefined || replacesHeld(event.generation, bought, { generation: last.event.generation, boughtAt: last.at })) records.set(event.company, { event: event as RecordWrite['event'], at: bought });
         const was = held.get(event.company);
-        if (was === undefined || event.generation >= was.generation) {
+        if (was === undefined || replacesHeld(event.generation, bought, was)) {
           held.set(event.company, { domain: event.company, name: event.record.name, boughtAt: bought, lastUpdated: event.record.last_updated || null, generation: event.generation, credits: event.charged ?? 0 });
         }
       }

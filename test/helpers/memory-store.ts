@@ -1,6 +1,6 @@
 import type { CompanyRecord } from '../../src/api/types.js';
 import type { BudgetLine } from '../../src/store/budget.js';
-import { decideBatch, publicPart, type KeptPurchase } from '../../src/store/purchase.js';
+import { decideBatch, publicPart, replacesHeld, type KeptPurchase } from '../../src/store/purchase.js';
 import type { Claim, CompanyState, HeldCompany, Lookup, RunEnd, RunsUnderWay, ServiceStore, StoreEvent } from '../../src/store/types.js';
 
 /**
@@ -170,7 +170,7 @@ export class MemoryRun implements ServiceStore {
     for (const p of decision.purchases) t.purchases.set(key(p.domain, p.generation), p);
     for (const { event: e, at } of decision.records) {
       const held = t.companies.get(e.company)?.held;
-      if (held === undefined || e.generation >= held.generation) {
+      if (held === undefined || replacesHeld(e.generation, at, held)) {
         t.companies.set(e.company, { held: { domain: e.company, name: e.record.name, boughtAt: at, lastUpdated: e.record.last_updated || null, generation: e.generation, credits: e.charged ?? 0 }, record: e.record });
       }
     }

@@ -150,7 +150,7 @@ SELECT $1, u.*, $10::bigint FROM unnest($2::text[], $3::text[], $4::text[], $5::
 ON CONFLICT (service, domain) DO UPDATE SET name = excluded.name, record = excluded.record, bought_at = excluded.bought_at,
   last_updated = excluded.last_updated, idempotency_key = excluded.idempotency_key, credits = excluded.credits,
   generation = excluded.generation, run = excluded.run
-WHERE excluded.generation >= c.generation`;
+WHERE excluded.generation > c.generation OR (excluded.generation = c.generation AND excluded.bought_at >= c.bought_at)`;
 
 type Row = Record<string, unknown>;
 const num = (v: unknown): number => Number(v);
@@ -229,7 +229,8 @@ export class BatchPlan {
       out.push({
         text: `INSERT INTO lookups (service, domain, status, company, name, checked_at)
                SELECT $1, u.* FROM unnest($2::text[], $3::text[], $4::text[], $6::text[], $5::bigint[]) AS u(domain, status, company, name, checked_at)
-               ON CONFLICT (service, domain) DO UPDATE SET status = excluded.status, company = excluded.company, name = excluded.name, checked_at = excluded.checked_at`,
+               ON CONFLICT (service, domain) DO UPDATE SET status = excluded.status, company = excluded.company, name = excluded.name, checked_at = excluded.checked_at
+               WHERE excluded.checked_at >= lookups.checked_at`,
         values: [this.serviceId, rows.map(([e]) => e.domain), rows.map(([e]) => e.status), rows.map(([e]) => e.company ?? null), rows.map(([, at]) => at), rows.map(([e]) => e.name ?? null)],
       });
     }

@@ -210,7 +210,12 @@ export class RecordWriter {
   importEvents(events: readonly { event: StoreEvent; at: number }[]): void {
     // IMMEDIATE: each event reads before it writes, and a plain BEGIN would fail (SQLITE_BUSY_SNAPSHOT) if another process committed between.
     this.store.db.transaction(() => {
-      const lookup = this.store.sql('INSERT OR REPLACE INTO lookups (service, domain, status, company, name, checked_at) VALUES (?, ?, ?, ?, ?, ?)');
+      // The past never replaces a newer lookup.
+      const lookup = this.store.sql(
+        `INSERT INTO lookups (service, domain, status, company, name, checked_at) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (service, domain) DO UPDATE SET status = excluded.status, company = excluded.company, name = excluded.name, checked_at = excluded.checked_at
+         WHERE excluded.checked_at >= lookups.checked_at`,
+      );
       for (const { event: e, at } of events) if (e.type === 'match' && e.status !== 'error') lookup.run([this.serviceId, e.domain, e.status, e.company ?? null, e.name ?? null, at]);
       const read = new SqliteBatchRead(this.store, this.serviceId, this.run, Date.now());
       this.apply(decideBatch(events.map((e) => e.event), read, this.run, events.map((e) => e.at)));
@@ -265,7 +270,7 @@ export class RecordWriter {
       .run([this.serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.settleMs, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt, p.person, p.reserved, p.resumed ? 1 : 0]);
   }
 
-  /** A hit's record, unless a newer generation's is already held. */
+  /** A hit's record, where it replaces the one held (purchase.ts replacesHeld). */
   private storeRecord({ event: e, at }: RecordWrite): void {
     this.store
       .sql(
@@ -274,7 +279,7 @@ export class RecordWriter {
          ON CONFLICT (service, domain) DO UPDATE SET name = excluded.name, record = excluded.record, bought_at = excluded.bought_at,
            last_updated = excluded.last_updated, idempotency_key = excluded.idempotency_key, credits = excluded.credits,
            generation = excluded.generation, run = excluded.run
-         WHERE excluded.generation >= companies.generation`,
+         WHERE excluded.generation > companies.generation OR (excluded.generation = companies.generation AND excluded.bought_at >= companies.bought_at)`,
       )
       .run([this.serviceId, e.company, e.record.name, JSON.stringify(e.record), at, e.record.last_updated || null, e.keyUsed ?? null, e.charged ?? 0, e.generation, this.run]);
   }
