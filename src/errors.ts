@@ -74,25 +74,3 @@ export function formatWait(seconds: number): string {
   if (s >= 60) return s % 60 === 0 ? `${s / 60} min` : `${Math.floor(s / 60)} min ${s % 60} s`;
   return `${s} s`;
 }
-
-/**
- * The run cannot go on for reasons outside the input and the key: the service is unreachable, not the service, or asks to wait too long.
- * Exit 6, so cron can tell "service down" from "some rows failed"; what was done is kept, and a rerun resumes.
- */
-export class ServiceUnavailableError extends EnrichError {
-  override readonly name = 'ServiceUnavailableError';
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, 'unavailable', options);
-  }
-
-  /** `cannot reach data.example.com: DNS lookup failed; rerun later` from a ConnectionError's parts. */
-  static unreachable(failure: { host: string; causeText: string; neverSent?: boolean }, cause?: unknown): ServiceUnavailableError {
-    const lead = failure.neverSent === false ? 'no answer from' : 'cannot reach';
-    return new ServiceUnavailableError(`${lead} ${failure.host}: ${failure.causeText}; nothing more was sent, rerun the same command later`, { cause });
-  }
-
-  /** `the service asks to wait 24 h; rerun later` for a Retry-After past the policy's bound. */
-  static waitTooLong(seconds: number, cause?: unknown): ServiceUnavailableError {
-    return new ServiceUnavailableError(`the service asks to wait ${formatWait(seconds)}; rerun the same command later`, { cause });
-  }
-}

@@ -13,64 +13,57 @@ export class NotSentError extends Error {
   override readonly name = 'NotSentError';
 }
 
-/** Requests in flight before anything is known, and the fewest while unpaced. */
+/** In flight before anything is known; the fewest while unpaced; paced, Little's law's count with HEADROOM for slow answers. */
 const INITIAL_WINDOW = 8;
 const MIN_UNPACED = 16;
-/** Paced, Little's law's in-flight count with this much more for slow answers. */
 const HEADROOM = 1.5;
-/** Unpaced, the window grows while a lane's answers come within QUEUEING of its floor (QUEUEING_FIRST of a near service's fastest at first), shrinks past CONGESTED. */
+/** Unpaced, the window grows while answers come within QUEUEING of the lane's floor (QUEUEING_FIRST of a near service's fastest at first), shrinks past CONGESTED. */
 const QUEUEING = 1.5;
 const QUEUEING_FIRST = 1.2;
 const NEAR_MS = 100;
 const CONGESTED = 3;
 /** A lane's floor: the least smoothed latency over the last two spans of this long (or 2,000 answers). */
 const SPAN_MS = 5_000;
-/** A service taking thousands a second unrefused keeps one in flight per this many a second, up to 64. */
+/** An unrefused service keeps one in flight per this many accepted a second, up to 64. */
 const PER_SECOND_FOR_ONE = 100;
 const THROUGHPUT_FLOOR_MAX = 64;
-/** Slow start: the pace grows eightfold a second, never past twice what was accepted over the last second. */
+/** Slow start grows the pace eightfold a second, never past twice what was accepted. */
 const SLOW_START = 8;
-/** A cut: the pace times BACKOFF, compounded by the cuts of the last second (a deep bucket hid how far over it went). */
+/** A cut is BACKOFF, compounded by the last second's cuts; the climb back plateaus at PLATEAU of the ceiling. */
 const BACKOFF = 0.95;
-/** ...and after it, the pace climbs back to just under the ceiling: the pace refused, or what was accepted. */
 const PLATEAU = 0.99;
-/** Ten cuts within a second did not stop the 429s (the ceiling fell, a fixed window ran out): everyone waits, and goes on at 0.9 of what was accepted. */
+/** Ten cuts in a second did not stop the 429s: everyone waits, then goes on at MEASURED_FLOOR of what was accepted. */
 const CLUSTER_CUTS = 10;
 const MEASURED_FLOOR = 0.9;
-/** Refusals this few released requests apart mean the pace is over the ceiling; sparser ones brush it. A one-token bucket refuses slightly early arrivals, so its span is wider and its cuts compound at most twice. */
+/** Refusals this few releases apart mean over the ceiling (wider for a one-token bucket, whose cuts compound at most twice). */
 const DENSE_SPACING = 10;
 const SHALLOW_DENSE = 15;
 const SHALLOW_COMPOUND = 2;
-/** Sparse refusals step the pace down STEP and accepted answers up, balancing at SHARE refused: against a one-token bucket (whose jitter refusals no pace avoids) 1.5-3% refused does best. */
+/** Against a one-token bucket, sparse refusals step the pace by STEP, balancing at SHALLOW_SHARE refused. */
 const STEP = 0.01;
 const SHALLOW_SHARE = 0.015;
-/** Of a bucket whose depth the first wave did not tell, sparse refusals under this share (over about SHARE_SPAN paced requests) are jitter. */
+/** Of a bucket of unknown depth, sparse refusals under this share (over about SHARE_SPAN requests) are jitter. */
 const JITTER_SHARE = 0.015;
 const SHARE_SPAN = 200;
 /** CUBIC's time back to the plateau after a cut against a deep bucket. */
 const CUBIC_SECONDS = 5;
-/**
- * Held to the pace for QUIET_MS with no refusal (against a one-token bucket, whose jitter refuses a share, also QUIET_SHALLOW requests):
- * the ceiling may have moved (a machine sharing the key stopped), so the pace probes, doubling a second, and lands PROBE_LANDING under
- * what it finds. A probe that found no more doubles the quiet the next needs, up to QUIET_MAX_MS.
- */
+/** After QUIET_MS held to the pace unrefused (one-token bucket: also QUIET_SHALLOW requests) the pace probes, doubling a second, and lands PROBE_LANDING under what it finds; a probe that found nothing doubles the next quiet, to QUIET_MAX_MS. */
 const QUIET_MS = 4_000;
 const QUIET_MAX_MS = 8_000;
 const QUIET_SHALLOW = 100;
 const PROBE_GROWTH = 2;
 const PROBE_LANDING = 0.8;
-/** Another run's end (peerLeft) starts a probe at the next answer held to the pace within this long, without the quiet. */
+/** Another run's end (peerLeft) starts a probe at an answer held to the pace within this long. */
 const PEER_NEWS_MS = 2_000;
-/** Accepted answers are measured over the last second, and sustained over the last SUSTAINED_MS (a deep bucket's last tokens inflate one second). */
+/** What was accepted is also measured sustained over this long: a deep bucket's last tokens inflate one second. */
 const SUSTAINED_MS = 3_000;
-/** A first wave with at most this many accepted, and at least as many more refused, is a one-token bucket. */
+/** A first wave with at most this many accepted, and more refused, is a one-token bucket. */
 const SHALLOW_WAVE = 2;
-/** A run's last stretch (fewer requests left than this many seconds at the pace): a refusal there ends the run a Retry-After later, so the pace sits lower and stops growing. */
+/** The last stretch (fewer left than this many seconds at the pace): a 429 there costs a Retry-After, so the pace sits TAIL_MARGIN lower. */
 const TAIL_SECONDS = 1.5;
 const TAIL_MARGIN = 0.97;
-/** Pacing intervals from this long are kept to the fraction of a millisecond (clock.until). */
+/** Intervals from this long are kept to the fraction of a millisecond; a deep bucket lets a late release catch up this far. */
 const PRECISE_FROM_MS = 4;
-/** Against a deep bucket, a release that came late may be caught up this far behind its schedule. */
 const CATCH_UP_MS = 5;
 
 /** A request waiting for its turn; `gone` once its caller gave up. */

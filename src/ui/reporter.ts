@@ -1,6 +1,6 @@
 import type { Progress } from '../pipeline/progress.js';
 
-/** How a run talks to the person (or log) watching; never data (stdout is the results'). TTY, plain (pipes, CI, cron) and silent (tests) implement it. */
+/** How a run talks to the person (or log) watching; never data (stdout is the results'). TTY and plain (pipes, CI, cron) implement it. */
 export interface Reporter {
   /** Starts showing `progress`, which the pipeline updates as it goes. */
   begin(progress: Progress): void;
@@ -16,10 +16,3 @@ export interface Reporter {
   pause?(): () => void;
 }
 
-export const silentReporter: Reporter = {
-  begin: () => {},
-  refresh: () => {},
-  note: () => {},
-  warn: () => {},
-  end: () => {},
-};

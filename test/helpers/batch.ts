@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { runBatch, type RunOptions, type RunResult } from '../../src/commands/run.js';
-import { silentReporter } from '../../src/ui/reporter.js';
+import type { Reporter } from '../../src/ui/reporter.js';
 
 /**
  * The batch as a function, in this process: a run's options with test defaults (a store in
@@ -28,6 +28,9 @@ export function batchOptions(dir: string, input: string, service: { baseUrl: str
   };
 }
 
+/** A run that tells nobody anything. */
+const SILENT: Reporter = { begin: () => {}, refresh: () => {}, note: () => {}, warn: () => {}, end: () => {} };
+
 export function runQuietBatch(options: RunOptions): Promise<RunResult> {
-  return runBatch(options, { stdin: Readable.from([]), stdout: new PassThrough(), env: {}, reporter: silentReporter, interrupt: new AbortController().signal });
+  return runBatch(options, { stdin: Readable.from([]), stdout: new PassThrough(), env: {}, reporter: SILENT, interrupt: new AbortController().signal });
 }

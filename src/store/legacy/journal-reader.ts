@@ -5,20 +5,13 @@ export class JournalCorruptError extends Error {
   override readonly name = 'JournalCorruptError';
 }
 
-export interface ReadResult {
-  /** Bytes up to the end of the last whole, parseable line; anything after is a torn tail. */
-  validBytes: number;
-  tornBytes: number;
-  lines: number;
-}
-
 const NEWLINE = 0x0a;
 
-/** Streams the journal's lines with byte offsets. A torn tail (a crash, a power loss) is reported, not fatal; a bad line with good ones after it is corruption. */
-export async function readJournal(
-  path: string,
-  onEntry: (entry: JournalEntry, offset: number, length: number) => void | Promise<void>,
-): Promise<ReadResult> {
+/**
+ * Streams the journal's lines with byte offsets; returns the bytes up to the end of the last whole, parseable line. A torn tail
+ * (a crash, a power loss) is left unread, not fatal; a bad line with good ones after it is corruption.
+ */
+export async function readJournal(path: string, onEntry: (entry: JournalEntry, offset: number) => void | Promise<void>): Promise<{ validBytes: number }> {
   const handle = await open(path, 'r');
   try {
     const chunkSize = 1024 * 1024;
@@ -47,7 +40,7 @@ export async function readJournal(
           badLine ??= { line: lines, offset };
         } else {
           if (badLine !== null) throw new JournalCorruptError(`line ${badLine.line} is not a journal entry, but later lines are`);
-          const applied = onEntry(entry, offset, length);
+          const applied = onEntry(entry, offset);
           if (applied !== undefined) await applied;
           validBytes = offset + length;
         }
@@ -57,8 +50,7 @@ export async function readJournal(
       carry = Buffer.from(data.subarray(start));
       fileOffset += start;
     }
-    const total = fileOffset + carry.length;
-    return { validBytes, tornBytes: total - validBytes, lines };
+    return { validBytes };
   } finally {
     await handle.close();
   }
