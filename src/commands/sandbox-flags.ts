@@ -1,6 +1,6 @@
 import { Option, type Command } from 'commander';
 import type { SandboxCommandOptions } from './sandbox.js';
-import { fixedLatency, type LatencySpec } from '../sandbox/latency.js';
+import { fixedLatency } from '../sandbox/latency.js';
 import { fraction, integer, latencySpec } from './values.js';
 
 const SANDBOX_EXAMPLES = `
@@ -21,6 +21,9 @@ Examples:
         --latency lognormal:20:0.8
     $ enrich sandbox --rate-limit 100 --fixed-window 1000
 `;
+
+/** The flags as commander gives them: the service's options under the flags' names. */
+type Flags = Omit<SandboxCommandOptions, 'keys' | 'keyFromEnv' | 'rateLimit' | 'clockTickMs' | 'fixedWindowMs'> & { key?: string[]; rateLimit: number; clockTick: number; fixedWindow?: number };
 
 /** `enrich sandbox [options]`: serve the local implementation of the service. */
 export function defineSandbox(program: Command, env: NodeJS.ProcessEnv, done: (options: SandboxCommandOptions) => void): Command {
@@ -54,25 +57,11 @@ export function defineSandbox(program: Command, env: NodeJS.ProcessEnv, done: (o
         .default('original'),
     )
     .addHelpText('after', SANDBOX_EXAMPLES)
-    .action((opts: Record<string, unknown>) => {
-      const fromFlag = opts['key'] as string[] | undefined;
+    .action((opts: Flags) => {
+      const { key, rateLimit, clockTick, fixedWindow, ...rest } = opts;
       const fromEnv = env['ENRICH_API_KEY'];
-      done({
-        keyFromEnv: fromFlag === undefined && fromEnv !== undefined && fromEnv !== '',
-        host: opts['host'] as string,
-        port: opts['port'] as number,
-        keys: fromFlag ?? (fromEnv !== undefined && fromEnv !== '' ? [fromEnv] : []),
-        balance: opts['balance'] as number,
-        rateLimit: (opts['rateLimit'] as number) === 0 ? null : (opts['rateLimit'] as number),
-        burst: opts['burst'] as number | undefined,
-        failRate: opts['failRate'] as number,
-        dropRate: opts['dropRate'] as number,
-        latency: opts['latency'] as LatencySpec,
-        clockTickMs: opts['clockTick'] as number,
-        fixedWindowMs: opts['fixedWindow'] as number | undefined,
-        seed: opts['seed'] as number,
-        idempotency: opts['idempotency'] as SandboxCommandOptions['idempotency'],
-        replayRequestId: opts['replayRequestId'] as SandboxCommandOptions['replayRequestId'],
-      });
+      const keyFromEnv = key === undefined && fromEnv !== undefined && fromEnv !== '';
+      const keys = key ?? (keyFromEnv ? [fromEnv] : []);
+      done({ ...rest, keyFromEnv, keys, rateLimit: rateLimit === 0 ? null : rateLimit, clockTickMs: clockTick, ...(fixedWindow === undefined ? {} : { fixedWindowMs: fixedWindow }) });
     });
 }

@@ -1,50 +1,23 @@
 import { UsageError } from '../errors.js';
-import { startSandbox, type IdempotencyMode, type KeyConfig, type ReplayRequestId } from '../sandbox/index.js';
-import { describeLatency, type LatencySpec } from '../sandbox/latency.js';
+import { startSandbox, type KeyConfig, type SandboxOptions } from '../sandbox/index.js';
+import { describeLatency } from '../sandbox/latency.js';
 import { num } from '../ui/format.js';
 
-export interface SandboxCommandOptions {
-  /** The key came from $ENRICH_API_KEY, which may be a real one: never print it. */
-  keyFromEnv?: boolean;
-  host: string;
-  port: number;
-  keys: string[];
-  balance: number;
-  rateLimit: number | null;
-  burst: number | undefined;
-  failRate: number;
-  dropRate: number;
-  latency: LatencySpec;
-  /** The bucket's clock tick, ms (0: exact). */
-  clockTickMs: number;
-  /** Count per fixed window of this many ms instead of a bucket. */
-  fixedWindowMs: number | undefined;
-  seed: number;
-  idempotency: IdempotencyMode;
-  replayRequestId: ReplayRequestId;
-}
+/** `enrich sandbox`'s options: the service's, each given, and the keys as text. */
+export type SandboxCommandOptions = Required<Pick<SandboxOptions, 'host' | 'port' | 'balance' | 'rateLimit' | 'failRate' | 'dropRate' | 'latency' | 'clockTickMs' | 'seed' | 'idempotency' | 'replayRequestId'>> &
+  Pick<SandboxOptions, 'burst' | 'fixedWindowMs'> & {
+    keys: string[];
+    /** The key came from $ENRICH_API_KEY, which may be a real one: never print it. */
+    keyFromEnv?: boolean;
+  };
 
 /** `enrich sandbox`: serve the local service until SIGINT/SIGTERM, then close cleanly. */
 export async function serveSandbox(options: SandboxCommandOptions, out: NodeJS.WritableStream, stop: AbortSignal): Promise<void> {
   const keys: KeyConfig[] = options.keys.map((key) => ({ key }));
   let sandbox;
   try {
-    sandbox = await startSandbox({
-      host: options.host,
-      port: options.port,
-      keys,
-      balance: options.balance,
-      rateLimit: options.rateLimit,
-      ...(options.burst === undefined ? {} : { burst: options.burst }),
-      failRate: options.failRate,
-      dropRate: options.dropRate,
-      latency: options.latency,
-      clockTickMs: options.clockTickMs,
-      ...(options.fixedWindowMs === undefined ? {} : { fixedWindowMs: options.fixedWindowMs }),
-      seed: options.seed,
-      idempotency: options.idempotency,
-      replayRequestId: options.replayRequestId,
-    });
+    const { keyFromEnv: _, ...service } = options;
+    sandbox = await startSandbox({ ...service, keys });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') throw new UsageError(`port ${options.port} on ${options.host} is already in use; pass another --port (0 picks a free one)`);
