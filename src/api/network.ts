@@ -1,3 +1,5 @@
+import { causeChain } from '../errors.js';
+
 /** How a request failed to get an answer; the first four mean the request never left. */
 export type ConnectionFailure = 'dns' | 'refused' | 'unreachable' | 'tls' | 'timeout' | 'reset' | 'aborted' | 'other';
 
@@ -28,13 +30,6 @@ export interface Classified {
   text: string;
 }
 
-/** The error and its causes, outermost first (undici and fetch wrap the system error). */
-function chain(error: unknown): unknown[] {
-  const out: unknown[] = [];
-  for (let e: unknown = error; e !== undefined && e !== null && out.length < 8; e = (e as { cause?: unknown }).cause) out.push(e);
-  return out;
-}
-
 function classifyOne(e: unknown): Classified | null {
   if (e instanceof DeadlineExceeded) return { failure: 'timeout', text: e.message };
   if (!(e instanceof Error)) return null;
@@ -52,7 +47,8 @@ function classifyOne(e: unknown): Classified | null {
 
 /** What kind of failure a transport error is, with a few words that say it; never the request. */
 export function classifyConnectionFailure(error: unknown): Classified {
-  for (const e of chain(error)) {
+  // undici and fetch wrap the system error.
+  for (const e of causeChain(error)) {
     const found = classifyOne(e);
     if (found !== null) return found;
   }

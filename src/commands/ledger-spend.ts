@@ -5,8 +5,6 @@ import { formatTable } from './ledger-format.js';
 /** A group's name in the table: no run closed the purchases of the null group (enrich 0.1's, imported). */
 const label = (group: string | null): string => group ?? '(imported)';
 
-const byName: Record<SpendBy, string> = { month: 'month', person: 'person', input: 'input' };
-
 /** Months in order; people and inputs by what they spent, most first (ties by name): the same order on either backend. */
 function ordered(rows: readonly SpendRow[], by: SpendBy): SpendRow[] {
   const name = (r: SpendRow): string => r.group ?? '\uffff';
@@ -44,7 +42,7 @@ export function showSpend(spend: Spend, by: SpendBy, shown: string, json: boolea
   if (json) {
     const out = services.map((s) => ({
       service: s.service,
-      groups: s.rows.map((r) => ({ [byName[by]]: r.group, credits: r.credits, bought: r.bought, unconfirmed: r.unconfirmed })),
+      groups: s.rows.map((r) => ({ [by]: r.group, credits: r.credits, bought: r.bought, unconfirmed: r.unconfirmed })),
       total: s.total,
       at_risk: { purchases: s.open.purchases, unconfirmed: s.open.unconfirmed },
     }));
@@ -56,7 +54,7 @@ export function showSpend(spend: Spend, by: SpendBy, shown: string, json: boolea
     lines.push('', `service    ${s.service}`, '');
     const table = s.rows.map((r) => [label(r.group), num(r.credits), num(r.bought), num(r.unconfirmed)]);
     table.push(['total', num(s.total.credits), num(s.total.bought), num(s.total.unconfirmed)]);
-    lines.push(formatTable([byName[by], 'credits', 'bought', 'unconfirmed'], table, new Set([1, 2, 3])), '');
+    lines.push(formatTable([by, 'credits', 'bought', 'unconfirmed'], table, new Set([1, 2, 3])), '');
     lines.push(totalLine(s, by));
     if (s.open.purchases + s.open.unconfirmed > 0) {
       lines.push(

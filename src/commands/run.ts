@@ -191,9 +191,6 @@ async function loadFromStore(state: RunState, records: ServiceStore, policy: Pol
   );
 }
 
-/** Records kept at once for the results: about a window of rows' worth (io/output.ts ROW_WINDOW). */
-const RECORD_WINDOW = ROW_WINDOW;
-
 /** The records the results show, read a window of rows at a time in one batched read (never per row, never all at once), skipping companies whose rows are all formatted (`needless`). */
 function recordWindow(
   scan: ScanResult,
@@ -203,7 +200,8 @@ function recordWindow(
   const held = new Map<string, CompanyRecord>();
   return {
     async prepare(from, to, needless) {
-      if (held.size >= RECORD_WINDOW) held.clear();
+      // About a window of rows' worth of records at once.
+      if (held.size >= ROW_WINDOW) held.clear();
       const wanted = new Set<string>();
       for (let row = from; row < to; row++) {
         const company = rowCompany(scan.rowRefs.get(row), state);
@@ -337,7 +335,7 @@ async function askStage(
   if (matchesOwed > 0 || owesEnrich) {
     progress({ type: 'phase', phase: 'match' });
     ctx.reporter.refresh();
-    const pass = await executor(options, ctx, progress, cleanups, { state, records: plan.records, policy: plan.policy, heldAny: plan.heldAny, ...time });
+    const pass = await executor(options, ctx, progress, cleanups, state, plan, time);
     // A person at a terminal is asked before a large spend, so every match comes first (the exact count is known only then);
     // only when the run could buy that many, so a smaller run keeps matching and buying overlapped.
     const mostToBuy = state.owed().buy + matchesOwed;
@@ -422,19 +420,16 @@ const tightest = (lines: readonly BudgetLine[]): number | null => (lines.length 
 
 const usd = (n: number): string => `$${Number.isInteger(n) ? String(n) : n.toFixed(2)}`;
 
-interface Pipeline {
-  state: RunState;
-  records: ServiceStore;
-  policy: Policy;
-  heldAny: boolean;
-  clock: Clock;
-  random: () => number;
-  now: () => number;
-}
-
 /** Loads the network side once and returns a pass over what is owed: matches only (dry) or everything. */
-async function executor(options: RunOptions, ctx: RunContext, progress: ProgressSink, cleanups: Cleanups, p: Pipeline): Promise<(dryRun: boolean) => Promise<Stop | null>> {
-  const { state, records, policy, heldAny, clock } = p;
+async function executor(
+  options: RunOptions,
+  ctx: RunContext,
+  progress: ProgressSink,
+  cleanups: Cleanups,
+  state: RunState,
+  { records, policy, heldAny }: Planned,
+  { clock, random, now }: { clock: Clock; random: () => number; now: () => number },
+): Promise<(dryRun: boolean) => Promise<Stop | null>> {
   const [client, { execute }, { Flow }, { DEFAULT_RETRY_POLICY }, { idempotencyKey }] = await Promise.all([
     connect(options, cleanups),
     import('../pipeline/execute.js'),
@@ -461,7 +456,7 @@ async function executor(options: RunOptions, ctx: RunContext, progress: Progress
         flow,
         store: records,
         clock,
-        random: p.random,
+        random,
         idempotencyKey: (company: Company, version: number) => idempotencyKey(records.storeId, company.domain, company.generation, version),
         planCompany: async (company) => {
           // A live run's claim looks again before buying; a dry run has only this look to go by.
@@ -470,7 +465,7 @@ async function executor(options: RunOptions, ctx: RunContext, progress: Progress
           if (held !== null || purchase !== null) state.loadCompany(company, planCompany(held, purchase, policy));
         },
         progress,
-        now: p.now,
+        now,
       },
       ctx.interrupt,
     );
@@ -563,18 +558,7 @@ function countResults(scan: ScanResult, state: RunState, dryRun: boolean, stop: 
   return tally;
 }
 
-interface Written {
-  options: RunOptions;
-  scan: ScanResult;
-  state: RunState;
-  input: InputSource;
-  format: CsvFormat;
-  records: ServiceStore;
-  stop: Stop | null;
-  ctx: RunContext;
-  watch: InputWatch;
-  sha256: string;
-}
+type Written = Read & { options: RunOptions; records: ServiceStore; stop: Stop | null; ctx: RunContext };
 
 async function writeResults({ options, scan, state, input, format, records, stop, ctx, watch, sha256 }: Written): Promise<RowTally> {
   const tally = emptyTally();
