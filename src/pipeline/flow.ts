@@ -66,6 +66,9 @@ const TAIL_MARGIN = 0.97;
 const PRECISE_FROM_MS = 4;
 const CATCH_UP_MS = 5;
 
+/** Why the pump's wait ends early; one made once (an abort without a reason builds a DOMException, its stack included, every time). */
+const WOKEN = new Error('woken');
+
 /** A request waiting for its turn; `gone` once its caller gave up. */
 interface Waiter {
   readonly lane: Lane;
@@ -295,7 +298,7 @@ export class Flow {
   }
 
   private kick(): void {
-    this.wake?.abort();
+    this.wake?.abort(WOKEN);
   }
 
   /** Releases waiters in order, one interval apart, while the window has room. One timer at a time. */
