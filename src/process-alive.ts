@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
 
 /** Whether a process with this pid runs on this host (EPERM: someone else's). A zombie (a container whose PID 1 reaps nothing) passes the signal check; /proc says it is not alive. */
 export function isProcessAlive(pid: number): boolean {
@@ -49,4 +51,12 @@ export function goneOnThisHost(pid: number, startedAt: number, beating: () => bo
   if (!isProcessAlive(pid)) return true;
   const started = processStartedAt(pid);
   return started !== null && started > startedAt + 5_000 && !beating();
+}
+
+/** Removes the files in `dir` that `pidOf` names a process of this host for (their writer's pid) whose process is gone: what kill -9 left. */
+export async function removeOfDeadProcesses(dir: string, pidOf: (name: string) => number): Promise<void> {
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    const pid = pidOf(name);
+    if (Number.isInteger(pid) && pid !== process.pid && !isProcessAlive(pid)) await rm(join(dir, name), { force: true });
+  }
 }

@@ -72,6 +72,17 @@ describe('inputs that can be read only once', () => {
   });
 });
 
+describe('the output', () => {
+  it("removes a killed run's unfinished results beside it, and keeps a live run's", async () => {
+    const out = dir.file('kept.csv');
+    const dead = spawnSync(process.execPath, ['-e', '']).pid as number;
+    const [orphan, live] = [`.kept.csv.enrich-tmp-${dead}-ab`, `.kept.csv.enrich-tmp-${process.pid}-cd`].map((n) => dir.file(n, 'half'));
+    const run = await runCli([dir.file('in.csv', `domain\n${known}\n`), '-o', out, '--quiet'], { env: env() });
+    expect(run.code, run.stderr).toBe(0);
+    expect([existsSync(orphan as string), existsSync(live as string)]).toStrictEqual([false, true]);
+  });
+});
+
 describe('the stdin spool', () => {
   it('is removed after the run, and spools of killed runs (dead pids) go on the next run', async () => {
     const spools = spoolDir();

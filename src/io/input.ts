@@ -1,11 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, rmSync, statSync } from 'node:fs';
-import { lstat, mkdir, open, readdir, rm, stat } from 'node:fs/promises';
+import { lstat, mkdir, open, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { addAbortSignal, Readable } from 'node:stream';
 import { EnrichError, InputError, InterruptedError } from '../errors.js';
-import { isProcessAlive } from '../process-alive.js';
+import { removeOfDeadProcesses } from '../process-alive.js';
 import { SPOOL_LIMITS, SpoolGuard } from './spool-guard.js';
 
 export interface InputSource {
@@ -36,12 +36,7 @@ async function spoolFolder(): Promise<string> {
 
 const SPOOL = /^spool-(\d+)-[0-9a-f]+\.csv$/;
 
-export async function removeDeadSpools(dir: string): Promise<void> {
-  for (const name of await readdir(dir).catch(() => [] as string[])) {
-    const pid = Number(SPOOL.exec(name)?.[1] ?? Number.NaN);
-    if (Number.isInteger(pid) && pid !== process.pid && !isProcessAlive(pid)) await rm(join(dir, name), { force: true });
-  }
-}
+export const removeDeadSpools = (dir: string): Promise<void> => removeOfDeadProcesses(dir, (name) => Number(SPOOL.exec(name)?.[1] ?? Number.NaN));
 
 /** A stream's chunks as Buffers (a test's Readable.from may hand over strings). */
 async function* buffers(source: NodeJS.ReadableStream): AsyncGenerator<Buffer> {

@@ -1,11 +1,11 @@
 import { once } from 'node:events';
-import { accessSync, close, constants, createWriteStream, open, openSync, readdirSync, type WriteStream } from 'node:fs';
+import { accessSync, close, constants, createWriteStream, open, openSync, type WriteStream } from 'node:fs';
 import { chmod, chown, rename, rm } from 'node:fs/promises';
 import { Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { EnrichError, InterruptedError, UsageError } from '../errors.js';
-import { isProcessAlive } from '../process-alive.js';
+import { removeOfDeadProcesses } from '../process-alive.js';
 import { descriptorNumber, inheritedDescriptor, landsAt, lstatOrNull, ownDescriptor, plantedLink, statOrNull } from './paths.js';
 
 /** Our stdout's reader stopped reading (`| head`): the store holds everything bought, so main() stops quietly (exit 141), as rg and qsv do. */
@@ -118,18 +118,7 @@ const tempPrefix = (destination: string): string => `.${basename(destination)}.e
 /** Temp files left by runs killed mid-write (kill -9 skips every cleanup) go once a run finishes. */
 async function removeOrphans(destination: string): Promise<void> {
   const prefix = tempPrefix(destination);
-  const dir = dirname(destination);
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch {
-    return;
-  }
-  for (const name of names) {
-    if (!name.startsWith(prefix)) continue;
-    const pid = Number(name.slice(prefix.length).split('-')[0]);
-    if (Number.isInteger(pid) && pid !== process.pid && !isProcessAlive(pid)) await rm(join(dir, name), { force: true });
-  }
+  await removeOfDeadProcesses(dirname(destination), (name) => (name.startsWith(prefix) ? Number(name.slice(prefix.length).split('-')[0]) : Number.NaN));
 }
 
 /** Why `path` cannot take results, or null: a directory, a missing or unwritable folder. Checked at start and again when the output opens. */
