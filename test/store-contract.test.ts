@@ -141,6 +141,24 @@ const COMPANIES = ['acme.com', 'bolt.io', 'crux.dev'];
 
 const recordAt = (domain: string, at: number): CompanyRecord => companyRecord(domain, { name: `${domain} at ${at}` });
 
+/** When the 0.1 journals of these tests ran. */
+const THEN = Date.parse('2024-01-05T10:00:00Z');
+
+/** Writes a 0.1 journal at `path` (its run named after `at`), a session at `at`, then `lines`; and imports it into the store at `address`. */
+async function importJournalAt(address: string, path: string, at: number, lines: object[]): Promise<unknown> {
+  const head = [
+    { t: 'header', format: 1, run: `r${at}`, created: new Date(at).toISOString(), tool: 't', input: { sha256: 'x', bytes: 1, name: 'in.csv' }, column: 'domain', service: 'svc' },
+    { t: 'session', n: 1, at: new Date(at).toISOString(), pid: 1, dry_run: false },
+  ];
+  writeFileSync(path, [...head, ...lines].map((l) => `${JSON.stringify(l)}\n`).join(''));
+  const ledger = await openLedgerStore(address, { tool: 'test', env: {}, write: true, create: true });
+  try {
+    return await importJournal(ledger, path);
+  } finally {
+    await ledger.close();
+  }
+}
+
 /** One step of a seeded sequence: which run (0 or 1) appends which event. */
 interface Step {
   run: 0 | 1;
@@ -619,27 +637,122 @@ describe.each(backends)('the store contract: $name', (backend) => {
     await a.flush();
     await a.endRun({ status: 'done', credits: 1, bought: 1, reused: 0 });
     await a.close();
-    const then = Date.parse('2024-01-05T10:00:00Z');
     const dir = tempDir();
-    const path = join(dir.path, 'in.csv.enrich-journal');
-    const lines = [
-      { t: 'header', format: 1, run: 'r', created: new Date(then).toISOString(), tool: 't', input: { sha256: 'x', bytes: 1, name: 'in.csv' }, column: 'domain', service: 'svc' },
-      { t: 'session', n: 1, at: new Date(then).toISOString(), pid: 1, dry_run: false },
+    await importJournalAt(s.address, join(dir.path, 'in.csv.enrich-journal'), THEN, [
       { t: 'match', d: 'acme.com', s: 'miss' },
       { t: 'intent', c: 'acme.com', v: 1, key: 'key-acme' },
       { t: 'enrich', c: 'acme.com', v: 1, s: 'hit', charged: 1, company: record('acme.com', 'Acme in 2024') },
-    ];
-    writeFileSync(path, lines.map((l) => `${JSON.stringify(l)}\n`).join(''));
-    const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: true });
-    try {
-      await importJournal(ledger, path);
-    } finally {
-      await ledger.close();
+    ]);
+    dir.cleanup();
+    // Before, on both stores: the journal's record and miss replaced them, so the company read as bought in 2024 (bought again under --max-age).
+    expect((await s.raw('SELECT status, checked_at FROM lookups')).map((r) => [r['status'], Number(r['checked_at']) > THEN])).toStrictEqual([['hit', true]]);
+    expect((await s.raw('SELECT name, bought_at FROM companies')).map((r) => [r['name'], Number(r['bought_at'])])).toStrictEqual([['acme.com', bought]]);
+  });
+
+  it("leaves a live run's purchase under its own key to it when a journal names the company", async () => {
+    const s = await open();
+    const a = await s.begin();
+    expect(await a.append(intent('acme.com'), true)).toStrictEqual({ kind: 'ok' });
+    const dir = tempDir();
+    await importJournalAt(s.address, join(dir.path, 'in.csv.enrich-journal'), THEN, [
+      { t: 'intent', c: 'acme.com', v: 1, key: 'key-acme' },
+      { t: 'enrich', c: 'acme.com', v: 1, s: 'hit', charged: 1, company: record('acme.com') },
+    ]);
+    dir.cleanup();
+    await a.append(hit('acme.com'));
+    await a.flush();
+    // Before: the import closed the run's purchase as of 2024, and the credit the run was charged now counted in no month.
+    expect((await s.raw('SELECT run, credits FROM purchases')).map((r) => [Number(r['run']), Number(r['credits'])])).toStrictEqual([[a.runId, 1]]);
+    expect((await a.creditsSince(Date.now() - 60_000)).charged).toBe(1);
+  });
+
+  it("never gives up or closes a dead run's possibly charged key on a journal's answer under another key", async () => {
+    const s = await open();
+    for (const [company, line] of [
+      ['acme.com', { s: 'error', code: 'internal', key: 'retired' }],
+      ['bolt.io', { s: 'miss', charged: 0 }],
+      ['crux.dev', { s: 'error', code: 'validation_error', final: true }],
+    ] as const) {
+      const a = await s.begin();
+      expect(await a.append(intent(company), true)).toStrictEqual({ kind: 'ok' });
+      await a.append({ type: 'enrich', company, generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true, settleMs: 600_000 });
+      await a.flush();
+      await a.endRun({ status: 'interrupted', credits: 0, bought: 0, reused: 0 });
+      await a.releaseClaims();
+      await a.close();
+      const dir = tempDir();
+      await importJournalAt(s.address, join(dir.path, `${company}.enrich-journal`), THEN, [{ t: 'intent', c: company, v: 1, key: `key-${company}` }, { t: 'enrich', c: company, v: 1, ...line }]);
       dir.cleanup();
     }
-    // Before, on both stores: the journal's record and miss replaced them, so the company read as bought in 2024 (bought again under --max-age).
-    expect((await s.raw('SELECT status, checked_at FROM lookups')).map((r) => [r['status'], Number(r['checked_at']) > then])).toStrictEqual([['hit', true]]);
-    expect((await s.raw('SELECT name, bought_at FROM companies')).map((r) => [r['name'], Number(r['bought_at'])])).toStrictEqual([['acme.com', bought]]);
+    // Before: retired (the next run bought under a new key), or closed as a miss or a failure, the possible charge counted nowhere.
+    const rows = await s.raw('SELECT domain, key_version, intent_key, uncertain, outcome FROM purchases ORDER BY domain');
+    expect(rows.map((r) => [r['domain'], Number(r['key_version']), r['intent_key'], Number(r['uncertain']), r['outcome']])).toStrictEqual(
+      ['acme.com', 'bolt.io', 'crux.dev'].map((c) => [c, 1, `k-${c}`, 1, 'open']),
+    );
+  });
+
+  it("imports a new journal 0.1's --fresh started where an imported one was", async () => {
+    const s = await open();
+    const dir = tempDir();
+    const path = join(dir.path, 'in.csv.enrich-journal');
+    const bought = (c: string): object[] => [{ t: 'intent', c, v: 1, key: `key-${c}` }, { t: 'enrich', c, v: 1, s: 'hit', charged: 1, company: record(c) }];
+    expect(await importJournalAt(s.address, path, THEN, [...bought('acme.com'), ...bought('bolt.io')])).toMatchObject({ companies: 2 });
+    // Before: skipped, as the path's bytes were imported already, and new.com was bought again.
+    expect(await importJournalAt(s.address, path, THEN + 86_400_000, bought('new.com'))).toMatchObject({ companies: 1 });
+    expect(await importJournalAt(s.address, path, THEN + 86_400_000, bought('new.com'))).toBeNull();
+    dir.cleanup();
+    expect((await s.raw('SELECT domain FROM companies ORDER BY domain')).map((r) => r['domain'])).toStrictEqual(['acme.com', 'bolt.io', 'new.com']);
+  });
+
+  it("keeps a journal's newest lookup of a domain, whatever order its sessions came in, and a run's over any", async () => {
+    const s = await open();
+    const dir = tempDir();
+    await importJournalAt(s.address, join(dir.path, 'in.csv.enrich-journal'), THEN + 3_600_000, [
+      { t: 'match', d: 'x.com', s: 'miss' },
+      { t: 'session', n: 2, at: new Date(THEN).toISOString(), pid: 2, dry_run: false },
+      { t: 'match', d: 'x.com', s: 'hit', c: 'x.com', n: 'X' },
+    ]);
+    dir.cleanup();
+    // Before, on the team store: the journal's last line won, an hour older than its first.
+    expect((await s.raw('SELECT status, checked_at FROM lookups')).map((r) => [r['status'], Number(r['checked_at'])])).toStrictEqual([['miss', THEN + 3_600_000]]);
+    // A lookup dated ahead (a copy from a clock that was fast) is still replaced by a run's answer: the newest there is.
+    await s.raw('UPDATE lookups SET checked_at = ?', Date.now() + 3_600_000);
+    const a = await s.begin();
+    await a.append({ type: 'match', domain: 'x.com', status: 'hit', company: 'x.com', name: 'X' });
+    await a.flush();
+    expect((await s.raw('SELECT status FROM lookups')).map((r) => r['status'])).toStrictEqual(['hit']);
+  });
+
+  it("counts what a copy adds under the cap of the person who bought it", async () => {
+    const s = await open();
+    await (await s.begin()).endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
+    const dir = tempDir();
+    const laptopPath = join(dir.path, 'laptop.db');
+    const laptop = Store.open(laptopPath, { tool: 'test', user: 'ana' });
+    const run = laptop.beginRun('svc', info);
+    for (const c of ['a.com', 'b.com']) {
+      expect(await run.append(intent(c), true)).toStrictEqual({ kind: 'ok' });
+      await run.append(hit(c));
+    }
+    await run.endRun({ status: 'done', credits: 2, bought: 2, reused: 0 });
+    await run.close();
+    laptop.close();
+    const source = await openLedgerStore(laptopPath, { tool: 'test', env: {}, write: false, create: false });
+    const target = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: false });
+    try {
+      await target.setBudget('ana', 2, 'test');
+      if (backend === pooled) return void (await expect(target.copyTarget(false)).rejects.toThrow(/pools in transaction mode/));
+      const [reading, into] = [await source.copySource(), await target.copyTarget(false)];
+      expect(await copyStore(reading, into)).toMatchObject({ closed: 2, credits: 2 });
+      await reading.end();
+      await into.end();
+      // Before: the copied purchases had no person, and ana's cap counted none of them.
+      expect((await target.budget()).people).toStrictEqual([expect.objectContaining({ person: 'ana', spent: 2 })]);
+    } finally {
+      await source.close();
+      await target.close();
+      dir.cleanup();
+    }
   });
 
   it('reads every row for a copy, page after page in byte order, a purchase page ending inside a domain', async () => {

@@ -137,18 +137,18 @@ export const COPY_COLUMNS = {
   runs: `id, started_at, ended_at, pid, host, "user", tool, input_name, input_sha256, rows, dry_run, options, status, heartbeat_at, policy_now, credits, bought, reused`,
   lookups: 'domain, status, company, name, checked_at',
   companies: 'domain, name, record, bought_at, last_updated, idempotency_key, credits, generation, run',
-  purchases: 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at',
+  purchases: 'domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at, person, reserved',
 };
 
 /**
  * What a copied purchase replaces of the target's row: every column copied but its key, and whether a run here resumed its key (the
- * key is now the source's); who it is counted under (person) stays.
+ * key is now the source's); who it is counted under stays that of the run here that held it, else becomes the source's, and so does its reservation.
  */
 export const PURCHASE_UPDATE = `${COPY_COLUMNS.purchases
   .split(', ')
-  .filter((c) => c !== 'domain' && c !== 'generation')
+  .filter((c) => !['domain', 'generation', 'person', 'reserved'].includes(c))
   .map((c) => `${c} = excluded.${c}`)
-  .join(', ')}, resumed = 0`;
+  .join(', ')}, resumed = 0, person = COALESCE(purchases.person, excluded.person)`;
 
 /** A read of the store being copied: `$n` placeholders (store/ledger-sql.ts), rows as objects. */
 export type CopyRead = (text: string, params: unknown[]) => Promise<Record<string, unknown>[]>;

@@ -37,12 +37,13 @@ function toEvent(entry: JournalEntry, lastKey: Map<string, string>): StoreEvent 
 function enrichEvent(e: EnrichEntry, lastKey: Map<string, string>): StoreEvent | null {
   if (!str(e.c) || !int(e.v) || (e.s !== 'hit' && e.s !== 'miss' && e.s !== 'error')) return null;
   const charged = int(e.charged) ? e.charged : 0;
-  const base = { type: 'enrich', company: e.c, generation: 1, keyVersion: e.v, charged } as const;
   const key = lastKey.get(e.c);
+  // The key the journal sent under: its events move only the purchase still under that key (purchase.ts applyOutcome).
+  const base = { type: 'enrich', company: e.c, generation: 1, keyVersion: e.v, charged, ...(key === undefined ? {} : { keyUsed: key }) } as const;
   if (e.s === 'hit') {
     const company = e.company as CompanyRecord | undefined;
     if (company === undefined || typeof company !== 'object' || !str(company.domain) || !str(company.name)) return null;
-    return { ...base, status: 'hit', record: company, ...(key === undefined ? {} : { keyUsed: key }) };
+    return { ...base, status: 'hit', record: company };
   }
   if (e.s === 'miss') return { ...base, status: 'miss' };
   return {
@@ -59,7 +60,7 @@ export type JournalEvents = readonly { event: StoreEvent; at: number }[];
 
 /** A store a journal can be imported into (store/sqlite/store.ts, store/postgres/store.ts). */
 export interface JournalTarget {
-  /** How much of the journal at this real path was imported before (bytes), or null. */
+  /** How much of the journal known by `path` (its real path and run) was imported before (bytes), or null. */
   importedBytes(path: string): Promise<number | null>;
   /** One service's records, to apply a journal's events to as the past (no run claims anything). */
   importer(service: string): Promise<{ importEvents(events: JournalEvents): Promise<void>; loadCompanies: ServiceStore['loadCompanies'] }>;
@@ -69,24 +70,24 @@ export interface JournalTarget {
 /** What to say of a file given as a journal that is not one. */
 export const notJournal = (path: string): string => `${path} is not a journal written by enrich 0.1 (it does not start with one's header); nothing imported`;
 
-/** Whether a file starts as a journal of enrich 0.1 does (its header line), or is empty. */
-export async function looksLikeJournal(path: string): Promise<boolean> {
+/** A file's first line as a journal's header; 'unknown' when the file is empty or that line is longer than 64 KiB (the import itself will tell). */
+async function headerOf(path: string): Promise<{ t?: unknown; run?: unknown } | null | 'unknown'> {
   const handle = await open(path, 'r');
   try {
     const { buffer, bytesRead } = await handle.read(Buffer.alloc(64 * 1024), 0, 64 * 1024, 0);
     const text = buffer.subarray(0, bytesRead).toString('utf8');
-    // Empty, or a first line longer than this: the import itself will tell.
-    if (bytesRead === 0 || (!text.includes('\n') && bytesRead === buffer.length)) return true;
-    const first = text.split('\n', 1)[0] ?? '';
-    try {
-      return (JSON.parse(first) as { t?: unknown } | null)?.t === 'header';
-    } catch {
-      return false;
-    }
+    if (bytesRead === 0 || (!text.includes('\n') && bytesRead === buffer.length)) return 'unknown';
+    const header = JSON.parse(text.split('\n', 1)[0] ?? '') as { t?: unknown; run?: unknown } | null;
+    return header?.t === 'header' ? header : null;
+  } catch {
+    return null;
   } finally {
     await handle.close();
   }
 }
+
+/** Whether a file starts as a journal of enrich 0.1 does (its header line), or is empty. */
+export const looksLikeJournal = async (path: string): Promise<boolean> => (await headerOf(path)) !== null;
 
 /** Imports an enrich 0.1 journal once (again only if it grew): its companies become held records, its open purchases resume under their own keys. */
 export async function importJournal(store: JournalTarget, path: string): Promise<Imported | 'not_journal' | null> {
@@ -98,7 +99,10 @@ export async function importJournal(store: JournalTarget, path: string): Promise
   } catch {
     return null;
   }
-  const done = await store.importedBytes(real);
+  // Known by its path and its run: 0.1's --fresh starts a new journal where the old one was.
+  const header = await headerOf(real).catch(() => null);
+  const key = header !== null && header !== 'unknown' && str(header.run) ? `${real} ${header.run}` : real;
+  const done = await store.importedBytes(key);
   if (done !== null && done >= bytes) return null;
   // A journal that grew since (0.1 ran on): what was imported stays, only the rest is applied.
   const from = done ?? 0;
@@ -153,6 +157,6 @@ export async function importJournal(store: JournalTarget, path: string): Promise
   });
   // Up to the last whole line: 0.1 cuts a torn tail off before it appends, so the next import starts there.
   const upTo = read?.validBytes ?? from;
-  await store.markImported(real, upTo, companies);
+  await store.markImported(key, upTo, companies);
   return { path: real, service, companies, open, damaged };
 }

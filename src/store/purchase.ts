@@ -120,6 +120,8 @@ export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: num
   // A live run always wrote the intent first; an imported journal may have none.
   const p = kept ?? (run === null ? importedPurchase(e, at) : null);
   if (p === null) return null;
+  // An import's answer is about the journal's own key: a purchase a run holds, or open under another key (in flight, or maybe charged), is left to runs.
+  if (run === null && (p.ownerRun !== null || (p.intentKey !== null && p.intentKey !== e.keyUsed))) return null;
   const charged = e.charged ?? 0;
   // A purchase is closed once: a late answer (a paused run's, taken over meanwhile, or the same
   // batch sent again after a lost connection) changes nothing, nor is its credit counted twice.

@@ -47,7 +47,7 @@ export interface EnrichEvent {
   record?: CompanyRecord;
   /** hit/miss: when the answer came (ms since the epoch): the record's bought_at. */
   at?: number;
-  /** hit/miss: the Idempotency-Key the answer came under. */
+  /** The Idempotency-Key the answer came under (an imported journal's: its key, which alone its events may move). */
   keyUsed?: string;
   /** error: the problem code (network_error when no answer came). */
   code?: string;

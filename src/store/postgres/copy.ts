@@ -197,7 +197,7 @@ export class PgCopyTarget implements CopyTarget {
     const col = <K extends keyof KeptPurchase>(k: K): KeptPurchase[K][] => list.map((p) => p[k]);
     const { rowCount } = await this.db.query(
       `INSERT INTO purchases (service, ${COPY_COLUMNS.purchases})
-       SELECT $1, u.* FROM unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::int[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[]) AS u
+       SELECT $1, u.* FROM unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::int[], $7::int[], $8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::int[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::text[], $18::int[]) AS u
        ON CONFLICT (service, domain, generation) DO UPDATE SET ${PURCHASE_UPDATE}
        WHERE purchases.outcome = 'open' AND (excluded.outcome <> 'open' OR (purchases.intent_key IS NULL AND purchases.uncertain = 0))
        RETURNING 1`,
@@ -218,6 +218,8 @@ export class PgCopyTarget implements CopyTarget {
         col('run'),
         col('openedAt'),
         col('closedAt'),
+        col('person'),
+        col('reserved'),
       ],
     );
     if (rowCount !== list.length) throw new EnrichError(`the copy wrote ${rowCount ?? 0} of the ${list.length} purchases it decided to take in one chunk; that chunk was undone`, 'failure');

@@ -219,18 +219,21 @@ export class BatchPlan {
   /** The first round trip: lookups, locks, and what the rule reads. `locked`: the budgets' locks are taken before the caps are read. */
   first(locked: boolean): Statement[] {
     const out: Statement[] = [];
+    // The newest of each domain (the last, at one time): one statement may touch a row once.
     const last = new Map<string, [MatchEvent, number]>();
     this.events.forEach((e, i) => {
-      if (e.type === 'match' && e.status !== 'error') last.set(e.domain, [e, typeof this.now === 'number' ? this.now : (this.now[i] as number)]);
+      const at = typeof this.now === 'number' ? this.now : (this.now[i] as number);
+      if (e.type === 'match' && e.status !== 'error' && at >= (last.get(e.domain)?.[1] ?? at)) last.set(e.domain, [e, at]);
     });
     if (last.size > 0) {
-      // The last of each domain: one statement may touch a row once.
       const rows = [...last.values()];
       out.push({
         text: `INSERT INTO lookups (service, domain, status, company, name, checked_at)
                SELECT $1, u.* FROM unnest($2::text[], $3::text[], $4::text[], $6::text[], $5::bigint[]) AS u(domain, status, company, name, checked_at)
-               ON CONFLICT (service, domain) DO UPDATE SET status = excluded.status, company = excluded.company, name = excluded.name, checked_at = excluded.checked_at
-               WHERE excluded.checked_at >= lookups.checked_at`,
+               ON CONFLICT (service, domain) DO UPDATE SET status = excluded.status, company = excluded.company, name = excluded.name, checked_at = excluded.checked_at${
+                 // An import's past never replaces a newer lookup; a run's answer is the newest there is.
+                 typeof this.now === 'number' ? '' : ' WHERE excluded.checked_at >= lookups.checked_at'
+               }`,
         values: [this.serviceId, rows.map(([e]) => e.domain), rows.map(([e]) => e.status), rows.map(([e]) => e.company ?? null), rows.map(([, at]) => at), rows.map(([e]) => e.name ?? null)],
       });
     }

@@ -115,7 +115,7 @@ export class SqliteCopyTarget implements CopyTarget {
       const serviceId = this.service(service);
       const read = this.store.db.prepare(`SELECT ${COPY_COLUMNS.purchases} FROM purchases WHERE service = ? AND domain = ? AND generation = ?`);
       const write = this.store.db.prepare(
-        `INSERT INTO purchases (service, ${COPY_COLUMNS.purchases}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        `INSERT INTO purchases (service, ${COPY_COLUMNS.purchases}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (service, domain, generation) DO UPDATE SET ${PURCHASE_UPDATE}`,
       );
       const counts = noPurchases();
@@ -127,7 +127,7 @@ export class SqliteCopyTarget implements CopyTarget {
         tally(counts, move, source, there);
         if ((move !== 'add' && move !== 'close') || this.dryRun) continue;
         const p = copiedPurchase(source, there, ids);
-        write.run(serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.settleMs, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt);
+        write.run(serviceId, p.domain, p.generation, p.keyVersion, p.intentKey, p.uncertain ? 1 : 0, p.unconfirmed, p.errorCode, p.lostAt, p.settleMs, p.outcome, p.credits, p.ownerRun, p.run, p.openedAt, p.closedAt, p.person, p.reserved);
       }
       return counts;
     });
