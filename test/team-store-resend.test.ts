@@ -141,7 +141,7 @@ describe("an import's batch sent again", () => {
     await importer.append(intent('acme.com', 1_000));
     await importer.flush();
     const c = (importer as unknown as { writer: pg.Client }).writer;
-    const settled: StoreEvent = { type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired', unconfirmed: true, at: 2_000 };
+    const settled: StoreEvent = { type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired', unconfirmed: true, keyUsed: 'k-acme.com', at: 2_000 };
     const plan = (): BatchPlan => new BatchPlan(serviceId, null, store.host, [settled], 2_000, []);
     await commitBatch(c, plan());
     await commitBatch(c, plan());
