@@ -691,6 +691,71 @@ describe.each(backends)('the store contract: $name', (backend) => {
     );
   });
 
+  it("closes a dead run's purchase on a journal's hit, its own key then counted as possibly charged", async () => {
+    const s = await open();
+    const dir = tempDir();
+    const path = join(dir.path, 'in.csv.enrich-journal');
+    // acme: the journal's open purchase, taken up under its key by a run since killed; bolt: a killed run's lost answer under its own key.
+    await importJournalAt(s.address, path, THEN, [{ t: 'intent', c: 'acme.com', v: 1, key: 'key-acme' }]);
+    const a = await s.begin();
+    expect(await a.append(intent('acme.com', { key: 'key-acme' }), true)).toMatchObject({ kind: 'ok' });
+    expect(await a.append(intent('bolt.io'), true)).toStrictEqual({ kind: 'ok' });
+    await a.append({ type: 'enrich', company: 'bolt.io', generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true, settleMs: 600_000 });
+    await a.flush();
+    await s.raw("UPDATE runs SET host = 'gone-host', heartbeat_at = ? WHERE id = ?", Date.now() - LEASE_MS - 5_000, a.runId);
+    const bought = (c: string): object => ({ t: 'enrich', c, v: 1, s: 'hit', charged: 1, company: record(c) });
+    writeFileSync(path, `${[bought('acme.com'), { t: 'intent', c: 'bolt.io', v: 1, key: 'key-bolt' }, bought('bolt.io')].map((l) => JSON.stringify(l)).join('\n')}\n`, { flag: 'a' });
+    const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: false });
+    await importJournal(ledger, path).finally(() => ledger.close());
+    dir.cleanup();
+    // Before: both stayed open for ever beside the journal's record, a price held under the caps every month.
+    const rows = await s.raw('SELECT domain, outcome, credits, unconfirmed FROM purchases ORDER BY domain');
+    expect(rows.map((r) => [r['domain'], r['outcome'], Number(r['credits']), Number(r['unconfirmed'])])).toStrictEqual([['acme.com', 'hit', 1, 0], ['bolt.io', 'hit', 1, 1]]);
+    const b = await s.begin();
+    expect(await b.append(intent('acme.com', { freshSince: null }), true)).toMatchObject({ kind: 'held' });
+  });
+
+  it('reads a journal an older version imported once more, changing nothing a run or the first read wrote', async () => {
+    const s = await open();
+    const dir = tempDir();
+    const path = join(dir.path, 'in.csv.enrich-journal');
+    await importJournalAt(s.address, path, THEN, [
+      { t: 'match', d: 'acme.com', s: 'hit', c: 'acme.com', n: 'Acme' },
+      { t: 'intent', c: 'acme.com', v: 1, key: 'key-acme' },
+      { t: 'enrich', c: 'acme.com', v: 1, s: 'error', code: 'internal', key: 'kept' },
+      { t: 'intent', c: 'bolt.io', v: 1, key: 'key-bolt' },
+      { t: 'enrich', c: 'bolt.io', v: 1, s: 'error', code: 'internal', key: 'kept' },
+    ]);
+    // As an older version left it: known by its path alone.
+    await s.raw(`UPDATE imports SET path = replace(path, ' r${THEN}', '')`);
+    // Since: a run resumed acme's key and was told it was never charged; bolt's key was given up by `ledger release`.
+    const a = await s.begin();
+    expect(await a.append(intent('acme.com', { key: 'key-acme' }), true)).toMatchObject({ kind: 'ok' });
+    await a.append({ type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'validation_error', verdict: 'retired' });
+    await a.append({ type: 'match', domain: 'acme.com', status: 'miss' });
+    await a.flush();
+    await a.endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
+    await a.close();
+    const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: false });
+    try {
+      await ledger.release(await ledger.atRisk(['bolt.io']));
+      await ledger.setBudget(null, 1, 'test');
+      const dump = async (): Promise<unknown> => [
+        await s.raw('SELECT domain, key_version, intent_key, uncertain, unconfirmed, error_code, outcome, credits FROM purchases ORDER BY domain'),
+        await s.raw('SELECT domain, status, checked_at FROM lookups ORDER BY domain'),
+      ];
+      const before = await dump();
+      expect(await importJournal(ledger, path)).not.toBeNull();
+      // Before: the journal's "kept" marked both keys given up since as possibly charged, and a run bought past the cap on it.
+      expect(await dump()).toStrictEqual(before);
+    } finally {
+      await ledger.close();
+      dir.cleanup();
+    }
+    const b = await s.begin();
+    expect(await b.append(intent('bolt.io', { keyVersion: 2, key: 'k2-bolt' }), true)).toMatchObject({ kind: 'capped' });
+  });
+
   it("imports a new journal 0.1's --fresh started where an imported one was", async () => {
     const s = await open();
     const dir = tempDir();

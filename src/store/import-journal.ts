@@ -102,6 +102,7 @@ export async function importJournal(store: JournalTarget, path: string): Promise
   // Known by its path and its run: 0.1's --fresh starts a new journal where the old one was.
   const header = await headerOf(real).catch(() => null);
   const key = header !== null && header !== 'unknown' && str(header.run) ? `${real} ${header.run}` : real;
+  // Earlier versions knew it by its path alone: such a journal is read once more, which moves nothing a run or the first read wrote.
   const done = await store.importedBytes(key);
   if (done !== null && done >= bytes) return null;
   // A journal that grew since (0.1 ran on): what was imported stays, only the rest is applied.

@@ -115,17 +115,21 @@ export function importedPurchase(e: EnrichEvent, at: number): KeptPurchase {
 }
 
 /** What an answer (or its absence) does to the purchase; null: nothing (absent, or a stale event). `run` null: an import, whose events are the past. */
-export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: number | null, now: number): KeptPurchase | null {
+export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: number | null, now: number, alive: (run: number) => boolean = () => false): KeptPurchase | null {
   const at = e.at ?? now;
   // A live run always wrote the intent first; an imported journal may have none.
   const p = kept ?? (run === null ? importedPurchase(e, at) : null);
-  if (p === null) return null;
-  // An import's answer is about the journal's own key: a purchase a run holds, or open under another key (in flight, or maybe charged), is left to runs.
-  if (run === null && (p.ownerRun !== null || (p.intentKey !== null && p.intentKey !== e.keyUsed))) return null;
-  const charged = e.charged ?? 0;
   // A purchase is closed once: a late answer (a paused run's, taken over meanwhile, or the same
   // batch sent again after a lost connection) changes nothing, nor is its credit counted twice.
-  if (p.outcome !== 'open') return null;
+  if (p === null || p.outcome !== 'open') return null;
+  const charged = e.charged ?? 0;
+  if (run === null) {
+    // An import never moves what a live run holds. Of a purchase not under the journal's key, only a bought answer closes it (the
+    // company was bought), its own key then counted as possibly charged; any other answer is about the journal's key alone.
+    const journals = p.keyVersion === e.keyVersion && (p.intentKey === null ? !p.uncertain : p.intentKey === e.keyUsed);
+    if ((p.ownerRun !== null && alive(p.ownerRun)) || (!journals && e.status !== 'hit')) return null;
+    if (!journals) return { ...p, outcome: 'hit', intentKey: null, ownerRun: null, credits: p.credits + charged, run, closedAt: at, errorCode: null, unconfirmed: p.unconfirmed + (mayBeCharged(p) ? 1 : 0) };
+  }
   if (e.status === 'hit' || e.status === 'miss') return { ...p, outcome: e.status, intentKey: null, ownerRun: null, credits: p.credits + charged, run, closedAt: at, errorCode: null };
   const code = e.code ?? 'error';
   if (e.final === true) return { ...p, outcome: 'failed', intentKey: null, ownerRun: null, errorCode: code, credits: p.credits + charged, run, closedAt: at };
@@ -264,7 +268,9 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
     }
     answers.push(OK_CLAIM);
     if (event.type === 'enrich') {
-      if (event.status === 'hit' && event.record !== undefined) {
+      const after = applyOutcome(before, event, run, at, (r) => r === run || read.alive(r));
+      // An import's record waits while the purchase stays open (a live run is buying it): it would stand in that purchase's way.
+      if (event.status === 'hit' && event.record !== undefined && !(run === null && after === null && before?.outcome === 'open')) {
         const bought = event.at ?? at;
         const last = records.get(event.company);
         if (last === undefined || replacesHeld(event.generation, bought, { generation: last.event.generation, boughtAt: last.at })) records.set(event.company, { event: event as RecordWrite['event'], at: bought });
@@ -273,7 +279,7 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
           held.set(event.company, { domain: event.company, name: event.record.name, boughtAt: bought, lastUpdated: event.record.last_updated || null, generation: event.generation, credits: event.charged ?? 0 });
         }
       }
-      save(before, applyOutcome(before, event, run, at), at);
+      save(before, after, at);
     } else if (event.type === 'release') save(before, applyRelease(before, event, run), at);
     else save(before, applyUnclaim(before, event, run), at);
   });
