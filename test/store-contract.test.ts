@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import type { CompanyRecord } from '../src/api/types.js';
 import { copyStore } from '../src/store/copy.js';
+import { idempotencyKey } from '../src/pipeline/idempotency-key.js';
 import { importJournal } from '../src/store/import-journal.js';
 import { openLedgerStore } from '../src/store/open.js';
 import { PgStore } from '../src/store/postgres/store.js';
@@ -754,6 +755,34 @@ describe.each(backends)('the store contract: $name', (backend) => {
     }
     const b = await s.begin();
     expect(await b.append(intent('bolt.io', { keyVersion: 2, key: 'k2-bolt' }), true)).toMatchObject({ kind: 'capped' });
+  });
+
+  it('refuses a key derived before a prune to a run paused past it, and lets a key already stored go on', async () => {
+    const s = await open();
+    const first = await s.begin();
+    for (const c of ['old.com', 'open.com']) expect(await first.append(intent(c, { key: idempotencyKey(first.storeId, c, 1, 1) }), true)).toStrictEqual({ kind: 'ok' });
+    await first.append(hit('old.com', 1, 1_000));
+    await first.flush();
+    await first.endRun({ status: 'interrupted', credits: 1, bought: 1, reused: 0 });
+    await first.releaseClaims();
+    await first.close();
+    // Run a's machine sleeps past its lease; meanwhile the store is pruned, which moves the key epoch on.
+    const a = await s.begin();
+    await s.raw("UPDATE runs SET host = 'laptop-a', heartbeat_at = ? WHERE id = ?", Date.now() - LEASE_MS - 5_000, a.runId);
+    const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: false });
+    try {
+      expect(await ledger.prune(2_000, false)).toMatchObject({ purchases: 1 });
+    } finally {
+      await ledger.close();
+    }
+    // Before: a went on under keys of the old epoch (the service replays their old answers) and generations planned before the
+    // prune (beside another run buying the company anew: both charged).
+    expect(await a.append(intent('new.com', { key: idempotencyKey(a.storeId, 'new.com', 1, 1) }), true)).toStrictEqual({ kind: 'pruned' });
+    // A stored key may have been charged: only it recovers that charge free, whoever resumes it.
+    expect(await a.append(intent('open.com', { key: idempotencyKey(first.storeId, 'open.com', 1, 1) }), true)).toMatchObject({ kind: 'ok' });
+    const b = await s.begin();
+    expect(b.storeId).not.toBe(a.storeId);
+    expect(await b.append(intent('new.com', { key: idempotencyKey(b.storeId, 'new.com', 1, 1) }), true)).toStrictEqual({ kind: 'ok' });
   });
 
   it("imports a new journal 0.1's --fresh started where an imported one was", async () => {

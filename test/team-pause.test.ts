@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { startSandbox, type Sandbox } from '../src/sandbox/index.js';
-import { csvText, tempDir } from './helpers/cli.js';
+import { csvText, runCli, tempDir } from './helpers/cli.js';
 import { freshDatabase, sql } from './helpers/postgres.js';
 import { spawnCli, type Spawned } from './helpers/spawn.js';
 
@@ -52,4 +52,26 @@ it('a run paused past its lease writes nothing over the run that took its claims
   expect(sb.chargesByDomain(KEY).size).toBe(domains.length);
   expect(await sql(store, "SELECT domain FROM purchases WHERE outcome = 'open'")).toStrictEqual([]);
   expect(await sql(store, 'SELECT count(*)::int AS n FROM companies')).toStrictEqual([{ n: domains.length }]);
+});
+
+it('a run paused past its lease while the store is pruned stops at its next purchase, exit 6, repeating no key', async () => {
+  const store = await freshDatabase();
+  const domains = [...sb.directory].slice(0, 120).map((c) => c.domain);
+  const input = dir.file('in.csv', csvText([['domain'], ...domains.map((d) => [d])]));
+  const laptop = spawnCli([input, '-o', dir.file('laptop.csv'), '--concurrency', '4'], { env: { ENRICH_HOST: 'laptop-a', ENRICH_BASE_URL: sb.url, ENRICH_API_KEY: KEY, ENRICH_STORE: store } });
+  running.push(laptop);
+  // Stopped with purchases closed in the store, which the prune forgets (and so moves the key epoch on).
+  const closed = async (): Promise<number> => (await sql<{ n: number }>(store, "SELECT count(*)::int AS n FROM purchases WHERE outcome = 'hit'").catch(() => []))[0]?.n ?? 0;
+  await expect.poll(closed, { timeout: 60_000, interval: 5 }).toBeGreaterThanOrEqual(6);
+  laptop.child.kill('SIGSTOP');
+  await sql(store, "UPDATE runs SET heartbeat_at = heartbeat_at - 120000 WHERE host = 'laptop-a'");
+  const prune = await runCli(['ledger', 'prune', '--older-than', '0d', '--store', store]);
+  expect(prune.code, prune.stderr).toBe(0);
+  const before = paidCalls();
+  laptop.child.kill('SIGCONT');
+  // Before: it went on buying under keys of the old epoch, which the service answered with their old records, for nothing.
+  expect(await laptop.exited, laptop.stderr()).toBe(6);
+  expect(laptop.stderr()).toContain('the store was pruned while this run was paused');
+  // At most the calls it had sent or claimed before the stop went out after it.
+  expect(paidCalls() - before).toBeLessThanOrEqual(4);
 });

@@ -165,6 +165,9 @@ class EnrichStep {
             return false;
           case 'moved':
             continue;
+          case 'pruned':
+            this.stops.stopAll({ reason: 'unavailable', message: 'the store was pruned while this run was paused (its keys could repeat earlier ones); nothing more was sent, run the same command again', worked: true });
+            return false;
           case 'busy':
             // The live run that holds it confirms its key itself: nothing new waits on this one.
             this.deps.gate.arrive(c.index);

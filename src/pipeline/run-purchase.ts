@@ -110,6 +110,7 @@ export function onClaim(k: KnownPurchase, intent: TimedIntent, claim: Claim): Mo
       return adopted(k, claim.purchase);
     case 'busy':
     case 'capped':
+    case 'pruned':
       return {};
   }
 }

@@ -1,3 +1,4 @@
+import { derivedElsewhere } from '../pipeline/idempotency-key.js';
 import { ENRICH_PRICE, monthOf, roomOf, type CapRow, type Room } from './budget.js';
 import type { Claim, EnrichEvent, HeldCompany, IntentEvent, Purchase, ReleaseEvent, StoreEvent, UnclaimEvent } from './types.js';
 
@@ -55,6 +56,8 @@ export interface ClaimInput {
   person: string | null;
   /** What the tightest monthly cap has left, read in this transaction (store/budget.ts); null: no cap applies. */
   room: Room | null;
+  /** The store's id with its key epoch as this transaction reads it; null: not asked. */
+  storeId?: string | null;
 }
 
 /** An intent's outcome: a claim to answer (and the purchase to write), or another live run holds it. */
@@ -65,9 +68,11 @@ export type ClaimDecision = { claim: Exclude<Claim, { kind: 'busy' }>; write: Ke
  * fresh) was bought since the plan; a purchase moved on meanwhile is handed back to adopt. A company
  * held fresh is never bought again unless its open key may have been charged: only that key recovers it free.
  */
-export function decideClaim({ held, kept, event, run, now, alive, person, room }: ClaimInput): ClaimDecision {
+export function decideClaim({ held, kept, event, run, now, alive, person, room, storeId = null }: ClaimInput): ClaimDecision {
   if (held !== null && held.generation >= event.generation) return { claim: { kind: 'held', held }, write: null };
   if (held !== null && heldFresh(held, event) && (kept === null || !mayBeCharged(kept))) return { claim: { kind: 'held', held }, write: null };
+  // A key of its own derived before a prune (a run paused past its lease meanwhile): only a key already stored may still go.
+  if (run !== null && storeId !== null && kept?.intentKey !== event.key && derivedElsewhere(event.key, storeId)) return { claim: { kind: 'pruned' }, write: null };
   let tookOver = false;
   if (kept !== null) {
     const owner = kept.ownerRun;
@@ -168,6 +173,8 @@ export interface BatchReader {
   caps(): readonly CapRow[];
   person(): string | null;
   alive(run: number): boolean;
+  /** The store's id with its key epoch, read in the transaction (asked only for a run's claim); null: no check. */
+  storeId(): string | null;
 }
 
 /** A hit's record to keep: the event and the moment it was bought. */
@@ -256,7 +263,7 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
     const before = kept(event.company, event.generation);
     if (event.type === 'intent') {
       const person = run === null ? null : read.person();
-      const decision = decideClaim({ held: holding(event.company), kept: before, event, run, now: at, alive: (r) => r === run || read.alive(r), person, room: room(before, person) });
+      const decision = decideClaim({ held: holding(event.company), kept: before, event, run, now: at, alive: (r) => r === run || read.alive(r), person, room: room(before, person), storeId: run === null ? null : read.storeId() });
       if ('busy' in decision) {
         answers.push(decision);
         return;

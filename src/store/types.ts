@@ -95,7 +95,9 @@ export type Claim =
   /** Another run moved this purchase on (a new key version, or an outcome) since it was read. */
   | { kind: 'moved'; purchase: Purchase }
   /** A monthly budget (store/budget.ts) has no room for this call's price: nothing was written, nothing may be sent. */
-  | { kind: 'capped'; person: string | null; cap: number };
+  | { kind: 'capped'; person: string | null; cap: number }
+  /** The store was pruned since this run began: a key it derives may repeat one sent before, and what it planned is gone. Nothing was written. */
+  | { kind: 'pruned' };
 
 export interface Lookup {
   status: 'hit' | 'miss';

@@ -26,7 +26,7 @@ export async function readStoreId(db: { query: Session['query'] }): Promise<stri
 }
 
 /** The store id of meta's rows (`store_id`, and `key_epoch` once a prune has bumped it), or null if they hold none. */
-function storeIdOf(rows: readonly { key: string; value: string | null }[]): string | null {
+export function storeIdOf(rows: readonly { key: string; value: string | null }[]): string | null {
   const id = rows.find((r) => r.key === 'store_id')?.value;
   if (id === undefined || id === null || id === '') return null;
   const epoch = Number(rows.find((r) => r.key === 'key_epoch')?.value ?? 0);

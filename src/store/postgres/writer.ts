@@ -5,6 +5,7 @@ import { decideBatch, type BatchDecision, type BatchReader, type KeptPurchase } 
 import { toKept } from '../copy.js';
 import { CONFLICT_RETRIES, IDLE_IN_TRANSACTION_MS, isRetryableConflict } from './connect.js';
 import { NOW_MS } from './schema.js';
+import { storeIdOf } from './inspect.js';
 
 /** Outcomes, releases and unclaims are announced on this channel, in the transaction that writes them. */
 export const OUTCOME_CHANNEL = 'enrich_outcomes';
@@ -126,6 +127,7 @@ const READ_HOLDINGS = `SELECT domain, name, bought_at, last_updated, generation,
 /** The caps that apply to run $3 with what each has spent and held in the month [$1, $2), and who the run is counted under. */
 const READ_CAPS = runBudgetSql((n) => (n === 1 ? '$1::bigint' : n === 2 ? '$2::bigint' : '$3::bigint'));
 const READ_PERSON = `SELECT "user" AS person FROM runs WHERE id = $1::bigint`;
+const READ_STORE_ID = `SELECT key, value FROM meta WHERE key IN ('store_id', 'key_epoch')`;
 /** Fails the batch (CAPS_MOVED) when what it adds no longer fits a cap's room ($4 store, $5 person; month [$1, $2), run $3) as read under the budgets' locks. */
 const CAPS_STILL_FIT = `
 SELECT 1 / (CASE WHEN EXISTS (
@@ -165,6 +167,11 @@ class PgBatchRead implements BatchReader {
   readonly holders = new Map<number, Holder & { alive: boolean }>();
   capRows: CapRow[] = [];
   runPerson: string | null = null;
+  storeIdNow: string | null = null;
+
+  storeId(): string | null {
+    return this.storeIdNow;
+  }
 
   purchase(domain: string, generation: number): KeptPurchase | null {
     return this.kept.get(`${generation} ${domain}`) ?? null;
@@ -252,6 +259,7 @@ export class BatchPlan {
       out.push(
         { text: READ_CAPS, values: [since, until, this.run], read: (rows) => (read.capRows = rows.map((r) => capRow(Object.values(r)))) },
         { text: READ_PERSON, values: [this.run], read: (rows) => (read.runPerson = (rows[0]?.['person'] as string | null | undefined) ?? null) },
+        { text: READ_STORE_ID, values: [], read: (rows) => (read.storeIdNow = storeIdOf(rows as { key: string; value: string | null }[])) },
       );
     }
     out.push(

@@ -28,6 +28,8 @@ export interface Connection {
   sql(text: string): Statement;
   /** Whether a run may still be sending under the intents it owns (store.ts). */
   runAlive(run: number, now?: number): boolean;
+  /** The store's id with its key epoch as it is now. */
+  currentStoreId(): string;
 }
 
 /** The store cannot be written: every paid call stops, since none may go unrecorded. */

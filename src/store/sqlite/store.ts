@@ -131,8 +131,13 @@ export class Store implements Connection {
   }
 
   private meta(key: string): string | undefined {
-    const row = this.db.prepare('SELECT value FROM meta WHERE key = ?').raw(true).get(key) as [string] | undefined;
+    const row = this.sql('SELECT value FROM meta WHERE key = ?').raw(true).get([key]) as [string] | undefined;
     return row?.[0];
+  }
+
+  /** The store's id with its key epoch as it is now (storeId is as of the run's start). */
+  currentStoreId(): string {
+    return this.withEpoch(this.id);
   }
 
   private readonly statements = new Map<string, Statement>();

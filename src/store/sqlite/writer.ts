@@ -165,6 +165,12 @@ class SqliteBatchRead implements BatchReader {
   alive(run: number): boolean {
     return this.store.runAlive(run, this.now);
   }
+
+  private storeIdNow: string | undefined;
+
+  storeId(): string {
+    return (this.storeIdNow ??= this.store.currentStoreId());
+  }
 }
 
 /** A purchase's key in a batch's read: its company and generation. */
