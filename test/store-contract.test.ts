@@ -7,11 +7,12 @@ import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import type { CompanyRecord } from '../src/api/types.js';
 import type { BudgetView } from '../src/store/budget.js';
 import { copyStore, type Copied } from '../src/store/copy.js';
+import pg from 'pg';
 import { idempotencyKey } from '../src/pipeline/idempotency-key.js';
 import { importJournal } from '../src/store/import-journal.js';
 import { openLedgerStore } from '../src/store/open.js';
 import { PgStore } from '../src/store/postgres/store.js';
-import { LEASE_MS } from '../src/store/postgres/writer.js';
+import { BatchPlan, commitBatch, LEASE_MS } from '../src/store/postgres/writer.js';
 import { Store } from '../src/store/sqlite/store.js';
 import { mulberry32 } from '../src/sandbox/random.js';
 import type { Claim, CompanyState, Lookup, ServiceStore, StoreEvent } from '../src/store/types.js';
@@ -797,6 +798,142 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(await b.append(intent('new.com', { key: idempotencyKey(b.storeId, 'new.com', 1, 1) }), true)).toStrictEqual({ kind: 'ok' });
   });
 
+  /** open.com left open (key of epoch 0, released), old.com closed and pruned: the key epoch moved on. */
+  async function prunedWithOpen(s: Opened): Promise<string> {
+    const first = await s.begin();
+    for (const c of ['old.com', 'open.com']) expect(await first.append(intent(c, { key: idempotencyKey(first.storeId, c, 1, 1) }), true)).toStrictEqual({ kind: 'ok' });
+    await first.append(hit('old.com', 1, 1_000));
+    await first.flush();
+    await first.endRun({ status: 'interrupted', credits: 1, bought: 1, reused: 0 });
+    await first.releaseClaims();
+    await first.close();
+    const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: false });
+    try {
+      expect(await ledger.prune(2_000, false)).toMatchObject({ purchases: 1 });
+    } finally {
+      await ledger.close();
+    }
+    return idempotencyKey(first.storeId, 'open.com', 1, 1);
+  }
+
+  it('lets runs begun after a prune take a key stored before it over from each other: moved, not pruned', async () => {
+    const s = await open();
+    const kOld = await prunedWithOpen(s);
+    const a = await s.begin();
+    const b = await s.begin();
+    expect(await b.append(intent('open.com', { key: kOld }), true)).toMatchObject({ kind: 'ok' });
+    await b.append({ type: 'enrich', company: 'open.com', generation: 1, keyVersion: 1, status: 'miss', charged: 0, keyUsed: kOld, at: Date.now() });
+    await b.flush();
+    expect(await a.append(intent('open.com', { key: kOld }), true)).toMatchObject({ kind: 'moved' });
+  });
+
+  it('keeps a key stored before a prune busy for a live run that holds it, not pruned', async () => {
+    const s = await open();
+    const kOld = await prunedWithOpen(s);
+    const a = await s.begin();
+    const b = await s.begin();
+    expect(await b.append(intent('open.com', { key: kOld }), true)).toMatchObject({ kind: 'ok' });
+    await b.append({ type: 'enrich', company: 'open.com', generation: 1, keyVersion: 1, status: 'error', code: 'validation_error', verdict: 'retired', at: Date.now() });
+    await b.flush();
+    const got = await a.append(intent('open.com', { key: kOld }), true);
+    expect(got.kind).toBe('busy');
+  });
+
+  it('lets a run take over a copied purchase under the other store\'s key: moved, not pruned', async () => {
+    const s = await open();
+    const src = tempDir();
+    const from = join(src.path, 'personal.db');
+    const personal = Store.open(from, { tool: 'test' });
+    const first = personal.beginRun('svc', info);
+    const foreign = idempotencyKey(first.storeId, 'open.com', 1, 1);
+    expect(await first.append(intent('open.com', { key: foreign }), true)).toStrictEqual({ kind: 'ok' });
+    await first.flush();
+    await first.endRun({ status: 'interrupted', credits: 0, bought: 0, reused: 0 });
+    await first.releaseClaims();
+    await first.close();
+    personal.close();
+    const pre = await s.begin();
+    await pre.endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
+    await pre.close();
+    const copied = await copyUnderCap(from, s, 'someone', 100);
+    src.cleanup();
+    // A pooler refuses a copy (above).
+    if (backend === pooled) return void expect(copied).toBeNull();
+    const a = await s.begin();
+    const b = await s.begin();
+    expect(await b.append(intent('open.com', { key: foreign }), true)).toMatchObject({ kind: 'ok' });
+    await b.append({ type: 'enrich', company: 'open.com', generation: 1, keyVersion: 1, status: 'miss', charged: 0, keyUsed: foreign, at: Date.now() });
+    await b.flush();
+    expect(await a.append(intent('open.com', { key: foreign }), true)).toMatchObject({ kind: 'moved' });
+  });
+
+  it("keeps a dead run's possible charge in its own month when a journal's hit closes its purchase", async () => {
+    const s = await open();
+    const a = await s.begin();
+    expect(await a.append(intent('bolt.io', { key: idempotencyKey(a.storeId, 'bolt.io', 1, 1) }), true)).toStrictEqual({ kind: 'ok' });
+    await a.append({ type: 'enrich', company: 'bolt.io', generation: 1, keyVersion: 1, status: 'error', code: 'network_error', verdict: 'kept', lost: true, settleMs: 600_000, at: Date.now() });
+    await a.flush();
+    await s.raw("UPDATE runs SET host = 'gone-host', heartbeat_at = ? WHERE id = ?", Date.now() - LEASE_MS - 5_000, a.runId);
+    const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: false });
+    await ledger.setBudget(null, 1, 'test');
+    await ledger.close();
+    // Before the import: the cap's one credit is held by bolt's possibly charged key.
+    const b = await s.begin();
+    expect(await b.append(intent('new.com', { key: idempotencyKey(b.storeId, 'new.com', 1, 1) }), true)).toMatchObject({ kind: 'capped' });
+    const dir = tempDir();
+    await importJournalAt(s.address, join(dir.path, 'in.csv.enrich-journal'), THEN, [
+      { t: 'intent', c: 'bolt.io', v: 1, key: 'key-bolt' },
+      { t: 'enrich', c: 'bolt.io', v: 1, s: 'hit', charged: 1, company: record('bolt.io') },
+    ]);
+    dir.cleanup();
+    // The key a run sent this month may have been charged: it must still count this month.
+    const c = await s.begin();
+    expect(await c.append(intent('new.com', { key: idempotencyKey(c.storeId, 'new.com', 1, 1) }), true)).toMatchObject({ kind: 'capped' });
+  });
+
+  it("applies a keyless journal's answers to its own keyless purchase", async () => {
+    const s = await open();
+    const dir = tempDir();
+    await importJournalAt(s.address, join(dir.path, 'in.csv.enrich-journal'), THEN, [
+      { t: 'enrich', c: 'acme.com', v: 1, s: 'error', code: 'network_error', key: 'kept' },
+      { t: 'enrich', c: 'acme.com', v: 1, s: 'miss', charged: 0 },
+      { t: 'enrich', c: 'bolt.io', v: 1, s: 'error', code: 'network_error', key: 'kept' },
+      { t: 'enrich', c: 'bolt.io', v: 1, s: 'hit', charged: 1, company: record('bolt.io') },
+    ]);
+    dir.cleanup();
+    const rows = await s.raw('SELECT domain, outcome, uncertain, credits, unconfirmed FROM purchases ORDER BY domain');
+    expect(rows.map((r) => [r['domain'], r['outcome'], Number(r['unconfirmed'])])).toStrictEqual([['acme.com', 'miss', 0], ['bolt.io', 'hit', 0]]);
+  });
+
+  it("keeps a journal's record beside a live run's purchase: reused if the run's key proves uncharged", async () => {
+    const s = await open();
+    const a = await s.begin();
+    expect(await a.append(intent('acme.com', { key: idempotencyKey(a.storeId, 'acme.com', 1, 1) }), true)).toStrictEqual({ kind: 'ok' });
+    await a.flush();
+    const dir = tempDir();
+    const path = join(dir.path, 'in.csv.enrich-journal');
+    await importJournalAt(s.address, path, THEN, [
+      { t: 'intent', c: 'acme.com', v: 1, key: 'key-acme' },
+      { t: 'enrich', c: 'acme.com', v: 1, s: 'hit', charged: 1, company: record('acme.com') },
+    ]);
+    // The live run's key is then proven uncharged (retired): the next key buys what the journal had bought.
+    await a.append({ type: 'enrich', company: 'acme.com', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired', at: Date.now() });
+    await a.flush();
+    const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: false });
+    expect(await importJournal(ledger, path)).toBeNull();
+    await ledger.close();
+    dir.cleanup();
+    const got = await a.append(intent('acme.com', { keyVersion: 2, key: idempotencyKey(a.storeId, 'acme.com', 1, 2), freshSince: null }), true);
+    expect(got.kind).toBe('held');
+  });
+
+  it.runIf(backend === postgres)('refuses a claim whose batch read the purchases after a prune committed (team store)', async () => {
+    await raceProbe(await open(), 'purchases p LEFT JOIN runs o');
+  });
+  it.runIf(backend === postgres)('refuses a claim whose batch a prune committed between the reads and the writes (team store)', async () => {
+    await raceProbe(await open(), 'pg_advisory_xact_lock_shared', 'new.com');
+  });
+
   it("imports a new journal 0.1's --fresh started where an imported one was", async () => {
     const s = await open();
     const dir = tempDir();
@@ -1115,3 +1252,50 @@ describe.each(backends)('the store contract across processes: $name', (backend) 
   });
 });
 
+/** P, paused past its lease with old.com planned under the old epoch; a prune commits just before the statement matching `before`. */
+async function raceProbe(s: Opened, before: string, company = 'old.com'): Promise<void> {
+  const first = await s.begin();
+  const k0 = idempotencyKey(first.storeId, 'old.com', 1, 1);
+  expect(await first.append(intent('old.com', { key: k0 }), true)).toStrictEqual({ kind: 'ok' });
+  await first.append(hit('old.com', 1, 1_000));
+  await first.flush();
+  await first.endRun({ status: 'done', credits: 1, bought: 1, reused: 0 });
+  await first.close();
+  const p = await s.begin();
+  expect(p.storeId).toBe(first.storeId);
+  await s.raw("UPDATE runs SET host = 'laptop-p', heartbeat_at = ? WHERE id = ?", Date.now() - LEASE_MS - 5_000, p.runId);
+  const [svc] = await s.raw("SELECT id FROM services WHERE name = 'svc'");
+  const client = new pg.Client({ connectionString: s.address });
+  await client.connect();
+  let fired = false;
+  let chain: Promise<unknown> = Promise.resolve();
+  const prune = async (): Promise<void> => {
+    const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: false });
+    try {
+      await ledger.prune(2_000, false);
+    } finally {
+      await ledger.close();
+    }
+  };
+  const wrapped = {
+    query(q: unknown, v?: unknown): Promise<pg.QueryResult> {
+      const text = typeof q === 'string' ? q : (q as { text: string }).text;
+      const r = chain.then(async () => {
+        if (!fired && text.includes(before)) {
+          fired = true;
+          await prune();
+        }
+        return client.query(q as string, v as unknown[]);
+      });
+      chain = r.catch(() => {});
+      return r;
+    },
+  } as unknown as pg.Client;
+  const plan = new BatchPlan(Number(svc?.['id']), p.runId, 'laptop-p', [intent(company, { key: idempotencyKey(p.storeId, company, 1, 1) })], Date.now(), [], p.storeId);
+  const claims = await commitBatch(wrapped, plan, 30_000, false);
+  await client.end();
+  expect(fired).toBe(true);
+  expect(await s.raw("SELECT value FROM meta WHERE key = 'key_epoch'")).toStrictEqual([{ value: '1' }]);
+  // The prune committed before the claim did: a key derived before it must not be written after it.
+  expect(claims[0]?.claim.kind).toBe('pruned');
+}

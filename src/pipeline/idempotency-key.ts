@@ -9,6 +9,3 @@ export function idempotencyKey(storeId: string, domain: string, generation: numb
   const digest = hash('sha256', domain, 'hex').slice(0, 24);
   return `enrich-${storeId}-${digest}-g${generation}-v${version}`;
 }
-
-/** Whether `key` was derived by this tool under another store id than `storeId` (a key epoch a prune has since moved on). */
-export const derivedElsewhere = (key: string, storeId: string): boolean => key.startsWith('enrich-') && !key.startsWith(`enrich-${storeId}-`);

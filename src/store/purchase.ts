@@ -1,4 +1,3 @@
-import { derivedElsewhere } from '../pipeline/idempotency-key.js';
 import { ENRICH_PRICE, monthOf, roomOf, type CapRow, type Room } from './budget.js';
 import type { Claim, EnrichEvent, HeldCompany, IntentEvent, Purchase, ReleaseEvent, StoreEvent, UnclaimEvent } from './types.js';
 
@@ -56,8 +55,8 @@ export interface ClaimInput {
   person: string | null;
   /** What the tightest monthly cap has left, read in this transaction (store/budget.ts); null: no cap applies. */
   room: Room | null;
-  /** The store's id with its key epoch as this transaction reads it; null: not asked. */
-  storeId?: string | null;
+  /** A prune moved the key epoch on since this run began (read in this transaction). */
+  pruned?: boolean;
 }
 
 /** An intent's outcome: a claim to answer (and the purchase to write), or another live run holds it. */
@@ -68,11 +67,11 @@ export type ClaimDecision = { claim: Exclude<Claim, { kind: 'busy' }>; write: Ke
  * fresh) was bought since the plan; a purchase moved on meanwhile is handed back to adopt. A company
  * held fresh is never bought again unless its open key may have been charged: only that key recovers it free.
  */
-export function decideClaim({ held, kept, event, run, now, alive, person, room, storeId = null }: ClaimInput): ClaimDecision {
+export function decideClaim({ held, kept, event, run, now, alive, person, room, pruned = false }: ClaimInput): ClaimDecision {
   if (held !== null && held.generation >= event.generation) return { claim: { kind: 'held', held }, write: null };
   if (held !== null && heldFresh(held, event) && (kept === null || !mayBeCharged(kept))) return { claim: { kind: 'held', held }, write: null };
-  // A key of its own derived before a prune (a run paused past its lease meanwhile): only a key already stored may still go.
-  if (run !== null && storeId !== null && kept?.intentKey !== event.key && derivedElsewhere(event.key, storeId)) return { claim: { kind: 'pruned' }, write: null };
+  // A run that a prune passed by (paused past its lease meanwhile) derives keys and plans generations as before it: only a key already stored may still go.
+  if (run !== null && pruned && kept?.intentKey !== event.key) return { claim: { kind: 'pruned' }, write: null };
   let tookOver = false;
   if (kept !== null) {
     const owner = kept.ownerRun;
@@ -128,16 +127,21 @@ export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: num
   // batch sent again after a lost connection) changes nothing, nor is its credit counted twice.
   if (p === null || p.outcome !== 'open') return null;
   const charged = e.charged ?? 0;
+  let closedAt = at;
   if (run === null) {
     // An import never moves what a live run holds. Of a purchase not under the journal's key, only a bought answer closes it (the
     // company was bought), its own key then counted as possibly charged; any other answer is about the journal's key alone.
-    const journals = p.keyVersion === e.keyVersion && (p.intentKey === null ? !p.uncertain : p.intentKey === e.keyUsed);
+    // (A purchase uncertain with no key is a keyless journal's own.)
+    const journals = p.keyVersion === e.keyVersion && (p.intentKey === null ? !p.uncertain || e.keyUsed === undefined : p.intentKey === e.keyUsed);
     if ((p.ownerRun !== null && alive(p.ownerRun)) || (!journals && e.status !== 'hit')) return null;
-    if (!journals) return { ...p, outcome: 'hit', intentKey: null, ownerRun: null, credits: p.credits + charged, run, closedAt: at, errorCode: null, unconfirmed: p.unconfirmed + (mayBeCharged(p) ? 1 : 0) };
+    // Closed by the past, a purchase whose keys may have been charged is closed no earlier than they were sent: those possible charges
+    // count in their own month, not the journal's (a cap's room this month would grow).
+    if (mayBeCharged(p) || p.unconfirmed > 0) closedAt = Math.max(at, p.lostAt ?? p.openedAt);
+    if (!journals) return { ...p, outcome: 'hit', intentKey: null, ownerRun: null, credits: p.credits + charged, run, closedAt, errorCode: null, unconfirmed: p.unconfirmed + (mayBeCharged(p) ? 1 : 0) };
   }
-  if (e.status === 'hit' || e.status === 'miss') return { ...p, outcome: e.status, intentKey: null, ownerRun: null, credits: p.credits + charged, run, closedAt: at, errorCode: null };
+  if (e.status === 'hit' || e.status === 'miss') return { ...p, outcome: e.status, intentKey: null, ownerRun: null, credits: p.credits + charged, run, closedAt, errorCode: null };
   const code = e.code ?? 'error';
-  if (e.final === true) return { ...p, outcome: 'failed', intentKey: null, ownerRun: null, errorCode: code, credits: p.credits + charged, run, closedAt: at };
+  if (e.final === true) return { ...p, outcome: 'failed', intentKey: null, ownerRun: null, errorCode: code, credits: p.credits + charged, run, closedAt };
   if (e.verdict === 'retired') {
     // Only this run's key, on a purchase still open and still this run's: a retire arriving after
     // another run took it over is stale and must not free it for a new key.
@@ -173,8 +177,8 @@ export interface BatchReader {
   caps(): readonly CapRow[];
   person(): string | null;
   alive(run: number): boolean;
-  /** The store's id with its key epoch, read in the transaction (asked only for a run's claim); null: no check. */
-  storeId(): string | null;
+  /** Whether a prune moved the key epoch on since the run began, read in the transaction (asked only for a run's claim). */
+  pruned(): boolean;
 }
 
 /** A hit's record to keep: the event and the moment it was bought. */
@@ -263,7 +267,7 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
     const before = kept(event.company, event.generation);
     if (event.type === 'intent') {
       const person = run === null ? null : read.person();
-      const decision = decideClaim({ held: holding(event.company), kept: before, event, run, now: at, alive: (r) => r === run || read.alive(r), person, room: room(before, person), storeId: run === null ? null : read.storeId() });
+      const decision = decideClaim({ held: holding(event.company), kept: before, event, run, now: at, alive: (r) => r === run || read.alive(r), person, room: room(before, person), pruned: run !== null && read.pruned() });
       if ('busy' in decision) {
         answers.push(decision);
         return;
@@ -275,9 +279,7 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
     }
     answers.push(OK_CLAIM);
     if (event.type === 'enrich') {
-      const after = applyOutcome(before, event, run, at, (r) => r === run || read.alive(r));
-      // An import's record waits while the purchase stays open (a live run is buying it): it would stand in that purchase's way.
-      if (event.status === 'hit' && event.record !== undefined && !(run === null && after === null && before?.outcome === 'open')) {
+      if (event.status === 'hit' && event.record !== undefined) {
         const bought = event.at ?? at;
         const last = records.get(event.company);
         if (last === undefined || replacesHeld(event.generation, bought, { generation: last.event.generation, boughtAt: last.at })) records.set(event.company, { event: event as RecordWrite['event'], at: bought });
@@ -286,7 +288,7 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
           held.set(event.company, { domain: event.company, name: event.record.name, boughtAt: bought, lastUpdated: event.record.last_updated || null, generation: event.generation, credits: event.charged ?? 0 });
         }
       }
-      save(before, after, at);
+      save(before, applyOutcome(before, event, run, at, (r) => r === run || read.alive(r)), at);
     } else if (event.type === 'release') save(before, applyRelease(before, event, run), at);
     else save(before, applyUnclaim(before, event, run), at);
   });

@@ -163,7 +163,7 @@ export class MemoryRun implements ServiceStore {
         caps: () => [],
         person: () => null,
         alive: (r) => this.store.alive(r),
-        storeId: () => null,
+        pruned: () => false,
       },
       run,
       now,

@@ -31,7 +31,7 @@ function setUp(): { store: Store; channel: WriteChannel; serviceId: number; run:
   closing.push(store);
   const records = store.beginRun('svc', info);
   const serviceId = store.serviceId('svc');
-  const channel = threadChannel(THREAD, { path, tool: 'test', serviceId, run: records.runId });
+  const channel = threadChannel(THREAD, { path, tool: 'test', serviceId, run: records.runId, storeId: records.storeId });
   closing.push(channel);
   return { store, channel, serviceId, run: records.runId };
 }
@@ -69,7 +69,7 @@ describe("the store's writer thread", () => {
     try {
       // Root ignores permissions: stand in a path that cannot be a database instead.
       const target = process.getuid?.() === 0 ? join(dir.path, 'locked') : path;
-      const channel = threadChannel(THREAD, { path: target, tool: 'test', serviceId: store.serviceId('svc'), run: records.runId });
+      const channel = threadChannel(THREAD, { path: target, tool: 'test', serviceId: store.serviceId('svc'), run: records.runId, storeId: records.storeId });
       closing.push(channel);
       await expect(channel.write([intent('f.com')], Date.now())).rejects.toThrow(/store/);
     } finally {

@@ -144,6 +144,8 @@ export class PgLedger extends SqlLedger implements LedgerStore {
     return this.bounded('prune the team store', 'nothing was removed', holder, waitMs, async () => {
       // One maintainer at a time (a migration takes the same lock), and no run registers meanwhile.
       await this.db.query('SELECT pg_advisory_xact_lock($1)', [MAINTENANCE_LOCK]);
+      // And the budgets' lock alone: no claim that read the key epoch before it moves commits after (writer.ts EPOCH_STILL).
+      await this.db.query('SELECT pg_advisory_xact_lock($1)', [BUDGETS_LOCK]);
       locked = true;
       // Queued for runs, the lock below holds up every run's heartbeat and start: not for long.
       await this.db.query(`SET LOCAL lock_timeout = ${tableMs}`);

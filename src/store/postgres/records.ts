@@ -244,7 +244,7 @@ export class PgRecords extends RunRecords implements ServiceStore {
   /** One batch: a claim per event, or AGAIN for a claim held by a process of this host that is gone. */
   private async commitBatch(batch: readonly Queued[]): Promise<(Claim | typeof AGAIN)[]> {
     const events = batch.map((p) => p.event);
-    const claimed = await this.commit(() => new BatchPlan(this.serviceId, this.run, this.store.host, events, this.store.now(), [...this.dead]));
+    const claimed = await this.commit(() => new BatchPlan(this.serviceId, this.run, this.store.host, events, this.store.now(), [...this.dead], this.storeId));
     this.commits++;
     this.statistics.written(batch.filter((p) => p.event.type !== 'match').length);
     return claimed.map((c) => {

@@ -127,15 +127,19 @@ const READ_HOLDINGS = `SELECT domain, name, bought_at, last_updated, generation,
 /** The caps that apply to run $3 with what each has spent and held in the month [$1, $2), and who the run is counted under. */
 const READ_CAPS = runBudgetSql((n) => (n === 1 ? '$1::bigint' : n === 2 ? '$2::bigint' : '$3::bigint'));
 const READ_PERSON = `SELECT "user" AS person FROM runs WHERE id = $1::bigint`;
-const READ_STORE_ID = `SELECT key, value FROM meta WHERE key IN ('store_id', 'key_epoch')`;
 /** Fails the batch (CAPS_MOVED) when what it adds no longer fits a cap's room ($4 store, $5 person; month [$1, $2), run $3) as read under the budgets' locks. */
 const CAPS_STILL_FIT = `
 SELECT 1 / (CASE WHEN EXISTS (
   SELECT 1 FROM (${runBudgetSql((n) => (n === 1 ? '$1::bigint' : n === 2 ? '$2::bigint' : '$3::bigint'))}) c
   WHERE c.credits - c.spent - c.held < (CASE WHEN c.person = '' THEN $4::int ELSE $5::int END)
 ) THEN 0 ELSE 1 END) AS fits`;
-/** What CAPS_STILL_FIT fails with. */
+/** What CAPS_STILL_FIT and EPOCH_STILL fail with: the batch is decided again under the budgets' locks. */
 const CAPS_MOVED = '22012';
+const READ_STORE_ID = `SELECT key, value FROM meta WHERE key IN ('store_id', 'key_epoch')`;
+/** Fails the batch (CAPS_MOVED) when a prune moved the key epoch on since the batch read it as $1 (the store id with its epoch). */
+const EPOCH_STILL = `
+SELECT 1 / (CASE WHEN (SELECT max(value) FILTER (WHERE key = 'store_id') || coalesce('.' || nullif(max(value) FILTER (WHERE key = 'key_epoch'), '0'), '')
+  FROM meta WHERE key IN ('store_id', 'key_epoch')) IS NOT DISTINCT FROM $1::text THEN 1 ELSE 0 END) AS same`;
 
 const WRITE_PURCHASES = `
 INSERT INTO purchases AS p (service, domain, generation, key_version, intent_key, uncertain, unconfirmed, error_code, lost_at, settle_ms, outcome, credits, owner_run, run, opened_at, closed_at, person, reserved, resumed)
@@ -167,10 +171,12 @@ class PgBatchRead implements BatchReader {
   readonly holders = new Map<number, Holder & { alive: boolean }>();
   capRows: CapRow[] = [];
   runPerson: string | null = null;
+  /** The store id with its key epoch as the batch read it, and as its run began (null: an import, asked nothing). */
   storeIdNow: string | null = null;
+  runStoreId: string | null = null;
 
-  storeId(): string | null {
-    return this.storeIdNow;
+  pruned(): boolean {
+    return this.runStoreId !== null && this.storeIdNow !== null && this.storeIdNow !== this.runStoreId;
   }
 
   purchase(domain: string, generation: number): KeptPurchase | null {
@@ -211,6 +217,8 @@ export class BatchPlan {
     /** The store's time, or each event's own (an imported journal's past, as decideBatch takes it). */
     readonly now: number | readonly number[],
     private readonly dead: readonly number[],
+    /** The store id with the key epoch this run began under: a prune since refuses its new keys. */
+    private readonly runStoreId: string | null = null,
   ) {
     const touched = new Set<string>();
     for (const e of events) if (e.type !== 'match') touched.add(e.company);
@@ -259,7 +267,6 @@ export class BatchPlan {
       out.push(
         { text: READ_CAPS, values: [since, until, this.run], read: (rows) => (read.capRows = rows.map((r) => capRow(Object.values(r)))) },
         { text: READ_PERSON, values: [this.run], read: (rows) => (read.runPerson = (rows[0]?.['person'] as string | null | undefined) ?? null) },
-        { text: READ_STORE_ID, values: [], read: (rows) => (read.storeIdNow = storeIdOf(rows as { key: string; value: string | null }[])) },
       );
     }
     out.push(
@@ -292,6 +299,11 @@ export class BatchPlan {
         },
       });
     }
+    // Last: a prune that commits while this trip runs has removed what it read only if this sees its epoch (writes() checks it still holds).
+    if (this.claims) {
+      read.runStoreId = this.runStoreId;
+      out.push({ text: READ_STORE_ID, values: [], read: (rows) => (read.storeIdNow = storeIdOf(rows as { key: string; value: string | null }[])) });
+    }
     return out;
   }
 
@@ -319,9 +331,11 @@ export class BatchPlan {
     const out: Statement[] = [];
     const s = this.serviceId;
     const mine = decision.underCaps.byPerson.get(this.read?.runPerson ?? '') ?? 0;
-    if (this.claims && !locked && decision.reserved > 0) {
+    if (this.claims && !locked) {
       const { since, until } = monthOf(this.moment);
-      out.push(...this.budgetLocks(), { text: CAPS_STILL_FIT, values: [since, until, this.run, decision.underCaps.all, mine] });
+      // Under the budgets' shared lock, which a prune takes alone: its epoch cannot move between this check and COMMIT.
+      out.push(...this.budgetLocks(), { text: EPOCH_STILL, values: [this.read?.storeIdNow ?? null] });
+      if (decision.reserved > 0) out.push({ text: CAPS_STILL_FIT, values: [since, until, this.run, decision.underCaps.all, mine] });
     }
     const ps = decision.purchases;
     if (ps.length > 0) {

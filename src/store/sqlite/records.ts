@@ -143,7 +143,7 @@ export class ServiceRecords extends RunRecords implements ServiceStore {
 
   /** One batch, in one transaction, on the writer thread or this one. */
   private async commit(batch: readonly WriteItem[]): Promise<Claim[]> {
-    this.channel ??= openChannel(this.writer, this.store, this.serviceId, this.run);
+    this.channel ??= openChannel(this.writer, this.store, this.serviceId, this.run, this.storeId);
     // The queued items as they are: their callbacks are left out of the JSON the writer thread is sent.
     const claims = await this.channel.write(batch, this.now());
     if (batch.some((p) => p.durable)) this.syncs++;

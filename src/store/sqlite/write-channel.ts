@@ -17,8 +17,8 @@ export interface WriteChannel {
 }
 
 /** On the run's own connection, in this thread: tests, and a build without the writer thread. */
-export function inlineChannel(store: Connection, serviceId: number, run: number | null): WriteChannel {
-  const writer = new RecordWriter(store, serviceId, run);
+export function inlineChannel(store: Connection, serviceId: number, run: number | null, storeId: string | null = null): WriteChannel {
+  const writer = new RecordWriter(store, serviceId, run, storeId);
   return {
     write: async (batch, now) => writer.write(batch, now),
     close: async () => {},
@@ -31,6 +31,8 @@ export interface WriterThreadData {
   tool: string;
   serviceId: number;
   run: number | null;
+  /** The store id with the key epoch the run began under. */
+  storeId: string | null;
 }
 
 export type WriterRequest = { id: number; batch: readonly WriteItem[]; now: number } | { close: true };
@@ -59,10 +61,10 @@ export function chooseWriter(env: NodeJS.ProcessEnv): WriterChoice {
   return { kind: 'inline' };
 }
 
-export function openChannel(choice: WriterChoice, store: Connection, serviceId: number, run: number | null): WriteChannel {
-  if (choice.kind === 'inline') return inlineChannel(store, serviceId, run);
+export function openChannel(choice: WriterChoice, store: Connection, serviceId: number, run: number | null, storeId: string | null): WriteChannel {
+  if (choice.kind === 'inline') return inlineChannel(store, serviceId, run, storeId);
   if (choice.kind === 'channel') return choice.open();
-  return threadChannel(choice.file, { path: store.path, tool: store.options.tool, serviceId, run });
+  return threadChannel(choice.file, { path: store.path, tool: store.options.tool, serviceId, run, storeId });
 }
 
 /** The writer thread's young generation, in MiB. */

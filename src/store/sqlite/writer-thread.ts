@@ -14,7 +14,7 @@ let openError: unknown = null;
 try {
   // Only joins the store the run's connection checked; never makes one where it has gone (a store moved aside is not started afresh).
   store = Store.open(data.path, { tool: data.tool, create: false });
-  writer = new RecordWriter(store, data.serviceId, data.run);
+  writer = new RecordWriter(store, data.serviceId, data.run, data.storeId);
 } catch (error) {
   openError = error;
 }

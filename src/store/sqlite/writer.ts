@@ -100,6 +100,8 @@ class SqliteBatchRead implements BatchReader {
     private readonly serviceId: number,
     private readonly run: number | null,
     private readonly now: number,
+    /** The store id with the key epoch the run began under. */
+    private readonly runStoreId: string | null = null,
   ) {}
 
   /** Reads ahead every purchase and holding the events will ask for. */
@@ -166,10 +168,10 @@ class SqliteBatchRead implements BatchReader {
     return this.store.runAlive(run, this.now);
   }
 
-  private storeIdNow: string | undefined;
+  private prunedSince: boolean | undefined;
 
-  storeId(): string {
-    return (this.storeIdNow ??= this.store.currentStoreId());
+  pruned(): boolean {
+    return (this.prunedSince ??= this.runStoreId !== null && this.store.currentStoreId() !== this.runStoreId);
   }
 }
 
@@ -187,6 +189,8 @@ export class RecordWriter {
     private readonly store: Connection,
     private readonly serviceId: number,
     private readonly run: number | null,
+    /** The store id with the key epoch the run began under: a prune since refuses its new keys. */
+    private readonly runStoreId: string | null = null,
   ) {}
 
   /** One transaction for the batch, fully synced only when it holds an intent; `now`: the run's clock when it left. Rolls back and throws on failure. */
@@ -201,7 +205,7 @@ export class RecordWriter {
       // Lookups are most of a big run's rows: they go in many to a statement.
       this.insertLookups(batch, now);
       const events = batch.map((p) => p.event);
-      const read = new SqliteBatchRead(this.store, this.serviceId, this.run, now);
+      const read = new SqliteBatchRead(this.store, this.serviceId, this.run, now, this.runStoreId);
       read.readAhead(events);
       const claims = this.apply(decideBatch(events, read, this.run, now));
       db.exec('COMMIT');
