@@ -891,6 +891,30 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(await c.append(intent('new.com', { key: idempotencyKey(c.storeId, 'new.com', 1, 1) }), true)).toMatchObject({ kind: 'capped' });
   });
 
+  it("keeps keys given up as possibly charged this month when a journal's hit closes their purchase", async () => {
+    const s = await open();
+    const a = await s.begin();
+    expect(await a.append(intent('bolt.io', { key: idempotencyKey(a.storeId, 'bolt.io', 1, 1) }), true)).toStrictEqual({ kind: 'ok' });
+    // Given up as possibly charged: the next key is version 2, the first counted unconfirmed this month.
+    await a.append({ type: 'enrich', company: 'bolt.io', generation: 1, keyVersion: 1, status: 'error', code: 'internal', verdict: 'retired', unconfirmed: true, at: Date.now() });
+    await a.flush();
+    await a.endRun({ status: 'done', credits: 0, bought: 0, reused: 0 });
+    await a.close();
+    // The purchase was opened months before (an earlier key, given up free).
+    await s.raw('UPDATE purchases SET opened_at = ?', THEN + 1_000);
+    const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: false });
+    await ledger.setBudget(null, 1, 'test').finally(() => ledger.close());
+    const dir = tempDir();
+    await importJournalAt(s.address, join(dir.path, 'in.csv.enrich-journal'), THEN, [
+      { t: 'intent', c: 'bolt.io', v: 1, key: 'key-bolt' },
+      { t: 'enrich', c: 'bolt.io', v: 1, s: 'hit', charged: 1, company: record('bolt.io') },
+    ]);
+    dir.cleanup();
+    // Before: closed in 2024, the possible charge left this month's cap, and a run bought past it.
+    const b = await s.begin();
+    expect(await b.append(intent('new.com', { key: idempotencyKey(b.storeId, 'new.com', 1, 1) }), true)).toMatchObject({ kind: 'capped' });
+  });
+
   it("applies a keyless journal's answers to its own keyless purchase", async () => {
     const s = await open();
     const dir = tempDir();
@@ -932,6 +956,10 @@ describe.each(backends)('the store contract: $name', (backend) => {
   });
   it.runIf(backend === postgres)('refuses a claim whose batch a prune committed between the reads and the writes (team store)', async () => {
     await raceProbe(await open(), 'pg_advisory_xact_lock_shared', 'new.com');
+  });
+
+  it.runIf(backend === postgres)("prunes beside a run's batch that holds a row it forgets, whichever the server ends for the deadlock (team store)", async () => {
+    await raceProbe(await open(), 'pg_advisory_xact_lock_shared', 'new.com', true);
   });
 
   it("imports a new journal 0.1's --fresh started where an imported one was", async () => {
@@ -1252,13 +1280,19 @@ describe.each(backends)('the store contract across processes: $name', (backend) 
   });
 });
 
-/** P, paused past its lease with old.com planned under the old epoch; a prune commits just before the statement matching `before`. */
-async function raceProbe(s: Opened, before: string, company = 'old.com'): Promise<void> {
+/**
+ * P, paused past its lease with old.com planned under the old epoch; a prune commits just before the statement matching `before`.
+ * `blocking`: P's batch also asks again about x.com, whose lookup the prune forgets, and the prune runs beside it, let go once it waits.
+ */
+async function raceProbe(s: Opened, before: string, company = 'old.com', blocking = false): Promise<void> {
   const first = await s.begin();
   const k0 = idempotencyKey(first.storeId, 'old.com', 1, 1);
   expect(await first.append(intent('old.com', { key: k0 }), true)).toStrictEqual({ kind: 'ok' });
   await first.append(hit('old.com', 1, 1_000));
+  const match: StoreEvent = { type: 'match', domain: 'x.com', status: 'hit', company: 'x.com', name: 'X' };
+  await first.append(match);
   await first.flush();
+  await s.raw("UPDATE lookups SET checked_at = 1000 WHERE domain = 'x.com'");
   await first.endRun({ status: 'done', credits: 1, bought: 1, reused: 0 });
   await first.close();
   const p = await s.begin();
@@ -1269,6 +1303,7 @@ async function raceProbe(s: Opened, before: string, company = 'old.com'): Promis
   await client.connect();
   let fired = false;
   let chain: Promise<unknown> = Promise.resolve();
+  let pruning: Promise<void> = Promise.resolve();
   const prune = async (): Promise<void> => {
     const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: false });
     try {
@@ -1277,13 +1312,17 @@ async function raceProbe(s: Opened, before: string, company = 'old.com'): Promis
       await ledger.close();
     }
   };
+  // The prune waits for the lookup row the batch holds.
+  const waiting = async (): Promise<number> => (await sql<{ n: number }>(s.address, "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM lookups%'"))[0]?.n ?? 0;
   const wrapped = {
     query(q: unknown, v?: unknown): Promise<pg.QueryResult> {
       const text = typeof q === 'string' ? q : (q as { text: string }).text;
       const r = chain.then(async () => {
         if (!fired && text.includes(before)) {
           fired = true;
-          await prune();
+          pruning = prune();
+          if (blocking) await expect.poll(waiting, { timeout: 60_000, interval: 20 }).toBe(1);
+          else await pruning;
         }
         return client.query(q as string, v as unknown[]);
       });
@@ -1291,11 +1330,15 @@ async function raceProbe(s: Opened, before: string, company = 'old.com'): Promis
       return r;
     },
   } as unknown as pg.Client;
-  const plan = new BatchPlan(Number(svc?.['id']), p.runId, 'laptop-p', [intent(company, { key: idempotencyKey(p.storeId, company, 1, 1) })], Date.now(), [], p.storeId);
-  const claims = await commitBatch(wrapped, plan, 30_000, false);
+  const events = [...(blocking ? [match] : []), intent(company, { key: idempotencyKey(p.storeId, company, 1, 1) })];
+  const claims = await commitBatch(wrapped, new BatchPlan(Number(svc?.['id']), p.runId, 'laptop-p', events, Date.now(), [], p.storeId), 30_000, false);
   await client.end();
   expect(fired).toBe(true);
+  // Before, a prune the server chose to end for the deadlock failed with it.
+  await pruning;
   expect(await s.raw("SELECT value FROM meta WHERE key = 'key_epoch'")).toStrictEqual([{ value: '1' }]);
+  // Beside it, the batch ends either way: first (not pruned), or sent again after it (pruned).
+  if (blocking) return;
   // The prune committed before the claim did: a key derived before it must not be written after it.
   expect(claims[0]?.claim.kind).toBe('pruned');
 }

@@ -119,7 +119,7 @@ export function importedPurchase(e: EnrichEvent, at: number): KeptPurchase {
 }
 
 /** What an answer (or its absence) does to the purchase; null: nothing (absent, or a stale event). `run` null: an import, whose events are the past. */
-export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: number | null, now: number, alive: (run: number) => boolean = () => false): KeptPurchase | null {
+export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: number | null, now: number, alive: (run: number) => boolean = () => false, storeNow = now): KeptPurchase | null {
   const at = e.at ?? now;
   // A live run always wrote the intent first; an imported journal may have none.
   const p = kept ?? (run === null ? importedPurchase(e, at) : null);
@@ -134,9 +134,9 @@ export function applyOutcome(kept: KeptPurchase | null, e: EnrichEvent, run: num
     // (A purchase uncertain with no key is a keyless journal's own.)
     const journals = p.keyVersion === e.keyVersion && (p.intentKey === null ? !p.uncertain || e.keyUsed === undefined : p.intentKey === e.keyUsed);
     if ((p.ownerRun !== null && alive(p.ownerRun)) || (!journals && e.status !== 'hit')) return null;
-    // Closed by the past, a purchase whose keys may have been charged is closed no earlier than they were sent: those possible charges
-    // count in their own month, not the journal's (a cap's room this month would grow).
-    if (mayBeCharged(p) || p.unconfirmed > 0) closedAt = Math.max(at, p.lostAt ?? p.openedAt);
+    // Possible charges not the journal's (a run's key, keys given up) may be this month's: closed by the past, they would leave this
+    // month's caps. They are closed now, with the journal's credit.
+    if (p.unconfirmed > 0 || (!journals && mayBeCharged(p))) closedAt = Math.max(at, storeNow);
     if (!journals) return { ...p, outcome: 'hit', intentKey: null, ownerRun: null, credits: p.credits + charged, run, closedAt, errorCode: null, unconfirmed: p.unconfirmed + (mayBeCharged(p) ? 1 : 0) };
   }
   if (e.status === 'hit' || e.status === 'miss') return { ...p, outcome: e.status, intentKey: null, ownerRun: null, credits: p.credits + charged, run, closedAt, errorCode: null };
@@ -217,8 +217,11 @@ const purchaseKey = (domain: string, generation: number): string => `${generatio
 export const replacesHeld = (generation: number, at: number, held: { generation: number; boughtAt: number }): boolean =>
   generation > held.generation || (generation === held.generation && at >= held.boughtAt);
 
-/** One batch's events in order, each seeing the earlier ones' writes; `now`: the store's clock, or each event's own (an import: `run` null, claiming nothing). */
-export function decideBatch(events: readonly StoreEvent[], read: BatchReader, run: number | null, now: number | readonly number[]): BatchDecision {
+/**
+ * One batch's events in order, each seeing the earlier ones' writes; `now`: the store's clock, or each event's own (an import: `run` null,
+ * claiming nothing, with `storeNow` the store's clock).
+ */
+export function decideBatch(events: readonly StoreEvent[], read: BatchReader, run: number | null, now: number | readonly number[], storeNow = typeof now === 'number' ? now : 0): BatchDecision {
   const written = new Map<string, KeptPurchase>();
   /** Records the batch bought, the newest generation's of each company. */
   const held = new Map<string, HeldCompany>();
@@ -288,7 +291,7 @@ export function decideBatch(events: readonly StoreEvent[], read: BatchReader, ru
           held.set(event.company, { domain: event.company, name: event.record.name, boughtAt: bought, lastUpdated: event.record.last_updated || null, generation: event.generation, credits: event.charged ?? 0 });
         }
       }
-      save(before, applyOutcome(before, event, run, at, (r) => r === run || read.alive(r)), at);
+      save(before, applyOutcome(before, event, run, at, (r) => r === run || read.alive(r), storeNow), at);
     } else if (event.type === 'release') save(before, applyRelease(before, event, run), at);
     else save(before, applyUnclaim(before, event, run), at);
   });

@@ -4,7 +4,7 @@ import type { AtRisk, HeldRecord, LedgerOpen, LedgerStore, Pruned, RunRow } from
 import { AT_RISK, heldOf, num, numOrNull, PRUNED, runOf, runsSql, SqlLedger } from '../ledger-sql.js';
 import { hostIdentity } from '../host.js';
 import { displayStore } from '../path.js';
-import { client, connect, describe, inTransaction, isLockTimeout, keepsSessionSurely, lockWait, placeOf, type Place, type Session } from './connect.js';
+import { client, connect, CONFLICT_RETRIES, describe, inTransaction, isLockTimeout, isRetryableConflict, keepsSessionSurely, lockWait, placeOf, type Place, type Session } from './connect.js';
 import { BUDGETS_LOCK, RUN_ALIVE } from './writer.js';
 import type { BudgetView } from '../budget.js';
 import { PgCopyTarget } from './copy.js';
@@ -141,7 +141,7 @@ export class PgLedger extends SqlLedger implements LedgerStore {
     const tableMs = lockWait(TABLE_WAIT_MS, this.store.queryTimeoutMs);
     let locked = false;
     const holder = (): string => (locked ? rowsHeld(tableMs) : maintenanceHeld(waitMs));
-    return this.bounded('prune the team store', 'nothing was removed', holder, waitMs, async () => {
+    const work = async (): Promise<Pruned> => {
       // One maintainer at a time (a migration takes the same lock), and no run registers meanwhile.
       await this.db.query('SELECT pg_advisory_xact_lock($1)', [MAINTENANCE_LOCK]);
       // And the budgets' lock alone: no claim that read the key epoch before it moves commits after (writer.ts EPOCH_STILL).
@@ -164,7 +164,15 @@ export class PgLedger extends SqlLedger implements LedgerStore {
         await this.db.query(`INSERT INTO meta (key, value) VALUES ('key_epoch', '1') ON CONFLICT (key) DO UPDATE SET value = ((meta.value)::int + 1)::text`);
       }
       return result;
-    });
+    };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.bounded('prune the team store', 'nothing was removed', holder, waitMs, work);
+      } catch (error) {
+        // A run's batch holding a row this deletes, waiting for the budgets' lock this holds: the server ends one of them, and it goes again.
+        if (!isRetryableConflict(error) || attempt >= CONFLICT_RETRIES) throw error;
+      }
+    }
   }
 
   override async budget(): Promise<BudgetView> {

@@ -226,7 +226,7 @@ export class PgRecords extends RunRecords implements ServiceStore {
     for (let at = 0; at < events.length; at += IMPORT_CHUNK) {
       const part = events.slice(at, at + IMPORT_CHUNK);
       try {
-        await this.commit(() => new BatchPlan(this.serviceId, this.run, this.store.host, part.map((e) => e.event), part.map((e) => e.at), [...this.dead]));
+        await this.commit(() => new BatchPlan(this.serviceId, this.run, this.store.host, part.map((e) => e.event), part.map((e) => e.at), [...this.dead], null, this.store.now()));
       } catch (error) {
         throw this.writeError(error);
       }

@@ -219,6 +219,8 @@ export class BatchPlan {
     private readonly dead: readonly number[],
     /** The store id with the key epoch this run began under: a prune since refuses its new keys. */
     private readonly runStoreId: string | null = null,
+    /** An import's: the store's clock (its events carry their own times). */
+    private readonly storeNow: number | null = null,
   ) {
     const touched = new Set<string>();
     for (const e of events) if (e.type !== 'match') touched.add(e.company);
@@ -316,7 +318,7 @@ export class BatchPlan {
   private read: PgBatchRead | null = null;
 
   decide(): BatchDecision {
-    return decideBatch(this.events, this.read ?? new PgBatchRead(), this.run, this.now);
+    return decideBatch(this.events, this.read ?? new PgBatchRead(), this.run, this.now, this.storeNow ?? (typeof this.now === 'number' ? this.now : 0));
   }
 
   private budgetLocks(): Statement[] {

@@ -228,7 +228,7 @@ export class RecordWriter {
       );
       for (const { event: e, at } of events) if (e.type === 'match' && e.status !== 'error') lookup.run([this.serviceId, e.domain, e.status, e.company ?? null, e.name ?? null, at]);
       const read = new SqliteBatchRead(this.store, this.serviceId, this.run, Date.now());
-      this.apply(decideBatch(events.map((e) => e.event), read, this.run, events.map((e) => e.at)));
+      this.apply(decideBatch(events.map((e) => e.event), read, this.run, events.map((e) => e.at), this.store.options.now()));
     }).immediate();
   }
 
