@@ -951,16 +951,18 @@ describe.each(backends)('the store contract: $name', (backend) => {
     expect(got.kind).toBe('held');
   });
 
-  it.runIf(backend === postgres)('refuses a claim whose batch read the purchases after a prune committed (team store)', async () => {
-    await raceProbe(await open(), 'purchases p LEFT JOIN runs o');
-  });
-  it.runIf(backend === postgres)('refuses a claim whose batch a prune committed between the reads and the writes (team store)', async () => {
-    await raceProbe(await open(), 'pg_advisory_xact_lock_shared', 'new.com');
-  });
-
-  it.runIf(backend === postgres)("prunes beside a run's batch that holds a row it forgets, whichever the server ends for the deadlock (team store)", async () => {
-    await raceProbe(await open(), 'pg_advisory_xact_lock_shared', 'new.com', true);
-  });
+  // The team store's batch in statements, a prune committed between two of them (raceProbe); direct only, as a pooler adds nothing here.
+  if (backend === postgres) {
+    it('refuses a claim whose batch read the purchases after a prune committed (team store)', async () => {
+      await raceProbe(await open(), 'purchases p LEFT JOIN runs o');
+    });
+    it('refuses a claim whose batch a prune committed between the reads and the writes (team store)', async () => {
+      await raceProbe(await open(), 'pg_advisory_xact_lock_shared', 'new.com');
+    });
+    it("prunes beside a run's batch that holds a row it forgets, whichever the server ends for the deadlock (team store)", async () => {
+      await raceProbe(await open(), 'pg_advisory_xact_lock_shared', 'new.com', true);
+    });
+  }
 
   it("imports a new journal 0.1's --fresh started where an imported one was", async () => {
     const s = await open();
