@@ -144,6 +144,32 @@ const COMPANIES = ['acme.com', 'bolt.io', 'crux.dev'];
 
 const recordAt = (domain: string, at: number): CompanyRecord => companyRecord(domain, { name: `${domain} at ${at}` });
 
+/** Two runs begun now claim open.com under `key`: the second first, then its `answer` (it holds on to a retired key); what the first is told. */
+async function secondClaim(s: Opened, key: string, answer: 'miss' | 'retired'): Promise<Claim['kind']> {
+  const [a, b] = [await s.begin(), await s.begin()];
+  expect(await b.append(intent('open.com', { key }), true)).toMatchObject({ kind: 'ok' });
+  const base = { type: 'enrich', company: 'open.com', generation: 1, keyVersion: 1, at: Date.now() } as const;
+  await b.append(answer === 'miss' ? { ...base, status: 'miss', charged: 0, keyUsed: key } : { ...base, status: 'error', code: 'validation_error', verdict: 'retired' });
+  await b.flush();
+  return (await a.append(intent('open.com', { key }), true)).kind;
+}
+
+/** Imports a 0.1 journal of 2024 that bought bolt.io under its own key. */
+async function importBoltBought(address: string): Promise<void> {
+  const dir = tempDir();
+  await importJournalAt(address, join(dir.path, 'in.csv.enrich-journal'), THEN, [
+    { t: 'intent', c: 'bolt.io', v: 1, key: 'key-bolt' },
+    { t: 'enrich', c: 'bolt.io', v: 1, s: 'hit', charged: 1, company: record('bolt.io') },
+  ]);
+  dir.cleanup();
+}
+
+/** What a new run's claim of new.com is answered. */
+async function newClaim(s: Opened): Promise<Claim['kind']> {
+  const run = await s.begin();
+  return (await run.append(intent('new.com', { key: idempotencyKey(run.storeId, 'new.com', 1, 1) }), true)).kind;
+}
+
 /** Copies the store at `from` into `s` with a cap of `cap` for `person` there: what the copy said and the budget after; null where a pooler refused it. */
 async function copyUnderCap(from: string, s: Opened, person: string, cap: number, now?: () => number): Promise<{ copied: Copied; budget: BudgetView } | null> {
   const source = await openLedgerStore(from, { tool: 'test', env: {}, write: false, create: false });
@@ -772,34 +798,25 @@ describe.each(backends)('the store contract: $name', (backend) => {
 
   it('refuses a key derived before a prune to a run paused past it, and lets a key already stored go on', async () => {
     const s = await open();
-    const first = await s.begin();
-    for (const c of ['old.com', 'open.com']) expect(await first.append(intent(c, { key: idempotencyKey(first.storeId, c, 1, 1) }), true)).toStrictEqual({ kind: 'ok' });
-    await first.append(hit('old.com', 1, 1_000));
-    await first.flush();
-    await first.endRun({ status: 'interrupted', credits: 1, bought: 1, reused: 0 });
-    await first.releaseClaims();
-    await first.close();
     // Run a's machine sleeps past its lease; meanwhile the store is pruned, which moves the key epoch on.
-    const a = await s.begin();
-    await s.raw("UPDATE runs SET host = 'laptop-a', heartbeat_at = ? WHERE id = ?", Date.now() - LEASE_MS - 5_000, a.runId);
-    const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: false });
-    try {
-      expect(await ledger.prune(2_000, false)).toMatchObject({ purchases: 1 });
-    } finally {
-      await ledger.close();
-    }
+    let a: ServiceStore | undefined;
+    const kOld = await prunedWithOpen(s, async () => {
+      a = await s.begin();
+      await s.raw("UPDATE runs SET host = 'laptop-a', heartbeat_at = ? WHERE id = ?", Date.now() - LEASE_MS - 5_000, a.runId);
+    });
+    if (a === undefined) throw new Error('run a did not begin');
     // Before: a went on under keys of the old epoch (the service replays their old answers) and generations planned before the
     // prune (beside another run buying the company anew: both charged).
     expect(await a.append(intent('new.com', { key: idempotencyKey(a.storeId, 'new.com', 1, 1) }), true)).toStrictEqual({ kind: 'pruned' });
     // A stored key may have been charged: only it recovers that charge free, whoever resumes it.
-    expect(await a.append(intent('open.com', { key: idempotencyKey(first.storeId, 'open.com', 1, 1) }), true)).toMatchObject({ kind: 'ok' });
+    expect(await a.append(intent('open.com', { key: kOld }), true)).toMatchObject({ kind: 'ok' });
     const b = await s.begin();
     expect(b.storeId).not.toBe(a.storeId);
     expect(await b.append(intent('new.com', { key: idempotencyKey(b.storeId, 'new.com', 1, 1) }), true)).toStrictEqual({ kind: 'ok' });
   });
 
-  /** open.com left open (key of epoch 0, released), old.com closed and pruned: the key epoch moved on. */
-  async function prunedWithOpen(s: Opened): Promise<string> {
+  /** open.com left open (key of epoch 0, released), old.com closed and pruned (after `beforePrune`): the key epoch moved on. */
+  async function prunedWithOpen(s: Opened, beforePrune: () => Promise<void> = async () => {}): Promise<string> {
     const first = await s.begin();
     for (const c of ['old.com', 'open.com']) expect(await first.append(intent(c, { key: idempotencyKey(first.storeId, c, 1, 1) }), true)).toStrictEqual({ kind: 'ok' });
     await first.append(hit('old.com', 1, 1_000));
@@ -807,6 +824,7 @@ describe.each(backends)('the store contract: $name', (backend) => {
     await first.endRun({ status: 'interrupted', credits: 1, bought: 1, reused: 0 });
     await first.releaseClaims();
     await first.close();
+    await beforePrune();
     const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: false });
     try {
       expect(await ledger.prune(2_000, false)).toMatchObject({ purchases: 1 });
@@ -819,24 +837,13 @@ describe.each(backends)('the store contract: $name', (backend) => {
   it('lets runs begun after a prune take a key stored before it over from each other: moved, not pruned', async () => {
     const s = await open();
     const kOld = await prunedWithOpen(s);
-    const a = await s.begin();
-    const b = await s.begin();
-    expect(await b.append(intent('open.com', { key: kOld }), true)).toMatchObject({ kind: 'ok' });
-    await b.append({ type: 'enrich', company: 'open.com', generation: 1, keyVersion: 1, status: 'miss', charged: 0, keyUsed: kOld, at: Date.now() });
-    await b.flush();
-    expect(await a.append(intent('open.com', { key: kOld }), true)).toMatchObject({ kind: 'moved' });
+    expect(await secondClaim(s, kOld, 'miss')).toBe('moved');
   });
 
   it('keeps a key stored before a prune busy for a live run that holds it, not pruned', async () => {
     const s = await open();
     const kOld = await prunedWithOpen(s);
-    const a = await s.begin();
-    const b = await s.begin();
-    expect(await b.append(intent('open.com', { key: kOld }), true)).toMatchObject({ kind: 'ok' });
-    await b.append({ type: 'enrich', company: 'open.com', generation: 1, keyVersion: 1, status: 'error', code: 'validation_error', verdict: 'retired', at: Date.now() });
-    await b.flush();
-    const got = await a.append(intent('open.com', { key: kOld }), true);
-    expect(got.kind).toBe('busy');
+    expect(await secondClaim(s, kOld, 'retired')).toBe('busy');
   });
 
   it('lets a run take over a copied purchase under the other store\'s key: moved, not pruned', async () => {
@@ -859,12 +866,7 @@ describe.each(backends)('the store contract: $name', (backend) => {
     src.cleanup();
     // A pooler refuses a copy (above).
     if (backend === pooled) return void expect(copied).toBeNull();
-    const a = await s.begin();
-    const b = await s.begin();
-    expect(await b.append(intent('open.com', { key: foreign }), true)).toMatchObject({ kind: 'ok' });
-    await b.append({ type: 'enrich', company: 'open.com', generation: 1, keyVersion: 1, status: 'miss', charged: 0, keyUsed: foreign, at: Date.now() });
-    await b.flush();
-    expect(await a.append(intent('open.com', { key: foreign }), true)).toMatchObject({ kind: 'moved' });
+    expect(await secondClaim(s, foreign, 'miss')).toBe('moved');
   });
 
   it("keeps a dead run's possible charge in its own month when a journal's hit closes its purchase", async () => {
@@ -878,17 +880,10 @@ describe.each(backends)('the store contract: $name', (backend) => {
     await ledger.setBudget(null, 1, 'test');
     await ledger.close();
     // Before the import: the cap's one credit is held by bolt's possibly charged key.
-    const b = await s.begin();
-    expect(await b.append(intent('new.com', { key: idempotencyKey(b.storeId, 'new.com', 1, 1) }), true)).toMatchObject({ kind: 'capped' });
-    const dir = tempDir();
-    await importJournalAt(s.address, join(dir.path, 'in.csv.enrich-journal'), THEN, [
-      { t: 'intent', c: 'bolt.io', v: 1, key: 'key-bolt' },
-      { t: 'enrich', c: 'bolt.io', v: 1, s: 'hit', charged: 1, company: record('bolt.io') },
-    ]);
-    dir.cleanup();
+    expect(await newClaim(s)).toBe('capped');
+    await importBoltBought(s.address);
     // The key a run sent this month may have been charged: it must still count this month.
-    const c = await s.begin();
-    expect(await c.append(intent('new.com', { key: idempotencyKey(c.storeId, 'new.com', 1, 1) }), true)).toMatchObject({ kind: 'capped' });
+    expect(await newClaim(s)).toBe('capped');
   });
 
   it("keeps keys given up as possibly charged this month when a journal's hit closes their purchase", async () => {
@@ -904,15 +899,9 @@ describe.each(backends)('the store contract: $name', (backend) => {
     await s.raw('UPDATE purchases SET opened_at = ?', THEN + 1_000);
     const ledger = await openLedgerStore(s.address, { tool: 'test', env: {}, write: true, create: false });
     await ledger.setBudget(null, 1, 'test').finally(() => ledger.close());
-    const dir = tempDir();
-    await importJournalAt(s.address, join(dir.path, 'in.csv.enrich-journal'), THEN, [
-      { t: 'intent', c: 'bolt.io', v: 1, key: 'key-bolt' },
-      { t: 'enrich', c: 'bolt.io', v: 1, s: 'hit', charged: 1, company: record('bolt.io') },
-    ]);
-    dir.cleanup();
+    await importBoltBought(s.address);
     // Before: closed in 2024, the possible charge left this month's cap, and a run bought past it.
-    const b = await s.begin();
-    expect(await b.append(intent('new.com', { key: idempotencyKey(b.storeId, 'new.com', 1, 1) }), true)).toMatchObject({ kind: 'capped' });
+    expect(await newClaim(s)).toBe('capped');
   });
 
   it("applies a keyless journal's answers to its own keyless purchase", async () => {
