@@ -203,7 +203,6 @@ const SERVICE = '(SELECT id FROM services WHERE name = $1)';
 
 // Rows as both backends return them (snake_case columns).
 
-
 export function toCopyRun(r: Record<string, unknown>): CopyRun {
   return {
     id: num(r['id']),

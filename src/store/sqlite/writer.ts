@@ -227,8 +227,10 @@ export class RecordWriter {
          WHERE excluded.checked_at >= lookups.checked_at`,
       );
       for (const { event: e, at } of events) if (e.type === 'match' && e.status !== 'error') lookup.run([this.serviceId, e.domain, e.status, e.company ?? null, e.name ?? null, at]);
-      const read = new SqliteBatchRead(this.store, this.serviceId, this.run, Date.now());
-      this.apply(decideBatch(events.map((e) => e.event), read, this.run, events.map((e) => e.at), this.store.options.now()));
+      // The store's clock: who is alive now, and when a purchase the past closes may count.
+      const now = this.store.options.now();
+      const read = new SqliteBatchRead(this.store, this.serviceId, this.run, now);
+      this.apply(decideBatch(events.map((e) => e.event), read, this.run, events.map((e) => e.at), now));
     }).immediate();
   }
 
